@@ -1,0 +1,2 @@
+//! ddp (being built).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! mpa (being built).
+#![forbid(unsafe_code)]

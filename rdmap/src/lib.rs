@@ -1,0 +1,2 @@
+//! rdmap (being built).
+#![forbid(unsafe_code)]
