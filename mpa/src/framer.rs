@@ -1,0 +1,170 @@
+//! Transmit side of FPDU mode: ULPDU -> FPDU (length, markers, PAD, CRC).
+
+use bytes::{BufMut, BytesMut};
+
+use crate::wire::fpdu::{self, CRC_LEN, MARKER_LEN, MARKER_PERIOD};
+use crate::wire::marker::MarkerRepr;
+use crate::{Negotiated, crc32c_append, pad_len};
+
+/// Zeros for the PAD (at most 3 octets).
+const ZEROS: [u8; 3] = [0; 3];
+
+/// Transmit side of FPDU mode for one direction.
+///
+/// Keeps the stream position (octets sent since SeqStart, the first octet after our own MPA
+/// frame) so that markers land every 512 octets. Implements the sender algorithm of
+/// RFC 5044 §4.3/§4.4 exactly: a marker that falls between two FPDUs has FPDUPTR 0 and
+/// belongs to (and is covered by the CRC of) the next FPDU; a marker may sit between PAD
+/// and CRC; all markers are covered by the CRC.
+#[derive(Debug)]
+pub struct Framer {
+    markers: bool,
+    crc: bool,
+    pos: u64,
+}
+
+impl Framer {
+    /// A framer at SeqStart. With `crc = false` the CRC field is written as 0.
+    pub fn new(markers: bool, crc: bool) -> Self {
+        Self { markers, crc, pos: 0 }
+    }
+
+    /// A framer for our direction of a negotiated connection (`markers_tx`, `crc`).
+    pub fn from_negotiated(n: &Negotiated) -> Self {
+        Self::new(n.markers_tx, n.crc)
+    }
+
+    /// Appends one FPDU whose ULPDU is `header ++ payload` to `dst`.
+    ///
+    /// `dst` is grown once (by [`wire_len`](Self::wire_len)); nothing else is allocated.
+    /// The CRC is computed incrementally over the pieces as they are written. The caller
+    /// guarantees `header.len() + payload.len() <= u16::MAX` (and at most
+    /// [`MAX_ULPDU`](crate::MAX_ULPDU) with markers, so that FPDUPTR fits 16 bits).
+    pub fn encode(&mut self, header: &[u8], payload: &[u8], dst: &mut BytesMut) {
+        let len = header.len() + payload.len();
+        debug_assert!(len <= usize::from(u16::MAX), "ULPDU of {len} octets");
+        let pad = &ZEROS[..pad_len(len)];
+        let wire = self.wire_len(len);
+        dst.reserve(wire);
+        let before = dst.len();
+        let length = (len as u16).to_be_bytes();
+        if self.markers {
+            self.encode_with_markers(&[&length, header, payload, pad], dst);
+        } else {
+            dst.extend_from_slice(&length);
+            dst.extend_from_slice(header);
+            dst.extend_from_slice(payload);
+            dst.extend_from_slice(pad);
+            let crc = if self.crc {
+                [header, payload, pad].iter().fold(crate::crc32c(&length), |c, piece| crc32c_append(c, piece))
+            } else {
+                0
+            };
+            dst.put_u32_le(crc);
+            self.pos += wire as u64;
+        }
+        debug_assert_eq!(dst.len() - before, wire);
+    }
+
+    /// Octets an FPDU with a ULPDU of `ulpdu_len` octets would take on the wire at the
+    /// current position, markers included.
+    pub fn wire_len(&self, ulpdu_len: usize) -> usize {
+        fpdu::wire_len(self.pos, ulpdu_len, self.markers)
+    }
+
+    /// Octets emitted since SeqStart.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// True when markers are inserted.
+    pub fn markers(&self) -> bool {
+        self.markers
+    }
+
+    /// True when a real CRC is written.
+    pub fn crc(&self) -> bool {
+        self.crc
+    }
+
+    fn encode_with_markers(&mut self, body: &[&[u8]], dst: &mut BytesMut) {
+        let mut crc = 0u32;
+        if self.pos % MARKER_PERIOD == 0 {
+            // Between FPDUs (or at SeqStart): FPDUPTR 0, covered by this FPDU's CRC.
+            self.put_marker(0, dst, &mut crc);
+        }
+        let hdr = self.pos;
+        for piece in body {
+            let mut data = *piece;
+            while !data.is_empty() {
+                if self.pos % MARKER_PERIOD == 0 {
+                    self.put_marker(self.pos - hdr, dst, &mut crc);
+                }
+                let room = (MARKER_PERIOD - self.pos % MARKER_PERIOD) as usize;
+                let (now, rest) = data.split_at(room.min(data.len()));
+                self.put(now, dst, &mut crc);
+                data = rest;
+            }
+        }
+        if self.pos % MARKER_PERIOD == 0 {
+            // Between PAD and CRC.
+            self.put_marker(self.pos - hdr, dst, &mut crc);
+        }
+        dst.put_u32_le(if self.crc { crc } else { 0 });
+        self.pos += CRC_LEN as u64;
+    }
+
+    fn put_marker(&mut self, fpduptr: u64, dst: &mut BytesMut, crc: &mut u32) {
+        // FPDUPTR is 16 bits; it cannot overflow for ULPDUs up to MAX_ULPDU.
+        let marker = MarkerRepr { fpduptr: fpduptr as u16 }.to_bytes();
+        self.put(&marker[..MARKER_LEN], dst, crc);
+    }
+
+    fn put(&mut self, data: &[u8], dst: &mut BytesMut, crc: &mut u32) {
+        dst.extend_from_slice(data);
+        if self.crc {
+            *crc = crc32c_append(*crc, data);
+        }
+        self.pos += data.len() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_and_wire_len() {
+        let mut f = Framer::new(false, true);
+        let mut dst = BytesMut::new();
+        assert_eq!(f.wire_len(19), 28);
+        f.encode(&[1, 2, 3], &[4; 16], &mut dst);
+        assert_eq!((dst.len(), f.position()), (28, 28));
+        // Length field, pad zeros, CRC over everything before it.
+        assert_eq!(&dst[..2], &[0, 19]);
+        assert_eq!(&dst[21..24], &[0, 0, 0]);
+        assert_eq!(u32::from_le_bytes([dst[24], dst[25], dst[26], dst[27]]), crate::crc32c(&dst[..24]));
+    }
+
+    #[test]
+    fn crc_off_writes_zero() {
+        for markers in [false, true] {
+            let mut f = Framer::new(markers, false);
+            let mut dst = BytesMut::new();
+            f.encode(b"abc", b"", &mut dst);
+            assert_eq!(&dst[dst.len() - 4..], &[0, 0, 0, 0]);
+        }
+    }
+
+    #[test]
+    fn first_fpdu_with_markers_starts_with_zero_marker() {
+        let mut f = Framer::new(true, true);
+        let mut dst = BytesMut::new();
+        f.encode(b"", b"xy", &mut dst);
+        assert_eq!(&dst[..6], &[0, 0, 0, 0, 0, 2]);
+        assert_eq!(dst.len(), 12);
+        let crc = crate::crc32c(&dst[..8]);
+        assert_eq!(&dst[8..], &crc.to_le_bytes());
+        assert_eq!(f.position(), 12);
+    }
+}

@@ -1,0 +1,433 @@
+//! The per-QP stream state machine: RDMAP over DDP over MPA, sans-IO.
+//!
+//! A [`Stream`] is created once the MPA handshake is done (see [`mpa::Handshake`]) and owns
+//! everything that happens in FPDU mode on one connection: the send queue and receive queue,
+//! segmentation, placement through [`Memory`], Read and Atomic responses, IRD/ORD limits,
+//! the RFC 6581 RTR exchange, Terminate generation and reception, and the QP states.
+//!
+//! It follows the quinn-proto `Connection` model. Methods come in four kinds:
+//! - inputs: [`handle_input`](Stream::handle_input) (bytes read from TCP),
+//!   [`handle_written`](Stream::handle_written) (bytes the TCP socket accepted),
+//!   [`handle_eof`](Stream::handle_eof) (the peer's FIN);
+//! - commands: [`post_send`](Stream::post_send), [`post_recv`](Stream::post_recv),
+//!   [`close`](Stream::close), [`terminate`](Stream::terminate);
+//! - outputs: [`poll_transmit`](Stream::poll_transmit) and [`poll_event`](Stream::poll_event),
+//!   to be called after every input or command until they return nothing;
+//! - getters such as [`state`](Stream::state).
+//!
+//! # Completion semantics
+//!
+//! A Send, RDMA Write or Immediate Data request completes when every octet of its last FPDU
+//! has been accepted by the TCP socket, which the driver reports with `handle_written` (what
+//! siw does). An RDMA Read or Atomic completes when its response has been placed. Send-queue
+//! completions are reported in posting order, receive-queue completions in arrival order.
+//! A request that fails or is flushed always completes, signaled or not.
+
+mod rx;
+mod tx;
+
+use std::collections::VecDeque;
+
+use bytes::BytesMut;
+use mpa::{Deframer, Framer, Negotiated, Role, Rtr, RtrFlags};
+
+use crate::memory::Memory;
+use crate::term::TermCode;
+use crate::wire::TerminateRepr;
+use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
+
+use tx::{Flush, TxState};
+use rx::RxState;
+
+/// Static settings of a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamConfig {
+    /// Send-queue depth: posted send requests not yet completed.
+    pub sq_depth: usize,
+    /// Receive-queue depth: posted receive requests not yet completed.
+    pub rq_depth: usize,
+    /// Largest ULPDU this side sends (MULPDU, RFC 5044 §4.5); at least 128.
+    pub mulpdu: u16,
+}
+
+impl Default for StreamConfig {
+    /// 256-deep queues and the MULPDU of a 1460-octet Ethernet MSS without markers.
+    fn default() -> Self {
+        Self {
+            sq_depth: 256,
+            rq_depth: 256,
+            mulpdu: mpa::mulpdu(1460, false),
+        }
+    }
+}
+
+/// The RDMAP stream (queue pair) states of RFC 5040 as siw names them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// No connection. A stream never is in this state; the engine uses it for queue pairs
+    /// that are not connected yet.
+    Idle,
+    /// Ready to send: normal operation.
+    Rts,
+    /// Graceful close requested: outstanding send work finishes, then the driver closes TCP.
+    Closing,
+    /// A Terminate is queued or being sent; everything else is flushed.
+    Terminate,
+    /// Dead: every request completes as flushed.
+    Error,
+}
+
+/// Something the driver must act on, from [`Stream::poll_event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A work request finished.
+    Completion(Completion),
+    /// The stream changed state.
+    StateChanged(QpState),
+    /// We detected a fatal error and queued this Terminate; it goes out with the next
+    /// transmit, after which the stream is in [`QpState::Error`].
+    TerminateSent(TerminateRepr),
+    /// The peer sent this Terminate; the stream is in [`QpState::Error`].
+    TerminateReceived(TerminateRepr),
+    /// Responder only: the first FPDU (the RTR in peer-to-peer mode) arrived, so this side
+    /// may now transmit (RFC 5044 §7.1.2 rule 4).
+    Ready,
+    /// After [`Stream::close`]: all send work is done; the driver may shut down TCP's
+    /// sending half.
+    Drained,
+    /// The peer closed its half of the connection.
+    PeerClosed,
+}
+
+/// Why a post was refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PostError {
+    /// The queue already holds its configured depth of requests.
+    QueueFull,
+    /// The stream is closing; new send work is not accepted.
+    Closing,
+}
+
+impl core::fmt::Display for PostError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::QueueFull => f.write_str("queue full: wait for completions before posting more"),
+            Self::Closing => f.write_str("the queue pair is closing and takes no new send work"),
+        }
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// Counters for observability.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamStats {
+    /// FPDUs transmitted.
+    pub fpdus_sent: u64,
+    /// FPDUs received.
+    pub fpdus_received: u64,
+    /// Payload octets placed into local memory.
+    pub bytes_placed: u64,
+}
+
+/// One RDMAP stream in FPDU mode. See the [module docs](self).
+#[derive(Debug)]
+pub struct Stream {
+    cfg: StreamConfig,
+    role: Role,
+    state: QpState,
+    ird: u16,
+    ord: u16,
+    framer: Framer,
+    deframer: Deframer,
+    tx: TxState,
+    rx: RxState,
+    events: VecDeque<Event>,
+    stats: StreamStats,
+}
+
+impl Stream {
+    /// A stream for a connection whose MPA handshake produced `negotiated`.
+    ///
+    /// An Initiator in peer-to-peer mode sends its RTR first; a Responder sends nothing
+    /// until the first FPDU has arrived.
+    pub fn new(cfg: StreamConfig, negotiated: &Negotiated) -> Self {
+        let p2p = negotiated.p2p;
+        let rtr_out = (p2p && negotiated.role == Role::Initiator)
+            .then(|| first_rtr(negotiated.rtr))
+            .flatten();
+        let rtr_in = if p2p && negotiated.role == Role::Responder {
+            negotiated.rtr
+        } else {
+            RtrFlags::NONE
+        };
+        Self {
+            tx: TxState::new(negotiated.role == Role::Initiator, rtr_out),
+            rx: RxState::new(negotiated.role == Role::Responder, p2p, rtr_in),
+            cfg,
+            role: negotiated.role,
+            state: QpState::Rts,
+            ird: negotiated.ird,
+            ord: negotiated.ord,
+            framer: Framer::from_negotiated(negotiated),
+            deframer: Deframer::from_negotiated(negotiated),
+            events: VecDeque::new(),
+            stats: StreamStats::default(),
+        }
+    }
+
+    /// A stream that must send `code` as its only FPDU: for MPA negotiation failures found
+    /// after FPDU mode began (insufficient IRD, no matching RTR; RFC 6581 §8).
+    pub fn failed(cfg: StreamConfig, negotiated: &Negotiated, code: TermCode) -> Self {
+        let mut s = Self::new(cfg, negotiated);
+        s.tx.rtr = None;
+        s.fatal(code, None, None);
+        s
+    }
+
+    // ---- commands ----------------------------------------------------------------------
+
+    /// Queues a send-queue work request. In [`QpState::Error`] and [`QpState::Terminate`] it
+    /// completes at once as flushed (so draining works as in verbs).
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
+        match self.state {
+            QpState::Closing => return Err(PostError::Closing),
+            QpState::Error | QpState::Terminate | QpState::Idle => {
+                let opcode = tx::wc_opcode(&wr.op);
+                self.push_completion(Completion::new(
+                    wr.wr_id,
+                    Queue::Send,
+                    opcode,
+                    WcStatus::Flushed,
+                ));
+                return Ok(());
+            }
+            QpState::Rts => {}
+        }
+        if self.tx.outstanding() >= self.cfg.sq_depth {
+            return Err(PostError::QueueFull);
+        }
+        self.tx.sq.push_back(wr);
+        Ok(())
+    }
+
+    /// Queues a receive buffer for one incoming Send or Immediate Data message.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
+        if matches!(self.state, QpState::Error | QpState::Terminate | QpState::Idle) {
+            self.push_completion(Completion::new(
+                wr.wr_id,
+                Queue::Recv,
+                WcOpcode::Recv,
+                WcStatus::Flushed,
+            ));
+            return Ok(());
+        }
+        if self.rx.outstanding() >= self.cfg.rq_depth {
+            return Err(PostError::QueueFull);
+        }
+        self.rx.recv.push_back(wr);
+        Ok(())
+    }
+
+    /// Starts a graceful close: send work already posted still runs; once it is done,
+    /// [`Event::Drained`] tells the driver to shut down TCP's sending half.
+    pub fn close(&mut self) {
+        if self.state == QpState::Rts {
+            self.set_state(QpState::Closing);
+            self.check_drained();
+        }
+    }
+
+    /// Aborts the stream with a Terminate carrying `code` and no copied headers (a local
+    /// error, RFC 5040 §7.1 rule 1), flushing all outstanding work.
+    pub fn terminate(&mut self, code: TermCode) {
+        self.fatal(code, None, None);
+    }
+
+    // ---- inputs ------------------------------------------------------------------------
+
+    /// Feeds bytes read from TCP. Consumes whole FPDUs from `src`; a partial FPDU stays
+    /// there for the next call. Places data through `mem`. Call `poll_transmit` and
+    /// `poll_event` afterwards.
+    pub fn handle_input(&mut self, src: &mut BytesMut, mem: &mut dyn Memory) {
+        while self.rx.accepting() {
+            match self.deframer.decode(src) {
+                Ok(Some(ulpdu)) => {
+                    self.stats.fpdus_received += 1;
+                    self.on_ulpdu(&ulpdu, mem);
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "MPA error");
+                    self.fatal(TermCode::llp(e.code()), None, None);
+                }
+            }
+        }
+        // Once a fatal error was found, later bytes are dropped unread (RFC 5041 §7.2).
+        src.clear();
+    }
+
+    /// Reports that the TCP socket accepted `n` more octets of what `poll_transmit`
+    /// produced. Completes Sends, Writes and Immediate Data whose bytes are all accepted.
+    pub fn handle_written(&mut self, n: usize) {
+        self.tx.written += n as u64;
+        while let Some(&(end, seq)) = self.tx.wait_written.front() {
+            if end > self.tx.written {
+                break;
+            }
+            self.tx.wait_written.pop_front();
+            self.tx.finish(seq, WcStatus::Success, None);
+        }
+        if self.state == QpState::Terminate && self.tx.term.is_none() && self.tx.all_written() {
+            self.set_state(QpState::Error);
+        }
+        self.release_completions();
+        self.check_drained();
+    }
+
+    /// Reports the peer's FIN. Any buffered partial FPDU is an error; outstanding work is
+    /// flushed and the stream ends in [`QpState::Error`] (or quietly, after a close).
+    pub fn handle_eof(&mut self, src: &mut BytesMut) {
+        if let Err(e) = self.deframer.decode_eof(src) {
+            tracing::debug!(error = %e, "partial FPDU at FIN");
+        }
+        self.rx.eof = true;
+        self.events.push_back(Event::PeerClosed);
+        if !matches!(self.state, QpState::Error) {
+            self.flush(Flush::All(None));
+            self.set_state(QpState::Error);
+        }
+    }
+
+    // ---- outputs -----------------------------------------------------------------------
+
+    /// Appends FPDUs to `dst` until it holds at least `max` octets or nothing is left to
+    /// send; returns the number of octets appended. Reads local data through `mem`. Call it
+    /// after every input or command, and whenever the socket has room again.
+    #[must_use]
+    pub fn poll_transmit(&mut self, mem: &mut dyn Memory, dst: &mut BytesMut, max: usize) -> usize {
+        let start = dst.len();
+        while dst.len() - start < max {
+            if !self.transmit_one(mem, dst) {
+                break;
+            }
+        }
+        self.release_completions();
+        dst.len() - start
+    }
+
+    /// The next event, if any. Call it until it returns `None` after every input, command
+    /// and `poll_transmit`.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- getters -----------------------------------------------------------------------
+
+    /// The current state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Initiator or Responder.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The negotiated inbound (IRD) and outbound (ORD) Read/Atomic limits.
+    pub fn ird_ord(&self) -> (u16, u16) {
+        (self.ird, self.ord)
+    }
+
+    /// True if something is waiting to be transmitted right now.
+    pub fn wants_transmit(&self) -> bool {
+        self.tx.term.is_some() || (self.may_send() && self.tx.has_work(self.ord))
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> StreamStats {
+        self.stats
+    }
+
+    // ---- internals shared by rx and tx -------------------------------------------------
+
+    fn may_send(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Closing) && self.rx.peer_started
+    }
+
+    fn set_state(&mut self, state: QpState) {
+        if self.state != state {
+            tracing::debug!(from = ?self.state, to = ?state, "qp state");
+            self.state = state;
+            self.events.push_back(Event::StateChanged(state));
+        }
+    }
+
+    fn push_completion(&mut self, wc: Completion) {
+        self.events.push_back(Event::Completion(wc));
+    }
+
+    /// Moves finished send-queue requests, in posting order, to the event queue.
+    fn release_completions(&mut self) {
+        while let Some(wc) = self.tx.pop_finished() {
+            self.push_completion(wc);
+        }
+    }
+
+    fn check_drained(&mut self) {
+        if self.state == QpState::Closing && self.tx.is_idle() && !self.tx.drained_reported {
+            self.tx.drained_reported = true;
+            self.events.push_back(Event::Drained);
+        }
+    }
+
+    /// Enters the Terminate state: queues a Terminate for `code` (with the offending
+    /// segment's headers when given) and flushes every outstanding request. Only the first
+    /// error counts (RFC 5040 §7.1 rule 4).
+    fn fatal(&mut self, code: TermCode, ulpdu: Option<&[u8]>, rdma_header: Option<[u8; 28]>) {
+        if matches!(self.state, QpState::Terminate | QpState::Error) {
+            return;
+        }
+        let term = rx::build_terminate(code, ulpdu, rdma_header);
+        tracing::debug!(?code, "sending Terminate");
+        self.events.push_back(Event::TerminateSent(term.clone()));
+        self.tx.term = Some(term);
+        self.rx.stop();
+        self.flush(Flush::KeepSent);
+        self.set_state(QpState::Terminate);
+    }
+
+    /// Completes every outstanding request in error (see [`Flush`]).
+    fn flush(&mut self, how: Flush) {
+        self.tx.flush(how);
+        self.release_completions();
+        for wr in self.rx.drain() {
+            self.push_completion(Completion::new(
+                wr,
+                Queue::Recv,
+                WcOpcode::Recv,
+                WcStatus::Flushed,
+            ));
+        }
+    }
+}
+
+/// The RTR an Initiator sends: the one type the handshake chose.
+fn first_rtr(flags: RtrFlags) -> Option<Rtr> {
+    [
+        (RtrFlags::WRITE, Rtr::Write),
+        (RtrFlags::READ, Rtr::Read),
+        (RtrFlags::SEND, Rtr::Send),
+    ]
+    .into_iter()
+    .find(|(f, _)| flags.contains(*f))
+    .map(|(_, r)| r)
+}
+
+#[cfg(test)]
+mod tests;

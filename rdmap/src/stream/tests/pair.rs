@@ -1,0 +1,226 @@
+//! The two-endpoint harness: a real MPA handshake, then two streams joined by byte pipes
+//! that re-chunk the traffic at seeded random boundaries (quinn-proto's `Pair`, for TCP).
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+use mpa::{Deframer, Framer, Handshake, HandshakeEvent, MpaConfig, Negotiated};
+
+use crate::testing::{VecMemory, XorShift};
+use crate::{Completion, Event, QpState, Stream, StreamConfig, TermCode};
+
+/// A rewrite of whole ULPDUs on their way from A to B (framing is redone afterwards).
+pub(super) type UlpduTamper = Box<dyn FnMut(usize, &mut Vec<u8>)>;
+
+/// One endpoint.
+pub(super) struct Side {
+    pub(super) s: Stream,
+    pub(super) mem: VecMemory,
+    pub(super) inbox: BytesMut,
+    pub(super) events: Vec<Event>,
+    /// Every octet this side transmitted in FPDU mode.
+    pub(super) sent: Vec<u8>,
+}
+
+impl Side {
+    /// Takes the completions reported so far.
+    pub(super) fn completions(&mut self) -> Vec<Completion> {
+        let mut out = Vec::new();
+        self.events.retain(|e| match e {
+            Event::Completion(wc) => {
+                out.push(wc.clone());
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
+    /// The Terminate this side received, if any.
+    pub(super) fn term_received(&self) -> Option<TermCode> {
+        self.events.iter().find_map(|e| match e {
+            Event::TerminateReceived(t) => Some(t.code),
+            _ => None,
+        })
+    }
+
+    /// The Terminate this side sent, if any.
+    pub(super) fn term_sent(&self) -> Option<crate::wire::TerminateRepr> {
+        self.events.iter().find_map(|e| match e {
+            Event::TerminateSent(t) => Some(t.clone()),
+            _ => None,
+        })
+    }
+
+    pub(super) fn state(&self) -> QpState {
+        self.s.state()
+    }
+}
+
+/// Initiator `a` and Responder `b`.
+pub(super) struct Pair {
+    pub(super) a: Side,
+    pub(super) b: Side,
+    pub(super) na: Negotiated,
+    pub(super) nb: Negotiated,
+    a_to_b: BytesMut,
+    b_to_a: BytesMut,
+    rng: XorShift,
+    pub(super) max_chunk: usize,
+    /// Flip octets of A's output: called with the stream offset and the octets.
+    pub(super) raw_tamper: Option<Box<dyn FnMut(u64, &mut [u8])>>,
+    ulpdu_tamper: Option<(Deframer, Framer, BytesMut, usize, UlpduTamper)>,
+    a_pos: u64,
+}
+
+impl Pair {
+    /// Runs the MPA handshake between `ci` (Initiator) and `cr` (Responder) and builds the
+    /// two streams.
+    pub(super) fn connect(ci: MpaConfig, cr: MpaConfig, sc: StreamConfig, seed: u64) -> Self {
+        let now = Instant::now();
+        let mut rng = XorShift::new(seed);
+        let mut hi = Handshake::initiator(ci, b"", now).expect("initiator");
+        let mut hr = Handshake::responder(cr, now);
+        let (mut ab, mut ba) = (BytesMut::new(), BytesMut::new());
+        let (mut in_i, mut in_r) = (BytesMut::new(), BytesMut::new());
+        let (mut ni, mut nr) = (None, None);
+        for _ in 0..10_000 {
+            let _ = hi.poll_transmit(&mut ab);
+            let _ = hr.poll_transmit(&mut ba);
+            if !ab.is_empty() {
+                let n = rng.range(1, ab.len());
+                in_r.extend_from_slice(&ab.split_to(n));
+                hr.handle_input(&mut in_r, now);
+            }
+            if !ba.is_empty() {
+                let n = rng.range(1, ba.len());
+                in_i.extend_from_slice(&ba.split_to(n));
+                hi.handle_input(&mut in_i, now);
+            }
+            while let Some(ev) = hr.poll_event() {
+                match ev {
+                    HandshakeEvent::Request(_) => hr.accept(b"").expect("accept"),
+                    HandshakeEvent::Established { negotiated, .. } => nr = Some(negotiated),
+                    other => panic!("responder handshake: {other:?}"),
+                }
+            }
+            while let Some(ev) = hi.poll_event() {
+                match ev {
+                    HandshakeEvent::Established { negotiated, .. } => ni = Some(negotiated),
+                    other => panic!("initiator handshake: {other:?}"),
+                }
+            }
+            if ni.is_some() && nr.is_some() && ab.is_empty() && ba.is_empty() {
+                break;
+            }
+        }
+        let (na, nb) = (ni.expect("initiator established"), nr.expect("responder established"));
+        let side = |n: &Negotiated, inbox| Side {
+            s: Stream::new(sc.clone(), n),
+            mem: VecMemory::new(),
+            inbox,
+            events: Vec::new(),
+            sent: Vec::new(),
+        };
+        Self {
+            a: side(&na, in_i),
+            b: side(&nb, in_r),
+            na,
+            nb,
+            a_to_b: BytesMut::new(),
+            b_to_a: BytesMut::new(),
+            rng,
+            max_chunk: 1500,
+            raw_tamper: None,
+            ulpdu_tamper: None,
+            a_pos: 0,
+        }
+    }
+
+    /// A plain connection: revision 2, CRC on, no markers, IRD/ORD 16.
+    pub(super) fn new(seed: u64) -> Self {
+        Self::connect(
+            MpaConfig::default(),
+            MpaConfig::default(),
+            StreamConfig::default(),
+            seed,
+        )
+    }
+
+    /// Rewrites ULPDUs from A to B: `f(index, ulpdu)` sees every ULPDU A sends, by index.
+    pub(super) fn tamper_ulpdus(&mut self, f: impl FnMut(usize, &mut Vec<u8>) + 'static) {
+        let de = Deframer::from_negotiated(&self.nb);
+        let fr = Framer::from_negotiated(&self.na);
+        self.ulpdu_tamper = Some((de, fr, BytesMut::new(), 0, Box::new(f)));
+    }
+
+    /// Moves bytes both ways until neither side has anything left to do.
+    pub(super) fn drive(&mut self) {
+        for _ in 0..100_000 {
+            let mut progress = false;
+            progress |= self.transmit_a();
+            progress |= Self::transmit(&mut self.b, &mut self.b_to_a, &mut self.rng);
+            progress |= self.deliver_to_b();
+            progress |= Self::deliver(&mut self.a, &mut self.b_to_a, &mut self.rng, self.max_chunk);
+            if !progress {
+                return;
+            }
+        }
+        panic!("pair did not converge");
+    }
+
+    fn transmit(side: &mut Side, wire: &mut BytesMut, rng: &mut XorShift) -> bool {
+        let mut out = BytesMut::new();
+        let n = side.s.poll_transmit(&mut side.mem, &mut out, rng.range(1, 8192));
+        if n > 0 {
+            side.s.handle_written(n);
+            side.sent.extend_from_slice(&out);
+            wire.extend_from_slice(&out);
+        }
+        side.events.extend(std::iter::from_fn(|| side.s.poll_event()));
+        n > 0
+    }
+
+    fn transmit_a(&mut self) -> bool {
+        let mut out = BytesMut::new();
+        let n = self.a.s.poll_transmit(&mut self.a.mem, &mut out, self.rng.range(1, 8192));
+        self.a.events.extend(std::iter::from_fn(|| self.a.s.poll_event()));
+        if n == 0 {
+            return false;
+        }
+        self.a.s.handle_written(n);
+        self.a.sent.extend_from_slice(&out);
+        self.a.events.extend(std::iter::from_fn(|| self.a.s.poll_event()));
+        if let Some((de, fr, buf, idx, f)) = &mut self.ulpdu_tamper {
+            buf.extend_from_slice(&out);
+            out.clear();
+            while let Ok(Some(ulpdu)) = de.decode(buf) {
+                let mut u = ulpdu.to_vec();
+                f(*idx, &mut u);
+                *idx += 1;
+                fr.encode(&u, &[], &mut out);
+            }
+        }
+        if let Some(t) = &mut self.raw_tamper {
+            t(self.a_pos, &mut out);
+        }
+        self.a_pos += out.len() as u64;
+        self.a_to_b.extend_from_slice(&out);
+        true
+    }
+
+    fn deliver_to_b(&mut self) -> bool {
+        Self::deliver(&mut self.b, &mut self.a_to_b, &mut self.rng, self.max_chunk)
+    }
+
+    fn deliver(side: &mut Side, wire: &mut BytesMut, rng: &mut XorShift, max: usize) -> bool {
+        if wire.is_empty() {
+            return false;
+        }
+        let n = rng.range(1, max.min(wire.len()));
+        side.inbox.extend_from_slice(&wire.split_to(n));
+        side.s.handle_input(&mut side.inbox, &mut side.mem);
+        side.events.extend(std::iter::from_fn(|| side.s.poll_event()));
+        true
+    }
+}

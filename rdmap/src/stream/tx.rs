@@ -1,0 +1,752 @@
+//! The transmit side: send queue, outstanding Read/Atomic requests (ORQ), responses owed to
+//! the peer (IRQ), segmentation and FPDU emission.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
+use mpa::Rtr;
+
+use super::{QpState, Stream};
+use crate::memory::Memory;
+use crate::term::TermCode;
+use crate::wire::{
+    AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl, ReadRequestRepr,
+    TerminateRepr,
+};
+use crate::work::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+
+/// Largest RDMAP header carried inline after a DDP header (the Atomic Request).
+const INLINE_MAX: usize = 72;
+/// STag of the zero-length RDMA Write RTR, as siw sends it (some hardware rejects STag 0).
+const RTR_WRITE_STAG: u32 = 1;
+
+/// How outstanding work is flushed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Flush {
+    /// This side is sending a Terminate over a working connection: requests whose octets
+    /// were all handed to the socket still complete once written.
+    KeepSent,
+    /// The connection is gone or the peer terminated: flush everything; with the peer's
+    /// Terminate code, the oldest outstanding Read or Atomic reports the peer's verdict.
+    All(Option<TermCode>),
+}
+
+/// A send-queue request that has started, kept until its completion is reported in order.
+#[derive(Debug)]
+struct Inflight {
+    seq: u64,
+    wc: Completion,
+    signaled: bool,
+    /// All octets are emitted; it completes once they are written.
+    sent: bool,
+    done: bool,
+}
+
+/// An outbound Read or Atomic waiting for its response.
+#[derive(Debug)]
+pub(super) enum OrqEntry {
+    /// The zero-length Read RTR: its empty response is consumed silently.
+    Rtr,
+    Read {
+        seq: u64,
+        sink: Sge,
+        received: u32,
+    },
+    Atomic {
+        seq: u64,
+        req_id: u32,
+        result: Sge,
+    },
+}
+
+/// A response owed to the peer, in request order.
+#[derive(Debug)]
+pub(super) enum IrqEntry {
+    Read(ReadRequestRepr),
+    Atomic(AtomicResponseRepr),
+}
+
+/// Where a message's payload comes from.
+#[derive(Debug)]
+enum Source {
+    Empty,
+    Bytes(Bytes),
+    Sgl(Vec<Sge>),
+    /// Local memory read with remote-read access on the peer's behalf (Read Response).
+    Remote(ReadRequestRepr),
+    Inline([u8; INLINE_MAX], usize),
+}
+
+/// What happens after a message's last segment is emitted.
+#[derive(Copy, Clone, Debug)]
+enum Done {
+    /// Complete send request `seq` once its octets are written.
+    Written(u64),
+    /// A response left: free its IRD slot.
+    Response,
+    /// The Terminate left.
+    Terminate,
+    Nothing,
+}
+
+/// A message being segmented.
+#[derive(Debug)]
+struct OutMsg {
+    header: SegmentRepr,
+    src: Source,
+    len: u32,
+    off: u32,
+    done: Done,
+}
+
+#[derive(Debug)]
+pub(super) struct TxState {
+    pub(super) sq: VecDeque<SendWr>,
+    inflight: VecDeque<Inflight>,
+    next_seq: u64,
+    /// Last MSN sent per queue number (pre-incremented, so the first message carries 1).
+    msn: [u32; 4],
+    current: Option<OutMsg>,
+    pub(super) orq: VecDeque<OrqEntry>,
+    pub(super) irq: VecDeque<IrqEntry>,
+    /// The current message is a response (it still holds an IRD slot).
+    responding: bool,
+    pub(super) term: Option<TerminateRepr>,
+    pub(super) rtr: Option<Rtr>,
+    emitted: u64,
+    pub(super) written: u64,
+    pub(super) wait_written: VecDeque<(u64, u64)>,
+    pub(super) drained_reported: bool,
+    scratch: Vec<u8>,
+}
+
+impl TxState {
+    pub(super) fn new(_initiator: bool, rtr: Option<Rtr>) -> Self {
+        Self {
+            sq: VecDeque::new(),
+            inflight: VecDeque::new(),
+            next_seq: 0,
+            msn: [0; 4],
+            current: None,
+            orq: VecDeque::new(),
+            irq: VecDeque::new(),
+            responding: false,
+            term: None,
+            rtr,
+            emitted: 0,
+            written: 0,
+            wait_written: VecDeque::new(),
+            drained_reported: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Send requests posted and not yet reported.
+    pub(super) fn outstanding(&self) -> usize {
+        self.sq.len() + self.inflight.len()
+    }
+
+    /// Responses owed to the peer, including one being sent: the IRD in use.
+    pub(super) fn ird_in_use(&self) -> usize {
+        self.irq.len() + usize::from(self.responding)
+    }
+
+    pub(super) fn all_written(&self) -> bool {
+        self.written >= self.emitted
+    }
+
+    pub(super) fn has_work(&self, _ord: u16) -> bool {
+        self.rtr.is_some() || self.current.is_some() || !self.irq.is_empty() || !self.sq.is_empty()
+    }
+
+    pub(super) fn is_idle(&self) -> bool {
+        self.sq.is_empty()
+            && self.inflight.is_empty()
+            && self.current.is_none()
+            && self.orq.is_empty()
+            && self.irq.is_empty()
+            && !self.responding
+            && self.term.is_none()
+            && self.rtr.is_none()
+            && self.all_written()
+    }
+
+    fn next_msn(&mut self, qn: u32) -> u32 {
+        let slot = &mut self.msn[qn as usize & 3];
+        *slot = slot.wrapping_add(1);
+        *slot
+    }
+
+    fn start(&mut self, wr: &SendWr) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut wc = Completion::new(wr.wr_id, Queue::Send, wc_opcode(&wr.op), WcStatus::Success);
+        wc.byte_len = match &wr.op {
+            SendOp::Send { data, .. } | SendOp::Write { data, .. } => data.len().unwrap_or(0),
+            SendOp::Read { src, .. } => src.len,
+            SendOp::Immediate { .. } => 0,
+            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
+        };
+        self.inflight.push_back(Inflight {
+            seq,
+            wc,
+            signaled: wr.flags.contains(SendFlags::SIGNALED),
+            sent: false,
+            done: false,
+        });
+        seq
+    }
+
+    fn entry(&mut self, seq: u64) -> Option<&mut Inflight> {
+        let front = self.inflight.front()?.seq;
+        let idx = usize::try_from(seq.checked_sub(front)?).ok()?;
+        self.inflight.get_mut(idx)
+    }
+
+    /// Marks request `seq` finished with `status`.
+    pub(super) fn finish(&mut self, seq: u64, status: WcStatus, atomic_orig: Option<u64>) {
+        if let Some(e) = self.entry(seq) {
+            if !e.done {
+                e.done = true;
+                e.wc.status = status;
+                e.wc.atomic_orig = atomic_orig;
+            }
+        }
+    }
+
+    /// The next completion to report, in posting order.
+    pub(super) fn pop_finished(&mut self) -> Option<Completion> {
+        while self.inflight.front().is_some_and(|e| e.done) {
+            let e = self.inflight.pop_front()?;
+            if e.signaled || e.wc.status != WcStatus::Success {
+                return Some(e.wc);
+            }
+        }
+        None
+    }
+
+    pub(super) fn flush(&mut self, how: Flush) {
+        self.current = None;
+        self.responding = false;
+        self.rtr = None;
+        self.orq.clear();
+        self.irq.clear();
+        let mut remote = match how {
+            Flush::KeepSent => None,
+            Flush::All(code) => {
+                self.wait_written.clear();
+                code
+            }
+        };
+        for e in &mut self.inflight {
+            if e.done || (how == Flush::KeepSent && e.sent) {
+                continue;
+            }
+            e.done = true;
+            e.wc.status = WcStatus::Flushed;
+            // The peer's verdict is pinned on the oldest request still waiting for a
+            // response from it; Sends and Writes complete at the socket and never do.
+            let awaits_peer = matches!(
+                e.wc.opcode,
+                WcOpcode::Read | WcOpcode::FetchAdd | WcOpcode::CmpSwap
+            );
+            if let Some(code) = remote.take().filter(|_| awaits_peer) {
+                e.wc.status = remote_status(code);
+                e.wc.term = Some(code);
+            }
+        }
+        while let Some(wr) = self.sq.pop_front() {
+            let seq = self.start(&wr);
+            self.finish(seq, WcStatus::Flushed, None);
+        }
+    }
+}
+
+/// The completion opcode of a send request.
+pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send { .. } => WcOpcode::Send,
+        SendOp::Write { .. } => WcOpcode::Write,
+        SendOp::Read { .. } => WcOpcode::Read,
+        SendOp::Immediate { .. } => WcOpcode::Immediate,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::CmpSwap { .. } => WcOpcode::CmpSwap,
+    }
+}
+
+/// What a requester reports when the peer's Terminate names this class of error.
+fn remote_status(code: TermCode) -> WcStatus {
+    let protection = matches!(
+        (u8::from(code.layer()), code.etype()),
+        (0, 1) | (1, 1) // RDMAP remote protection, DDP tagged buffer
+    );
+    if protection {
+        WcStatus::RemoteAccess
+    } else {
+        WcStatus::RemoteOperation
+    }
+}
+
+fn untagged(op: Opcode, qn: u32, msn: u32, inv: u32) -> SegmentRepr {
+    SegmentRepr::Untagged(UntaggedRepr {
+        last: true,
+        rsvd_ulp: RdmapControl::new(op).emit(),
+        rsvd_ulp_ext: inv,
+        qn,
+        msn,
+        mo: 0,
+    })
+}
+
+fn tagged(op: Opcode, stag: STag, to: u64) -> SegmentRepr {
+    SegmentRepr::Tagged(TaggedRepr {
+        last: true,
+        rsvd_ulp: RdmapControl::new(op).emit(),
+        stag,
+        to,
+    })
+}
+
+fn inline(emit: impl FnOnce(&mut [u8]), len: usize) -> Source {
+    let mut buf = [0u8; INLINE_MAX];
+    emit(&mut buf[..len]);
+    Source::Inline(buf, len)
+}
+
+fn payload_source(p: Payload) -> Source {
+    match p {
+        Payload::Bytes(b) if b.is_empty() => Source::Empty,
+        Payload::Bytes(b) => Source::Bytes(b),
+        Payload::Sgl(sgl) => Source::Sgl(sgl),
+    }
+}
+
+impl Stream {
+    /// Emits one FPDU if there is anything to send. Returns false when idle or blocked.
+    pub(super) fn transmit_one(&mut self, mem: &mut dyn Memory, dst: &mut BytesMut) -> bool {
+        if self.tx.current.is_none() {
+            match self.next_message(mem) {
+                Some(m) => self.tx.current = Some(m),
+                None => return false,
+            }
+        }
+        let Some(mut msg) = self.tx.current.take() else {
+            return false;
+        };
+        let hlen = msg.header.header_len();
+        let max = u32::from(self.cfg.mulpdu).saturating_sub(hlen as u32).max(1);
+        let seg_len = (msg.len - msg.off).min(max);
+        let last = msg.off + seg_len == msg.len;
+        let header = segment_header(&msg.header, msg.off, last);
+        let mut hbuf = [0u8; ddp::UNTAGGED_HEADER_LEN];
+        header.emit(&mut hbuf[..hlen]);
+
+        let mut scratch = std::mem::take(&mut self.tx.scratch);
+        let payload: Result<&[u8], TermCode> = match &msg.src {
+            Source::Empty => Ok(&[]),
+            Source::Inline(buf, len) => Ok(&buf[..*len]),
+            Source::Bytes(b) => Ok(&b[msg.off as usize..(msg.off + seg_len) as usize]),
+            Source::Sgl(sgl) => {
+                scratch.resize(seg_len as usize, 0);
+                gather(mem, sgl, msg.off, &mut scratch)
+                    .map(|()| &scratch[..])
+                    .map_err(|_| TermCode::RDMAP_LOCAL_CATASTROPHIC)
+            }
+            Source::Remote(req) => {
+                scratch.resize(seg_len as usize, 0);
+                let to = req.src_to.wrapping_add(msg.off.into());
+                mem.read(req.src_stag, to, &mut scratch, Access::REMOTE_READ)
+                    .map(|()| &scratch[..])
+                    .map_err(|e| e.rdmap_term())
+            }
+        };
+        match payload {
+            Ok(p) => {
+                self.framer.encode(&hbuf[..hlen], p, dst);
+                self.tx.scratch = scratch;
+            }
+            Err(code) => {
+                self.tx.scratch = scratch;
+                self.source_failed(&msg, code);
+                return true;
+            }
+        }
+        self.tx.emitted = self.framer.position();
+        self.stats.fpdus_sent += 1;
+        msg.off += seg_len;
+        if last {
+            self.message_sent(msg.done);
+        } else {
+            self.tx.current = Some(msg);
+        }
+        true
+    }
+
+    /// Local data could not be read while a message was being sent.
+    fn source_failed(&mut self, msg: &OutMsg, code: TermCode) {
+        match (&msg.src, msg.done) {
+            (Source::Remote(req), _) => {
+                // RFC 5040 §4.8: the copied Read Request header reflects the progress.
+                let sent = msg.off;
+                let progress = ReadRequestRepr {
+                    sink_to: req.sink_to.wrapping_add(sent.into()),
+                    size: req.size - sent,
+                    src_to: req.src_to.wrapping_add(sent.into()),
+                    ..*req
+                };
+                let mut rdma = [0u8; 28];
+                progress.emit(&mut rdma);
+                self.fatal(code, None, Some(rdma));
+            }
+            (_, Done::Written(seq)) => {
+                self.tx.finish(seq, WcStatus::LocalProtection, None);
+                self.fatal(code, None, None);
+            }
+            _ => self.fatal(code, None, None),
+        }
+    }
+
+    fn message_sent(&mut self, done: Done) {
+        match done {
+            Done::Written(seq) => {
+                if let Some(e) = self.tx.entry(seq) {
+                    e.sent = true;
+                }
+                self.tx.wait_written.push_back((self.tx.emitted, seq));
+            }
+            Done::Response => self.tx.responding = false,
+            Done::Terminate => {
+                if self.tx.all_written() {
+                    self.set_state(QpState::Error);
+                }
+            }
+            Done::Nothing => {}
+        }
+    }
+
+    /// Picks the next message: a Terminate, the RTR, a response owed to the peer, then the
+    /// send queue.
+    fn next_message(&mut self, mem: &mut dyn Memory) -> Option<OutMsg> {
+        if let Some(term) = self.tx.term.take() {
+            let msn = self.tx.next_msn(2);
+            let len = term.buffer_len();
+            return Some(OutMsg {
+                header: untagged(Opcode::Terminate, 2, msn, 0),
+                src: inline(|b| term.emit(b), len),
+                len: len as u32,
+                off: 0,
+                done: Done::Terminate,
+            });
+        }
+        if !self.may_send() {
+            return None;
+        }
+        if let Some(rtr) = self.tx.rtr.take() {
+            return Some(self.rtr_message(rtr));
+        }
+        if let Some(resp) = self.tx.irq.pop_front() {
+            self.tx.responding = true;
+            return Some(self.response_message(resp));
+        }
+        loop {
+            let wr = self.tx.sq.front()?;
+            let needs_orq = matches!(
+                wr.op,
+                SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. }
+            );
+            if wr.flags.contains(SendFlags::FENCE) && !self.tx.orq.is_empty() {
+                return None;
+            }
+            if needs_orq && self.ord > 0 && self.tx.orq.len() >= usize::from(self.ord) {
+                return None;
+            }
+            let wr = self.tx.sq.pop_front()?;
+            let seq = self.tx.start(&wr);
+            match self.request_message(wr, seq, mem) {
+                Ok(m) => return Some(m),
+                Err(WcStatus::LocalQpOperation) => {
+                    // Not valid on this stream (no ORD), but harmless: fail just this one.
+                    self.tx.finish(seq, WcStatus::LocalQpOperation, None);
+                }
+                Err(status) => {
+                    self.tx.finish(seq, status, None);
+                    self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
+                    return self.next_message(mem);
+                }
+            }
+        }
+    }
+
+    fn rtr_message(&mut self, rtr: Rtr) -> OutMsg {
+        let (header, src) = match rtr {
+            Rtr::Write => (
+                tagged(Opcode::RdmaWrite, STag::from_u32(RTR_WRITE_STAG), 0),
+                Source::Empty,
+            ),
+            Rtr::Read => {
+                self.tx.orq.push_back(OrqEntry::Rtr);
+                let req = ReadRequestRepr {
+                    sink_stag: STag::from_u32(0),
+                    sink_to: 0,
+                    size: 0,
+                    src_stag: STag::from_u32(RTR_WRITE_STAG),
+                    src_to: 0,
+                };
+                let msn = self.tx.next_msn(1);
+                (
+                    untagged(Opcode::ReadRequest, 1, msn, 0),
+                    inline(|b| req.emit(b), ReadRequestRepr::buffer_len()),
+                )
+            }
+            Rtr::Send => {
+                let msn = self.tx.next_msn(0);
+                (untagged(Opcode::Send, 0, msn, 0), Source::Empty)
+            }
+        };
+        let len = match &src {
+            Source::Inline(_, l) => *l as u32,
+            _ => 0,
+        };
+        OutMsg {
+            header,
+            src,
+            len,
+            off: 0,
+            done: Done::Nothing,
+        }
+    }
+
+    fn response_message(&mut self, resp: IrqEntry) -> OutMsg {
+        match resp {
+            IrqEntry::Read(req) => OutMsg {
+                header: tagged(Opcode::ReadResponse, req.sink_stag, req.sink_to),
+                len: req.size,
+                src: if req.size == 0 {
+                    Source::Empty
+                } else {
+                    Source::Remote(req)
+                },
+                off: 0,
+                done: Done::Response,
+            },
+            IrqEntry::Atomic(r) => {
+                let msn = self.tx.next_msn(3);
+                OutMsg {
+                    header: untagged(Opcode::AtomicResponse, 3, msn, 0),
+                    src: inline(|b| r.emit(b), AtomicResponseRepr::buffer_len()),
+                    len: AtomicResponseRepr::buffer_len() as u32,
+                    off: 0,
+                    done: Done::Response,
+                }
+            }
+        }
+    }
+
+    /// Turns a send request into its message, after the local checks.
+    fn request_message(
+        &mut self,
+        wr: SendWr,
+        seq: u64,
+        mem: &mut dyn Memory,
+    ) -> Result<OutMsg, WcStatus> {
+        let solicited = wr.flags.contains(SendFlags::SOLICITED);
+        let msg = |header, src, len| OutMsg {
+            header,
+            src,
+            len,
+            off: 0,
+            done: Done::Written(seq),
+        };
+        match wr.op {
+            SendOp::Send { data, invalidate } => {
+                let len = check_payload(mem, &data)?;
+                let op = match (invalidate.is_some(), solicited) {
+                    (false, false) => Opcode::Send,
+                    (true, false) => Opcode::SendInvalidate,
+                    (false, true) => Opcode::SendSe,
+                    (true, true) => Opcode::SendSeInvalidate,
+                };
+                let msn = self.tx.next_msn(0);
+                let inv = invalidate.map_or(0, STag::to_u32);
+                Ok(msg(untagged(op, 0, msn, inv), payload_source(data), len))
+            }
+            SendOp::Write { data, dst } => {
+                let len = check_payload(mem, &data)?;
+                if len > dst.len {
+                    return Err(WcStatus::LocalLength);
+                }
+                Ok(msg(
+                    tagged(Opcode::RdmaWrite, dst.stag, dst.to),
+                    payload_source(data),
+                    len,
+                ))
+            }
+            SendOp::Immediate { data } => {
+                let op = if solicited {
+                    Opcode::ImmediateDataSe
+                } else {
+                    Opcode::ImmediateData
+                };
+                let msn = self.tx.next_msn(0);
+                let src = inline(|b| b.copy_from_slice(&data.to_be_bytes()), 8);
+                Ok(msg(untagged(op, 0, msn, 0), src, 8))
+            }
+            SendOp::Read { src, dst } => {
+                if self.ord == 0 {
+                    return Err(WcStatus::LocalQpOperation);
+                }
+                if dst.len < src.len {
+                    return Err(WcStatus::LocalLength);
+                }
+                mem.check(dst.stag, dst.to, src.len, Access::LOCAL_WRITE)
+                    .map_err(|_| WcStatus::LocalProtection)?;
+                let req = ReadRequestRepr {
+                    sink_stag: dst.stag,
+                    sink_to: dst.to,
+                    size: src.len,
+                    src_stag: src.stag,
+                    src_to: src.to,
+                };
+                let sink = Sge {
+                    len: src.len,
+                    ..dst
+                };
+                self.tx.orq.push_back(OrqEntry::Read {
+                    seq,
+                    sink,
+                    received: 0,
+                });
+                let msn = self.tx.next_msn(1);
+                Ok(OutMsg {
+                    done: Done::Nothing,
+                    ..msg(
+                        untagged(Opcode::ReadRequest, 1, msn, 0),
+                        inline(|b| req.emit(b), ReadRequestRepr::buffer_len()),
+                        ReadRequestRepr::buffer_len() as u32,
+                    )
+                })
+            }
+            SendOp::FetchAdd {
+                dst,
+                add,
+                mask,
+                result,
+            } => self.atomic_message(
+                seq,
+                mem,
+                dst.stag,
+                dst.to,
+                result,
+                (AtomicOp::FetchAdd, add, mask, 0, u64::MAX),
+            ),
+            SendOp::CmpSwap {
+                dst,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+                result,
+            } => self.atomic_message(
+                seq,
+                mem,
+                dst.stag,
+                dst.to,
+                result,
+                (AtomicOp::CmpSwap, swap, swap_mask, compare, compare_mask),
+            ),
+        }
+    }
+
+    fn atomic_message(
+        &mut self,
+        seq: u64,
+        mem: &mut dyn Memory,
+        stag: STag,
+        to: u64,
+        result: Sge,
+        (op, data, data_mask, compare, compare_mask): (AtomicOp, u64, u64, u64, u64),
+    ) -> Result<OutMsg, WcStatus> {
+        if self.ord == 0 {
+            return Err(WcStatus::LocalQpOperation);
+        }
+        if result.len < 8 {
+            return Err(WcStatus::LocalLength);
+        }
+        mem.check(result.stag, result.to, 8, Access::LOCAL_WRITE)
+            .map_err(|_| WcStatus::LocalProtection)?;
+        let msn = self.tx.next_msn(1);
+        // The Request Identifier is the MSN, as urdma does: unique among outstanding requests.
+        let req = AtomicRequestRepr {
+            op,
+            req_id: msn,
+            stag,
+            to,
+            add_or_swap: data,
+            add_or_swap_mask: data_mask,
+            compare,
+            compare_mask,
+        };
+        self.tx.orq.push_back(OrqEntry::Atomic {
+            seq,
+            req_id: msn,
+            result,
+        });
+        let len = AtomicRequestRepr::buffer_len();
+        Ok(OutMsg {
+            header: untagged(Opcode::AtomicRequest, 1, msn, 0),
+            src: inline(|b| req.emit(b), len),
+            len: len as u32,
+            off: 0,
+            done: Done::Nothing,
+        })
+    }
+}
+
+/// The header of the segment at `off` of a message.
+fn segment_header(h: &SegmentRepr, off: u32, last: bool) -> SegmentRepr {
+    match *h {
+        SegmentRepr::Tagged(t) => SegmentRepr::Tagged(TaggedRepr {
+            last,
+            to: t.to.wrapping_add(off.into()),
+            ..t
+        }),
+        SegmentRepr::Untagged(u) => SegmentRepr::Untagged(UntaggedRepr { last, mo: off, ..u }),
+    }
+}
+
+/// Length of a payload after checking every gather entry for local-read access.
+fn check_payload(mem: &dyn Memory, p: &Payload) -> Result<u32, WcStatus> {
+    let len = p.len().ok_or(WcStatus::LocalLength)?;
+    if let Payload::Sgl(sgl) = p {
+        for sge in sgl {
+            mem.check(sge.stag, sge.to, sge.len, Access::LOCAL_READ)
+                .map_err(|_| WcStatus::LocalProtection)?;
+        }
+    }
+    Ok(len)
+}
+
+/// Reads `dst.len()` octets starting at `off` of the message described by `sgl`.
+fn gather(
+    mem: &mut dyn Memory,
+    sgl: &[Sge],
+    mut off: u32,
+    mut dst: &mut [u8],
+) -> Result<(), crate::memory::AccessError> {
+    for sge in sgl {
+        if dst.is_empty() {
+            break;
+        }
+        if off >= sge.len {
+            off -= sge.len;
+            continue;
+        }
+        let n = ((sge.len - off) as usize).min(dst.len());
+        let (head, rest) = dst.split_at_mut(n);
+        mem.read(sge.stag, sge.to + u64::from(off), head, Access::LOCAL_READ)?;
+        dst = rest;
+        off = 0;
+    }
+    Ok(())
+}

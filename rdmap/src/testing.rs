@@ -1,0 +1,200 @@
+//! Test support: a [`Memory`] over plain vectors and a seeded byte pipe.
+//!
+//! Used by this crate's tests, by the cross-crate tests and by the fuzz targets. It keeps
+//! the same check order as a real TPT: valid entry and tag instance, association, bounds,
+//! rights.
+
+use std::collections::HashMap;
+
+use ddp::{Access, STag};
+
+use crate::memory::{AccessError, Memory};
+
+/// One registered region of a [`VecMemory`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// The full STag (index and instance) that names it.
+    pub stag: STag,
+    /// Tagged offset of the first octet (a virtual address, or 0 for zero-based).
+    pub base: u64,
+    /// The octets.
+    pub data: Vec<u8>,
+    /// Rights granted.
+    pub access: Access,
+    /// False once invalidated.
+    pub valid: bool,
+    /// False to simulate an STag of another protection domain or queue pair.
+    pub associated: bool,
+}
+
+/// A [`Memory`] made of vectors, keyed by STag index.
+#[derive(Clone, Debug, Default)]
+pub struct VecMemory {
+    regions: HashMap<u32, Region>,
+    /// STags passed to [`Memory::message_placed`], in order.
+    pub placed: Vec<STag>,
+}
+
+impl VecMemory {
+    /// An empty memory.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `len` octets filled with `fill` at tagged offset `base` under `stag`.
+    pub fn register(&mut self, stag: STag, base: u64, len: usize, fill: u8, access: Access) {
+        self.regions.insert(
+            stag.index(),
+            Region {
+                stag,
+                base,
+                data: vec![fill; len],
+                access,
+                valid: true,
+                associated: true,
+            },
+        );
+    }
+
+    /// The region registered under `stag`'s index.
+    pub fn region(&self, stag: STag) -> Option<&Region> {
+        self.regions.get(&stag.index())
+    }
+
+    /// Mutable access to the region registered under `stag`'s index.
+    pub fn region_mut(&mut self, stag: STag) -> Option<&mut Region> {
+        self.regions.get_mut(&stag.index())
+    }
+
+    /// The octets of the region registered under `stag`'s index.
+    pub fn bytes(&self, stag: STag) -> &[u8] {
+        self.region(stag).map_or(&[], |r| &r.data)
+    }
+
+    /// A cheap fingerprint of every region's content, to prove memory was not written.
+    pub fn checksum(&self) -> u64 {
+        let mut keys: Vec<_> = self.regions.keys().copied().collect();
+        keys.sort_unstable();
+        keys.iter().fold(0xcbf2_9ce4_8422_2325, |mut h, k| {
+            for &b in &self.regions[k].data {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h
+        })
+    }
+
+    fn lookup(
+        &self,
+        stag: STag,
+        to: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(u32, usize), AccessError> {
+        let r = self
+            .regions
+            .get(&stag.index())
+            .filter(|r| r.valid && r.stag == stag)
+            .ok_or(AccessError::InvalidStag)?;
+        if !r.associated {
+            return Err(AccessError::NotAssociated);
+        }
+        let end = to.checked_add(len).ok_or(AccessError::ToWrap)?;
+        if to < r.base || end > r.base + r.data.len() as u64 {
+            return Err(AccessError::Bounds);
+        }
+        if !r.access.contains(access) {
+            return Err(AccessError::Rights {
+                missing: Access::from_bits_truncate(access.bits() & !r.access.bits()),
+            });
+        }
+        Ok((stag.index(), (to - r.base) as usize))
+    }
+}
+
+impl Memory for VecMemory {
+    fn check(&self, stag: STag, to: u64, len: u32, access: Access) -> Result<(), AccessError> {
+        self.lookup(stag, to, len.into(), access).map(|_| ())
+    }
+
+    fn write(
+        &mut self,
+        stag: STag,
+        to: u64,
+        data: &[u8],
+        access: Access,
+    ) -> Result<(), AccessError> {
+        let (k, off) = self.lookup(stag, to, data.len() as u64, access)?;
+        let r = self.regions.get_mut(&k).ok_or(AccessError::InvalidStag)?;
+        r.data[off..off + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read(
+        &mut self,
+        stag: STag,
+        to: u64,
+        dst: &mut [u8],
+        access: Access,
+    ) -> Result<(), AccessError> {
+        let (k, off) = self.lookup(stag, to, dst.len() as u64, access)?;
+        dst.copy_from_slice(&self.regions[&k].data[off..off + dst.len()]);
+        Ok(())
+    }
+
+    fn atomic(
+        &mut self,
+        stag: STag,
+        to: u64,
+        op: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, AccessError> {
+        let (k, off) = self.lookup(stag, to, 8, Access::REMOTE_ATOMIC)?;
+        let r = self.regions.get_mut(&k).ok_or(AccessError::InvalidStag)?;
+        let word: &mut [u8] = &mut r.data[off..off + 8];
+        let orig = u64::from_le_bytes(word.try_into().map_err(|_| AccessError::Bounds)?);
+        word.copy_from_slice(&op(orig).to_le_bytes());
+        Ok(orig)
+    }
+
+    fn invalidate(&mut self, stag: STag) -> Result<(), AccessError> {
+        let r = self
+            .regions
+            .get_mut(&stag.index())
+            .filter(|r| r.valid && r.stag == stag)
+            .ok_or(AccessError::InvalidStag)?;
+        if !r.associated {
+            return Err(AccessError::NotAssociated);
+        }
+        r.valid = false;
+        Ok(())
+    }
+
+    fn message_placed(&mut self, stag: STag) {
+        self.placed.push(stag);
+    }
+}
+
+/// A tiny deterministic xorshift generator, so seeded tests need no `rand` dependency.
+#[derive(Clone, Debug)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// A generator from a seed (0 is replaced by a fixed non-zero value).
+    pub fn new(seed: u64) -> Self {
+        Self(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A value in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % ((hi - lo) as u64 + 1)) as usize
+    }
+}

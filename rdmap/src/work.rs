@@ -1,0 +1,273 @@
+//! Work requests posted to a stream and the completions it reports.
+//!
+//! These types are runtime-free: the engine wraps them for the verbs API. Local memory is
+//! named by `(STag, tagged offset)` pairs and reached through [`Memory`](crate::Memory), so a
+//! work request never borrows application memory.
+
+use bytes::Bytes;
+use ddp::STag;
+
+use crate::term::TermCode;
+
+/// An application-chosen identifier echoed back in the completion of a work request.
+pub type WrId = u64;
+
+/// A span of local registered memory: an STag, a tagged offset and a length.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sge {
+    /// The local STag naming the region.
+    pub stag: STag,
+    /// Tagged offset of the first octet.
+    pub to: u64,
+    /// Length in octets.
+    pub len: u32,
+}
+
+/// A span of the peer's registered memory, as advertised by the peer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteBuf {
+    /// The peer's STag.
+    pub stag: STag,
+    /// Tagged offset of the first octet.
+    pub to: u64,
+    /// Length in octets.
+    pub len: u32,
+}
+
+/// The data of a Send or RDMA Write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// Owned bytes, transmitted as they are (no registration needed).
+    Bytes(Bytes),
+    /// A gather list of local registered memory, read with local-read access when the
+    /// message is transmitted.
+    Sgl(Vec<Sge>),
+}
+
+impl Payload {
+    /// Total length in octets, or `None` if it does not fit the 32-bit message length.
+    pub fn len(&self) -> Option<u32> {
+        match self {
+            Self::Bytes(b) => u32::try_from(b.len()).ok(),
+            Self::Sgl(sgl) => sgl
+                .iter()
+                .try_fold(0u32, |acc, sge| acc.checked_add(sge.len)),
+        }
+    }
+
+    /// True if the payload carries no octets.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+/// Flags of a send-queue work request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SendFlags(u8);
+
+impl SendFlags {
+    /// No flags: unsignaled, no solicited event, no fence.
+    pub const NONE: Self = Self(0);
+    /// Report a completion when the request finishes successfully (errors always complete).
+    pub const SIGNALED: Self = Self(0x01);
+    /// Ask the peer for a solicited event (Send and Immediate Data variants only).
+    pub const SOLICITED: Self = Self(0x02);
+    /// Start only after every earlier RDMA Read and Atomic of this queue has completed.
+    pub const FENCE: Self = Self(0x04);
+
+    /// True if every flag of `other` is set in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl core::ops::BitOr for SendFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// The operation of a send-queue work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// Send (opcode 0x3), or Send with Invalidate (0x4) when `invalidate` is set; with
+    /// [`SendFlags::SOLICITED`] the SE variants (0x5, 0x6).
+    Send {
+        /// The message.
+        data: Payload,
+        /// The peer STag the message asks the peer to invalidate.
+        invalidate: Option<STag>,
+    },
+    /// RDMA Write (opcode 0x0) of `data` to `dst` on the peer.
+    Write {
+        /// The data to write.
+        data: Payload,
+        /// Where it lands on the peer; `data` must not be longer than `dst.len`.
+        dst: RemoteBuf,
+    },
+    /// RDMA Read (Read Request 0x1, answered by Read Responses 0x2) of `src` on the peer into
+    /// local memory `dst` (which must be at least `src.len` long).
+    Read {
+        /// The peer's source buffer.
+        src: RemoteBuf,
+        /// The local sink.
+        dst: Sge,
+    },
+    /// Immediate Data (RFC 7306, opcode 0x8, or 0x9 with [`SendFlags::SOLICITED`]).
+    Immediate {
+        /// The 8 octets delivered in the peer's receive completion.
+        data: u64,
+    },
+    /// Atomic Fetch-and-Add (RFC 7306, AOpCode 0): the original value is written to
+    /// `result` (8 octets, little-endian) and reported in the completion.
+    FetchAdd {
+        /// The peer's 8-octet, 8-aligned target.
+        dst: RemoteBuf,
+        /// The addend.
+        add: u64,
+        /// Field boundaries for masked multi-field adds; 0 for one 64-bit add.
+        mask: u64,
+        /// Local 8-octet buffer for the original value.
+        result: Sge,
+    },
+    /// Atomic Compare-and-Swap (RFC 7306, AOpCode 2), masked.
+    CmpSwap {
+        /// The peer's 8-octet, 8-aligned target.
+        dst: RemoteBuf,
+        /// Value compared with the target under `compare_mask`.
+        compare: u64,
+        /// Bits that take part in the comparison (all ones for a plain compare).
+        compare_mask: u64,
+        /// Value swapped in under `swap_mask`.
+        swap: u64,
+        /// Bits that are swapped (all ones for a plain swap).
+        swap_mask: u64,
+        /// Local 8-octet buffer for the original value.
+        result: Sge,
+    },
+}
+
+/// A send-queue work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendWr {
+    /// Echoed in the completion.
+    pub wr_id: WrId,
+    /// What to do.
+    pub op: SendOp,
+    /// Signaling, solicited event, fence.
+    pub flags: SendFlags,
+}
+
+/// A receive-queue work request: a scatter list that takes one incoming Send or Immediate
+/// Data message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Echoed in the completion.
+    pub wr_id: WrId,
+    /// Where the message is placed, in order; written with local-write access.
+    pub sgl: Vec<Sge>,
+}
+
+/// Which queue a completion belongs to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Queue {
+    /// The send queue.
+    Send,
+    /// The receive queue.
+    Recv,
+}
+
+/// The operation a completion reports.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WcOpcode {
+    /// A Send (any variant) left this side.
+    Send,
+    /// An RDMA Write left this side.
+    Write,
+    /// An RDMA Read finished: its data was placed locally.
+    Read,
+    /// Immediate Data left this side.
+    Immediate,
+    /// An Atomic Fetch-and-Add finished.
+    FetchAdd,
+    /// An Atomic Compare-and-Swap finished.
+    CmpSwap,
+    /// A Send (any variant) arrived.
+    Recv,
+    /// Immediate Data arrived (the value is in [`Completion::immediate`]).
+    RecvImmediate,
+}
+
+/// The status of a completion.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WcStatus {
+    /// The request finished.
+    Success,
+    /// A local length rule was broken (for example a Read sink shorter than the source, or
+    /// a message longer than 2^32 - 1).
+    LocalLength,
+    /// Local memory named by the request failed its checks (STag, bounds or rights).
+    LocalProtection,
+    /// The request is not valid on this queue pair (for example an unsupported operation).
+    LocalQpOperation,
+    /// The queue pair entered the Error state before the request finished.
+    Flushed,
+    /// The peer's Terminate reported a protection error for this stream.
+    RemoteAccess,
+    /// The peer's Terminate reported an operation or catastrophic error.
+    RemoteOperation,
+    /// The peer's response did not match the request (wrong length or sink).
+    RemoteInvalidRequest,
+}
+
+/// A work completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Completion {
+    /// The work request's identifier.
+    pub wr_id: WrId,
+    /// Send or receive queue.
+    pub queue: Queue,
+    /// What finished.
+    pub opcode: WcOpcode,
+    /// How it finished.
+    pub status: WcStatus,
+    /// Octets transferred: the message length of a receive, the length of a Read, 8 for
+    /// atomics, the payload length of a Send or Write.
+    pub byte_len: u32,
+    /// The local STag the peer invalidated with Send with Invalidate.
+    pub invalidated: Option<STag>,
+    /// The peer asked for a solicited event (Send with SE variants, Immediate Data with SE).
+    pub solicited: bool,
+    /// Immediate Data received (RFC 7306).
+    pub immediate: Option<u64>,
+    /// The original remote value returned by an Atomic.
+    pub atomic_orig: Option<u64>,
+    /// The Terminate that caused an error status, when one was sent or received.
+    pub term: Option<TermCode>,
+}
+
+impl Completion {
+    pub(crate) fn new(wr_id: WrId, queue: Queue, opcode: WcOpcode, status: WcStatus) -> Self {
+        Self {
+            wr_id,
+            queue,
+            opcode,
+            status,
+            byte_len: 0,
+            invalidated: None,
+            solicited: false,
+            immediate: None,
+            atomic_orig: None,
+            term: None,
+        }
+    }
+
+    /// True for [`WcStatus::Success`].
+    pub fn is_ok(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+}
