@@ -32,7 +32,13 @@ pub struct Deframer {
 impl Deframer {
     /// A deframer at the peer's SeqStart. With `crc = false` the CRC field is not checked.
     pub fn new(markers: bool, crc: bool) -> Self {
-        Self { markers, crc, max_ulpdu: u16::MAX, pos: 0, error: None }
+        Self {
+            markers,
+            crc,
+            max_ulpdu: u16::MAX,
+            pos: 0,
+            error: None,
+        }
     }
 
     /// A deframer for the peer's direction of a negotiated connection (`markers_rx`, `crc`).
@@ -80,13 +86,20 @@ impl Deframer {
     }
 
     fn decode_one(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, MpaError> {
-        let lead = if self.markers && self.pos % MARKER_PERIOD == 0 { MARKER_LEN } else { 0 };
+        let lead = if self.markers && self.pos % MARKER_PERIOD == 0 {
+            MARKER_LEN
+        } else {
+            0
+        };
         let Some(&[hi, lo]) = src.get(lead..lead + LENGTH_LEN) else {
             return Ok(None);
         };
         let len = u16::from_be_bytes([hi, lo]);
         if len > self.max_ulpdu {
-            return Err(MpaError::UlpduTooLong { len, max: self.max_ulpdu });
+            return Err(MpaError::UlpduTooLong {
+                len,
+                max: self.max_ulpdu,
+            });
         }
         let ulen = usize::from(len);
         let total = fpdu::wire_len(self.pos, ulen, self.markers);
@@ -140,7 +153,9 @@ impl Deframer {
 /// Offsets (relative to `pos`) of the markers inside the `total` octets starting at `pos`.
 fn marker_offsets(pos: u64, total: usize) -> impl Iterator<Item = usize> {
     let first = pos.div_ceil(MARKER_PERIOD) * MARKER_PERIOD - pos;
-    (first..total as u64).step_by(MARKER_PERIOD as usize).map(|o| o as usize)
+    (first..total as u64)
+        .step_by(MARKER_PERIOD as usize)
+        .map(|o| o as usize)
 }
 
 /// Moves the ULPDU octets of the FPDU at the front of `src` together, in place, so that
@@ -215,6 +230,9 @@ mod tests {
         assert_eq!(marker_offsets(52, 504).collect::<Vec<_>>(), vec![460]);
         assert_eq!(marker_offsets(556, 468).count(), 0);
         assert_eq!(marker_offsets(1024, 520).collect::<Vec<_>>(), vec![0, 512]);
-        assert_eq!(marker_offsets(1544, 1456).collect::<Vec<_>>(), vec![504, 1016]);
+        assert_eq!(
+            marker_offsets(1544, 1456).collect::<Vec<_>>(),
+            vec![504, 1016]
+        );
     }
 }

@@ -106,8 +106,22 @@ mod tests {
     #[test]
     fn codes() {
         assert_eq!(MpaError::ConnectionLost.code(), 1);
-        assert_eq!(MpaError::Crc { expected: 0, received: 1 }.code(), 2);
-        assert_eq!(MpaError::Marker { expected: 0, received: 4 }.code(), 3);
+        assert_eq!(
+            MpaError::Crc {
+                expected: 0,
+                received: 1
+            }
+            .code(),
+            2
+        );
+        assert_eq!(
+            MpaError::Marker {
+                expected: 0,
+                received: 4
+            }
+            .code(),
+            3
+        );
         assert_eq!(MpaError::InvalidFrame("x").code(), 4);
         assert_eq!(MpaError::LocalCatastrophic.code(), 5);
         assert_eq!(MpaError::InsufficientIrd.code(), 6);
@@ -119,7 +133,11 @@ mod tests {
 
     #[test]
     fn display_mentions_values() {
-        let s = MpaError::Crc { expected: 0x1234, received: 0x5678 }.to_string();
+        let s = MpaError::Crc {
+            expected: 0x1234,
+            received: 0x5678,
+        }
+        .to_string();
         assert!(s.contains("0x00001234") && s.contains("0x00005678"), "{s}");
     }
 }

@@ -26,7 +26,11 @@ pub struct Framer {
 impl Framer {
     /// A framer at SeqStart. With `crc = false` the CRC field is written as 0.
     pub fn new(markers: bool, crc: bool) -> Self {
-        Self { markers, crc, pos: 0 }
+        Self {
+            markers,
+            crc,
+            pos: 0,
+        }
     }
 
     /// A framer for our direction of a negotiated connection (`markers_tx`, `crc`).
@@ -56,7 +60,9 @@ impl Framer {
             dst.extend_from_slice(payload);
             dst.extend_from_slice(pad);
             let crc = if self.crc {
-                [header, payload, pad].iter().fold(crate::crc32c(&length), |c, piece| crc32c_append(c, piece))
+                [header, payload, pad]
+                    .iter()
+                    .fold(crate::crc32c(&length), |c, piece| crc32c_append(c, piece))
             } else {
                 0
             };
@@ -116,7 +122,10 @@ impl Framer {
 
     fn put_marker(&mut self, fpduptr: u64, dst: &mut BytesMut, crc: &mut u32) {
         // FPDUPTR is 16 bits; it cannot overflow for ULPDUs up to MAX_ULPDU.
-        let marker = MarkerRepr { fpduptr: fpduptr as u16 }.to_bytes();
+        let marker = MarkerRepr {
+            fpduptr: fpduptr as u16,
+        }
+        .to_bytes();
         self.put(&marker[..MARKER_LEN], dst, crc);
     }
 
@@ -143,7 +152,10 @@ mod tests {
         // Length field, pad zeros, CRC over everything before it.
         assert_eq!(&dst[..2], &[0, 19]);
         assert_eq!(&dst[21..24], &[0, 0, 0]);
-        assert_eq!(u32::from_le_bytes([dst[24], dst[25], dst[26], dst[27]]), crate::crc32c(&dst[..24]));
+        assert_eq!(
+            u32::from_le_bytes([dst[24], dst[25], dst[26], dst[27]]),
+            crate::crc32c(&dst[..24])
+        );
     }
 
     #[test]

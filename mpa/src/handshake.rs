@@ -106,8 +106,19 @@ impl Handshake {
         let mut tx = BytesMut::new();
         queue_frame(&mut tx, &repr)?;
         let deadline = now.checked_add(cfg.timeout);
-        tracing::debug!(rev = cfg.rev, crc = cfg.crc, markers = cfg.markers, "MPA Request queued");
-        Ok(Self { role: Role::Initiator, cfg, state: State::AwaitFrame { deadline }, tx, events: VecDeque::new() })
+        tracing::debug!(
+            rev = cfg.rev,
+            crc = cfg.crc,
+            markers = cfg.markers,
+            "MPA Request queued"
+        );
+        Ok(Self {
+            role: Role::Initiator,
+            cfg,
+            state: State::AwaitFrame { deadline },
+            tx,
+            events: VecDeque::new(),
+        })
     }
 
     /// Responder: waits for the Request. A `cfg.rev` outside `1..=2` is taken as 2.
@@ -131,7 +142,10 @@ impl Handshake {
         match &self.state {
             State::AwaitFrame { .. } => self.read_frame(src),
             State::AwaitDecision { .. } if !src.is_empty() => {
-                self.fail(MpaError::InvalidFrame("data received before the Reply was sent"), None);
+                self.fail(
+                    MpaError::InvalidFrame("data received before the Reply was sent"),
+                    None,
+                );
             }
             State::AwaitDecision { .. } | State::Done => {}
         }
@@ -140,7 +154,10 @@ impl Handshake {
     /// Fails the handshake with [`MpaError::ConnectionLost`] if `now` is at or past the
     /// deadline while waiting for the peer's frame.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let State::AwaitFrame { deadline: Some(deadline) } = self.state {
+        if let State::AwaitFrame {
+            deadline: Some(deadline),
+        } = self.state
+        {
             if now >= deadline {
                 tracing::debug!(role = ?self.role, "MPA handshake timed out");
                 self.fail(MpaError::ConnectionLost, None);
@@ -168,7 +185,10 @@ impl Handshake {
         queue_frame(&mut self.tx, &repr)?;
         let private_data = request.private_data.clone();
         tracing::debug!(negotiated = ?plan.negotiated, "MPA Reply queued, established");
-        self.events.push_back(HandshakeEvent::Established { negotiated: plan.negotiated, private_data });
+        self.events.push_back(HandshakeEvent::Established {
+            negotiated: plan.negotiated,
+            private_data,
+        });
         self.state = State::Done;
         Ok(())
     }
@@ -236,7 +256,8 @@ impl Handshake {
 
     fn fail(&mut self, error: MpaError, negotiated: Option<Negotiated>) {
         tracing::debug!(role = ?self.role, %error, "MPA handshake failed");
-        self.events.push_back(HandshakeEvent::Failed { error, negotiated });
+        self.events
+            .push_back(HandshakeEvent::Failed { error, negotiated });
         self.state = State::Done;
     }
 
@@ -270,7 +291,9 @@ impl Handshake {
         let kind = head.check_header()?;
         match (self.role, kind) {
             (Role::Initiator, FrameKind::Request) => {
-                return Err(MpaError::InvalidFrame("Initiator/Initiator start: received a Request key"));
+                return Err(MpaError::InvalidFrame(
+                    "Initiator/Initiator start: received a Request key",
+                ));
             }
             (Role::Responder, FrameKind::Reply) => {
                 return Err(MpaError::InvalidFrame("Responder received a Reply key"));
@@ -288,7 +311,10 @@ impl Handshake {
 
     fn on_request(&mut self, peer: PeerParams, rest: &BytesMut) {
         if !rest.is_empty() {
-            return self.fail(MpaError::InvalidFrame("data received before the Reply was sent"), None);
+            return self.fail(
+                MpaError::InvalidFrame("data received before the Reply was sent"),
+                None,
+            );
         }
         tracing::debug!(rev = peer.rev, p2p = peer.p2p, "MPA Request received");
         self.events.push_back(HandshakeEvent::Request(peer.clone()));
@@ -298,14 +324,20 @@ impl Handshake {
     fn on_reply(&mut self, peer: PeerParams, reject: bool) {
         if reject {
             tracing::debug!("MPA Reply: rejected");
-            self.events.push_back(HandshakeEvent::Rejected { private_data: peer.private_data.clone(), peer });
+            self.events.push_back(HandshakeEvent::Rejected {
+                private_data: peer.private_data.clone(),
+                peer,
+            });
             self.state = State::Done;
             return;
         }
         match negotiate::initiator(&self.cfg, self.cfg.rev >= 2, &peer) {
             Ok(negotiated) => {
                 tracing::debug!(?negotiated, "MPA established");
-                self.events.push_back(HandshakeEvent::Established { negotiated, private_data: peer.private_data });
+                self.events.push_back(HandshakeEvent::Established {
+                    negotiated,
+                    private_data: peer.private_data,
+                });
                 self.state = State::Done;
             }
             Err((error, negotiated)) => self.fail(error, Some(negotiated)),
@@ -316,7 +348,9 @@ impl Handshake {
 /// Emits `repr` at the end of `tx` after checking the private data limit.
 fn queue_frame(tx: &mut BytesMut, repr: &FrameRepr<'_>) -> Result<(), MpaError> {
     if repr.pd_length() > MAX_PRIVATE_DATA {
-        return Err(MpaError::InvalidFrame("private data longer than 512 octets"));
+        return Err(MpaError::InvalidFrame(
+            "private data longer than 512 octets",
+        ));
     }
     let start = tx.len();
     tx.resize(start + repr.buffer_len(), 0);

@@ -81,9 +81,15 @@ pub const fn pad_len(ulpdu_len: usize) -> usize {
 /// `EMSS - (6 + EMSS % 4)` without.
 pub fn mulpdu(emss: u32, markers: bool) -> u16 {
     let emss = u64::from(emss);
-    let markers_len = if markers { 4 * emss.div_ceil(MARKER_PERIOD) } else { 0 };
+    let markers_len = if markers {
+        4 * emss.div_ceil(MARKER_PERIOD)
+    } else {
+        0
+    };
     let overhead = FPDU_OVERHEAD as u64 + markers_len + emss % 4;
-    let m = emss.saturating_sub(overhead).clamp(u64::from(MIN_MULPDU), u64::from(MAX_ULPDU));
+    let m = emss
+        .saturating_sub(overhead)
+        .clamp(u64::from(MIN_MULPDU), u64::from(MAX_ULPDU));
     m as u16
 }
 
@@ -93,7 +99,10 @@ mod lib_tests {
 
     #[test]
     fn pad() {
-        assert_eq!([0, 1, 2, 3, 4, 19, 20, 22].map(pad_len), [2, 1, 0, 3, 2, 3, 2, 0]);
+        assert_eq!(
+            [0, 1, 2, 3, 4, 19, 20, 22].map(pad_len),
+            [2, 1, 0, 3, 2, 3, 2, 0]
+        );
         for len in 0..64 {
             assert_eq!((2 + len + pad_len(len)) % 4, 0);
             assert!(pad_len(len) < 4);

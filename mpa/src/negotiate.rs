@@ -47,7 +47,11 @@ pub(crate) fn responder(cfg: &MpaConfig, req: &PeerParams) -> ResponderPlan {
         role: Role::Responder,
     };
     let (Some(peer_ird), Some(peer_ord)) = (req.ird, req.ord) else {
-        return ResponderPlan { block: None, crc, negotiated: base };
+        return ResponderPlan {
+            block: None,
+            crc,
+            negotiated: base,
+        };
     };
     let (ord, ord_field) = if peer_ird == NO_NEGOTIATION {
         (cfg.ord, NO_NEGOTIATION)
@@ -61,21 +65,46 @@ pub(crate) fn responder(cfg: &MpaConfig, req: &PeerParams) -> ResponderPlan {
         let ird = cfg.ird.max(peer_ord);
         (ird, ird)
     };
-    let rtr = if req.p2p { responder_rtr(cfg.rtr, req.rtr) } else { RtrFlags::NONE };
+    let rtr = if req.p2p {
+        responder_rtr(cfg.rtr, req.rtr)
+    } else {
+        RtrFlags::NONE
+    };
     if rtr.contains(RtrFlags::READ) && ird == 0 {
         // RFC 6581 §9.1: the Responder MAY raise its IRD so that a Read RTR works.
         ird = 1;
         ird_field = 1;
     }
-    let block = EnhancedRepr { p2p: req.p2p, rtr, ird: ird_field, ord: ord_field };
-    let negotiated =
-        Negotiated { rev: 2, ird, ord, peer_ird, peer_ord, p2p: req.p2p, rtr, ..base };
-    ResponderPlan { block: Some(block), crc, negotiated }
+    let block = EnhancedRepr {
+        p2p: req.p2p,
+        rtr,
+        ird: ird_field,
+        ord: ord_field,
+    };
+    let negotiated = Negotiated {
+        rev: 2,
+        ird,
+        ord,
+        peer_ird,
+        peer_ord,
+        p2p: req.p2p,
+        rtr,
+        ..base
+    };
+    ResponderPlan {
+        block: Some(block),
+        crc,
+        negotiated,
+    }
 }
 
 /// The one RTR type a Responder selects. An empty `accepts` counts as `WRITE`.
 fn responder_rtr(accepts: RtrFlags, offered: RtrFlags) -> RtrFlags {
-    let accepts = if accepts.is_empty() { RtrFlags::WRITE } else { accepts };
+    let accepts = if accepts.is_empty() {
+        RtrFlags::WRITE
+    } else {
+        accepts
+    };
     (accepts & offered)
         .preferred()
         .or_else(|| accepts.preferred())
@@ -84,12 +113,21 @@ fn responder_rtr(accepts: RtrFlags, offered: RtrFlags) -> RtrFlags {
 
 /// The enhanced block of a rejecting Reply: A copied, no RTR, our own IRD/ORD.
 pub(crate) fn reject_block(cfg: &MpaConfig, req: &PeerParams) -> Option<EnhancedRepr> {
-    req.enhanced.then_some(EnhancedRepr { p2p: req.p2p, rtr: RtrFlags::NONE, ird: cfg.ird, ord: cfg.ord })
+    req.enhanced.then_some(EnhancedRepr {
+        p2p: req.p2p,
+        rtr: RtrFlags::NONE,
+        ird: cfg.ird,
+        ord: cfg.ord,
+    })
 }
 
 /// The Initiator's settings after an accepting Reply. On failure the settings are returned
 /// too: FPDU mode is entered and a Terminate with the error's code must be sent.
-pub(crate) fn initiator(cfg: &MpaConfig, sent_block: bool, rep: &PeerParams) -> Result<Negotiated, (MpaError, Negotiated)> {
+pub(crate) fn initiator(
+    cfg: &MpaConfig,
+    sent_block: bool,
+    rep: &PeerParams,
+) -> Result<Negotiated, (MpaError, Negotiated)> {
     let mut n = Negotiated {
         rev: 1,
         crc: cfg.crc || rep.crc,
@@ -145,31 +183,55 @@ mod tests {
     }
 
     fn cfg(ird: u16, ord: u16, rtr: RtrFlags) -> MpaConfig {
-        MpaConfig { ird, ord, rtr, ..MpaConfig::default() }
+        MpaConfig {
+            ird,
+            ord,
+            rtr,
+            ..MpaConfig::default()
+        }
     }
 
     #[test]
     fn responder_ird_ord() {
         // ORD = min(own ORD, peer IRD); IRD = max(own IRD, peer ORD).
-        let p = responder(&cfg(4, 32, RtrFlags::WRITE), &req(8, 16, false, RtrFlags::NONE));
+        let p = responder(
+            &cfg(4, 32, RtrFlags::WRITE),
+            &req(8, 16, false, RtrFlags::NONE),
+        );
         assert_eq!((p.negotiated.ird, p.negotiated.ord), (16, 8));
         assert_eq!(p.block.map(|b| (b.ird, b.ord)), Some((16, 8)));
         // 0x3FFF leaves the value unchanged and is echoed.
-        let p = responder(&cfg(4, 32, RtrFlags::WRITE), &req(NO_NEGOTIATION, NO_NEGOTIATION, false, RtrFlags::NONE));
+        let p = responder(
+            &cfg(4, 32, RtrFlags::WRITE),
+            &req(NO_NEGOTIATION, NO_NEGOTIATION, false, RtrFlags::NONE),
+        );
         assert_eq!((p.negotiated.ird, p.negotiated.ord), (4, 32));
-        assert_eq!(p.block.map(|b| (b.ird, b.ord)), Some((NO_NEGOTIATION, NO_NEGOTIATION)));
-        assert_eq!((p.negotiated.peer_ird, p.negotiated.peer_ord), (NO_NEGOTIATION, NO_NEGOTIATION));
+        assert_eq!(
+            p.block.map(|b| (b.ird, b.ord)),
+            Some((NO_NEGOTIATION, NO_NEGOTIATION))
+        );
+        assert_eq!(
+            (p.negotiated.peer_ird, p.negotiated.peer_ord),
+            (NO_NEGOTIATION, NO_NEGOTIATION)
+        );
     }
 
     #[test]
     fn responder_rtr_choice() {
         let all = RtrFlags::ALL;
-        let pick = |accepts, offered| responder(&cfg(1, 1, accepts), &req(1, 1, true, offered)).negotiated.rtr;
+        let pick = |accepts, offered| {
+            responder(&cfg(1, 1, accepts), &req(1, 1, true, offered))
+                .negotiated
+                .rtr
+        };
         assert_eq!(pick(all, all), RtrFlags::WRITE);
         assert_eq!(pick(all, RtrFlags::READ | RtrFlags::SEND), RtrFlags::READ);
         assert_eq!(pick(all, RtrFlags::SEND), RtrFlags::SEND);
         // Send is not accepted: pick one we support although not offered.
-        assert_eq!(pick(RtrFlags::WRITE | RtrFlags::READ, RtrFlags::SEND), RtrFlags::WRITE);
+        assert_eq!(
+            pick(RtrFlags::WRITE | RtrFlags::READ, RtrFlags::SEND),
+            RtrFlags::WRITE
+        );
         assert_eq!(pick(RtrFlags::READ, RtrFlags::WRITE), RtrFlags::READ);
         assert_eq!(pick(RtrFlags::NONE, RtrFlags::READ), RtrFlags::WRITE);
         // Client-server: no RTR even if flags were (wrongly) set.
@@ -186,12 +248,30 @@ mod tests {
 
     #[test]
     fn initiator_rules() {
-        let c = MpaConfig { p2p: true, ..cfg(8, 32, RtrFlags::WRITE | RtrFlags::READ) };
+        let c = MpaConfig {
+            p2p: true,
+            ..cfg(8, 32, RtrFlags::WRITE | RtrFlags::READ)
+        };
         let n = initiator(&c, true, &req(16, 8, true, RtrFlags::READ)).unwrap();
         assert_eq!((n.ird, n.ord, n.rtr), (8, 16, RtrFlags::READ));
-        assert_eq!(initiator(&c, true, &req(16, 9, true, RtrFlags::READ)).unwrap_err().0, MpaError::InsufficientIrd);
-        assert_eq!(initiator(&c, true, &req(16, 8, true, RtrFlags::SEND)).unwrap_err().0, MpaError::NoMatchingRtr);
-        let n = initiator(&c, true, &req(NO_NEGOTIATION, NO_NEGOTIATION, true, RtrFlags::ALL)).unwrap();
+        assert_eq!(
+            initiator(&c, true, &req(16, 9, true, RtrFlags::READ))
+                .unwrap_err()
+                .0,
+            MpaError::InsufficientIrd
+        );
+        assert_eq!(
+            initiator(&c, true, &req(16, 8, true, RtrFlags::SEND))
+                .unwrap_err()
+                .0,
+            MpaError::NoMatchingRtr
+        );
+        let n = initiator(
+            &c,
+            true,
+            &req(NO_NEGOTIATION, NO_NEGOTIATION, true, RtrFlags::ALL),
+        )
+        .unwrap();
         assert_eq!((n.ird, n.ord, n.rtr), (8, 32, RtrFlags::WRITE));
     }
 }

@@ -127,7 +127,10 @@ mod tests {
         assert_eq!((RtrFlags::READ | RtrFlags::SEND).single(), None);
         assert_eq!(RtrFlags::NONE.single(), None);
         assert_eq!(RtrFlags::ALL.preferred(), Some(Rtr::Write));
-        assert_eq!((RtrFlags::READ | RtrFlags::SEND).preferred(), Some(Rtr::Read));
+        assert_eq!(
+            (RtrFlags::READ | RtrFlags::SEND).preferred(),
+            Some(Rtr::Read)
+        );
         assert_eq!(RtrFlags::SEND.preferred(), Some(Rtr::Send));
         assert_eq!(RtrFlags::NONE.preferred(), None);
         assert_eq!(RtrFlags::from(Rtr::Write), RtrFlags::WRITE);

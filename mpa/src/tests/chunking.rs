@@ -7,12 +7,22 @@ use super::vectors::{fpdu_vectors, marker_stream, marker_stream_ulpdus, ulpdu_of
 use crate::{Deframer, MpaError, crc32c};
 
 /// (name, stream, markers, expected ULPDUs)
-fn streams() -> Vec<(&'static str, Vec<u8>, bool, Vec<Vec<u8>>)> {
+type Stream = (&'static str, Vec<u8>, bool, Vec<Vec<u8>>);
+
+fn streams() -> Vec<Stream> {
     let plain: Vec<u8> = fpdu_vectors().concat();
-    let plain_ulpdus = fpdu_vectors().iter().map(|v| ulpdu_of(v).to_vec()).collect();
+    let plain_ulpdus = fpdu_vectors()
+        .iter()
+        .map(|v| ulpdu_of(v).to_vec())
+        .collect();
     vec![
         ("§5.4+§5.5 no markers", plain, false, plain_ulpdus),
-        ("§5.6 markers", marker_stream(), true, marker_stream_ulpdus()),
+        (
+            "§5.6 markers",
+            marker_stream(),
+            true,
+            marker_stream_ulpdus(),
+        ),
     ]
 }
 
@@ -29,7 +39,11 @@ fn every_single_cut_point() {
     for (name, stream, markers, want) in streams() {
         for cut in 0..=stream.len() {
             let mut d = Deframer::new(markers, true);
-            check(deframe_cuts(&mut d, &stream, &[cut]), &want, &format!("{name}, cut {cut}"));
+            check(
+                deframe_cuts(&mut d, &stream, &[cut]),
+                &want,
+                &format!("{name}, cut {cut}"),
+            );
             assert_eq!(d.position(), stream.len() as u64);
         }
     }
@@ -61,7 +75,10 @@ fn truncated_stream_is_trailing_bytes() {
     for (_, stream, markers, _) in streams() {
         for cut in [1, 3, stream.len() - 1] {
             let mut d = Deframer::new(markers, true);
-            assert_eq!(deframe_cuts(&mut d, &stream[..cut], &[]), Err(MpaError::TrailingBytes));
+            assert_eq!(
+                deframe_cuts(&mut d, &stream[..cut], &[]),
+                Err(MpaError::TrailingBytes)
+            );
         }
     }
 }
@@ -97,7 +114,16 @@ fn flipped_byte() {
         let mut bad = v.clone();
         bad[at] ^= 0x40;
         let err = deframe_cuts(&mut Deframer::new(false, true), &bad, &[]).unwrap_err();
-        assert!(matches!(err, MpaError::Crc { received: 0xFB1A_E632, .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                MpaError::Crc {
+                    received: 0xFB1A_E632,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert_eq!(err.code(), 2);
         // CRC off: no error at the MPA layer, the corrupted ULPDU is delivered.
         let got = deframe_cuts(&mut Deframer::new(false, false), &bad, &[]).unwrap();
@@ -106,7 +132,10 @@ fn flipped_byte() {
     // Flipped CRC octet.
     let mut bad = v.clone();
     *bad.last_mut().unwrap() ^= 1;
-    assert!(matches!(deframe_cuts(&mut Deframer::new(false, true), &bad, &[]), Err(MpaError::Crc { .. })));
+    assert!(matches!(
+        deframe_cuts(&mut Deframer::new(false, true), &bad, &[]),
+        Err(MpaError::Crc { .. })
+    ));
     assert!(deframe_cuts(&mut Deframer::new(false, false), &bad, &[]).is_ok());
     // Markers: every 37th ULPDU octet of the §5.6 stream.
     let stream = marker_stream();
@@ -115,7 +144,10 @@ fn flipped_byte() {
         bad[at] ^= 0x01;
         let err = deframe_cuts(&mut Deframer::new(true, true), &bad, &[at]).unwrap_err();
         assert!(matches!(err, MpaError::Crc { .. }), "flip at {at}: {err:?}");
-        assert!(deframe_cuts(&mut Deframer::new(true, false), &bad, &[]).is_ok(), "flip at {at}");
+        assert!(
+            deframe_cuts(&mut Deframer::new(true, false), &bad, &[]).is_ok(),
+            "flip at {at}"
+        );
     }
 }
 
@@ -146,23 +178,44 @@ fn with_marker(ptr: [u8; 4], at: usize, crc_span: core::ops::Range<usize>) -> Ve
 fn marker_off_by_four() {
     // Marker at 512 inside FPDU 1 (covered 52..552): 0x01cc + 4.
     let bad = with_marker([0, 0, 0x01, 0xd0], 512, 52..552);
-    let want = MpaError::Marker { expected: 0x01cc, received: 0x01d0 };
+    let want = MpaError::Marker {
+        expected: 0x01cc,
+        received: 0x01d0,
+    };
     for crc in [true, false] {
-        assert_eq!(deframe_cuts(&mut Deframer::new(true, crc), &bad, &[]), Err(want.clone()));
+        assert_eq!(
+            deframe_cuts(&mut Deframer::new(true, crc), &bad, &[]),
+            Err(want.clone())
+        );
     }
     assert_eq!(want.code(), 3);
     // Marker before the CRC of FPDU 3 (covered 1024..1540): 0x01fc - 4.
     let bad = with_marker([0, 0, 0x01, 0xf8], 1536, 1024..1540);
     let err = deframe_cuts(&mut Deframer::new(true, true), &bad, &[]).unwrap_err();
-    assert_eq!(err, MpaError::Marker { expected: 0x01fc, received: 0x01f8 });
+    assert_eq!(
+        err,
+        MpaError::Marker {
+            expected: 0x01fc,
+            received: 0x01f8
+        }
+    );
     // Leading marker between FPDUs 2 and 3 must be 0.
     let bad = with_marker([0, 0, 0, 4], 1024, 1024..1540);
     let err = deframe_cuts(&mut Deframer::new(true, true), &bad, &[]).unwrap_err();
-    assert_eq!(err, MpaError::Marker { expected: 0, received: 4 });
+    assert_eq!(
+        err,
+        MpaError::Marker {
+            expected: 0,
+            received: 4
+        }
+    );
     // The stale CRC catches the change first when CRC is on and not recomputed.
     let mut stale = marker_stream();
     stale[515] ^= 0x04;
-    assert!(matches!(deframe_cuts(&mut Deframer::new(true, true), &stale, &[]), Err(MpaError::Crc { .. })));
+    assert!(matches!(
+        deframe_cuts(&mut Deframer::new(true, true), &stale, &[]),
+        Err(MpaError::Crc { .. })
+    ));
 }
 
 #[test]
@@ -175,6 +228,10 @@ fn marker_low_bits_and_reserved_ignored() {
     ] {
         let s = with_marker(ptr, at, span);
         let cuts: Vec<usize> = (1..s.len()).step_by(7).collect();
-        check(deframe_cuts(&mut Deframer::new(true, true), &s, &cuts), &want, "low bits");
+        check(
+            deframe_cuts(&mut Deframer::new(true, true), &s, &cuts),
+            &want,
+            "low bits",
+        );
     }
 }

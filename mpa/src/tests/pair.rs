@@ -35,7 +35,13 @@ pub(crate) struct Pair {
 }
 
 impl Pair {
-    pub(crate) fn new(init_cfg: MpaConfig, init_pd: &[u8], resp_cfg: MpaConfig, seed: u64, max_chunk: usize) -> Self {
+    pub(crate) fn new(
+        init_cfg: MpaConfig,
+        init_pd: &[u8],
+        resp_cfg: MpaConfig,
+        seed: u64,
+        max_chunk: usize,
+    ) -> Self {
         let now = Instant::now();
         Self {
             init: Handshake::initiator(init_cfg, init_pd, now).expect("initiator"),

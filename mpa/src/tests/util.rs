@@ -52,7 +52,11 @@ impl Rng {
 
 /// Feeds `stream` to `d` in pieces whose boundaries are `cuts` (sorted offsets), decoding
 /// after every piece, then checks EOF. Returns the ULPDUs or the first error.
-pub(crate) fn deframe_cuts(d: &mut Deframer, stream: &[u8], cuts: &[usize]) -> Result<Vec<Bytes>, MpaError> {
+pub(crate) fn deframe_cuts(
+    d: &mut Deframer,
+    stream: &[u8],
+    cuts: &[usize],
+) -> Result<Vec<Bytes>, MpaError> {
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     let mut prev = 0;

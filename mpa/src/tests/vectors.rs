@@ -12,11 +12,9 @@ use crate::{Deframer, Framer, crc32c, pad_len};
 fn crc_vectors() {
     let ascending: Vec<u8> = (0u8..32).collect();
     let descending: Vec<u8> = (0u8..32).rev().collect();
-    let iscsi_read = hex(
-        "01 c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+    let iscsi_read = hex("01 c0 00 00 00 00 00 00 00 00 00 00 00 00 00 00
          14 00 00 00 00 00 04 00 00 00 00 14 00 00 00 18
-         28 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00",
-    );
+         28 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00");
     assert_eq!(iscsi_read.len(), 48);
     let cases: [(&[u8], u32, [u8; 4]); 6] = [
         (&[0u8; 32], 0x8A91_36AA, [0xaa, 0x36, 0x91, 0x8a]),
@@ -92,7 +90,10 @@ fn rfc5044_figure6() {
     f.encode(&send_header(2), &[0; 24], &mut wire);
     assert_eq!(&wire[0x1ec..], &figure6()[..]);
     // The marker at 0x200 points back 0x14 octets to the header at 0x1ec.
-    assert_eq!(&wire[0x200..0x204], &MarkerRepr { fpduptr: 0x14 }.to_bytes());
+    assert_eq!(
+        &wire[0x200..0x204],
+        &MarkerRepr { fpduptr: 0x14 }.to_bytes()
+    );
 
     let mut d = Deframer::new(true, true);
     assert_eq!(d.decode(&mut wire).unwrap().unwrap(), &first[..]);
@@ -242,21 +243,48 @@ fn marker_stream_table() {
         assert_eq!(&wire[crc_at..end], &crc);
     }
     // (marker at, FPDUPTR)
-    for (at, ptr) in [(0, 0), (512, 0x01cc), (1024, 0), (1536, 0x01fc), (2048, 0x01f8), (2560, 0x03f8)] {
-        assert_eq!(&wire[at..at + 4], &MarkerRepr { fpduptr: ptr }.to_bytes(), "marker at {at}");
+    for (at, ptr) in [
+        (0, 0),
+        (512, 0x01cc),
+        (1024, 0),
+        (1536, 0x01fc),
+        (2048, 0x01f8),
+        (2560, 0x03f8),
+    ] {
+        assert_eq!(
+            &wire[at..at + 4],
+            &MarkerRepr { fpduptr: ptr }.to_bytes(),
+            "marker at {at}"
+        );
     }
     // Wire excerpts.
     let excerpts = [
-        (0x1f0, "bd ca d7 e4 f1 fe 0b 18 25 32 3f 4c 59 66 73 80 00 00 01 cc 8d 9a a7 b4 c1 ce db e8 f5 02 0f 1c"),
-        (0x3f0, "d2 d9 e0 e7 ee f5 fc 03 0a 11 18 1f c4 e6 16 bd 00 00 00 00 01 fa c1 40 12 34 56 78 00 00 00 00"),
-        (0x5f0, "2f 3c 49 56 63 70 7d 8a 97 a4 b1 be cb d8 e5 f2 00 00 01 fc c4 cc e7 19 05 a2 41 43 00 00 00 00"),
+        (
+            0x1f0,
+            "bd ca d7 e4 f1 fe 0b 18 25 32 3f 4c 59 66 73 80 00 00 01 cc 8d 9a a7 b4 c1 ce db e8 f5 02 0f 1c",
+        ),
+        (
+            0x3f0,
+            "d2 d9 e0 e7 ee f5 fc 03 0a 11 18 1f c4 e6 16 bd 00 00 00 00 01 fa c1 40 12 34 56 78 00 00 00 00",
+        ),
+        (
+            0x5f0,
+            "2f 3c 49 56 63 70 7d 8a 97 a4 b1 be cb d8 e5 f2 00 00 01 fc c4 cc e7 19 05 a2 41 43 00 00 00 00",
+        ),
     ];
     for (at, dump) in excerpts {
         let bytes = hex(dump);
-        assert_eq!(&wire[at..at + bytes.len()], &bytes[..], "excerpt at {at:#x}");
+        assert_eq!(
+            &wire[at..at + bytes.len()],
+            &bytes[..],
+            "excerpt at {at:#x}"
+        );
     }
     // CRCs cover the markers: FPDU 3 from its leading marker at 1024 to the marker at 1536.
-    assert_eq!(crc32c(&wire[1024..1540]).to_le_bytes(), [0xc4, 0xcc, 0xe7, 0x19]);
+    assert_eq!(
+        crc32c(&wire[1024..1540]).to_le_bytes(),
+        [0xc4, 0xcc, 0xe7, 0x19]
+    );
 
     let mut d = Deframer::new(true, true);
     let mut rx = BytesMut::from(&wire[..]);
@@ -279,7 +307,7 @@ fn reference_encode(seq_start: u32, ulpdus: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>, V
     for u in ulpdus {
         starts.push(seq);
         let mut covered = Vec::new();
-        let mut emit = |bytes: &[u8], seq: &mut u32, out: &mut Vec<u8>, covered: &mut Vec<u8>| {
+        let emit = |bytes: &[u8], seq: &mut u32, out: &mut Vec<u8>, covered: &mut Vec<u8>| {
             out.extend_from_slice(bytes);
             covered.extend_from_slice(bytes);
             *seq = seq.wrapping_add(bytes.len() as u32);
@@ -296,14 +324,24 @@ fn reference_encode(seq_start: u32, ulpdus: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>, V
             if at_marker(seq) && seq != hdr {
                 markers.push(seq);
                 let ptr = seq.wrapping_sub(hdr) as u16;
-                emit(&[0, 0, (ptr >> 8) as u8, ptr as u8], &mut seq, &mut out, &mut covered);
+                emit(
+                    &[0, 0, (ptr >> 8) as u8, ptr as u8],
+                    &mut seq,
+                    &mut out,
+                    &mut covered,
+                );
             }
             emit(word, &mut seq, &mut out, &mut covered);
         }
         if at_marker(seq) {
             markers.push(seq);
             let ptr = seq.wrapping_sub(hdr) as u16;
-            emit(&[0, 0, (ptr >> 8) as u8, ptr as u8], &mut seq, &mut out, &mut covered);
+            emit(
+                &[0, 0, (ptr >> 8) as u8, ptr as u8],
+                &mut seq,
+                &mut out,
+                &mut covered,
+            );
         }
         out.extend_from_slice(&crc32c(&covered).to_le_bytes());
         seq = seq.wrapping_add(4);

@@ -192,7 +192,12 @@ impl EnhancedRepr {
     /// Parses a checked view.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self, MpaError> {
         packet.check_len()?;
-        Ok(Self { p2p: packet.peer_to_peer(), rtr: packet.rtr(), ird: packet.ird(), ord: packet.ord() })
+        Ok(Self {
+            p2p: packet.peer_to_peer(),
+            rtr: packet.rtr(),
+            ird: packet.ird(),
+            ord: packet.ord(),
+        })
     }
 
     /// Always 4.
@@ -203,11 +208,21 @@ impl EnhancedRepr {
     /// Writes the block (IRD/ORD masked to 14 bits) into the first 4 octets.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         let ird = if self.p2p { FLAG_P2P } else { 0 }
-            | if self.rtr.contains(RtrFlags::SEND) { FLAG_SEND_RTR } else { 0 }
+            | if self.rtr.contains(RtrFlags::SEND) {
+                FLAG_SEND_RTR
+            } else {
+                0
+            }
             | (self.ird & IRD_ORD_MASK);
-        let ord = if self.rtr.contains(RtrFlags::WRITE) { FLAG_WRITE_RTR } else { 0 }
-            | if self.rtr.contains(RtrFlags::READ) { FLAG_READ_RTR } else { 0 }
-            | (self.ord & IRD_ORD_MASK);
+        let ord = if self.rtr.contains(RtrFlags::WRITE) {
+            FLAG_WRITE_RTR
+        } else {
+            0
+        } | if self.rtr.contains(RtrFlags::READ) {
+            FLAG_READ_RTR
+        } else {
+            0
+        } | (self.ord & IRD_ORD_MASK);
         packet.set_word(field::IRD, ird);
         packet.set_word(field::ORD, ord);
     }
@@ -224,7 +239,12 @@ mod tests {
     static NO_NEG: [u8; 4] = [0x3f, 0xff, 0x3f, 0xff];
 
     fn request_repr() -> EnhancedRepr {
-        EnhancedRepr { p2p: true, rtr: RtrFlags::WRITE | RtrFlags::READ, ird: 16, ord: 16 }
+        EnhancedRepr {
+            p2p: true,
+            rtr: RtrFlags::WRITE | RtrFlags::READ,
+            ird: 16,
+            ord: 16,
+        }
     }
 
     #[test]
@@ -260,19 +280,48 @@ mod tests {
         let r = EnhancedRepr::parse(&Packet::new_unchecked(&REQUEST_BLOCK[..])).unwrap();
         assert_eq!(r, request_repr());
         let r = EnhancedRepr::parse(&Packet::new_unchecked(&CLIENT_SERVER[..])).unwrap();
-        assert_eq!(r, EnhancedRepr { p2p: false, rtr: RtrFlags::NONE, ird: 4, ord: 4 });
+        assert_eq!(
+            r,
+            EnhancedRepr {
+                p2p: false,
+                rtr: RtrFlags::NONE,
+                ird: 4,
+                ord: 4
+            }
+        );
     }
 
     #[test]
     fn emit() {
         for (repr, bytes) in [
             (request_repr(), REQUEST_BLOCK),
-            (EnhancedRepr { p2p: false, rtr: RtrFlags::NONE, ird: 4, ord: 4 }, CLIENT_SERVER),
             (
-                EnhancedRepr { p2p: false, rtr: RtrFlags::NONE, ird: NO_NEGOTIATION, ord: NO_NEGOTIATION },
+                EnhancedRepr {
+                    p2p: false,
+                    rtr: RtrFlags::NONE,
+                    ird: 4,
+                    ord: 4,
+                },
+                CLIENT_SERVER,
+            ),
+            (
+                EnhancedRepr {
+                    p2p: false,
+                    rtr: RtrFlags::NONE,
+                    ird: NO_NEGOTIATION,
+                    ord: NO_NEGOTIATION,
+                },
                 NO_NEG,
             ),
-            (EnhancedRepr { p2p: true, rtr: RtrFlags::SEND, ird: 0, ord: 0 }, [0xc0, 0, 0, 0]),
+            (
+                EnhancedRepr {
+                    p2p: true,
+                    rtr: RtrFlags::SEND,
+                    ird: 0,
+                    ord: 0,
+                },
+                [0xc0, 0, 0, 0],
+            ),
         ] {
             let mut buf = [0xa5u8; 4];
             assert_eq!(repr.buffer_len(), 4);

@@ -164,7 +164,10 @@ pub struct FpduRepr<'a> {
 
 impl<'a> FpduRepr<'a> {
     /// Parses a view; with `check_crc` a CRC mismatch is [`MpaError::Crc`].
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>, check_crc: bool) -> Result<Self, MpaError> {
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(
+        packet: &Packet<&'a T>,
+        check_crc: bool,
+    ) -> Result<Self, MpaError> {
         packet.check_len()?;
         if check_crc {
             let (expected, received) = (packet.compute_crc(), packet.crc());
@@ -174,7 +177,9 @@ impl<'a> FpduRepr<'a> {
         }
         let len = usize::from(packet.ulpdu_length());
         let buf: &'a [u8] = packet.buffer.as_ref();
-        Ok(Self { ulpdu: &buf[field::ULPDU..field::ULPDU + len] })
+        Ok(Self {
+            ulpdu: &buf[field::ULPDU..field::ULPDU + len],
+        })
     }
 
     /// Octets of the FPDU: `2 + len + pad + 4`.
@@ -237,13 +242,24 @@ mod tests {
         let mut bad = SEND_PAD3;
         bad[20] ^= 1;
         let err = FpduRepr::parse(&Packet::new_unchecked(&bad[..]), true).unwrap_err();
-        assert!(matches!(err, MpaError::Crc { received: 0xFDDC_C13A, .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                MpaError::Crc {
+                    received: 0xFDDC_C13A,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(FpduRepr::parse(&Packet::new_unchecked(&bad[..]), false).is_ok());
     }
 
     #[test]
     fn emit() {
-        let repr = FpduRepr { ulpdu: &SEND_PAD3[2..21] };
+        let repr = FpduRepr {
+            ulpdu: &SEND_PAD3[2..21],
+        };
         assert_eq!(repr.buffer_len(), 28);
         let mut buf = [0xa5u8; 28];
         repr.emit(&mut Packet::new_unchecked(&mut buf[..]), true);

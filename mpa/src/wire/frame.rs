@@ -278,7 +278,12 @@ impl<'a> FrameRepr<'a> {
         let pd = packet.private_data();
         let (enhanced, private_data) = if packet.has_enhanced_block() {
             let (block, rest) = pd.split_at(enhanced::LEN);
-            (Some(EnhancedRepr::parse(&enhanced::Packet::new_unchecked(block))?), rest)
+            (
+                Some(EnhancedRepr::parse(&enhanced::Packet::new_unchecked(
+                    block,
+                ))?),
+                rest,
+            )
         } else {
             (None, pd)
         };
@@ -295,7 +300,12 @@ impl<'a> FrameRepr<'a> {
 
     /// PD_Length: the private data plus the enhanced block, if any.
     pub fn pd_length(&self) -> usize {
-        self.private_data.len() + if self.enhanced.is_some() { enhanced::LEN } else { 0 }
+        self.private_data.len()
+            + if self.enhanced.is_some() {
+                enhanced::LEN
+            } else {
+                0
+            }
     }
 
     /// Octets of the whole frame.

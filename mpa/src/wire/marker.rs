@@ -89,7 +89,9 @@ impl MarkerRepr {
     /// Parses a view; the reserved half is ignored and the low two FPDUPTR bits cleared.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self, MpaError> {
         packet.check_len()?;
-        Ok(Self { fpduptr: packet.fpduptr() & FPDUPTR_MASK })
+        Ok(Self {
+            fpduptr: packet.fpduptr() & FPDUPTR_MASK,
+        })
     }
 
     /// Always 4.

@@ -65,8 +65,8 @@ impl Default for StreamConfig {
 /// The RDMAP stream (queue pair) states of RFC 5040 as siw names them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// No connection. A stream never is in this state; the engine uses it for queue pairs
-    /// that are not connected yet.
+    /// No connection: a queue pair that is not connected yet (the engine's state), or a
+    /// stream after a graceful close completed in both directions.
     Idle,
     /// Ready to send: normal operation.
     Rts,
@@ -166,7 +166,7 @@ impl Stream {
             RtrFlags::NONE
         };
         Self {
-            tx: TxState::new(negotiated.role == Role::Initiator, rtr_out),
+            tx: TxState::new(rtr_out),
             rx: RxState::new(negotiated.role == Role::Responder, p2p, rtr_in),
             cfg,
             role: negotiated.role,
@@ -289,17 +289,20 @@ impl Stream {
         self.check_drained();
     }
 
-    /// Reports the peer's FIN. Any buffered partial FPDU is an error; outstanding work is
-    /// flushed and the stream ends in [`QpState::Error`] (or quietly, after a close).
+    /// Reports the peer's FIN. Any buffered partial FPDU is an error; outstanding receives
+    /// are flushed. After a completed [`close`](Self::close) the stream ends in
+    /// [`QpState::Idle`]; otherwise the connection was lost and it ends in
+    /// [`QpState::Error`] with everything flushed.
     pub fn handle_eof(&mut self, src: &mut BytesMut) {
         if let Err(e) = self.deframer.decode_eof(src) {
             tracing::debug!(error = %e, "partial FPDU at FIN");
         }
         self.rx.eof = true;
         self.events.push_back(Event::PeerClosed);
-        if !matches!(self.state, QpState::Error) {
+        let graceful = self.state == QpState::Closing && self.tx.is_idle();
+        if !matches!(self.state, QpState::Error | QpState::Idle) {
             self.flush(Flush::All(None));
-            self.set_state(QpState::Error);
+            self.set_state(if graceful { QpState::Idle } else { QpState::Error });
         }
     }
 
@@ -346,7 +349,7 @@ impl Stream {
 
     /// True if something is waiting to be transmitted right now.
     pub fn wants_transmit(&self) -> bool {
-        self.tx.term.is_some() || (self.may_send() && self.tx.has_work(self.ord))
+        self.tx.term.is_some() || (self.may_send() && self.tx.has_work())
     }
 
     /// Counters.
@@ -395,7 +398,7 @@ impl Stream {
         }
         let term = rx::build_terminate(code, ulpdu, rdma_header);
         tracing::debug!(?code, "sending Terminate");
-        self.events.push_back(Event::TerminateSent(term.clone()));
+        self.events.push_back(Event::TerminateSent(term));
         self.tx.term = Some(term);
         self.rx.stop();
         self.flush(Flush::KeepSent);

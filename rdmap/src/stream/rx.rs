@@ -150,7 +150,7 @@ impl Stream {
         if !fits {
             return self.fatal(TermCode::UNEXPECTED_OPCODE, Some(ulpdu), None);
         }
-        if !self.rx.peer_started {
+        if !self.rx.peer_started && op != Opcode::Terminate {
             if !self.first_fpdu(&seg, op, payload) {
                 return self.fatal(TermCode::llp(MPA_NO_MATCHING_RTR), None, None);
             }

@@ -122,7 +122,7 @@ pub(super) struct TxState {
 }
 
 impl TxState {
-    pub(super) fn new(_initiator: bool, rtr: Option<Rtr>) -> Self {
+    pub(super) fn new(rtr: Option<Rtr>) -> Self {
         Self {
             sq: VecDeque::new(),
             inflight: VecDeque::new(),
@@ -156,7 +156,7 @@ impl TxState {
         self.written >= self.emitted
     }
 
-    pub(super) fn has_work(&self, _ord: u16) -> bool {
+    pub(super) fn has_work(&self) -> bool {
         self.rtr.is_some() || self.current.is_some() || !self.irq.is_empty() || !self.sq.is_empty()
     }
 

@@ -39,7 +39,15 @@ static V2_REQ_NONEG: [u8; 24] = [
 ];
 
 fn v1(kind: FrameKind, markers: bool, reject: bool, pd: &[u8]) -> FrameRepr<'_> {
-    FrameRepr { kind, markers, crc: true, reject, rev: 1, enhanced: None, private_data: pd }
+    FrameRepr {
+        kind,
+        markers,
+        crc: true,
+        reject,
+        rev: 1,
+        enhanced: None,
+        private_data: pd,
+    }
 }
 
 fn v2(kind: FrameKind, block: EnhancedRepr, pd: &[u8]) -> FrameRepr<'_> {
@@ -57,26 +65,64 @@ fn v2(kind: FrameKind, block: EnhancedRepr, pd: &[u8]) -> FrameRepr<'_> {
 fn all_vectors() -> Vec<(&'static [u8], FrameRepr<'static>)> {
     let wr = RtrFlags::WRITE | RtrFlags::READ;
     vec![
-        (&V1_REQ_HELLO[..], v1(FrameKind::Request, false, false, b"hello")),
-        (&V1_REQ_MARKERS[..], v1(FrameKind::Request, true, false, b"")),
+        (
+            &V1_REQ_HELLO[..],
+            v1(FrameKind::Request, false, false, b"hello"),
+        ),
+        (
+            &V1_REQ_MARKERS[..],
+            v1(FrameKind::Request, true, false, b""),
+        ),
         (&V1_REP_REJECT[..], v1(FrameKind::Reply, false, true, b"")),
         (
             &V2_REQ[..],
-            v2(FrameKind::Request, EnhancedRepr { p2p: true, rtr: wr, ird: 16, ord: 16 }, b"hello"),
+            v2(
+                FrameKind::Request,
+                EnhancedRepr {
+                    p2p: true,
+                    rtr: wr,
+                    ird: 16,
+                    ord: 16,
+                },
+                b"hello",
+            ),
         ),
         (
             &V2_REP[..],
-            v2(FrameKind::Reply, EnhancedRepr { p2p: true, rtr: RtrFlags::WRITE, ird: 16, ord: 16 }, b""),
+            v2(
+                FrameKind::Reply,
+                EnhancedRepr {
+                    p2p: true,
+                    rtr: RtrFlags::WRITE,
+                    ird: 16,
+                    ord: 16,
+                },
+                b"",
+            ),
         ),
         (
             &V2_REQ_CS[..],
-            v2(FrameKind::Request, EnhancedRepr { p2p: false, rtr: RtrFlags::NONE, ird: 4, ord: 4 }, b""),
+            v2(
+                FrameKind::Request,
+                EnhancedRepr {
+                    p2p: false,
+                    rtr: RtrFlags::NONE,
+                    ird: 4,
+                    ord: 4,
+                },
+                b"",
+            ),
         ),
         (
             &V2_REQ_NONEG[..],
             v2(
                 FrameKind::Request,
-                EnhancedRepr { p2p: false, rtr: RtrFlags::NONE, ird: 0x3fff, ord: 0x3fff },
+                EnhancedRepr {
+                    p2p: false,
+                    rtr: RtrFlags::NONE,
+                    ird: 0x3fff,
+                    ord: 0x3fff,
+                },
                 b"",
             ),
         ),
@@ -157,7 +203,10 @@ fn impossible_len() {
     assert!(FrameRepr::parse(&Packet::new_unchecked(&V2_REQ[..28])).is_err());
     assert!(Packet::new_checked(&V2_REQ[..]).is_ok());
     // check_header only needs the 20-octet header.
-    assert_eq!(Packet::new_unchecked(&V2_REQ[..20]).check_header(), Ok(FrameKind::Request));
+    assert_eq!(
+        Packet::new_unchecked(&V2_REQ[..20]).check_header(),
+        Ok(FrameKind::Request)
+    );
     assert!(Packet::new_unchecked(&V2_REQ[..19]).check_header().is_err());
 }
 

@@ -3,6 +3,7 @@
 mod negative;
 mod ops;
 mod pair;
+mod prop;
 
 use bytes::Bytes;
 

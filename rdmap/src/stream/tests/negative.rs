@@ -36,6 +36,11 @@ fn assert_terminated(
     let mut buf = vec![0u8; sent.buffer_len()];
     sent.emit(&mut buf);
     assert_eq!(buf[2], hdrct, "M/D/R bits of {:?}", sent.code);
+    // On the wire, B's first FPDU is that Terminate: untagged, QN 2, MSN 1, MO 0, L=1.
+    let mut out = bytes::BytesMut::from(&p.b.sent[..]);
+    let ulpdu = mpa::Deframer::from_negotiated(&p.na).decode(&mut out).unwrap().unwrap();
+    assert_eq!(&ulpdu[..18], &[0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(&ulpdu[18..], &buf[..]);
     assert_eq!(p.a.term_received(), Some(sent.code), "A received B's Terminate");
     assert_eq!(p.b.mem.checksum(), before, "B's memory must not be written");
     assert_eq!(p.b.state(), QpState::Error);
@@ -383,4 +388,28 @@ fn truncated_and_garbage_ulpdus_never_panic() {
             assert_eq!(p.a.term_received(), Some(t.code));
         }
     }
+}
+
+#[test]
+fn negotiation_failure_after_fpdu_mode_sends_the_mpa_terminate() {
+    // RFC 6581 §9.1: an Initiator that cannot meet the Reply's IRD/ORD sends TERM 20 06 as
+    // its first FPDU.
+    let mut p = Pair::new(52);
+    let before = fixture(&mut p);
+    let mut failed = crate::Stream::failed(
+        StreamConfig::default(),
+        &p.na,
+        TermCode::llp(mpa::MpaError::InsufficientIrd.code()),
+    );
+    std::mem::swap(&mut p.a.s, &mut failed);
+    p.a.s.post_recv(recv(801, stag(7), 0x2000, 64)).unwrap();
+    p.drive();
+    let len = u16::from_be_bytes([p.a.sent[0], p.a.sent[1]]) as usize;
+    assert_eq!(&p.a.sent[2..2 + len], &[
+        0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x06, 0, 0
+    ]);
+    assert_eq!(p.b.term_received().map(|c| c.to_wire()), Some([0x20, 0x06]));
+    assert_eq!(p.b.state(), QpState::Error);
+    assert_eq!(p.b.mem.checksum(), before);
+    assert!(p.b.completions().iter().all(|w| w.status == WcStatus::Flushed));
 }

@@ -422,5 +422,7 @@ fn graceful_close_drains_then_peer_close_flushes_receives() {
         (1, WcStatus::Success),
         (2, WcStatus::Flushed)
     ]);
-    assert_eq!(p.b.state(), QpState::Error);
+    assert_eq!(p.b.state(), QpState::Error, "B did not close: the connection was lost");
+    p.a.s.handle_eof(&mut bytes::BytesMut::new());
+    assert_eq!(p.a.state(), QpState::Idle, "A closed and drained: a clean end");
 }

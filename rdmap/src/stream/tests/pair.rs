@@ -12,6 +12,18 @@ use crate::{Completion, Event, QpState, Stream, StreamConfig, TermCode};
 /// A rewrite of whole ULPDUs on their way from A to B (framing is redone afterwards).
 pub(super) type UlpduTamper = Box<dyn FnMut(usize, &mut Vec<u8>)>;
 
+/// A rewrite of raw octets from A to B: called with the stream offset and the octets.
+pub(super) type RawTamper = Box<dyn FnMut(u64, &mut [u8])>;
+
+/// Re-framing state for [`UlpduTamper`].
+struct Reframe {
+    deframer: Deframer,
+    framer: Framer,
+    pending: BytesMut,
+    index: usize,
+    f: UlpduTamper,
+}
+
 /// One endpoint.
 pub(super) struct Side {
     pub(super) s: Stream,
@@ -47,7 +59,7 @@ impl Side {
     /// The Terminate this side sent, if any.
     pub(super) fn term_sent(&self) -> Option<crate::wire::TerminateRepr> {
         self.events.iter().find_map(|e| match e {
-            Event::TerminateSent(t) => Some(t.clone()),
+            Event::TerminateSent(t) => Some(*t),
             _ => None,
         })
     }
@@ -67,9 +79,9 @@ pub(super) struct Pair {
     b_to_a: BytesMut,
     rng: XorShift,
     pub(super) max_chunk: usize,
-    /// Flip octets of A's output: called with the stream offset and the octets.
-    pub(super) raw_tamper: Option<Box<dyn FnMut(u64, &mut [u8])>>,
-    ulpdu_tamper: Option<(Deframer, Framer, BytesMut, usize, UlpduTamper)>,
+    /// Flips octets of A's output.
+    pub(super) raw_tamper: Option<RawTamper>,
+    ulpdu_tamper: Option<Reframe>,
     a_pos: u64,
 }
 
@@ -149,9 +161,13 @@ impl Pair {
 
     /// Rewrites ULPDUs from A to B: `f(index, ulpdu)` sees every ULPDU A sends, by index.
     pub(super) fn tamper_ulpdus(&mut self, f: impl FnMut(usize, &mut Vec<u8>) + 'static) {
-        let de = Deframer::from_negotiated(&self.nb);
-        let fr = Framer::from_negotiated(&self.na);
-        self.ulpdu_tamper = Some((de, fr, BytesMut::new(), 0, Box::new(f)));
+        self.ulpdu_tamper = Some(Reframe {
+            deframer: Deframer::from_negotiated(&self.nb),
+            framer: Framer::from_negotiated(&self.na),
+            pending: BytesMut::new(),
+            index: 0,
+            f: Box::new(f),
+        });
     }
 
     /// Moves bytes both ways until neither side has anything left to do.
@@ -191,14 +207,14 @@ impl Pair {
         self.a.s.handle_written(n);
         self.a.sent.extend_from_slice(&out);
         self.a.events.extend(std::iter::from_fn(|| self.a.s.poll_event()));
-        if let Some((de, fr, buf, idx, f)) = &mut self.ulpdu_tamper {
-            buf.extend_from_slice(&out);
+        if let Some(r) = &mut self.ulpdu_tamper {
+            r.pending.extend_from_slice(&out);
             out.clear();
-            while let Ok(Some(ulpdu)) = de.decode(buf) {
+            while let Ok(Some(ulpdu)) = r.deframer.decode(&mut r.pending) {
                 let mut u = ulpdu.to_vec();
-                f(*idx, &mut u);
-                *idx += 1;
-                fr.encode(&u, &[], &mut out);
+                (r.f)(r.index, &mut u);
+                r.index += 1;
+                r.framer.encode(&u, &[], &mut out);
             }
         }
         if let Some(t) = &mut self.raw_tamper {
