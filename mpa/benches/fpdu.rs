@@ -26,13 +26,19 @@ const BATCH: usize = 16;
 fn main() {
     let smoke = std::env::args().any(|a| a == "--smoke")
         || std::env::var("IWARP_BENCH_SMOKE").is_ok_and(|v| v == "1");
-    let budget = if smoke { Duration::from_millis(5) } else { Duration::from_secs(1) };
+    let budget = if smoke {
+        Duration::from_millis(5)
+    } else {
+        Duration::from_secs(1)
+    };
 
     let ulpdu: Vec<u8> = (0..ULPDU).map(|i| (i * 131 + 7) as u8).collect();
     let (header, payload) = ulpdu.split_at(HEADER);
     sanity(header, payload, &ulpdu);
 
-    println!("mpa FPDU bench: ULPDU {ULPDU} octets, CRC on, markers off, {budget:?} per measurement");
+    println!(
+        "mpa FPDU bench: ULPDU {ULPDU} octets, CRC on, markers off, {budget:?} per measurement"
+    );
 
     // (1) encode alone vs one crc32c pass.
     let mut framer = Framer::new(false, true);
@@ -52,6 +58,21 @@ fn main() {
     report("encode", enc, "1x crc32c", crc1);
     stable.report("encode buffer");
 
+    // (1b) zero-copy encode_chained (head + tail; the payload stays put) vs one crc32c pass.
+    let mut framer = Framer::new(false, true);
+    let (mut head, mut tail) = (BytesMut::with_capacity(64), BytesMut::with_capacity(64));
+    let mut stable = Stable::default();
+    let chained = measure(budget, || {
+        head.clear();
+        tail.clear();
+        assert!(framer.encode_chained(header, payload, &mut head, &mut tail));
+        black_box((&head, &tail));
+        stable.check(&head);
+        ULPDU
+    });
+    report("chained", chained, "1x crc32c", crc1);
+    stable.report("head buffer");
+
     // (2) decode alone vs one crc32c pass, both over a batch of FPDUs in one buffer.
     let mut one = BytesMut::new();
     Framer::new(false, true).encode(header, payload, &mut one);
@@ -66,7 +87,10 @@ fn main() {
         stable.check(&src);
         let t = Instant::now();
         for _ in 0..BATCH {
-            let u = deframer.decode(&mut src).expect("decode").expect("whole FPDU");
+            let u = deframer
+                .decode(&mut src)
+                .expect("decode")
+                .expect("whole FPDU");
             black_box(&u);
         }
         (t.elapsed(), ULPDU * BATCH)
@@ -91,7 +115,10 @@ fn main() {
         buf.clear();
         framer.encode(header, payload, &mut buf);
         stable.check(&buf);
-        let u = deframer.decode(&mut buf).expect("decode").expect("whole FPDU");
+        let u = deframer
+            .decode(&mut buf)
+            .expect("decode")
+            .expect("whole FPDU");
         black_box(&u);
         drop(u); // releases the shared allocation so the next reserve reclaims it
         ULPDU
@@ -109,7 +136,10 @@ fn main() {
 fn sanity(header: &[u8], payload: &[u8], ulpdu: &[u8]) {
     let mut wire = BytesMut::new();
     Framer::new(false, true).encode(header, payload, &mut wire);
-    let u = Deframer::new(false, true).decode(&mut wire).expect("decode").expect("whole FPDU");
+    let u = Deframer::new(false, true)
+        .decode(&mut wire)
+        .expect("decode")
+        .expect("whole FPDU");
     assert_eq!(&u[..], ulpdu);
 }
 

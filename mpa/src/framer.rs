@@ -59,17 +59,42 @@ impl Framer {
             dst.extend_from_slice(header);
             dst.extend_from_slice(payload);
             dst.extend_from_slice(pad);
-            let crc = if self.crc {
-                [header, payload, pad]
-                    .iter()
-                    .fold(crate::crc32c(&length), |c, piece| crc32c_append(c, piece))
-            } else {
-                0
-            };
-            dst.put_u32_le(crc);
+            dst.put_u32_le(self.crc_of(&length, header, payload, pad));
             self.pos += wire as u64;
         }
         debug_assert_eq!(dst.len() - before, wire);
+    }
+
+    /// Zero-copy variant of [`encode`](Self::encode) for large payloads (the h2 "chained
+    /// data" idea): appends `ULPDU_Length ++ header` to `head` and `PAD ++ CRC` to `tail`,
+    /// and leaves `payload` where it is. Sending `head`, `payload`, `tail` back to back (a
+    /// vectored write) puts exactly the octets of [`encode`](Self::encode) on the wire.
+    ///
+    /// Only without markers (they would have to be inserted into the payload): with markers
+    /// it writes nothing and returns false; use [`encode`](Self::encode) then.
+    #[must_use]
+    pub fn encode_chained(
+        &mut self,
+        header: &[u8],
+        payload: &[u8],
+        head: &mut BytesMut,
+        tail: &mut BytesMut,
+    ) -> bool {
+        if self.markers {
+            return false;
+        }
+        let len = header.len() + payload.len();
+        debug_assert!(len <= usize::from(u16::MAX), "ULPDU of {len} octets");
+        let pad = &ZEROS[..pad_len(len)];
+        let length = (len as u16).to_be_bytes();
+        head.reserve(length.len() + header.len());
+        head.extend_from_slice(&length);
+        head.extend_from_slice(header);
+        tail.reserve(pad.len() + CRC_LEN);
+        tail.extend_from_slice(pad);
+        tail.put_u32_le(self.crc_of(&length, header, payload, pad));
+        self.pos += self.wire_len(len) as u64;
+        true
     }
 
     /// Octets an FPDU with a ULPDU of `ulpdu_len` octets would take on the wire at the
@@ -91,6 +116,16 @@ impl Framer {
     /// True when a real CRC is written.
     pub fn crc(&self) -> bool {
         self.crc
+    }
+
+    /// CRC of a marker-less FPDU (0 when CRCs are off), computed piece by piece.
+    fn crc_of(&self, length: &[u8], header: &[u8], payload: &[u8], pad: &[u8]) -> u32 {
+        if !self.crc {
+            return 0;
+        }
+        [header, payload, pad]
+            .iter()
+            .fold(crate::crc32c(length), |c, piece| crc32c_append(c, piece))
     }
 
     fn encode_with_markers(&mut self, body: &[&[u8]], dst: &mut BytesMut) {
@@ -156,6 +191,29 @@ mod tests {
             u32::from_le_bytes([dst[24], dst[25], dst[26], dst[27]]),
             crate::crc32c(&dst[..24])
         );
+    }
+
+    #[test]
+    fn chained_equals_encode() {
+        for crc in [true, false] {
+            for len in [0usize, 1, 2, 3, 14, 1000] {
+                let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let (mut a, mut b) = (Framer::new(false, crc), Framer::new(false, crc));
+                let mut whole = BytesMut::new();
+                a.encode(b"hdr", &payload, &mut whole);
+                let (mut head, mut tail) = (BytesMut::new(), BytesMut::new());
+                assert!(b.encode_chained(b"hdr", &payload, &mut head, &mut tail));
+                let mut joined = head.to_vec();
+                joined.extend_from_slice(&payload);
+                joined.extend_from_slice(&tail);
+                assert_eq!(&whole[..], &joined[..]);
+                assert_eq!(a.position(), b.position());
+            }
+        }
+        let mut m = Framer::new(true, true);
+        let (mut head, mut tail) = (BytesMut::new(), BytesMut::new());
+        assert!(!m.encode_chained(b"", b"x", &mut head, &mut tail));
+        assert!(head.is_empty() && tail.is_empty() && m.position() == 0);
     }
 
     #[test]

@@ -22,12 +22,22 @@ pub trait Memory {
     fn check(&self, stag: STag, to: u64, len: u32, access: Access) -> Result<(), AccessError>;
 
     /// Copies `data` to `[to, to + data.len())` of `stag` after the checks for `access`.
-    fn write(&mut self, stag: STag, to: u64, data: &[u8], access: Access)
-    -> Result<(), AccessError>;
+    fn write(
+        &mut self,
+        stag: STag,
+        to: u64,
+        data: &[u8],
+        access: Access,
+    ) -> Result<(), AccessError>;
 
     /// Fills `dst` from `[to, to + dst.len())` of `stag` after the checks for `access`.
-    fn read(&mut self, stag: STag, to: u64, dst: &mut [u8], access: Access)
-    -> Result<(), AccessError>;
+    fn read(
+        &mut self,
+        stag: STag,
+        to: u64,
+        dst: &mut [u8],
+        access: Access,
+    ) -> Result<(), AccessError>;
 
     /// Runs a 64-bit read-modify-write on the 8 octets at `to` (little-endian in memory) with
     /// remote-atomic access, and returns the original value. `to` is already known to be
@@ -114,7 +124,9 @@ impl AccessError {
 impl fmt::Display for AccessError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::InvalidStag => f.write_str("invalid STag (no entry, stale instance or invalidated)"),
+            Self::InvalidStag => {
+                f.write_str("invalid STag (no entry, stale instance or invalidated)")
+            }
             Self::NotAssociated => {
                 f.write_str("STag belongs to another protection domain or queue pair")
             }

@@ -180,7 +180,11 @@ pub struct XorShift(u64);
 impl XorShift {
     /// A generator from a seed (0 is replaced by a fixed non-zero value).
     pub fn new(seed: u64) -> Self {
-        Self(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+        Self(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
     }
 
     /// The next 64 random bits.

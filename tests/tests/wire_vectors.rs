@@ -5,11 +5,11 @@
 use bytes::BytesMut;
 use ddp::{STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 use mpa::{Deframer, Framer};
-use rdmap::wire::{
-    AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, Opcode, RdmapControl,
-    ReadRequestRepr, TerminateRepr,
-};
 use rdmap::TermCode;
+use rdmap::wire::{
+    AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, Opcode, RdmapControl, ReadRequestRepr,
+    TerminateRepr,
+};
 
 fn ctrl(op: Opcode) -> u8 {
     RdmapControl::new(op).emit()
@@ -38,7 +38,11 @@ fn tagged(op: Opcode, last: bool, stag: u32, to: u64) -> SegmentRepr {
 /// Hex dump text (offset prefixes allowed) to octets.
 fn hex(s: &str) -> Vec<u8> {
     s.lines()
-        .flat_map(|l| l.split_once(':').map_or(l, |(_, rest)| rest).split_whitespace())
+        .flat_map(|l| {
+            l.split_once(':')
+                .map_or(l, |(_, rest)| rest)
+                .split_whitespace()
+        })
         .map(|b| u8::from_str_radix(b, 16).expect("hex"))
         .collect()
 }
@@ -289,11 +293,9 @@ fn terminate_fpdus() {
          0010: 00 00 00 00 12 02 c0 00 00 64 41 43 00 00 00 00
          0020: 00 00 00 00 00 00 00 05 00 00 00 00 71 0d 5e 50",
     );
-    let read_req = hex(
-        "41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00
+    let read_req = hex("41 41 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00
          11 22 33 44 00 00 00 00 00 00 20 00 00 00 01 00
-         de ad be ef 00 00 00 00 00 00 30 00",
-    );
+         de ad be ef 00 00 00 00 00 00 30 00");
     let mut rdma = [0u8; 28];
     rdma.copy_from_slice(&read_req[18..]);
     check(

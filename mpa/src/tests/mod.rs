@@ -2,6 +2,7 @@
 //! chunking, property tests and the handshake pair.
 
 mod chunking;
+mod frames;
 mod handshake;
 mod pair;
 mod prop;

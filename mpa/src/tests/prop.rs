@@ -66,3 +66,52 @@ proptest! {
         prop_assert_ne!(crc32c(&bad[..bad.len() - 4]).to_le_bytes(), <[u8; 4]>::try_from(&bad[bad.len() - 4..]).unwrap_or_default());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Peer input never panics: arbitrary bytes into the Deframer.
+    #[test]
+    fn deframer_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..3000), markers in any::<bool>(), crc in any::<bool>(), max in any::<u16>()) {
+        let mut d = Deframer::new(markers, crc);
+        d.set_max_ulpdu(max);
+        let mut buf = BytesMut::from(&bytes[..]);
+        while let Ok(Some(_)) = d.decode(&mut buf) {}
+        let _ = d.decode_eof(&mut buf);
+    }
+
+    /// Peer input never panics: arbitrary bytes (often starting with a valid key) into
+    /// both handshake roles; nothing past the frame is consumed.
+    #[test]
+    fn handshake_never_panics(tail in prop::collection::vec(any::<u8>(), 0..600), key in 0u8..3, chunk in 1usize..64) {
+        use std::time::Instant;
+        use crate::wire::frame::{KEY_REPLY, KEY_REQUEST};
+        use crate::{Handshake, MpaConfig};
+        let mut bytes = match key {
+            0 => KEY_REQUEST.to_vec(),
+            1 => KEY_REPLY.to_vec(),
+            _ => Vec::new(),
+        };
+        bytes.extend_from_slice(&tail);
+        let now = Instant::now();
+        let mut hs = [
+            Handshake::responder(MpaConfig::default(), now),
+            Handshake::initiator(MpaConfig { p2p: true, ..MpaConfig::default() }, b"", now).map_err(|e| TestCaseError::fail(e.to_string()))?,
+        ];
+        for h in &mut hs {
+            let mut buf = BytesMut::new();
+            let mut fed = 0;
+            for piece in bytes.chunks(chunk) {
+                buf.extend_from_slice(piece);
+                fed += piece.len();
+                h.handle_input(&mut buf, now);
+                let consumed = fed - buf.len();
+                prop_assert!(consumed == 0 || consumed >= 20);
+                prop_assert_eq!(&buf[..], &bytes[consumed..fed]);
+            }
+            while h.poll_event().is_some() {}
+            let _ = h.accept(b"");
+            let _ = h.poll_transmit(&mut BytesMut::new());
+        }
+    }
+}

@@ -36,8 +36,8 @@ use crate::term::TermCode;
 use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
 
-use tx::{Flush, TxState};
 use rx::RxState;
+use tx::{Flush, TxState};
 
 /// Static settings of a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,7 +217,10 @@ impl Stream {
 
     /// Queues a receive buffer for one incoming Send or Immediate Data message.
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
-        if matches!(self.state, QpState::Error | QpState::Terminate | QpState::Idle) {
+        if matches!(
+            self.state,
+            QpState::Error | QpState::Terminate | QpState::Idle
+        ) {
             self.push_completion(Completion::new(
                 wr.wr_id,
                 Queue::Recv,
@@ -302,7 +305,11 @@ impl Stream {
         let graceful = self.state == QpState::Closing && self.tx.is_idle();
         if !matches!(self.state, QpState::Error | QpState::Idle) {
             self.flush(Flush::All(None));
-            self.set_state(if graceful { QpState::Idle } else { QpState::Error });
+            self.set_state(if graceful {
+                QpState::Idle
+            } else {
+                QpState::Error
+            });
         }
     }
 

@@ -12,8 +12,8 @@ use crate::atomic;
 use crate::memory::Memory;
 use crate::term::TermCode;
 use crate::wire::{
-    AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, Opcode, RdmapControl,
-    ReadRequestRepr, TerminateRepr, IMMEDIATE_LEN, RDMAP_VERSION,
+    AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
+    RDMAP_VERSION, RdmapControl, ReadRequestRepr, TerminateRepr,
 };
 use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
 
@@ -83,9 +83,12 @@ pub(super) fn build_terminate(
     ulpdu: Option<&[u8]>,
     rdma_header: Option<[u8; 28]>,
 ) -> TerminateRepr {
-    let ddp = ulpdu
-        .filter(|_| code.copies_ddp_header())
-        .and_then(|u| Some((u16::try_from(u.len()).ok()?, CopiedDdpHeader::from_ulpdu(u)?)));
+    let ddp = ulpdu.filter(|_| code.copies_ddp_header()).and_then(|u| {
+        Some((
+            u16::try_from(u.len()).ok()?,
+            CopiedDdpHeader::from_ulpdu(u)?,
+        ))
+    });
     TerminateRepr {
         code,
         ddp_seg_len: ddp.as_ref().map(|(len, _)| *len),
@@ -289,7 +292,10 @@ impl Stream {
         let len = payload.len() as u32;
         let (expected, cap) = match &self.rx.current {
             Some(c) => (c.msn, Some(c.cap)),
-            None => (self.rx.msn[0], self.rx.recv.front().map(|wr| sgl_len(&wr.sgl))),
+            None => (
+                self.rx.msn[0],
+                self.rx.recv.front().map(|wr| sgl_len(&wr.sgl)),
+            ),
         };
         if let Err(e) = check_untagged(u.msn, expected, u.mo, len, cap) {
             return self.fatal(TermCode::from_ddp(e), Some(ulpdu), None);
@@ -302,15 +308,26 @@ impl Stream {
                     wr,
                     msn: u.msn,
                 },
-                None => return self.fatal(TermCode::from_ddp(DdpError::NoBuffer), Some(ulpdu), None),
+                None => {
+                    return self.fatal(TermCode::from_ddp(DdpError::NoBuffer), Some(ulpdu), None);
+                }
             },
         };
         if let Err(e) = scatter(mem, &cur.wr.sgl, u.mo, payload) {
             tracing::debug!(error = %e, "receive buffer rejected placement");
-            let mut wc = Completion::new(cur.wr.wr_id, Queue::Recv, WcOpcode::Recv, WcStatus::LocalProtection);
+            let mut wc = Completion::new(
+                cur.wr.wr_id,
+                Queue::Recv,
+                WcOpcode::Recv,
+                WcStatus::LocalProtection,
+            );
             wc.term = Some(TermCode::from_ddp(DdpError::LocalCatastrophic));
             self.push_completion(wc);
-            return self.fatal(TermCode::from_ddp(DdpError::LocalCatastrophic), Some(ulpdu), None);
+            return self.fatal(
+                TermCode::from_ddp(DdpError::LocalCatastrophic),
+                Some(ulpdu),
+                None,
+            );
         }
         self.stats.bytes_placed += u64::from(len);
         if !u.last {
@@ -350,7 +367,12 @@ impl Stream {
             return self.fatal(TermCode::from_ddp(DdpError::NoBuffer), Some(ulpdu), None);
         };
         self.rx.msn[0] = self.rx.msn[0].wrapping_add(1);
-        let mut wc = Completion::new(wr.wr_id, Queue::Recv, WcOpcode::RecvImmediate, WcStatus::Success);
+        let mut wc = Completion::new(
+            wr.wr_id,
+            Queue::Recv,
+            WcOpcode::RecvImmediate,
+            WcStatus::Success,
+        );
         wc.immediate = Some(u64::from_be_bytes(data));
         wc.solicited = op.solicited();
         self.push_completion(wc);
@@ -463,7 +485,10 @@ impl Stream {
         };
         self.tx.orq.pop_front();
         let bytes = resp.orig.to_le_bytes();
-        if mem.write(result.stag, result.to, &bytes, Access::LOCAL_WRITE).is_err() {
+        if mem
+            .write(result.stag, result.to, &bytes, Access::LOCAL_WRITE)
+            .is_err()
+        {
             self.tx.finish(seq, WcStatus::LocalProtection, None);
             return self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
         }
@@ -473,7 +498,13 @@ impl Stream {
 
     /// A Terminate from the peer (RFC 5040 §5.4): deliver it, flush, stop.
     fn on_terminate(&mut self, u: &UntaggedRepr, payload: &[u8], ulpdu: &[u8]) {
-        if let Err(e) = check_untagged(u.msn, self.rx.msn[2], u.mo, payload.len() as u32, Some(u32::MAX)) {
+        if let Err(e) = check_untagged(
+            u.msn,
+            self.rx.msn[2],
+            u.mo,
+            payload.len() as u32,
+            Some(u32::MAX),
+        ) {
             return self.fatal(TermCode::from_ddp(e), Some(ulpdu), None);
         }
         let term = TerminateRepr::parse(payload).unwrap_or(TerminateRepr {

@@ -335,7 +335,9 @@ impl Stream {
             return false;
         };
         let hlen = msg.header.header_len();
-        let max = u32::from(self.cfg.mulpdu).saturating_sub(hlen as u32).max(1);
+        let max = u32::from(self.cfg.mulpdu)
+            .saturating_sub(hlen as u32)
+            .max(1);
         let seg_len = (msg.len - msg.off).min(max);
         let last = msg.off + seg_len == msg.len;
         let header = segment_header(&msg.header, msg.off, last);

@@ -7,9 +7,7 @@ mod prop;
 
 use bytes::Bytes;
 
-use crate::{
-    Access, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge,
-};
+use crate::{Access, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge};
 
 const RW: Access = Access::LOCAL_READ
     .union(Access::LOCAL_WRITE)
@@ -22,7 +20,9 @@ fn stag(index: u32) -> STag {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn send(wr_id: u64, data: &[u8]) -> SendWr {

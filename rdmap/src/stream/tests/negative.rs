@@ -13,7 +13,13 @@ use crate::{QpState, StreamConfig, TermCode, WcStatus};
 /// a receive posted. Returns B's memory checksum before the offending traffic.
 fn fixture(p: &mut Pair) -> u64 {
     p.b.mem.register(stag(4), 0x1000, 64, 0x33, RW);
-    p.b.mem.register(stag(5), 0, 64, 0x55, Access::REMOTE_READ | Access::LOCAL_READ);
+    p.b.mem.register(
+        stag(5),
+        0,
+        64,
+        0x55,
+        Access::REMOTE_READ | Access::LOCAL_READ,
+    );
     p.b.mem.register(stag(1), 0, 128, 0, RW);
     p.b.s.post_recv(recv(901, stag(1), 0, 64)).unwrap();
     p.b.s.post_recv(recv(902, stag(1), 64, 64)).unwrap();
@@ -38,15 +44,32 @@ fn assert_terminated(
     assert_eq!(buf[2], hdrct, "M/D/R bits of {:?}", sent.code);
     // On the wire, B's first FPDU is that Terminate: untagged, QN 2, MSN 1, MO 0, L=1.
     let mut out = bytes::BytesMut::from(&p.b.sent[..]);
-    let ulpdu = mpa::Deframer::from_negotiated(&p.na).decode(&mut out).unwrap().unwrap();
-    assert_eq!(&ulpdu[..18], &[0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0]);
+    let ulpdu = mpa::Deframer::from_negotiated(&p.na)
+        .decode(&mut out)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        &ulpdu[..18],
+        &[0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0]
+    );
     assert_eq!(&ulpdu[18..], &buf[..]);
-    assert_eq!(p.a.term_received(), Some(sent.code), "A received B's Terminate");
+    assert_eq!(
+        p.a.term_received(),
+        Some(sent.code),
+        "A received B's Terminate"
+    );
     assert_eq!(p.b.mem.checksum(), before, "B's memory must not be written");
     assert_eq!(p.b.state(), QpState::Error);
     assert_eq!(p.a.state(), QpState::Error);
-    let b_recv: Vec<_> = p.b.completions().into_iter().filter(|w| w.wr_id >= 900).collect();
-    assert!(b_recv.iter().all(|w| w.status == WcStatus::Flushed), "{b_recv:?}");
+    let b_recv: Vec<_> =
+        p.b.completions()
+            .into_iter()
+            .filter(|w| w.wr_id >= 900)
+            .collect();
+    assert!(
+        b_recv.iter().all(|w| w.status == WcStatus::Flushed),
+        "{b_recv:?}"
+    );
     let a_wcs = p.a.completions();
     let a_recv: Vec<_> = a_wcs.iter().filter(|w| w.wr_id == 801).collect();
     assert_eq!(a_recv.len(), 1);
@@ -74,19 +97,26 @@ fn bad_crc_sends_the_mpa_crc_terminate() {
             bytes[20] ^= 0x01; // inside the payload of the first FPDU
         }
     }));
-    p.a.s.post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16))).unwrap();
+    p.a.s
+        .post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x20, 0x02], 0x00);
     // wire-format.md §5.5, "MPA CRC error", byte for byte.
-    assert_eq!(first_fpdu(&p), &[
-        0x00, 0x16, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x02,
-        0x00, 0x00, 0x7f, 0xe4, 0x25, 0x85
-    ][..]);
+    assert_eq!(
+        first_fpdu(&p),
+        &[
+            0x00, 0x16, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x02,
+            0x00, 0x00, 0x7f, 0xe4, 0x25, 0x85
+        ][..]
+    );
 }
 
 #[test]
 fn flipped_octet_without_crc_is_not_an_mpa_error() {
-    let c = mpa_cfg(|c| { c.crc = false; });
+    let c = mpa_cfg(|c| {
+        c.crc = false;
+    });
     let mut p = Pair::connect(c.clone(), c, StreamConfig::default(), 32);
     fixture(&mut p);
     p.raw_tamper = Some(Box::new(|pos, bytes| {
@@ -94,17 +124,24 @@ fn flipped_octet_without_crc_is_not_an_mpa_error() {
             bytes[20] ^= 0x01;
         }
     }));
-    p.a.s.post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16))).unwrap();
+    p.a.s
+        .post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16)))
+        .unwrap();
     p.drive();
     assert!(p.b.term_sent().is_none());
-    assert_eq!(p.b.mem.bytes(stag(4))[..16], [7, 7, 7, 7, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7]);
+    assert_eq!(
+        p.b.mem.bytes(stag(4))[..16],
+        [7, 7, 7, 7, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7]
+    );
 }
 
 #[test]
 fn bad_marker_sends_the_mpa_marker_terminate() {
     // Markers from A to B; A's FPDU spans the marker at 512, whose FPDUPTR we move by 4 and
     // whose CRC we then recompute, so only the marker check can catch it.
-    let cr = mpa_cfg(|c| { c.markers = true; });
+    let cr = mpa_cfg(|c| {
+        c.markers = true;
+    });
     let mut p = Pair::connect(MpaConfig::default(), cr, StreamConfig::default(), 33);
     let before = fixture(&mut p);
     p.b.mem.register(stag(6), 0, 2048, 0, RW);
@@ -120,7 +157,9 @@ fn bad_marker_sends_the_mpa_marker_terminate() {
             bytes[end - 4..end].copy_from_slice(&crc.to_le_bytes());
         }
     }));
-    p.a.s.post_send(write(1, &[9; 600], remote(stag(6), 0, 600))).unwrap();
+    p.a.s
+        .post_send(write(1, &[9; 600], remote(stag(6), 0, 600)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x20, 0x03], 0x00);
 }
@@ -129,7 +168,9 @@ fn bad_marker_sends_the_mpa_marker_terminate() {
 fn write_to_unknown_stag_is_ddp_invalid_stag() {
     let mut p = Pair::new(34);
     let before = fixture(&mut p);
-    p.a.s.post_send(write(1, &[1; 8], remote(stag(77), 0x1000, 8))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 8], remote(stag(77), 0x1000, 8)))
+        .unwrap();
     p.drive();
     let (t, _) = assert_terminated(&mut p, before, [0x11, 0x00], 0xc0);
     // The copied header is the Write's tagged header.
@@ -143,7 +184,9 @@ fn write_with_stale_instance_is_ddp_invalid_stag() {
     let mut p = Pair::new(35);
     let before = fixture(&mut p);
     let stale = stag(4).with_instance(0x5b);
-    p.a.s.post_send(write(1, &[1; 8], remote(stale, 0x1000, 8))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 8], remote(stale, 0x1000, 8)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x11, 0x00], 0xc0);
 }
@@ -153,7 +196,9 @@ fn write_one_byte_past_the_end_is_ddp_bounds() {
     let mut p = Pair::new(36);
     let before = fixture(&mut p);
     // 64 octets at 0x1000: [0x1001, 0x1041) is one past the end.
-    p.a.s.post_send(write(1, &[1; 64], remote(stag(4), 0x1001, 64))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 64], remote(stag(4), 0x1001, 64)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x11, 0x01], 0xc0);
 }
@@ -162,7 +207,9 @@ fn write_one_byte_past_the_end_is_ddp_bounds() {
 fn write_without_remote_write_right_is_rdmap_access_violation() {
     let mut p = Pair::new(37);
     let before = fixture(&mut p);
-    p.a.s.post_send(write(1, &[1; 8], remote(stag(5), 0, 8))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 8], remote(stag(5), 0, 8)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x01, 0x02], 0xc0);
 }
@@ -172,7 +219,9 @@ fn write_of_another_pd_is_ddp_not_associated() {
     let mut p = Pair::new(38);
     let before = fixture(&mut p);
     p.b.mem.region_mut(stag(4)).unwrap().associated = false;
-    p.a.s.post_send(write(1, &[1; 8], remote(stag(4), 0x1000, 8))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 8], remote(stag(4), 0x1000, 8)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x11, 0x02], 0xc0);
 }
@@ -197,10 +246,14 @@ fn send_without_posted_receive_matches_the_reference_terminate() {
     let before = before ^ before ^ p.b.mem.checksum();
     p.b.s.post_recv(recv(901, stag(1), 0, 64)).unwrap_or(());
     assert_terminated(&mut p, before, [0x12, 0x02], 0xc0);
-    assert_eq!(first_fpdu(&p), &[
-        0x00, 0x2a, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x12, 0x02, 0xc0, 0x00, 0x00, 0x64, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0,
-        0, 0, 0, 0x71, 0x0d, 0x5e, 0x50
-    ][..]);
+    assert_eq!(
+        first_fpdu(&p),
+        &[
+            0x00, 0x2a, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x12, 0x02,
+            0xc0, 0x00, 0x00, 0x64, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0,
+            0x71, 0x0d, 0x5e, 0x50
+        ][..]
+    );
 }
 
 #[test]
@@ -258,7 +311,9 @@ fn wrong_versions_are_reported_per_layer() {
     let mut p = Pair::new(45);
     let before = fixture(&mut p);
     p.tamper_ulpdus(|_, u| u[0] = 0xc2); // tagged DV 2
-    p.a.s.post_send(write(1, &[1; 8], remote(stag(4), 0x1000, 8))).unwrap();
+    p.a.s
+        .post_send(write(1, &[1; 8], remote(stag(4), 0x1000, 8)))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x11, 0x04], 0xc0);
 }
@@ -269,7 +324,8 @@ fn read_request_for_a_bad_source_matches_the_reference_terminate() {
     // Request header copied.
     let mut p = Pair::new(46);
     let before = fixture(&mut p);
-    p.a.mem.register(STag::from_u32(0x1122_3344), 0x2000, 0x100, 0, RW);
+    p.a.mem
+        .register(STag::from_u32(0x1122_3344), 0x2000, 0x100, 0, RW);
     p.a.s
         .post_send(read(
             1,
@@ -279,11 +335,15 @@ fn read_request_for_a_bad_source_matches_the_reference_terminate() {
         .unwrap();
     p.drive();
     let (_, a_wcs) = assert_terminated(&mut p, before, [0x01, 0x00], 0xe0);
-    assert_eq!(first_fpdu(&p), &[
-        0x00, 0x46, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x01, 0x00, 0xe0, 0x00, 0x00, 0x2e, 0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0,
-        0, 0, 0, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0x01, 0, 0xde, 0xad,
-        0xbe, 0xef, 0, 0, 0, 0, 0, 0, 0x30, 0, 0xf0, 0xa0, 0xfd, 0x60
-    ][..]);
+    assert_eq!(
+        first_fpdu(&p),
+        &[
+            0x00, 0x46, 0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x01, 0x00,
+            0xe0, 0x00, 0x00, 0x2e, 0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0,
+            0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0x01, 0, 0xde, 0xad, 0xbe,
+            0xef, 0, 0, 0, 0, 0, 0, 0x30, 0, 0xf0, 0xa0, 0xfd, 0x60
+        ][..]
+    );
     // A's Read reports the peer's verdict.
     let wc = a_wcs.iter().find(|w| w.wr_id == 1).unwrap();
     assert_eq!(wc.status, WcStatus::RemoteAccess);
@@ -293,10 +353,19 @@ fn read_request_for_a_bad_source_matches_the_reference_terminate() {
 fn read_past_the_source_end_is_rdmap_bounds() {
     let mut p = Pair::new(47);
     let before = fixture(&mut p);
-    p.a.s.post_send(read(1, remote(stag(4), 0x1001, 64), sge(stag(7), 0x2000, 64))).unwrap();
+    p.a.s
+        .post_send(read(
+            1,
+            remote(stag(4), 0x1001, 64),
+            sge(stag(7), 0x2000, 64),
+        ))
+        .unwrap();
     p.drive();
     assert_terminated(&mut p, before, [0x01, 0x01], 0xe0);
-    assert!(p.a.mem.bytes(stag(7)).iter().all(|&b| b == 0), "nothing placed at A");
+    assert!(
+        p.a.mem.bytes(stag(7)).iter().all(|&b| b == 0),
+        "nothing placed at A"
+    );
 }
 
 #[test]
@@ -359,13 +428,17 @@ fn send_with_invalidate_of_a_foreign_stag_is_cannot_invalidate() {
 
 #[test]
 fn peer_to_peer_without_the_rtr_is_no_matching_rtr() {
-    let c = mpa_cfg(|c| { c.p2p = true; });
+    let c = mpa_cfg(|c| {
+        c.p2p = true;
+    });
     let mut p = Pair::connect(c.clone(), c, StreamConfig::default(), 51);
     let before = fixture(&mut p);
     // Replace the RTR (a zero-length Write) with a Send.
     p.tamper_ulpdus(|i, u| {
         if i == 0 {
-            *u = vec![0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, b'x'];
+            *u = vec![
+                0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, b'x',
+            ];
         }
     });
     p.drive();
@@ -405,11 +478,18 @@ fn negotiation_failure_after_fpdu_mode_sends_the_mpa_terminate() {
     p.a.s.post_recv(recv(801, stag(7), 0x2000, 64)).unwrap();
     p.drive();
     let len = u16::from_be_bytes([p.a.sent[0], p.a.sent[1]]) as usize;
-    assert_eq!(&p.a.sent[2..2 + len], &[
-        0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x06, 0, 0
-    ]);
+    assert_eq!(
+        &p.a.sent[2..2 + len],
+        &[
+            0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x06, 0, 0
+        ]
+    );
     assert_eq!(p.b.term_received().map(|c| c.to_wire()), Some([0x20, 0x06]));
     assert_eq!(p.b.state(), QpState::Error);
     assert_eq!(p.b.mem.checksum(), before);
-    assert!(p.b.completions().iter().all(|w| w.status == WcStatus::Flushed));
+    assert!(
+        p.b.completions()
+            .iter()
+            .all(|w| w.status == WcStatus::Flushed)
+    );
 }

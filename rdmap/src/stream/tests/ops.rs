@@ -22,7 +22,9 @@ fn send_variants_deliver_in_order_with_flags() {
         p.b.mem.register(stag(1), 0x1000, 4096, 0, RW);
         p.b.mem.register(stag(9), 0, 64, 0, RW);
         for i in 0..4 {
-            p.b.s.post_recv(recv(100 + i, stag(1), 0x1000 + i * 1024, 1024)).unwrap();
+            p.b.s
+                .post_recv(recv(100 + i, stag(1), 0x1000 + i * 1024, 1024))
+                .unwrap();
         }
         let msgs: Vec<Vec<u8>> = (0..4).map(|i| pattern(10 + i * 300, i as u8)).collect();
         let ops = [
@@ -55,11 +57,20 @@ fn send_variants_deliver_in_order_with_flags() {
             assert_eq!(wc.solicited, i == 1 || i == 3);
             assert_eq!(wc.invalidated, (i == 2).then_some(stag(9)));
             let at = i * 1024;
-            assert_eq!(&p.b.mem.bytes(stag(1))[at..at + msgs[i].len()], &msgs[i][..]);
+            assert_eq!(
+                &p.b.mem.bytes(stag(1))[at..at + msgs[i].len()],
+                &msgs[i][..]
+            );
         }
-        assert!(!p.b.mem.region(stag(9)).unwrap().valid, "Send with Invalidate invalidated");
+        assert!(
+            !p.b.mem.region(stag(9)).unwrap().valid,
+            "Send with Invalidate invalidated"
+        );
         let sent = p.a.completions();
-        assert_eq!(sent.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert_eq!(
+            sent.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
         assert!(sent.iter().all(|w| w.is_ok() && w.opcode == WcOpcode::Send));
     }
 }
@@ -99,8 +110,12 @@ fn rdma_write_multi_segment_lands_exactly() {
         );
         p.b.mem.register(stag(4), 0x7000_0000, 100_000, 0xee, RW);
         let data = pattern(70_001, 9);
-        p.a.s.post_send(write(1, &data, remote(stag(4), 0x7000_0010, 70_001))).unwrap();
-        p.a.s.post_send(write(2, &[], remote(stag(4), 0, 0))).unwrap();
+        p.a.s
+            .post_send(write(1, &data, remote(stag(4), 0x7000_0010, 70_001)))
+            .unwrap();
+        p.a.s
+            .post_send(write(2, &[], remote(stag(4), 0, 0)))
+            .unwrap();
         p.drive();
         let mem = p.b.mem.bytes(stag(4));
         assert!(mem[..16].iter().all(|&b| b == 0xee));
@@ -112,10 +127,17 @@ fn rdma_write_multi_segment_lands_exactly() {
         assert_eq!(wcs[0].byte_len, 70_001);
         // One-touch hook: the last segment of the non-empty Write was reported once.
         assert_eq!(p.b.mem.placed, vec![stag(4)]);
-        assert!(p.b.completions().is_empty(), "RDMA Write completes nothing at the sink");
+        assert!(
+            p.b.completions().is_empty(),
+            "RDMA Write completes nothing at the sink"
+        );
         let segs = p.a.s.stats().fpdus_sent;
         let max = u64::from(mulpdu) - 14;
-        assert_eq!(segs, 70_001u64.div_ceil(max) + 1, "segmentation at MULPDU {mulpdu}");
+        assert_eq!(
+            segs,
+            70_001u64.div_ceil(max) + 1,
+            "segmentation at MULPDU {mulpdu}"
+        );
     }
 }
 
@@ -130,20 +152,32 @@ fn rdma_read_multi_segment_and_zero_length() {
         );
         let src = pattern(50_000, 3);
         p.b.mem.register(stag(2), 0x10_0000, src.len(), 0, RW);
-        p.b.mem.region_mut(stag(2)).unwrap().data.copy_from_slice(&src);
+        p.b.mem
+            .region_mut(stag(2))
+            .unwrap()
+            .data
+            .copy_from_slice(&src);
         p.a.mem.register(stag(3), 0x2000, 60_000, 0xaa, RW);
         p.a.s
-            .post_send(read(1, remote(stag(2), 0x10_0000, 50_000), sge(stag(3), 0x2010, 50_000)))
+            .post_send(read(
+                1,
+                remote(stag(2), 0x10_0000, 50_000),
+                sge(stag(3), 0x2010, 50_000),
+            ))
             .unwrap();
         p.a.s
-            .post_send(read(2, remote(STag::from_u32(0xdead_beef), 7, 0), sge(stag(3), 0x2000, 0)))
+            .post_send(read(
+                2,
+                remote(STag::from_u32(0xdead_beef), 7, 0),
+                sge(stag(3), 0x2000, 0),
+            ))
             .unwrap();
         p.drive();
         let wcs = p.a.completions();
-        assert_eq!(wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![
-            (1, WcStatus::Success),
-            (2, WcStatus::Success)
-        ]);
+        assert_eq!(
+            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+        );
         assert_eq!(wcs[0].byte_len, 50_000);
         assert_eq!(&p.a.mem.bytes(stag(3))[16..50_016], &src[..]);
         assert!(p.a.mem.bytes(stag(3))[..16].iter().all(|&b| b == 0xaa));
@@ -153,13 +187,21 @@ fn rdma_read_multi_segment_and_zero_length() {
 
 #[test]
 fn reads_beyond_ord_wait_and_complete_in_order() {
-    let ci = mpa_cfg(|c| { c.ord = 2; });
+    let ci = mpa_cfg(|c| {
+        c.ord = 2;
+    });
     let mut p = Pair::connect(ci, MpaConfig::default(), StreamConfig::default(), 11);
     assert_eq!(p.a.s.ird_ord().1, 2);
     p.b.mem.register(stag(2), 0, 4096, 0x11, RW);
     p.a.mem.register(stag(3), 0, 4096, 0, RW);
     for i in 0..8u64 {
-        p.a.s.post_send(read(i, remote(stag(2), i * 100, 100), sge(stag(3), i * 100, 100))).unwrap();
+        p.a.s
+            .post_send(read(
+                i,
+                remote(stag(2), i * 100, 100),
+                sge(stag(3), i * 100, 100),
+            ))
+            .unwrap();
         p.a.s.post_send(send(100 + i, b"x")).unwrap();
     }
     p.b.mem.register(stag(1), 0, 64, 0, RW);
@@ -180,20 +222,32 @@ fn fence_waits_for_outstanding_reads() {
     p.a.mem.register(stag(3), 0, 64, 0, RW);
     p.b.mem.register(stag(1), 0, 64, 0, RW);
     p.b.s.post_recv(recv(1, stag(1), 0, 64)).unwrap();
-    p.a.s.post_send(read(1, remote(stag(2), 0, 64), sge(stag(3), 0, 64))).unwrap();
+    p.a.s
+        .post_send(read(1, remote(stag(2), 0, 64), sge(stag(3), 0, 64)))
+        .unwrap();
     let mut fenced = send(2, b"after the read");
     fenced.flags = SendFlags::SIGNALED | SendFlags::FENCE;
     p.a.s.post_send(fenced).unwrap();
     // Before any response arrives, only the Read Request may leave.
     let mut out = bytes::BytesMut::new();
     let _ = p.a.s.poll_transmit(&mut p.a.mem, &mut out, usize::MAX);
-    assert_eq!(p.a.s.stats().fpdus_sent, 1, "the fenced Send waits for the Read");
+    assert_eq!(
+        p.a.s.stats().fpdus_sent,
+        1,
+        "the fenced Send waits for the Read"
+    );
     p.a.s.handle_written(out.len());
     p.b.inbox.extend_from_slice(&out);
     p.b.s.handle_input(&mut p.b.inbox, &mut p.b.mem);
     p.drive();
     assert_eq!(p.b.completions().len(), 1);
-    assert_eq!(p.a.completions().iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        p.a.completions()
+            .iter()
+            .map(|w| w.wr_id)
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
 }
 
 #[test]
@@ -229,12 +283,18 @@ fn atomics_fetch_add_and_cmp_swap() {
     p.a.s.post_send(cs(3, 15, 7)).unwrap();
     p.drive();
     let wcs = p.a.completions();
-    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.opcode, w.atomic_orig)).collect();
-    assert_eq!(got, vec![
-        (1, WcOpcode::FetchAdd, Some(5)),
-        (2, WcOpcode::CmpSwap, Some(15)),
-        (3, WcOpcode::CmpSwap, Some(99)),
-    ]);
+    let got: Vec<_> = wcs
+        .iter()
+        .map(|w| (w.wr_id, w.opcode, w.atomic_orig))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, WcOpcode::FetchAdd, Some(5)),
+            (2, WcOpcode::CmpSwap, Some(15)),
+            (3, WcOpcode::CmpSwap, Some(99)),
+        ]
+    );
     let target = u64::from_le_bytes(p.b.mem.bytes(stag(5))[8..16].try_into().unwrap());
     assert_eq!(target, 99, "the failed compare left 99 in place");
     let res = p.a.mem.bytes(stag(6));
@@ -249,7 +309,10 @@ fn immediate_data_consumes_a_receive() {
     p.b.mem.register(stag(1), 0, 64, 0, RW);
     p.b.s.post_recv(recv(1, stag(1), 0, 64)).unwrap();
     p.b.s.post_recv(recv(2, stag(1), 0, 64)).unwrap();
-    for (id, flags) in [(1, SendFlags::SIGNALED), (2, SendFlags::SIGNALED | SendFlags::SOLICITED)] {
+    for (id, flags) in [
+        (1, SendFlags::SIGNALED),
+        (2, SendFlags::SIGNALED | SendFlags::SOLICITED),
+    ] {
         p.a.s
             .post_send(SendWr {
                 wr_id: id,
@@ -262,16 +325,25 @@ fn immediate_data_consumes_a_receive() {
     }
     p.drive();
     // First FPDU is byte-exact with wire-format.md §5.4 "Immediate Data".
-    assert_eq!(&p.a.sent[..32], &[
-        0x00, 0x1a, 0x41, 0x48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5,
-        6, 7, 8, 0x06, 0xc2, 0x28, 0x05
-    ]);
+    assert_eq!(
+        &p.a.sent[..32],
+        &[
+            0x00, 0x1a, 0x41, 0x48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5,
+            6, 7, 8, 0x06, 0xc2, 0x28, 0x05
+        ]
+    );
     let wcs = p.b.completions();
     assert_eq!(wcs.len(), 2);
-    assert!(wcs.iter().all(|w| w.opcode == WcOpcode::RecvImmediate
-        && w.immediate == Some(0x0102_0304_0506_0708)));
+    assert!(
+        wcs.iter()
+            .all(|w| w.opcode == WcOpcode::RecvImmediate
+                && w.immediate == Some(0x0102_0304_0506_0708))
+    );
     assert_eq!((wcs[0].solicited, wcs[1].solicited), (false, true));
-    assert!(p.b.mem.bytes(stag(1)).iter().all(|&b| b == 0), "nothing is placed");
+    assert!(
+        p.b.mem.bytes(stag(1)).iter().all(|&b| b == 0),
+        "nothing is placed"
+    );
 }
 
 #[test]
@@ -279,12 +351,20 @@ fn scatter_gather_lists_both_ways() {
     let mut p = Pair::new(12);
     p.a.mem.register(stag(1), 0, 1000, 0, RW);
     let src = pattern(1000, 1);
-    p.a.mem.region_mut(stag(1)).unwrap().data.copy_from_slice(&src);
+    p.a.mem
+        .region_mut(stag(1))
+        .unwrap()
+        .data
+        .copy_from_slice(&src);
     p.b.mem.register(stag(2), 0, 1000, 0, RW);
     p.b.s
         .post_recv(RecvWr {
             wr_id: 1,
-            sgl: vec![sge(stag(2), 900, 100), sge(stag(2), 0, 400), sge(stag(2), 500, 400)],
+            sgl: vec![
+                sge(stag(2), 900, 100),
+                sge(stag(2), 0, 400),
+                sge(stag(2), 500, 400),
+            ],
         })
         .unwrap();
     p.a.s
@@ -300,7 +380,12 @@ fn scatter_gather_lists_both_ways() {
     p.drive();
     let msg: Vec<u8> = src[..300].iter().chain(&src[600..]).copied().collect();
     let m = p.b.mem.bytes(stag(2));
-    let placed: Vec<u8> = m[900..].iter().chain(&m[..400]).chain(&m[500..700]).copied().collect();
+    let placed: Vec<u8> = m[900..]
+        .iter()
+        .chain(&m[..400])
+        .chain(&m[500..700])
+        .copied()
+        .collect();
     assert_eq!(placed, msg);
     assert_eq!(p.b.completions()[0].byte_len, 700);
 }
@@ -312,7 +397,9 @@ fn unsignaled_requests_complete_silently_but_keep_order() {
     let mut w = write(1, b"abc", remote(stag(4), 0, 3));
     w.flags = SendFlags::NONE;
     p.a.s.post_send(w).unwrap();
-    p.a.s.post_send(write(2, b"def", remote(stag(4), 3, 3))).unwrap();
+    p.a.s
+        .post_send(write(2, b"def", remote(stag(4), 3, 3)))
+        .unwrap();
     p.drive();
     let wcs = p.a.completions();
     assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![2]);
@@ -323,10 +410,14 @@ fn unsignaled_requests_complete_silently_but_keep_order() {
 fn responder_sends_nothing_before_the_first_fpdu() {
     let mut p = Pair::new(14);
     p.a.mem.register(stag(1), 0, 64, 0, RW);
-    p.b.s.post_send(write(1, b"early", remote(stag(1), 0, 5))).unwrap();
+    p.b.s
+        .post_send(write(1, b"early", remote(stag(1), 0, 5)))
+        .unwrap();
     p.drive();
     assert!(p.b.sent.is_empty(), "RFC 5044 §7.1.2 rule 4");
-    p.a.s.post_send(write(2, b"", remote(stag(9), 0, 0))).unwrap();
+    p.a.s
+        .post_send(write(2, b"", remote(stag(9), 0, 0)))
+        .unwrap();
     p.drive();
     assert!(p.b.events.contains(&Event::Ready));
     assert_eq!(&p.a.mem.bytes(stag(1))[..5], b"early");
@@ -342,12 +433,22 @@ fn peer_to_peer_each_rtr_type() {
     ];
     let send_rtr: &[u8] = &[0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
     for (offer, accept, want) in [
-        (RtrFlags::WRITE | RtrFlags::READ, RtrFlags::WRITE | RtrFlags::READ, write_rtr),
+        (
+            RtrFlags::WRITE | RtrFlags::READ,
+            RtrFlags::WRITE | RtrFlags::READ,
+            write_rtr,
+        ),
         (RtrFlags::READ, RtrFlags::READ, read_rtr),
         (RtrFlags::SEND, RtrFlags::SEND, send_rtr),
     ] {
-        let ci = mpa_cfg(|c| { c.p2p = true; c.rtr = offer; });
-        let cr = mpa_cfg(|c| { c.p2p = true; c.rtr = accept; });
+        let ci = mpa_cfg(|c| {
+            c.p2p = true;
+            c.rtr = offer;
+        });
+        let cr = mpa_cfg(|c| {
+            c.p2p = true;
+            c.rtr = accept;
+        });
         let mut p = Pair::connect(ci, cr, StreamConfig::default(), 21);
         p.b.mem.register(stag(1), 0, 64, 0, RW);
         p.b.s.post_recv(recv(1, stag(1), 0, 64)).unwrap();
@@ -369,9 +470,19 @@ fn mixed_workload_over_every_mpa_mode() {
     for rev in [1u8, 2] {
         for (crc_i, crc_r) in [(false, false), (true, false), (false, true)] {
             for (mk_i, mk_r) in [(false, false), (true, false), (false, true), (true, true)] {
-                let ci = mpa_cfg(|c| { c.rev = rev; c.crc = crc_i; c.markers = mk_i; });
-                let cr = mpa_cfg(|c| { c.crc = crc_r; c.markers = mk_r; });
-                let seed = u64::from(rev) * 100 + u64::from(crc_i) * 10 + u64::from(mk_i) * 3 + u64::from(mk_r);
+                let ci = mpa_cfg(|c| {
+                    c.rev = rev;
+                    c.crc = crc_i;
+                    c.markers = mk_i;
+                });
+                let cr = mpa_cfg(|c| {
+                    c.crc = crc_r;
+                    c.markers = mk_r;
+                });
+                let seed = u64::from(rev) * 100
+                    + u64::from(crc_i) * 10
+                    + u64::from(mk_i) * 3
+                    + u64::from(mk_r);
                 let mut p = Pair::connect(ci, cr, cfg_mulpdu(600), seed);
                 assert_eq!(p.na.crc, crc_i || crc_r);
                 assert_eq!((p.na.markers_tx, p.na.markers_rx), (mk_r, mk_i));
@@ -389,11 +500,21 @@ fn mixed_workload(p: &mut Pair) {
     for i in 0..3 {
         p.b.s.post_recv(recv(i, stag(1), i * 2048, 2048)).unwrap();
     }
-    p.a.s.post_send(write(1, &data, remote(stag(2), 0x4000, 3000))).unwrap();
+    p.a.s
+        .post_send(write(1, &data, remote(stag(2), 0x4000, 3000)))
+        .unwrap();
     p.a.s.post_send(send(2, &data[..1500])).unwrap();
-    p.a.s.post_send(read(3, remote(stag(2), 0x4000, 3000), sge(stag(3), 100, 3000))).unwrap();
+    p.a.s
+        .post_send(read(
+            3,
+            remote(stag(2), 0x4000, 3000),
+            sge(stag(3), 100, 3000),
+        ))
+        .unwrap();
     p.a.s.post_send(send(4, &data[..2048])).unwrap();
-    p.b.s.post_send(write(5, &data[..999], remote(stag(3), 4000, 999))).unwrap();
+    p.b.s
+        .post_send(write(5, &data[..999], remote(stag(3), 4000, 999)))
+        .unwrap();
     p.drive();
     assert_eq!(p.a.completions().iter().filter(|w| w.is_ok()).count(), 4);
     assert_eq!(p.b.completions().iter().filter(|w| w.is_ok()).count(), 3);
@@ -418,11 +539,19 @@ fn graceful_close_drains_then_peer_close_flushes_receives() {
     p.b.s.handle_eof(&mut bytes::BytesMut::new());
     p.b.events.extend(std::iter::from_fn(|| p.b.s.poll_event()));
     let wcs = p.b.completions();
-    assert_eq!(wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![
-        (1, WcStatus::Success),
-        (2, WcStatus::Flushed)
-    ]);
-    assert_eq!(p.b.state(), QpState::Error, "B did not close: the connection was lost");
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success), (2, WcStatus::Flushed)]
+    );
+    assert_eq!(
+        p.b.state(),
+        QpState::Error,
+        "B did not close: the connection was lost"
+    );
     p.a.s.handle_eof(&mut bytes::BytesMut::new());
-    assert_eq!(p.a.state(), QpState::Idle, "A closed and drained: a clean end");
+    assert_eq!(
+        p.a.state(),
+        QpState::Idle,
+        "A closed and drained: a clean end"
+    );
 }

@@ -126,7 +126,10 @@ impl Pair {
                 break;
             }
         }
-        let (na, nb) = (ni.expect("initiator established"), nr.expect("responder established"));
+        let (na, nb) = (
+            ni.expect("initiator established"),
+            nr.expect("responder established"),
+        );
         let side = |n: &Negotiated, inbox| Side {
             s: Stream::new(sc.clone(), n),
             mem: VecMemory::new(),
@@ -187,26 +190,36 @@ impl Pair {
 
     fn transmit(side: &mut Side, wire: &mut BytesMut, rng: &mut XorShift) -> bool {
         let mut out = BytesMut::new();
-        let n = side.s.poll_transmit(&mut side.mem, &mut out, rng.range(1, 8192));
+        let n = side
+            .s
+            .poll_transmit(&mut side.mem, &mut out, rng.range(1, 8192));
         if n > 0 {
             side.s.handle_written(n);
             side.sent.extend_from_slice(&out);
             wire.extend_from_slice(&out);
         }
-        side.events.extend(std::iter::from_fn(|| side.s.poll_event()));
+        side.events
+            .extend(std::iter::from_fn(|| side.s.poll_event()));
         n > 0
     }
 
     fn transmit_a(&mut self) -> bool {
         let mut out = BytesMut::new();
-        let n = self.a.s.poll_transmit(&mut self.a.mem, &mut out, self.rng.range(1, 8192));
-        self.a.events.extend(std::iter::from_fn(|| self.a.s.poll_event()));
+        let n = self
+            .a
+            .s
+            .poll_transmit(&mut self.a.mem, &mut out, self.rng.range(1, 8192));
+        self.a
+            .events
+            .extend(std::iter::from_fn(|| self.a.s.poll_event()));
         if n == 0 {
             return false;
         }
         self.a.s.handle_written(n);
         self.a.sent.extend_from_slice(&out);
-        self.a.events.extend(std::iter::from_fn(|| self.a.s.poll_event()));
+        self.a
+            .events
+            .extend(std::iter::from_fn(|| self.a.s.poll_event()));
         if let Some(r) = &mut self.ulpdu_tamper {
             r.pending.extend_from_slice(&out);
             out.clear();
@@ -236,7 +249,8 @@ impl Pair {
         let n = rng.range(1, max.min(wire.len()));
         side.inbox.extend_from_slice(&wire.split_to(n));
         side.s.handle_input(&mut side.inbox, &mut side.mem);
-        side.events.extend(std::iter::from_fn(|| side.s.poll_event()));
+        side.events
+            .extend(std::iter::from_fn(|| side.s.poll_event()));
         true
     }
 }
