@@ -401,6 +401,22 @@ impl Stream {
         true
     }
 
+    /// Read and Atomic Requests on QN 1 share the IRD (RFC 7306 §5.1); beyond it siw
+    /// reports a catastrophic error localized to the stream.
+    fn inbound_request(
+        &mut self,
+        u: &UntaggedRepr,
+        payload: &[u8],
+        ulpdu: &[u8],
+        len: usize,
+    ) -> bool {
+        if self.tx.ird_in_use() >= usize::from(self.ird) {
+            self.fatal(TermCode::CATASTROPHIC_STREAM, Some(ulpdu), None);
+            return false;
+        }
+        self.single_segment(u, payload, ulpdu, len)
+    }
+
     fn on_read_request(
         &mut self,
         u: &UntaggedRepr,
@@ -408,11 +424,7 @@ impl Stream {
         ulpdu: &[u8],
         mem: &mut dyn Memory,
     ) {
-        if self.tx.ird_in_use() >= usize::from(self.ird) {
-            // Beyond the IRD: siw reports a catastrophic error localized to the stream.
-            return self.fatal(TermCode::CATASTROPHIC_STREAM, Some(ulpdu), None);
-        }
-        if !self.single_segment(u, payload, ulpdu, ReadRequestRepr::buffer_len()) {
+        if !self.inbound_request(u, payload, ulpdu, ReadRequestRepr::buffer_len()) {
             return;
         }
         let Ok(req) = ReadRequestRepr::parse(payload) else {
@@ -436,10 +448,7 @@ impl Stream {
         ulpdu: &[u8],
         mem: &mut dyn Memory,
     ) {
-        if self.tx.ird_in_use() >= usize::from(self.ird) {
-            return self.fatal(TermCode::CATASTROPHIC_STREAM, Some(ulpdu), None);
-        }
-        if !self.single_segment(u, payload, ulpdu, AtomicRequestRepr::buffer_len()) {
+        if !self.inbound_request(u, payload, ulpdu, AtomicRequestRepr::buffer_len()) {
             return;
         }
         let Ok(req) = AtomicRequestRepr::parse(payload) else {

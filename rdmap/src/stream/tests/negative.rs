@@ -42,11 +42,11 @@ fn assert_terminated(
     let mut buf = vec![0u8; sent.buffer_len()];
     sent.emit(&mut buf);
     assert_eq!(buf[2], hdrct, "M/D/R bits of {:?}", sent.code);
-    // On the wire, B's first FPDU is that Terminate: untagged, QN 2, MSN 1, MO 0, L=1.
+    // On the wire, B's last FPDU is that Terminate: untagged, QN 2, MSN 1, MO 0, L=1.
     let mut out = bytes::BytesMut::from(&p.b.sent[..]);
-    let ulpdu = mpa::Deframer::from_negotiated(&p.na)
-        .decode(&mut out)
-        .unwrap()
+    let mut deframer = mpa::Deframer::from_negotiated(&p.na);
+    let ulpdu = std::iter::from_fn(|| deframer.decode(&mut out).unwrap())
+        .last()
         .unwrap();
     assert_eq!(
         &ulpdu[..18],
@@ -492,4 +492,33 @@ fn negotiation_failure_after_fpdu_mode_sends_the_mpa_terminate() {
             .iter()
             .all(|w| w.status == WcStatus::Flushed)
     );
+}
+
+#[test]
+fn read_requests_beyond_the_ird_are_remote_operation_7() {
+    let mut p = Pair::new(53);
+    // B runs with IRD 1 while A believes it may have 16 Reads outstanding.
+    let mut nb = p.nb.clone();
+    nb.ird = 1;
+    p.b.s = crate::Stream::new(StreamConfig::default(), &nb);
+    let before = fixture(&mut p);
+    p.b.mem.register(stag(6), 0, 200_000, 0x66, RW);
+    p.a.mem.register(stag(8), 0, 400_000, 0, RW);
+    let before = before ^ before ^ p.b.mem.checksum();
+    p.a.s
+        .post_send(read(
+            1,
+            remote(stag(6), 0, 200_000),
+            sge(stag(8), 0, 200_000),
+        ))
+        .unwrap();
+    p.a.s
+        .post_send(read(
+            2,
+            remote(stag(6), 0, 200_000),
+            sge(stag(8), 200_000, 200_000),
+        ))
+        .unwrap();
+    p.drive();
+    assert_terminated(&mut p, before, [0x02, 0x07], 0xc0);
 }
