@@ -17,6 +17,57 @@
 //! - [`testing`]: a vector-backed [`Memory`] and a seeded generator for tests and fuzzing.
 //!
 //! Nothing here reads a clock, opens a socket or spawns a task.
+//!
+//! # Quick start
+//!
+//! Two endpoints in memory: the MPA handshake, then an RDMA Write whose bytes are carried by
+//! hand from one stream to the other (the engine does this with TCP sockets).
+//!
+//! ```
+//! use std::time::Instant;
+//! use bytes::{Bytes, BytesMut};
+//! use mpa::{Handshake, HandshakeEvent, MpaConfig};
+//! use rdmap::testing::VecMemory;
+//! use rdmap::{Access, Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Stream, StreamConfig};
+//!
+//! let now = Instant::now();
+//! let mut client = Handshake::initiator(MpaConfig::default(), b"hello", now).unwrap();
+//! let mut server = Handshake::responder(MpaConfig::default(), now);
+//! let (mut to_server, mut to_client) = (BytesMut::new(), BytesMut::new());
+//! let _ = client.poll_transmit(&mut to_server);
+//! server.handle_input(&mut to_server, now);
+//! assert!(matches!(server.poll_event(), Some(HandshakeEvent::Request(_))));
+//! server.accept(b"").unwrap();
+//! let _ = server.poll_transmit(&mut to_client);
+//! client.handle_input(&mut to_client, now);
+//! let negotiated = |h: &mut Handshake| loop {
+//!     if let Some(HandshakeEvent::Established { negotiated, .. }) = h.poll_event() {
+//!         break negotiated;
+//!     }
+//! };
+//! let mut a = Stream::new(StreamConfig::default(), &negotiated(&mut client));
+//! let mut b = Stream::new(StreamConfig::default(), &negotiated(&mut server));
+//!
+//! let (mut mem_a, mut mem_b) = (VecMemory::new(), VecMemory::new());
+//! let target = STag::new(7, 0x01);
+//! mem_b.register(target, 0x1000, 64, 0, Access::REMOTE_WRITE);
+//! a.post_send(SendWr {
+//!     wr_id: 1,
+//!     op: SendOp::Write {
+//!         data: Payload::Bytes(Bytes::from_static(b"one-sided")),
+//!         dst: RemoteBuf { stag: target, to: 0x1000, len: 64 },
+//!     },
+//!     flags: SendFlags::SIGNALED,
+//! })
+//! .unwrap();
+//!
+//! let mut wire = BytesMut::new();
+//! let n = a.poll_transmit(&mut mem_a, &mut wire, usize::MAX);
+//! a.handle_written(n); // the socket took every octet
+//! b.handle_input(&mut wire, &mut mem_b);
+//! assert_eq!(&mem_b.bytes(target)[..9], b"one-sided");
+//! assert!(matches!(a.poll_event(), Some(rdmap::Event::Completion(wc)) if wc.is_ok()));
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod atomic;
