@@ -8,11 +8,12 @@
 //! It follows the quinn-proto `Connection` model. Methods come in four kinds:
 //! - inputs: [`handle_input`](Stream::handle_input) (bytes read from TCP),
 //!   [`handle_written`](Stream::handle_written) (bytes the TCP socket accepted),
-//!   [`handle_eof`](Stream::handle_eof) (the peer's FIN);
+//!   [`handle_eof`](Stream::handle_eof) (the peer's FIN),
+//!   [`handle_timeout`](Stream::handle_timeout) (time passed);
 //! - commands: [`post_send`](Stream::post_send), [`post_recv`](Stream::post_recv),
 //!   [`close`](Stream::close), [`terminate`](Stream::terminate);
-//! - outputs: [`poll_transmit`](Stream::poll_transmit) and [`poll_event`](Stream::poll_event),
-//!   to be called after every input or command until they return nothing;
+//! - outputs: [`poll_transmit`](Stream::poll_transmit), [`poll_event`](Stream::poll_event)
+//!   and [`poll_timeout`](Stream::poll_timeout), to be called after every input or command;
 //! - getters such as [`state`](Stream::state).
 //!
 //! # Completion semantics
@@ -27,6 +28,7 @@ mod rx;
 mod tx;
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use mpa::{Deframer, Framer, Negotiated, Role, Rtr, RtrFlags};
@@ -49,15 +51,20 @@ pub struct StreamConfig {
     pub rq_depth: usize,
     /// Largest ULPDU this side sends (MULPDU, RFC 5044 §4.5); at least 128.
     pub mulpdu: u16,
+    /// How long a graceful close may take: from [`Stream::close`] until the peer's FIN.
+    /// Past it the connection counts as lost and everything is flushed.
+    pub close_timeout: Duration,
 }
 
 impl Default for StreamConfig {
-    /// 256-deep queues and the MULPDU of a 1460-octet Ethernet MSS without markers.
+    /// 256-deep queues, the MULPDU of a 1460-octet Ethernet MSS without markers, and a
+    /// 10-second close timeout.
     fn default() -> Self {
         Self {
             sq_depth: 256,
             rq_depth: 256,
             mulpdu: mpa::mulpdu(1460, false),
+            close_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -148,6 +155,7 @@ pub struct Stream {
     rx: RxState,
     events: VecDeque<Event>,
     stats: StreamStats,
+    close_deadline: Option<Instant>,
 }
 
 impl Stream {
@@ -177,6 +185,7 @@ impl Stream {
             deframer: Deframer::from_negotiated(negotiated),
             events: VecDeque::new(),
             stats: StreamStats::default(),
+            close_deadline: None,
         }
     }
 
@@ -236,10 +245,13 @@ impl Stream {
         Ok(())
     }
 
-    /// Starts a graceful close: send work already posted still runs; once it is done,
-    /// [`Event::Drained`] tells the driver to shut down TCP's sending half.
-    pub fn close(&mut self) {
+    /// Starts a graceful close at time `now`: send work already posted still runs; once it
+    /// is done, [`Event::Drained`] tells the driver to shut down TCP's sending half. If the
+    /// peer has not closed its half within [`StreamConfig::close_timeout`], the connection
+    /// counts as lost (see [`poll_timeout`](Self::poll_timeout)).
+    pub fn close(&mut self, now: Instant) {
         if self.state == QpState::Rts {
+            self.close_deadline = Some(now + self.cfg.close_timeout);
             self.set_state(QpState::Closing);
             self.check_drained();
         }
@@ -292,6 +304,21 @@ impl Stream {
         self.check_drained();
     }
 
+    /// Reports that time `now` has come; a no-op before [`poll_timeout`](Self::poll_timeout)'s
+    /// deadline. A close that did not finish in time ends in [`QpState::Error`] with all
+    /// outstanding work flushed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.close_deadline.is_some_and(|d| now >= d) {
+            self.close_deadline = None;
+            if self.state == QpState::Closing {
+                tracing::debug!("close timed out");
+                self.rx.stop();
+                self.flush(Flush::All(None));
+                self.set_state(QpState::Error);
+            }
+        }
+    }
+
     /// Reports the peer's FIN. Any buffered partial FPDU is an error; outstanding receives
     /// are flushed. After a completed [`close`](Self::close) the stream ends in
     /// [`QpState::Idle`]; otherwise the connection was lost and it ends in
@@ -301,6 +328,7 @@ impl Stream {
             tracing::debug!(error = %e, "partial FPDU at FIN");
         }
         self.rx.eof = true;
+        self.close_deadline = None;
         self.events.push_back(Event::PeerClosed);
         let graceful = self.state == QpState::Closing && self.tx.is_idle();
         if !matches!(self.state, QpState::Error | QpState::Idle) {
@@ -328,6 +356,13 @@ impl Stream {
         }
         self.release_completions();
         dst.len() - start
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever. Call it
+    /// again after every input and command.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.close_deadline
     }
 
     /// The next event, if any. Call it until it returns `None` after every input, command

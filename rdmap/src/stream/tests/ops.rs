@@ -532,7 +532,7 @@ fn graceful_close_drains_then_peer_close_flushes_receives() {
     p.b.s.post_recv(recv(1, stag(1), 0, 64)).unwrap();
     p.b.s.post_recv(recv(2, stag(1), 0, 64)).unwrap();
     p.a.s.post_send(send(1, b"bye")).unwrap();
-    p.a.s.close();
+    p.a.s.close(std::time::Instant::now());
     assert!(p.a.s.post_send(send(2, b"late")).is_err());
     p.drive();
     assert!(p.a.events.contains(&Event::Drained));
@@ -554,4 +554,29 @@ fn graceful_close_drains_then_peer_close_flushes_receives() {
         QpState::Idle,
         "A closed and drained: a clean end"
     );
+}
+
+#[test]
+fn close_that_the_peer_never_finishes_times_out() {
+    let mut p = Pair::new(16);
+    p.a.mem.register(stag(1), 0, 64, 0, RW);
+    p.a.s.post_recv(recv(1, stag(1), 0, 64)).unwrap();
+    let t0 = std::time::Instant::now();
+    p.a.s.close(t0);
+    let deadline = p.a.s.poll_timeout().expect("a close deadline");
+    assert_eq!(deadline, t0 + StreamConfig::default().close_timeout);
+    p.a.s
+        .handle_timeout(deadline - std::time::Duration::from_millis(1));
+    assert_eq!(
+        p.a.state(),
+        QpState::Closing,
+        "spurious early timeout is a no-op"
+    );
+    p.a.s.handle_timeout(deadline);
+    p.a.events.extend(std::iter::from_fn(|| p.a.s.poll_event()));
+    assert_eq!(p.a.state(), QpState::Error);
+    let wcs = p.a.completions();
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Flushed);
+    assert_eq!(p.a.s.poll_timeout(), None);
 }
