@@ -25,10 +25,10 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use bytes::{Bytes, BytesMut};
+//! use bytes::{Buf, Bytes, BytesMut};
 //! use mpa::{Handshake, HandshakeEvent, MpaConfig};
 //! use rdmap::testing::VecMemory;
-//! use rdmap::{Access, Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Stream, StreamConfig};
+//! use rdmap::{Access, Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Stream, StreamConfig, Transmit};
 //!
 //! let now = Instant::now();
 //! let mut client = Handshake::initiator(MpaConfig::default(), b"hello", now).unwrap();
@@ -61,8 +61,9 @@
 //! })
 //! .unwrap();
 //!
-//! let mut wire = BytesMut::new();
-//! let n = a.poll_transmit(&mut mem_a, &mut wire, usize::MAX);
+//! let mut out = Transmit::new();
+//! let n = a.poll_transmit(&mut mem_a, &mut out, usize::MAX);
+//! let mut wire = BytesMut::from(out.copy_to_bytes(n).as_ref()); // what TCP would carry
 //! a.handle_written(n); // the socket took every octet
 //! b.handle_input(&mut wire, &mut mem_b);
 //! assert_eq!(&mem_b.bytes(target)[..9], b"one-sided");
@@ -80,7 +81,7 @@ mod work;
 
 pub use ddp::{Access, STag};
 pub use memory::{AccessError, Memory};
-pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats};
+pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit};
 pub use term::TermCode;
 pub use work::{
     Completion, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode,

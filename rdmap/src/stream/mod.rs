@@ -25,6 +25,7 @@
 //! A request that fails or is flushed always completes, signaled or not.
 
 mod rx;
+mod transmit;
 mod tx;
 
 use std::collections::VecDeque;
@@ -39,6 +40,7 @@ use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
 
 use rx::RxState;
+pub use transmit::Transmit;
 use tx::{Flush, TxState};
 
 /// Static settings of a stream.
@@ -343,19 +345,20 @@ impl Stream {
 
     // ---- outputs -----------------------------------------------------------------------
 
-    /// Appends FPDUs to `dst` until it holds at least `max` octets or nothing is left to
-    /// send; returns the number of octets appended. Reads local data through `mem`. Call it
-    /// after every input or command, and whenever the socket has room again.
+    /// Appends whole FPDUs to `out` until at least `max` octets were added or nothing is
+    /// left to send; returns the number of octets added. Reads local data through `mem`.
+    /// Call it after every input or command, and whenever the socket has room again; report
+    /// what the socket accepted with [`handle_written`](Self::handle_written).
     #[must_use]
-    pub fn poll_transmit(&mut self, mem: &mut dyn Memory, dst: &mut BytesMut, max: usize) -> usize {
-        let start = dst.len();
-        while dst.len() - start < max {
-            if !self.transmit_one(mem, dst) {
+    pub fn poll_transmit(&mut self, mem: &mut dyn Memory, out: &mut Transmit, max: usize) -> usize {
+        let start = out.len();
+        while out.len() - start < max {
+            if !self.transmit_one(mem, out) {
                 break;
             }
         }
         self.release_completions();
-        dst.len() - start
+        out.len() - start
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever. Call it

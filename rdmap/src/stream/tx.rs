@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 use mpa::Rtr;
 
+use super::transmit::{Transmit, ZERO_COPY_MIN};
 use super::{QpState, Stream};
 use crate::memory::Memory;
 use crate::term::TermCode;
@@ -119,6 +120,8 @@ pub(super) struct TxState {
     pub(super) wait_written: VecDeque<(u64, u64)>,
     pub(super) drained_reported: bool,
     scratch: Vec<u8>,
+    /// PAD and CRC of a chained FPDU, before they are copied behind its payload.
+    tail: BytesMut,
 }
 
 impl TxState {
@@ -139,6 +142,7 @@ impl TxState {
             wait_written: VecDeque::new(),
             drained_reported: false,
             scratch: Vec::new(),
+            tail: BytesMut::new(),
         }
     }
 
@@ -324,14 +328,14 @@ fn payload_source(p: Payload) -> Source {
 
 impl Stream {
     /// Emits one FPDU if there is anything to send. Returns false when idle or blocked.
-    pub(super) fn transmit_one(&mut self, mem: &mut dyn Memory, dst: &mut BytesMut) -> bool {
+    pub(super) fn transmit_one(&mut self, mem: &mut dyn Memory, out: &mut Transmit) -> bool {
         if self.tx.current.is_none() {
             match self.next_message(mem) {
                 Some(m) => self.tx.current = Some(m),
                 None => return false,
             }
         }
-        let Some(mut msg) = self.tx.current.take() else {
+        let Some(msg) = self.tx.current.take() else {
             return false;
         };
         let hlen = msg.header.header_len();
@@ -344,11 +348,30 @@ impl Stream {
         let mut hbuf = [0u8; ddp::UNTAGGED_HEADER_LEN];
         header.emit(&mut hbuf[..hlen]);
 
+        let range = msg.off as usize..(msg.off + seg_len) as usize;
+        if let Source::Bytes(b) = &msg.src {
+            if range.len() >= ZERO_COPY_MIN && !self.framer.markers() {
+                // Header and trailer into the arena, the payload chained by reference.
+                let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
+                let chained = self.framer.encode_chained(
+                    &hbuf[..hlen],
+                    &b[range.clone()],
+                    head,
+                    &mut self.tx.tail,
+                );
+                debug_assert!(chained, "markers are off");
+                out.push_chained(b.slice(range));
+                out.arena(self.tx.tail.len())
+                    .extend_from_slice(&self.tx.tail);
+                self.tx.tail.clear();
+                return self.segment_sent(msg, seg_len, last);
+            }
+        }
         let mut scratch = std::mem::take(&mut self.tx.scratch);
         let payload: Result<&[u8], TermCode> = match &msg.src {
             Source::Empty => Ok(&[]),
             Source::Inline(buf, len) => Ok(&buf[..*len]),
-            Source::Bytes(b) => Ok(&b[msg.off as usize..(msg.off + seg_len) as usize]),
+            Source::Bytes(b) => Ok(&b[range]),
             Source::Sgl(sgl) => {
                 scratch.resize(seg_len as usize, 0);
                 gather(mem, sgl, msg.off, &mut scratch)
@@ -365,6 +388,7 @@ impl Stream {
         };
         match payload {
             Ok(p) => {
+                let dst = out.arena(self.framer.wire_len(hlen + p.len()));
                 self.framer.encode(&hbuf[..hlen], p, dst);
                 self.tx.scratch = scratch;
             }
@@ -374,6 +398,11 @@ impl Stream {
                 return true;
             }
         }
+        self.segment_sent(msg, seg_len, last)
+    }
+
+    /// Bookkeeping after one segment of `msg` went out.
+    fn segment_sent(&mut self, mut msg: OutMsg, seg_len: u32, last: bool) -> bool {
         self.tx.emitted = self.framer.position();
         self.stats.fpdus_sent += 1;
         msg.off += seg_len;

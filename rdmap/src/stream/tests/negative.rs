@@ -93,9 +93,8 @@ fn bad_crc_sends_the_mpa_crc_terminate() {
     let mut p = Pair::new(31);
     let before = fixture(&mut p);
     p.raw_tamper = Some(Box::new(|pos, bytes| {
-        if pos == 0 && bytes.len() > 20 {
-            bytes[20] ^= 0x01; // inside the payload of the first FPDU
-        }
+        assert_eq!(pos, 0);
+        bytes[20] ^= 0x01; // inside the payload of the first FPDU
     }));
     p.a.s
         .post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16)))
@@ -120,9 +119,8 @@ fn flipped_octet_without_crc_is_not_an_mpa_error() {
     let mut p = Pair::connect(c.clone(), c, StreamConfig::default(), 32);
     fixture(&mut p);
     p.raw_tamper = Some(Box::new(|pos, bytes| {
-        if pos == 0 && bytes.len() > 20 {
-            bytes[20] ^= 0x01;
-        }
+        assert_eq!(pos, 0);
+        bytes[20] ^= 0x01;
     }));
     p.a.s
         .post_send(write(1, &[7; 16], remote(stag(4), 0x1000, 16)))
@@ -147,7 +145,8 @@ fn bad_marker_sends_the_mpa_marker_terminate() {
     p.b.mem.register(stag(6), 0, 2048, 0, RW);
     let before = before ^ p.b.mem.checksum() ^ before;
     p.raw_tamper = Some(Box::new(|pos, bytes| {
-        if pos == 0 && bytes.len() >= 600 {
+        assert_eq!(pos, 0);
+        {
             // Marker at 0 (FPDUPTR 0), header at 4, marker at 512 pointing back 508.
             assert_eq!(&bytes[512..516], &[0, 0, 0x01, 0xfc]);
             bytes[515] = 0xf8;

@@ -3,11 +3,11 @@
 
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use mpa::{Deframer, Framer, Handshake, HandshakeEvent, MpaConfig, Negotiated};
 
 use crate::testing::{VecMemory, XorShift};
-use crate::{Completion, Event, QpState, Stream, StreamConfig, TermCode};
+use crate::{Completion, Event, QpState, Stream, StreamConfig, TermCode, Transmit};
 
 /// A rewrite of whole ULPDUs on their way from A to B (framing is redone afterwards).
 pub(super) type UlpduTamper = Box<dyn FnMut(usize, &mut Vec<u8>)>;
@@ -32,9 +32,31 @@ pub(super) struct Side {
     pub(super) events: Vec<Event>,
     /// Every octet this side transmitted in FPDU mode.
     pub(super) sent: Vec<u8>,
+    /// FPDUs produced but not yet accepted by the "socket".
+    out: Transmit,
 }
 
 impl Side {
+    /// Polls the stream for FPDUs, then lets the "socket" accept a random, non-empty part of
+    /// what is waiting, reporting it with `handle_written`. Returns the accepted octets.
+    fn transmit(&mut self, rng: &mut XorShift) -> Option<BytesMut> {
+        let _ = self
+            .s
+            .poll_transmit(&mut self.mem, &mut self.out, rng.range(1, 8192));
+        self.events
+            .extend(std::iter::from_fn(|| self.s.poll_event()));
+        if self.out.is_empty() {
+            return None;
+        }
+        let k = rng.range(1, self.out.len());
+        let accepted = BytesMut::from(self.out.copy_to_bytes(k).as_ref());
+        self.s.handle_written(k);
+        self.sent.extend_from_slice(&accepted);
+        self.events
+            .extend(std::iter::from_fn(|| self.s.poll_event()));
+        Some(accepted)
+    }
+
     /// Takes the completions reported so far.
     pub(super) fn completions(&mut self) -> Vec<Completion> {
         let mut out = Vec::new();
@@ -79,9 +101,11 @@ pub(super) struct Pair {
     b_to_a: BytesMut,
     rng: XorShift,
     pub(super) max_chunk: usize,
-    /// Flips octets of A's output.
+    /// Rewrites A's raw output: it is held back until A goes idle, then passed whole.
     pub(super) raw_tamper: Option<RawTamper>,
     ulpdu_tamper: Option<Reframe>,
+    /// A's output held back while a raw tamper is set, until A goes idle.
+    raw_hold: BytesMut,
     a_pos: u64,
 }
 
@@ -136,6 +160,7 @@ impl Pair {
             inbox,
             events: Vec::new(),
             sent: Vec::new(),
+            out: Transmit::new(),
         };
         Self {
             a: side(&na, in_i),
@@ -148,6 +173,7 @@ impl Pair {
             max_chunk: 1500,
             raw_tamper: None,
             ulpdu_tamper: None,
+            raw_hold: BytesMut::new(),
             a_pos: 0,
         }
     }
@@ -189,37 +215,29 @@ impl Pair {
     }
 
     fn transmit(side: &mut Side, wire: &mut BytesMut, rng: &mut XorShift) -> bool {
-        let mut out = BytesMut::new();
-        let n = side
-            .s
-            .poll_transmit(&mut side.mem, &mut out, rng.range(1, 8192));
-        if n > 0 {
-            side.s.handle_written(n);
-            side.sent.extend_from_slice(&out);
-            wire.extend_from_slice(&out);
+        match side.transmit(rng) {
+            Some(out) => {
+                wire.extend_from_slice(&out);
+                true
+            }
+            None => false,
         }
-        side.events
-            .extend(std::iter::from_fn(|| side.s.poll_event()));
-        n > 0
     }
 
     fn transmit_a(&mut self) -> bool {
-        let mut out = BytesMut::new();
-        let n = self
-            .a
-            .s
-            .poll_transmit(&mut self.a.mem, &mut out, self.rng.range(1, 8192));
-        self.a
-            .events
-            .extend(std::iter::from_fn(|| self.a.s.poll_event()));
-        if n == 0 {
+        let Some(mut out) = self.a.transmit(&mut self.rng) else {
+            // A is idle: release what a raw tamper held back, rewritten as a whole.
+            if let Some(t) = &mut self.raw_tamper {
+                if !self.raw_hold.is_empty() {
+                    let mut held = self.raw_hold.split();
+                    t(self.a_pos, &mut held);
+                    self.a_pos += held.len() as u64;
+                    self.a_to_b.extend_from_slice(&held);
+                    return true;
+                }
+            }
             return false;
-        }
-        self.a.s.handle_written(n);
-        self.a.sent.extend_from_slice(&out);
-        self.a
-            .events
-            .extend(std::iter::from_fn(|| self.a.s.poll_event()));
+        };
         if let Some(r) = &mut self.ulpdu_tamper {
             r.pending.extend_from_slice(&out);
             out.clear();
@@ -230,11 +248,12 @@ impl Pair {
                 r.framer.encode(&u, &[], &mut out);
             }
         }
-        if let Some(t) = &mut self.raw_tamper {
-            t(self.a_pos, &mut out);
+        if self.raw_tamper.is_some() {
+            self.raw_hold.extend_from_slice(&out);
+        } else {
+            self.a_pos += out.len() as u64;
+            self.a_to_b.extend_from_slice(&out);
         }
-        self.a_pos += out.len() as u64;
-        self.a_to_b.extend_from_slice(&out);
         true
     }
 
