@@ -122,7 +122,11 @@ mod tests {
         for b in 0..=255u8 {
             let s = Setup::from_byte(b);
             let (me, peer) = connect(s).unwrap_or_else(|| panic!("setup {b:#04x} {s:?}"));
-            let role = if s.responder { Role::Responder } else { Role::Initiator };
+            let role = if s.responder {
+                Role::Responder
+            } else {
+                Role::Initiator
+            };
             assert_eq!(me.role, role, "{b:#04x}");
             assert_ne!(peer.role, role, "{b:#04x}");
             assert_eq!(me.crc, s.crc, "{b:#04x}");

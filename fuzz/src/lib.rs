@@ -6,13 +6,16 @@
 //! * [`StreamHarness`]: one [`rdmap::Stream`] with registered memory, posted receives and
 //!   posted send work, driven the way the offload engine drives it, with invariants on
 //!   everything it transmits.
+//! * [`run_fpdus`] / [`run_ulpdus`]: the bodies of the two stream targets.
 #![forbid(unsafe_code)]
 
 mod connect;
 mod harness;
+mod run;
 
 pub use connect::{Setup, connect};
 pub use harness::{Plan, StreamHarness, regions};
+pub use run::{run_fpdus, run_ulpdus};
 
 /// A TCP read size from a selector octet: `1..=32` for the low half of the 6-bit value,
 /// then multiples of 128 up to 4224, so both byte-at-a-time and bulk reads are covered.
