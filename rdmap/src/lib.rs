@@ -84,6 +84,6 @@ pub use memory::{AccessError, Memory};
 pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit};
 pub use term::TermCode;
 pub use work::{
-    Completion, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus, WrId,
+    Bind, Completion, FastReg, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge,
+    WcOpcode, WcStatus, WrId,
 };

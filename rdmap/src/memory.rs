@@ -1,7 +1,8 @@
 //! The seam between the stream and registered memory.
 //!
-//! The stream never owns memory. Every placement, every read of local data and every
-//! invalidation goes through [`Memory`], which the engine implements over its TPT (one view
+//! The stream never owns memory. Every placement, every read of local data, every
+//! invalidation, registration and bind it executes, and receives from a shared receive
+//! queue go through [`Memory`], which the engine implements over its TPT (one view
 //! per queue pair, so it knows the QP's protection domain) and tests implement over plain
 //! vectors ([`crate::testing::VecMemory`]).
 //!
@@ -14,6 +15,7 @@ use core::fmt;
 use ddp::{Access, DdpError, STag};
 
 use crate::term::TermCode;
+use crate::work::{Bind, FastReg, RecvWr};
 
 /// Registered memory as seen by one stream.
 pub trait Memory {
@@ -52,6 +54,21 @@ pub trait Memory {
     /// Invalidates `stag` at the peer's request (Send with Invalidate): it must name a region
     /// or window associated with this stream that allows remote invalidation.
     fn invalidate(&mut self, stag: STag) -> Result<(), AccessError>;
+
+    /// Invalidates `stag` for a Local Invalidate work request of this queue pair.
+    fn local_invalidate(&mut self, stag: STag) -> Result<(), AccessError>;
+
+    /// Executes a fast registration work request of this queue pair.
+    fn fast_register(&mut self, fr: &FastReg) -> Result<(), AccessError>;
+
+    /// Binds a type 2 memory window to this queue pair, for a bind work request.
+    fn bind(&mut self, bind: &Bind) -> Result<(), AccessError>;
+
+    /// A receive from the shared receive queue this queue pair draws on, when its own
+    /// receive queue is empty. The default has none.
+    fn take_shared_recv(&mut self) -> Option<RecvWr> {
+        None
+    }
 
     /// Called when the last segment of a tagged message that targeted `stag` was placed:
     /// the hook for one-touch windows. The default does nothing.

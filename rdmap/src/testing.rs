@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use ddp::{Access, STag};
 
 use crate::memory::{AccessError, Memory};
+use crate::work::{Bind, FastReg, RecvWr};
 
 /// One registered region of a [`VecMemory`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct VecMemory {
     regions: HashMap<u32, Region>,
     /// STags passed to [`Memory::message_placed`], in order.
     pub placed: Vec<STag>,
+    /// A shared receive queue, handed out by [`Memory::take_shared_recv`].
+    pub shared_recv: std::collections::VecDeque<RecvWr>,
 }
 
 impl VecMemory {
@@ -166,6 +169,35 @@ impl Memory for VecMemory {
         }
         r.valid = false;
         Ok(())
+    }
+
+    fn local_invalidate(&mut self, stag: STag) -> Result<(), AccessError> {
+        self.invalidate(stag)
+    }
+
+    fn fast_register(&mut self, fr: &FastReg) -> Result<(), AccessError> {
+        let r = self
+            .regions
+            .get_mut(&fr.stag.index())
+            .ok_or(AccessError::InvalidStag)?;
+        if fr.len > r.data.len() as u64 {
+            return Err(AccessError::Bounds);
+        }
+        r.stag = fr.stag;
+        r.base = fr.to;
+        r.data.truncate(fr.len as usize);
+        r.access = fr.access;
+        r.valid = true;
+        Ok(())
+    }
+
+    /// Windows alias region storage, which plain vectors cannot express.
+    fn bind(&mut self, _bind: &Bind) -> Result<(), AccessError> {
+        Err(AccessError::InvalidStag)
+    }
+
+    fn take_shared_recv(&mut self) -> Option<RecvWr> {
+        self.shared_recv.pop_front()
     }
 
     fn message_placed(&mut self, stag: STag) {

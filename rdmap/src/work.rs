@@ -5,7 +5,7 @@
 //! work request never borrows application memory.
 
 use bytes::Bytes;
-use ddp::STag;
+use ddp::{Access, STag};
 
 use crate::term::TermCode;
 
@@ -146,6 +146,47 @@ pub enum SendOp {
         /// Local 8-octet buffer for the original value.
         result: Sge,
     },
+    /// Local Invalidate: makes `stag` (a region or window of this side) unusable until it
+    /// is registered or bound again. Nothing goes on the wire.
+    LocalInvalidate {
+        /// The STag to invalidate.
+        stag: STag,
+    },
+    /// Fast registration of a region. Nothing goes on the wire.
+    FastRegister(FastReg),
+    /// Binds a type 2 memory window to this queue pair. Nothing goes on the wire.
+    Bind(Bind),
+}
+
+/// A fast registration, posted on the send queue: re-arms a region allocated for fast
+/// registration under a new tag instance, tagged offset, length and rights.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FastReg {
+    /// The region's STag with the new tag instance it will answer to.
+    pub stag: STag,
+    /// Tagged offset of the region's first octet.
+    pub to: u64,
+    /// Length in octets (at most what the region was allocated with).
+    pub len: u64,
+    /// Rights granted.
+    pub access: Access,
+}
+
+/// A memory window bind: exposes `[to, to + len)` of region `mr` under window `mw` with
+/// `access` (no wider than the region's). Posted on the send queue it binds a type 2 window
+/// to this queue pair.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Bind {
+    /// The window's STag with the new tag instance it will answer to.
+    pub mw: STag,
+    /// The region the window lies in.
+    pub mr: STag,
+    /// Tagged offset (in the region's address space) of the window's first octet.
+    pub to: u64,
+    /// Length in octets.
+    pub len: u64,
+    /// Rights granted through the window.
+    pub access: Access,
 }
 
 /// A send-queue work request.
@@ -194,6 +235,12 @@ pub enum WcOpcode {
     FetchAdd,
     /// An Atomic Compare-and-Swap finished.
     CmpSwap,
+    /// A Local Invalidate finished.
+    LocalInvalidate,
+    /// A fast registration finished.
+    FastRegister,
+    /// A memory window bind finished.
+    Bind,
     /// A Send (any variant) arrived.
     Recv,
     /// Immediate Data arrived (the value is in [`Completion::immediate`]).

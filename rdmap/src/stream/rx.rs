@@ -176,7 +176,7 @@ impl Stream {
                 Opcode::AtomicResponse => self.on_atomic_response(&u, payload, ulpdu, mem),
                 Opcode::Terminate => self.on_terminate(&u, payload, ulpdu),
                 Opcode::ImmediateData | Opcode::ImmediateDataSe => {
-                    self.on_immediate(&u, op, payload, ulpdu)
+                    self.on_immediate(&u, op, payload, ulpdu, mem)
                 }
                 _ => self.on_send(&u, op, payload, ulpdu, mem),
             },
@@ -290,6 +290,7 @@ impl Stream {
         mem: &mut dyn Memory,
     ) {
         let len = payload.len() as u32;
+        self.refill_from_srq(mem);
         let (expected, cap) = match &self.rx.current {
             Some(c) => (c.msn, Some(c.cap)),
             None => (
@@ -349,8 +350,26 @@ impl Stream {
         self.push_completion(wc);
     }
 
+    /// A new incoming message with no receive of this queue pair posted takes one from the
+    /// shared receive queue, if the queue pair draws on one.
+    fn refill_from_srq(&mut self, mem: &mut dyn Memory) {
+        if self.rx.current.is_none() && self.rx.recv.is_empty() {
+            if let Some(wr) = mem.take_shared_recv() {
+                self.rx.recv.push_back(wr);
+            }
+        }
+    }
+
     /// Immediate Data (RFC 7306 §6): exactly 8 octets, one segment, consumes a receive.
-    fn on_immediate(&mut self, u: &UntaggedRepr, op: Opcode, payload: &[u8], ulpdu: &[u8]) {
+    fn on_immediate(
+        &mut self,
+        u: &UntaggedRepr,
+        op: Opcode,
+        payload: &[u8],
+        ulpdu: &[u8],
+        mem: &mut dyn Memory,
+    ) {
+        self.refill_from_srq(mem);
         // Immediate Data is not placed: the receive only has to exist (RFC 7306 §6.2), and
         // a wrong length is an RDMAP error, not a DDP one (wire-format.md §5.7).
         let cap = self.rx.recv.front().map(|_| u32::MAX);

@@ -191,6 +191,7 @@ impl TxState {
             SendOp::Read { src, .. } => src.len,
             SendOp::Immediate { .. } => 0,
             SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
+            SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_) => 0,
         };
         self.inflight.push_back(Inflight {
             seq,
@@ -276,6 +277,9 @@ pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::Immediate { .. } => WcOpcode::Immediate,
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
         SendOp::CmpSwap { .. } => WcOpcode::CmpSwap,
+        SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
+        SendOp::FastRegister(_) => WcOpcode::FastRegister,
+        SendOp::Bind(_) => WcOpcode::Bind,
     }
 }
 
@@ -494,8 +498,14 @@ impl Stream {
             }
             let wr = self.tx.sq.pop_front()?;
             let seq = self.tx.start(&wr);
-            match self.request_message(wr, seq, mem) {
-                Ok(m) => return Some(m),
+            let result = match execute_local(&wr.op, mem) {
+                Some(done) => done.map(|()| None),
+                None => self.request_message(wr, seq, mem).map(Some),
+            };
+            match result {
+                Ok(Some(m)) => return Some(m),
+                // Executed locally, in send-queue order; nothing goes on the wire.
+                Ok(None) => self.tx.finish(seq, WcStatus::Success, None),
                 Err(WcStatus::LocalQpOperation) => {
                     // Not valid on this stream (no ORD), but harmless: fail just this one.
                     self.tx.finish(seq, WcStatus::LocalQpOperation, None);
@@ -590,6 +600,9 @@ impl Stream {
             done: Done::Written(seq),
         };
         match wr.op {
+            SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_) => {
+                Err(WcStatus::LocalQpOperation)
+            }
             SendOp::Send { data, invalidate } => {
                 let len = check_payload(mem, &data)?;
                 let op = match (invalidate.is_some(), solicited) {
@@ -732,6 +745,21 @@ impl Stream {
             done: Done::Nothing,
         })
     }
+}
+
+/// Runs a request that only touches local memory (Local Invalidate, fast registration,
+/// window bind); `None` for requests that put a message on the wire.
+fn execute_local(op: &SendOp, mem: &mut dyn Memory) -> Option<Result<(), WcStatus>> {
+    let done = match op {
+        SendOp::LocalInvalidate { stag } => mem.local_invalidate(*stag),
+        SendOp::FastRegister(fr) => mem.fast_register(fr),
+        SendOp::Bind(b) => mem.bind(b),
+        _ => return None,
+    };
+    Some(done.map_err(|e| {
+        tracing::debug!(error = %e, "local work request failed");
+        WcStatus::LocalProtection
+    }))
 }
 
 /// The header of the segment at `off` of a message.

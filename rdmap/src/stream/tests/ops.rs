@@ -620,3 +620,77 @@ fn large_payloads_are_chained_by_reference() {
     p.b.s.handle_input(&mut p.b.inbox, &mut p.b.mem);
     assert_eq!(&p.b.mem.bytes(stag(4))[..4000], &data[..]);
 }
+
+#[test]
+fn local_invalidate_and_fast_register_run_in_send_queue_order() {
+    let mut p = Pair::new(18);
+    p.a.mem.register(stag(3), 0, 64, 0, RW);
+    let old = stag(3);
+    let new = old.with_instance(0x77);
+    let local = |wr_id, op| SendWr {
+        wr_id,
+        op,
+        flags: SendFlags::SIGNALED,
+    };
+    p.a.s
+        .post_send(local(1, SendOp::LocalInvalidate { stag: old }))
+        .unwrap();
+    p.a.s
+        .post_send(local(
+            2,
+            SendOp::FastRegister(crate::FastReg {
+                stag: new,
+                to: 0x9000,
+                len: 32,
+                access: RW,
+            }),
+        ))
+        .unwrap();
+    p.drive();
+    let wcs = p.a.completions();
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.opcode, w.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, WcOpcode::LocalInvalidate, WcStatus::Success),
+            (2, WcOpcode::FastRegister, WcStatus::Success),
+        ]
+    );
+    // The peer reaches the region under the new STag and offsets, and not the old ones.
+    p.b.s
+        .post_send(write(3, b"fast", remote(new, 0x9000, 4)))
+        .unwrap();
+    p.a.s
+        .post_send(write(4, b"", remote(stag(9), 0, 0)))
+        .unwrap(); // lets B transmit
+    p.drive();
+    assert_eq!(&p.a.mem.bytes(new)[..4], b"fast");
+    p.b.s
+        .post_send(write(5, b"old", remote(old, 0, 3)))
+        .unwrap();
+    p.drive();
+    assert_eq!(p.b.term_received().map(|c| c.to_wire()), Some([0x11, 0x00]));
+}
+
+#[test]
+fn shared_receive_queue_feeds_a_stream_without_its_own_receives() {
+    let mut p = Pair::new(19);
+    p.b.mem.register(stag(1), 0, 256, 0, RW);
+    for i in 0..3 {
+        p.b.mem
+            .shared_recv
+            .push_back(recv(50 + i, stag(1), i * 64, 64));
+    }
+    p.b.s.post_recv(recv(7, stag(1), 192, 64)).unwrap();
+    for i in 0..3u8 {
+        p.a.s.post_send(send(u64::from(i), &[i; 10])).unwrap();
+    }
+    p.drive();
+    let ids: Vec<u64> = p.b.completions().iter().map(|w| w.wr_id).collect();
+    assert_eq!(
+        ids,
+        vec![7, 50, 51],
+        "own receives first, then the shared queue"
+    );
+    assert_eq!(p.b.mem.shared_recv.len(), 1);
+}
