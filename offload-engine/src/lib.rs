@@ -1,9 +1,39 @@
-//! The software RNIC (not built yet; see the project's open issues).
+//! The software RNIC: iWARP over kernel TCP, driven by tokio.
 //!
-//! This crate will hold the memory TPT (STags with tag_index/tag_instance, regions,
-//! windows), queue pairs and completion queues, the connection manager, one IO driver per
-//! connected QP that feeds TCP bytes through the sans-IO [`rdmap`] stream, the inline push
-//! path, and the `iwarpd` daemon.
+//! ```text
+//!   Engine ── Tpt (protection domains, regions, windows; STag = index << 8 | instance)
+//!     │
+//!     ├── connect / listen+accept ── TCP + MPA exchange (mpa::Handshake)
+//!     │                                  │
+//!     │                                  ▼
+//!     └── Qp ── post_send/post_recv ── Stream (rdmap, sans-IO) ◀── driver task ── TcpStream
+//!                                          │                          (read, vectored write,
+//!                                          ▼                           timers)
+//!                                      Cq (completions, solicited events)
+//! ```
+//!
+//! Each connected queue pair has one driver task. It reads socket bytes into the stream,
+//! which places tagged data straight into registered memory through the TPT (one copy,
+//! from the socket buffer). It writes the stream's FPDUs with vectored writes: large
+//! payloads go from the application's `Bytes` to the socket without a user-space copy. It
+//! also runs the timers and moves completions to the completion queues.
+//!
+//! A send-side request (Send, Write, Immediate Data) completes when the TCP socket has
+//! accepted all of its octets, as in siw. Reads and Atomics complete when their response
+//! has been placed.
 #![forbid(unsafe_code)]
 
+mod cm;
+mod cq;
+mod driver;
+mod engine;
+mod net;
+mod qp;
+pub mod tpt;
+
+pub use cm::{ConnectError, Incoming, Listener};
+pub use cq::{Cq, CqError, Wc};
+pub use engine::{Engine, EngineConfig, QpInit, Srq};
+pub use net::SocketOptions;
+pub use qp::{Qp, QpEnd, QpNum};
 pub use rdmap;

@@ -298,7 +298,8 @@ pub struct Completion {
 }
 
 impl Completion {
-    pub(crate) fn new(wr_id: WrId, queue: Queue, opcode: WcOpcode, status: WcStatus) -> Self {
+    /// A completion with no length, flags or extras (the engine fills in what applies).
+    pub fn new(wr_id: WrId, queue: Queue, opcode: WcOpcode, status: WcStatus) -> Self {
         Self {
             wr_id,
             queue,

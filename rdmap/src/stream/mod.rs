@@ -397,6 +397,12 @@ impl Stream {
         self.tx.term.is_some() || (self.may_send() && self.tx.has_work())
     }
 
+    /// True when no send work, owed response or unwritten octet remains: after
+    /// [`close`](Self::close), the driver may then shut down TCP's sending half.
+    pub fn is_drained(&self) -> bool {
+        self.tx.is_idle()
+    }
+
     /// Counters.
     pub fn stats(&self) -> StreamStats {
         self.stats

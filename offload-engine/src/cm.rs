@@ -1,0 +1,293 @@
+//! Connection management: TCP connect/accept, the MPA exchange, and the birth of a queue
+//! pair (rdma_cm's job).
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use mpa::{Handshake, HandshakeEvent, MpaConfig, MpaError, PeerParams};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::engine::{Engine, QpInit};
+use crate::qp::Qp;
+
+/// Why a connection could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// TCP failed (refused, unreachable, reset).
+    Io(io::Error),
+    /// No MPA answer in time.
+    Timeout,
+    /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
+    Mpa(MpaError),
+    /// The peer rejected the connection, with this private data.
+    Rejected {
+        /// The peer's private data.
+        private_data: Bytes,
+    },
+    /// The peer closed the connection during the MPA exchange.
+    Closed,
+    /// The request could not be built (for example private data over 512 octets).
+    Invalid(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "TCP: {e}"),
+            Self::Timeout => {
+                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
+            }
+            Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
+            Self::Rejected { private_data } => write!(
+                f,
+                "the peer rejected the connection ({} octets of private data)",
+                private_data.len()
+            ),
+            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
+            Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Runs `hs` over `sock` until it yields an event that ends this phase.
+async fn exchange(
+    hs: &mut Handshake,
+    sock: &mut TcpStream,
+    rx: &mut BytesMut,
+) -> Result<HandshakeEvent, ConnectError> {
+    let mut tx = BytesMut::new();
+    loop {
+        if hs.poll_transmit(&mut tx) {
+            sock.write_all(&tx).await?;
+            tx.clear();
+        }
+        if let Some(ev) = hs.poll_event() {
+            return Ok(ev);
+        }
+        let deadline = hs.poll_timeout();
+        let read = sock.read_buf(rx);
+        let n = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), read).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    hs.handle_timeout(Instant::now());
+                    continue;
+                }
+            },
+            None => read.await?,
+        };
+        if n == 0 {
+            return Err(ConnectError::Closed);
+        }
+        hs.handle_input(rx, Instant::now());
+    }
+}
+
+impl Engine {
+    /// Connects to an iWARP peer at `addr`: TCP, then the MPA Request/Reply as Initiator,
+    /// then a queue pair in RTS. Returns it with the peer's private data.
+    pub async fn connect(
+        &self,
+        addr: SocketAddr,
+        init: QpInit,
+        private_data: &[u8],
+    ) -> Result<(Qp, Bytes), ConnectError> {
+        let mut sock =
+            tokio::time::timeout(self.config().connect_timeout, TcpStream::connect(addr))
+                .await
+                .map_err(|_| ConnectError::Timeout)??;
+        self.config().socket.apply(&sock)?;
+        let cfg = self.config().mpa.clone();
+        let mut hs = Handshake::initiator(cfg, private_data, Instant::now())
+            .map_err(|e| ConnectError::Invalid(e.to_string()))?;
+        let mut rx = BytesMut::new();
+        match exchange(&mut hs, &mut sock, &mut rx).await? {
+            HandshakeEvent::Established {
+                negotiated,
+                private_data,
+            } => Ok((self.start_qp(init, &negotiated, sock, rx)?, private_data)),
+            HandshakeEvent::Rejected { private_data, .. } => {
+                Err(ConnectError::Rejected { private_data })
+            }
+            HandshakeEvent::Failed { error, negotiated } => {
+                if let Some(n) = negotiated {
+                    // FPDU mode began: tell the peer why with an MPA Terminate.
+                    let code = rdmap::TermCode::llp(error.code());
+                    self.start_failed_qp(&init, &n, sock, code);
+                }
+                Err(ConnectError::Mpa(error))
+            }
+            other => Err(ConnectError::Invalid(format!(
+                "unexpected MPA event {other:?}"
+            ))),
+        }
+    }
+
+    /// Listens for iWARP connections on `addr`.
+    pub async fn listen(&self, addr: SocketAddr) -> io::Result<Listener> {
+        let tcp = TcpListener::bind(addr).await?;
+        let local = tcp.local_addr()?;
+        let (tx, rx) = mpsc::channel(64);
+        let engine = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let (sock, peer) = match tcp.accept().await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                };
+                // Each connection's MPA Request is read in its own task, so a slow or
+                // silent client cannot hold up the others.
+                let engine = engine.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match engine.read_request(sock, peer).await {
+                        Ok(incoming) => {
+                            let _ = tx.send(incoming).await;
+                        }
+                        Err(e) => tracing::debug!(%peer, error = %e, "MPA request failed"),
+                    }
+                });
+            }
+        });
+        Ok(Listener {
+            local,
+            rx: tokio::sync::Mutex::new(rx),
+            task,
+        })
+    }
+
+    async fn read_request(
+        &self,
+        mut sock: TcpStream,
+        peer: SocketAddr,
+    ) -> Result<Incoming, ConnectError> {
+        self.config().socket.apply(&sock)?;
+        let mut cfg = self.config().mpa.clone();
+        cfg.timeout = MpaConfig::RESPONDER_TIMEOUT.min(cfg.timeout);
+        let mut hs = Handshake::responder(cfg, Instant::now());
+        let mut rx = BytesMut::new();
+        match exchange(&mut hs, &mut sock, &mut rx).await? {
+            HandshakeEvent::Request(params) => Ok(Incoming {
+                engine: self.clone(),
+                sock,
+                peer,
+                params,
+                hs,
+                rx,
+            }),
+            HandshakeEvent::Failed { error, .. } => Err(ConnectError::Mpa(error)),
+            other => Err(ConnectError::Invalid(format!(
+                "unexpected MPA event {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A listening socket; [`accept`](Self::accept) yields connection requests.
+#[derive(Debug)]
+pub struct Listener {
+    local: SocketAddr,
+    rx: tokio::sync::Mutex<mpsc::Receiver<Incoming>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// The address it listens on (useful after binding port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next connection request whose MPA Request arrived and was valid.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a request is handed out only when this future returns it.
+    pub async fn accept(&self) -> io::Result<Incoming> {
+        self.rx
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or_else(|| io::Error::other("listener stopped"))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A connection request: the peer's MPA Request arrived. Accept it or reject it.
+#[derive(Debug)]
+pub struct Incoming {
+    engine: Engine,
+    sock: TcpStream,
+    peer: SocketAddr,
+    params: PeerParams,
+    hs: Handshake,
+    rx: BytesMut,
+}
+
+impl Incoming {
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The peer's private data (without the RFC 6581 IRD/ORD word).
+    pub fn private_data(&self) -> &Bytes {
+        &self.params.private_data
+    }
+
+    /// The peer's IRD and ORD, when it sent them (MPA revision 2).
+    pub fn peer_ird_ord(&self) -> (Option<u16>, Option<u16>) {
+        (self.params.ird, self.params.ord)
+    }
+
+    /// Everything the peer's MPA Request said.
+    pub fn params(&self) -> &PeerParams {
+        &self.params
+    }
+
+    /// Accepts: sends the MPA Reply and returns the connected queue pair.
+    pub async fn accept(mut self, init: QpInit, private_data: &[u8]) -> Result<Qp, ConnectError> {
+        self.hs.accept(private_data).map_err(ConnectError::Mpa)?;
+        match exchange(&mut self.hs, &mut self.sock, &mut self.rx).await? {
+            HandshakeEvent::Established { negotiated, .. } => {
+                self.engine.start_qp(init, &negotiated, self.sock, self.rx)
+            }
+            HandshakeEvent::Failed { error, .. } => Err(ConnectError::Mpa(error)),
+            other => Err(ConnectError::Invalid(format!(
+                "unexpected MPA event {other:?}"
+            ))),
+        }
+    }
+
+    /// Rejects: sends an MPA Reply with the reject bit and `private_data`, then closes.
+    pub async fn reject(mut self, private_data: &[u8]) -> Result<(), ConnectError> {
+        self.hs.reject(private_data).map_err(ConnectError::Mpa)?;
+        let mut tx = BytesMut::new();
+        if self.hs.poll_transmit(&mut tx) {
+            self.sock.write_all(&tx).await?;
+        }
+        self.sock.shutdown().await?;
+        Ok(())
+    }
+}

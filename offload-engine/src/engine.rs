@@ -1,0 +1,205 @@
+//! The engine: one software RNIC. It owns the TPT and numbers queue pairs; connections run
+//! as tokio tasks.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use mpa::{MpaConfig, Negotiated};
+use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, watch};
+
+use crate::cm::ConnectError;
+use crate::cq::Cq;
+use crate::net::SocketOptions;
+use crate::qp::{Core, Qp, QpNum, Shared};
+use crate::tpt::{PdId, QpId, Tpt};
+
+/// Settings of an engine.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// What MPA asks for on every connection: revision, CRC, markers, IRD/ORD,
+    /// peer-to-peer RTR, handshake timeout.
+    pub mpa: MpaConfig,
+    /// Queue depths and close timeout of every queue pair. Its `mulpdu` is a ceiling: the
+    /// engine uses the smaller of it and what the connection's MSS allows.
+    pub stream: StreamConfig,
+    /// TCP socket options.
+    pub socket: SocketOptions,
+    /// How long a TCP connect may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for EngineConfig {
+    /// MPA revision 2 with CRC and IRD/ORD 16, no markers; FPDUs as large as the MSS
+    /// allows; TCP_NODELAY; a 10-second connect timeout.
+    fn default() -> Self {
+        let mut stream = StreamConfig::default();
+        stream.mulpdu = mpa::MAX_ULPDU;
+        Self {
+            mpa: MpaConfig::default(),
+            stream,
+            socket: SocketOptions::default(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A shared receive queue: receive buffers that any queue pair created with it draws on.
+#[derive(Clone, Debug, Default)]
+pub struct Srq {
+    pub(crate) queue: Arc<Mutex<VecDeque<RecvWr>>>,
+}
+
+impl Srq {
+    /// An empty shared receive queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a receive buffer.
+    pub fn post_recv(&self, wr: RecvWr) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(wr);
+    }
+
+    /// Receive buffers not yet taken.
+    pub fn len(&self) -> usize {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True when no receive buffer is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a new queue pair is made of.
+#[derive(Clone, Debug)]
+pub struct QpInit {
+    /// Its protection domain: it reaches only this domain's memory.
+    pub pd: PdId,
+    /// Where send-queue completions go.
+    pub send_cq: Cq,
+    /// Where receive-queue completions go.
+    pub recv_cq: Cq,
+    /// A shared receive queue to draw on when its own receive queue is empty.
+    pub srq: Option<Srq>,
+}
+
+impl QpInit {
+    /// A queue pair of `pd` whose completions all go to `cq`.
+    pub fn new(pd: PdId, cq: &Cq) -> Self {
+        Self {
+            pd,
+            send_cq: cq.clone(),
+            recv_cq: cq.clone(),
+            srq: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: EngineConfig,
+    tpt: Arc<Tpt>,
+    next_qp: AtomicU32,
+}
+
+/// One software RNIC. Cheap to clone; clones share it.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// An engine with `cfg`. Connections need a tokio runtime.
+    pub fn new(cfg: EngineConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                cfg,
+                tpt: Arc::new(Tpt::new()),
+                next_qp: AtomicU32::new(1),
+            }),
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.cfg
+    }
+
+    /// Its memory translation and protection table: protection domains, regions, windows.
+    pub fn tpt(&self) -> &Arc<Tpt> {
+        &self.inner.tpt
+    }
+
+    /// A new protection domain.
+    pub fn alloc_pd(&self) -> PdId {
+        self.inner.tpt.alloc_pd()
+    }
+
+    /// Creates the queue pair of a connection whose MPA exchange produced `negotiated`,
+    /// and starts its driver.
+    pub(crate) fn start_qp(
+        &self,
+        init: QpInit,
+        negotiated: &Negotiated,
+        sock: TcpStream,
+        leftover: BytesMut,
+    ) -> Result<Qp, ConnectError> {
+        let stream = Stream::new(self.stream_config(&sock, negotiated), negotiated);
+        let qp = self.make_qp(&init, stream);
+        crate::driver::spawn(qp.shared.clone(), sock, leftover);
+        Ok(qp)
+    }
+
+    /// A queue pair whose only job is to send `code` (an MPA negotiation failure found
+    /// after FPDU mode began) and close.
+    pub(crate) fn start_failed_qp(
+        &self,
+        init: &QpInit,
+        negotiated: &Negotiated,
+        sock: TcpStream,
+        code: TermCode,
+    ) {
+        let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
+        let qp = self.make_qp(init, stream);
+        crate::driver::spawn(qp.shared, sock, BytesMut::new());
+    }
+
+    fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
+        let mut cfg = self.inner.cfg.stream.clone();
+        if let Some(mss) = SocketOptions::mss(sock) {
+            cfg.mulpdu = cfg.mulpdu.min(mpa::mulpdu(mss, negotiated.markers_tx));
+        }
+        cfg
+    }
+
+    fn make_qp(&self, init: &QpInit, stream: Stream) -> Qp {
+        let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
+        let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
+        mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
+        let (ended, _) = watch::channel(None);
+        Qp {
+            shared: Arc::new(Shared {
+                num,
+                core: Mutex::new(Core {
+                    stream,
+                    mem: Box::new(mem),
+                    end: None,
+                }),
+                wake: Notify::new(),
+                send_cq: init.send_cq.clone(),
+                recv_cq: init.recv_cq.clone(),
+                ended,
+            }),
+        }
+    }
+}

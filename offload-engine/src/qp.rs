@@ -1,0 +1,199 @@
+//! Queue pairs: the application's handle, and the state its IO driver shares with it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rdmap::{Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode};
+use tokio::sync::{Notify, watch};
+
+use crate::cq::{Cq, Wc};
+
+/// A queue pair number, unique within one engine.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QpNum(pub u32);
+
+impl fmt::Display for QpNum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "qp{}", self.0)
+    }
+}
+
+/// How a queue pair ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QpEnd {
+    /// Both sides closed gracefully.
+    Closed,
+    /// The peer sent this Terminate.
+    TerminatedByPeer(TermCode),
+    /// This side detected a fatal error and sent this Terminate.
+    Terminated(TermCode),
+    /// The TCP connection failed or the peer closed it without a graceful close.
+    ConnectionLost,
+}
+
+impl fmt::Display for QpEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Closed => f.write_str("closed gracefully"),
+            Self::TerminatedByPeer(c) => write!(f, "the peer sent a Terminate: {c}"),
+            Self::Terminated(c) => write!(f, "sent a Terminate: {c}"),
+            Self::ConnectionLost => f.write_str("the TCP connection was lost"),
+        }
+    }
+}
+
+/// The mutable half: the protocol state machine and this QP's view of memory.
+pub(crate) struct Core {
+    pub(crate) stream: Stream,
+    pub(crate) mem: Box<dyn Memory + Send>,
+    pub(crate) end: Option<QpEnd>,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("stream", &self.stream)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the application handle and the driver share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) num: QpNum,
+    pub(crate) core: Mutex<Core>,
+    /// Wakes the driver: new work was posted.
+    pub(crate) wake: Notify,
+    pub(crate) send_cq: Cq,
+    pub(crate) recv_cq: Cq,
+    /// The end, once known.
+    pub(crate) ended: watch::Sender<Option<QpEnd>>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves the stream's events to the completion queues and records how it ended.
+    /// Call with the core locked, after every call into the stream.
+    pub(crate) fn dispatch(&self, core: &mut Core) {
+        while let Some(ev) = core.stream.poll_event() {
+            match ev {
+                Event::Completion(wc) => {
+                    let cq = match wc.queue {
+                        Queue::Send => &self.send_cq,
+                        Queue::Recv => &self.recv_cq,
+                    };
+                    cq.push(Wc { qp: self.num, wc });
+                }
+                Event::TerminateSent(t) => {
+                    tracing::info!(qp = %self.num, code = %t.code, "sent Terminate");
+                    core.end.get_or_insert(QpEnd::Terminated(t.code));
+                }
+                Event::TerminateReceived(t) => {
+                    tracing::info!(qp = %self.num, code = %t.code, "peer sent Terminate");
+                    core.end.get_or_insert(QpEnd::TerminatedByPeer(t.code));
+                }
+                Event::StateChanged(s) => {
+                    tracing::debug!(qp = %self.num, state = ?s, "state");
+                    match s {
+                        QpState::Idle => {
+                            core.end.get_or_insert(QpEnd::Closed);
+                        }
+                        QpState::Error => {
+                            core.end.get_or_insert(QpEnd::ConnectionLost);
+                        }
+                        _ => {}
+                    }
+                    if let Some(end) = core
+                        .end
+                        .filter(|_| matches!(s, QpState::Idle | QpState::Error))
+                    {
+                        self.ended.send_replace(Some(end));
+                    }
+                }
+                Event::PeerClosed => {
+                    core.end.get_or_insert(QpEnd::Closed);
+                }
+                other => tracing::trace!(qp = %self.num, event = ?other, "event"),
+            }
+        }
+    }
+}
+
+/// A connected queue pair. Cheap to clone; clones share the queue pair.
+///
+/// Posting never waits: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
+/// queue the request and wake the connection's driver task. Completions arrive on the
+/// completion queues given at connect/accept time.
+#[derive(Clone, Debug)]
+pub struct Qp {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Qp {
+    /// This queue pair's number.
+    pub fn num(&self) -> QpNum {
+        self.shared.num
+    }
+
+    /// The current state.
+    pub fn state(&self) -> QpState {
+        self.shared.lock().stream.state()
+    }
+
+    /// The negotiated inbound and outbound Read/Atomic limits (IRD, ORD).
+    pub fn ird_ord(&self) -> (u16, u16) {
+        self.shared.lock().stream.ird_ord()
+    }
+
+    /// Queues a send-queue work request. In the Error state it completes at once as
+    /// flushed, so a queue pair can be drained by posting to it.
+    pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        self.post(|s| s.post_send(wr))
+    }
+
+    /// Queues a receive buffer.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        self.post(|s| s.post_recv(wr))
+    }
+
+    /// Starts a graceful close: posted send work finishes, then the connection closes.
+    /// Returns at once; [`closed`](Self::closed) waits for the end.
+    pub fn disconnect(&self) {
+        let mut core = self.shared.lock();
+        core.stream.close(std::time::Instant::now());
+        self.shared.dispatch(&mut core);
+        drop(core);
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until the queue pair has ended and says how.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn closed(&self) -> QpEnd {
+        let mut rx = self.shared.ended.subscribe();
+        loop {
+            if let Some(end) = *rx.borrow_and_update() {
+                return end;
+            }
+            if rx.changed().await.is_err() {
+                return QpEnd::ConnectionLost;
+            }
+        }
+    }
+
+    fn post(&self, f: impl FnOnce(&mut Stream) -> Result<(), PostError>) -> Result<(), PostError> {
+        let mut core = self.shared.lock();
+        f(&mut core.stream)?;
+        self.shared.dispatch(&mut core);
+        drop(core);
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+}

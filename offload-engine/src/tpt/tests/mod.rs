@@ -1,0 +1,38 @@
+//! Tests of the TPT through its verbs and through queue pair views.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+
+use ddp::{Access, DdpError, STag};
+use rdmap::{AccessError, Bind, FastReg, Memory, RecvWr, Sge, TermCode};
+
+use super::*;
+
+mod checks;
+mod invalidate;
+mod lifecycle;
+mod windows;
+
+const RW: Access = Access::LOCAL_READ
+    .union(Access::LOCAL_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE);
+
+fn setup() -> (Arc<Tpt>, PdId) {
+    let tpt = Arc::new(Tpt::new());
+    let pd = tpt.alloc_pd();
+    (tpt, pd)
+}
+
+/// The octets of a region, read back by the application.
+fn bytes(tpt: &Tpt, pd: PdId, stag: STag) -> Vec<u8> {
+    let info = tpt.info(stag).expect("live region");
+    let mut out = vec![0; usize::try_from(info.len).unwrap()];
+    tpt.read(pd, stag, info.to, &mut out).unwrap();
+    out
+}
+
+fn rights(missing: Access) -> AccessError {
+    AccessError::Rights { missing }
+}

@@ -1,0 +1,300 @@
+//! [`Tpt`]: the table shared by every queue pair of one engine, and its verbs.
+
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use ddp::{Access, STag};
+use rdmap::AccessError;
+
+use super::entry::{Binding, Body, EntryInfo, Region, Requester, Span, Window};
+use super::error::TptError;
+use super::ids::{Base, MwType, PdId, QpId};
+use super::storage::Storage;
+use super::table::Table;
+use super::view::QpMemory;
+
+/// The memory TPT of one engine: protection domains, regions and windows, shared by every
+/// queue pair (`Send + Sync`; one `RwLock` around the table, held only for lookups and
+/// state changes, never while octets are copied).
+///
+/// Verbs that the application calls directly live here and fail with [`TptError`]. Work
+/// requests and incoming messages of a queue pair come in through that queue pair's
+/// [`QpMemory`] view ([`Tpt::view`]) and fail with [`AccessError`].
+pub struct Tpt {
+    table: RwLock<Table>,
+}
+
+impl Tpt {
+    /// An empty table with every tag index available (`1..=STag::MAX_INDEX`).
+    pub fn new() -> Self {
+        Self::with_max_entries(STag::MAX_INDEX)
+    }
+
+    /// An empty table with tag indices `1..=max_entries` (capped at `STag::MAX_INDEX`).
+    pub fn with_max_entries(max_entries: u32) -> Self {
+        Self {
+            table: RwLock::new(Table::new(max_entries)),
+        }
+    }
+
+    /// A view for one queue pair of domain `pd`: what its [`rdmap::Stream`] uses as
+    /// [`rdmap::Memory`].
+    pub fn view(self: &Arc<Self>, pd: PdId, qp: QpId) -> QpMemory {
+        QpMemory::new(Arc::clone(self), pd, qp)
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> PdId {
+        self.table_mut().alloc_pd()
+    }
+
+    /// Deallocates a protection domain; fails with [`TptError::InUse`] while regions or
+    /// windows of it exist.
+    pub fn dealloc_pd(&self, pd: PdId) -> Result<(), TptError> {
+        self.table_mut().dealloc_pd(pd)
+    }
+
+    /// Registers `data` as a region of `pd` with `access`, addressed from `base`, and
+    /// returns its STag. The region is valid at once, reachable locally and (with remote
+    /// rights) remotely.
+    pub fn register(
+        &self,
+        pd: PdId,
+        data: Vec<u8>,
+        base: Base,
+        access: Access,
+    ) -> Result<STag, TptError> {
+        let region = Region::new(Arc::new(Storage::new(data)), base, access)?;
+        self.table_mut().insert(pd, Body::Region(region))
+    }
+
+    /// Allocates a region of `max_len` zeroed octets for fast registration. It is invalid
+    /// until a fast registration work request ([`rdmap::FastReg`]) of a queue pair of `pd`
+    /// arms it with an instance, tagged offset, length (at most `max_len`) and rights.
+    pub fn alloc_fast_reg(&self, pd: PdId, max_len: usize) -> Result<STag, TptError> {
+        let mut region = Region::new(
+            Arc::new(Storage::new(vec![0; max_len])),
+            Base::ZeroBased,
+            Access::NONE,
+        )?;
+        region.valid = false;
+        region.span.len = 0;
+        region.fast_reg = Some(max_len as u64);
+        self.table_mut().insert(pd, Body::Region(region))
+    }
+
+    /// Deregisters a region (ordinary or fast-registration). The entry is gone at once:
+    /// every later access fails, and the index is reused with a bumped instance. Fails with
+    /// [`TptError::InUse`] while windows are bound to it.
+    ///
+    /// Work already past the checks may still be copying: it holds clones of the returned
+    /// `Arc`. The caller waits until it holds the last one ([`Storage::in_flight`] is 1,
+    /// [`Storage::try_into_vec`] succeeds) before it reuses the octets.
+    pub fn deregister(&self, stag: STag) -> Result<Arc<Storage>, TptError> {
+        let mut t = self.table_mut();
+        let e = t.lookup(stag)?;
+        let Body::Region(r) = &e.body else {
+            return Err(TptError::WrongKind {
+                stag,
+                expected: "a memory region",
+            });
+        };
+        Table::check_instance(e, stag)?;
+        if !r.windows.is_empty() {
+            return Err(TptError::InUse {
+                what: "bound windows",
+                count: r.windows.len(),
+            });
+        }
+        match t.remove(stag.index()).map(|e| e.body) {
+            Some(Body::Region(r)) => Ok(r.storage),
+            _ => Err(TptError::NoSuchStag(stag)),
+        }
+    }
+
+    /// Allocates an unbound memory window of `pd`.
+    pub fn alloc_mw(&self, pd: PdId, kind: MwType) -> Result<STag, TptError> {
+        let window = Window {
+            ty: kind,
+            binding: None,
+            touched: false,
+        };
+        self.table_mut().insert(pd, Body::Window(window))
+    }
+
+    /// Binds type 1 window `mw` to `[to, to + len)` of region `mr` (in the region's tagged
+    /// offsets) with `access`, rebinding it if it is bound. The region must be valid, of
+    /// the window's domain, carry [`Access::BIND`] and every right in `access`. With
+    /// `one_touch` the window invalidates itself once the first RDMA Write that targets it
+    /// has been placed. Returns the window's STag under its new instance (`new_instance`,
+    /// or the current one plus 1).
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(
+        &self,
+        mw: STag,
+        mr: STag,
+        to: u64,
+        len: u64,
+        access: Access,
+        one_touch: bool,
+        new_instance: Option<u8>,
+    ) -> Result<STag, TptError> {
+        let mut t = self.table_mut();
+        let e = t.lookup(mw)?;
+        let Body::Window(Window {
+            ty: MwType::One, ..
+        }) = &e.body
+        else {
+            return Err(TptError::WrongKind {
+                stag: mw,
+                expected: "a type 1 memory window (type 2 windows are bound by a work request)",
+            });
+        };
+        Table::check_instance(e, mw)?;
+        let pd = e.pd;
+        let instance = new_instance.unwrap_or_else(|| e.instance.wrapping_add(1));
+        let (span, storage) = t.bind_target(mr, pd, to, len, access)?;
+        t.unbind(mw.index());
+        let binding = Binding {
+            parent: mr,
+            storage,
+            span,
+            access,
+            one_touch,
+            qp: None,
+        };
+        t.attach(mw.index(), binding, instance);
+        Ok(mw.with_instance(instance))
+    }
+
+    /// Invalidates `stag` for the application: unbinds a window (type 1 or 2), or makes a
+    /// fast-registration region invalid (and unbinds the windows bound to it). Ordinary
+    /// regions are deregistered instead. Invalidating an invalid entry is not an error.
+    pub fn invalidate_local(&self, stag: STag) -> Result<(), TptError> {
+        let mut t = self.table_mut();
+        let e = t.lookup(stag)?;
+        if let Body::Region(Region { fast_reg: None, .. }) = e.body {
+            return Err(TptError::WrongKind {
+                stag,
+                expected: "a window or a fast-registration region (deregister other regions)",
+            });
+        }
+        Table::check_instance(e, stag)?;
+        t.invalidate(stag.index());
+        Ok(())
+    }
+
+    /// Deallocates a window, unbinding it first if it is bound.
+    pub fn dealloc_mw(&self, mw: STag) -> Result<(), TptError> {
+        let mut t = self.table_mut();
+        let e = t.lookup(mw)?;
+        if !matches!(e.body, Body::Window(_)) {
+            return Err(TptError::WrongKind {
+                stag: mw,
+                expected: "a memory window",
+            });
+        }
+        Table::check_instance(e, mw)?;
+        t.unbind(mw.index());
+        t.remove(mw.index());
+        Ok(())
+    }
+
+    /// Unbinds every type 2 window bound to `qp` (for a destroyed queue pair); returns how
+    /// many.
+    pub fn release_qp(&self, qp: QpId) -> usize {
+        let mut t = self.table_mut();
+        let bound: Vec<u32> = t
+            .entries()
+            .filter(|(_, e)| match &e.body {
+                Body::Window(w) => w.binding.as_ref().is_some_and(|b| b.qp == Some(qp)),
+                Body::Region(_) => false,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for &mw in &bound {
+            t.unbind(mw);
+        }
+        bound.len()
+    }
+
+    /// The application reads `dst.len()` octets at `to` of region `stag` of `pd`, with the
+    /// ordered checks for [`Access::LOCAL_READ`].
+    pub fn read(&self, pd: PdId, stag: STag, to: u64, dst: &mut [u8]) -> Result<(), AccessError> {
+        let who = Requester { pd, qp: None };
+        let (storage, off) = self.resolve(who, stag, to, dst.len() as u64, Access::LOCAL_READ)?;
+        storage.read_at(off, dst)
+    }
+
+    /// The application writes `src` at `to` of region `stag` of `pd`, with the ordered
+    /// checks for [`Access::LOCAL_WRITE`].
+    pub fn write(&self, pd: PdId, stag: STag, to: u64, src: &[u8]) -> Result<(), AccessError> {
+        let who = Requester { pd, qp: None };
+        let (storage, off) = self.resolve(who, stag, to, src.len() as u64, Access::LOCAL_WRITE)?;
+        storage.write_at(off, src)
+    }
+
+    /// A snapshot of the entry `stag` names (`None` if its index is free or it answers to
+    /// another instance).
+    pub fn info(&self, stag: STag) -> Option<EntryInfo> {
+        let t = self.table();
+        let e = t.entry(stag).filter(|e| e.instance == stag.instance())?;
+        Some(e.info(stag))
+    }
+
+    /// The number of live entries (regions and windows).
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// True if no region or window exists.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs the ordered checks and returns the storage (an in-flight clone) and offset.
+    pub(super) fn resolve(
+        &self,
+        who: Requester,
+        stag: STag,
+        to: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(Arc<Storage>, usize), AccessError> {
+        let t = self.table();
+        let e = t.entry(stag).ok_or(AccessError::InvalidStag)?;
+        let (storage, off) = e.check(stag, who, to, len, access)?;
+        Ok((Arc::clone(storage), off))
+    }
+
+    pub(super) fn table(&self) -> RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn table_mut(&self) -> RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Default for Tpt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Tpt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tpt").field("entries", &self.len()).finish()
+    }
+}
+
+/// The span a fast registration arms: `[to, to + len)` over the first `len` octets.
+pub(super) fn fast_reg_span(to: u64, len: u64, max_len: u64) -> Result<Span, AccessError> {
+    if to.checked_add(len).is_none() {
+        return Err(AccessError::ToWrap);
+    }
+    if len > max_len {
+        return Err(AccessError::Bounds);
+    }
+    Ok(Span { to, len, offset: 0 })
+}
