@@ -250,6 +250,6 @@ mod tests {
             "one-shot until re-armed"
         );
         let mut out = Vec::new();
-        assert_eq!(cq.poll(&mut out, 10).unwrap(), 2);
+        assert_eq!(cq.poll(&mut out, 10).unwrap(), 3);
     }
 }
