@@ -34,6 +34,60 @@ pub struct RemoteBuf {
     pub len: u32,
 }
 
+impl RemoteBuf {
+    /// Octets of the [`encode`](Self::encode)d form.
+    pub const ENCODED_LEN: usize = 16;
+
+    /// The stable 16-octet form for exchange in MPA private data or a Send: STag, TO and
+    /// length, big-endian (`stag[4] to[8] len[4]`).
+    pub fn encode(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut b = [0u8; Self::ENCODED_LEN];
+        b[..4].copy_from_slice(&self.stag.to_u32().to_be_bytes());
+        b[4..12].copy_from_slice(&self.to.to_be_bytes());
+        b[12..].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+
+    /// Reads the [`encode`](Self::encode)d form from the first 16 octets of `src`; `None`
+    /// if `src` is shorter.
+    pub fn decode(src: &[u8]) -> Option<Self> {
+        let b: &[u8; Self::ENCODED_LEN] = src.get(..Self::ENCODED_LEN)?.try_into().ok()?;
+        let [
+            s0,
+            s1,
+            s2,
+            s3,
+            t0,
+            t1,
+            t2,
+            t3,
+            t4,
+            t5,
+            t6,
+            t7,
+            l0,
+            l1,
+            l2,
+            l3,
+        ] = *b;
+        Some(Self {
+            stag: STag::from_u32(u32::from_be_bytes([s0, s1, s2, s3])),
+            to: u64::from_be_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
+            len: u32::from_be_bytes([l0, l1, l2, l3]),
+        })
+    }
+
+    /// The part `[offset, offset + len)` of this buffer (clamped to it).
+    pub fn slice(&self, offset: u32, len: u32) -> Self {
+        let offset = offset.min(self.len);
+        Self {
+            stag: self.stag,
+            to: self.to.wrapping_add(offset.into()),
+            len: len.min(self.len - offset),
+        }
+    }
+}
+
 /// The data of a Send or RDMA Write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Payload {
@@ -317,5 +371,31 @@ impl Completion {
     /// True for [`WcStatus::Success`].
     pub fn is_ok(&self) -> bool {
         self.status == WcStatus::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_buf_encoding_is_stable() {
+        let r = RemoteBuf {
+            stag: STag::from_u32(0x1122_3344),
+            to: 0x0102_0304_0506_0708,
+            len: 0xa0b0_c0d0,
+        };
+        let b = r.encode();
+        assert_eq!(
+            b,
+            [
+                0x11, 0x22, 0x33, 0x44, 1, 2, 3, 4, 5, 6, 7, 8, 0xa0, 0xb0, 0xc0, 0xd0
+            ]
+        );
+        assert_eq!(RemoteBuf::decode(&b), Some(r));
+        assert_eq!(RemoteBuf::decode(&b[..15]), None);
+        let s = r.slice(0x10, 0x20);
+        assert_eq!((s.to, s.len), (0x0102_0304_0506_0718, 0x20));
+        assert_eq!(r.slice(u32::MAX, 5).len, 0);
     }
 }
