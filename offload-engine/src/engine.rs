@@ -1,9 +1,9 @@
 //! The engine: one software RNIC. It owns the TPT and numbers queue pairs; connections run
 //! as tokio tasks.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -110,6 +110,7 @@ struct Inner {
     cfg: EngineConfig,
     tpt: Arc<Tpt>,
     next_qp: AtomicU32,
+    qps: Mutex<HashMap<QpNum, Weak<Shared>>>,
 }
 
 /// One software RNIC. Cheap to clone; clones share it.
@@ -126,6 +127,7 @@ impl Engine {
                 cfg,
                 tpt: Arc::new(Tpt::new()),
                 next_qp: AtomicU32::new(1),
+                qps: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -187,7 +189,7 @@ impl Engine {
         let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
         let (ended, _) = watch::channel(None);
-        Qp {
+        let qp = Qp {
             shared: Arc::new(Shared {
                 num,
                 core: Mutex::new(Core {
@@ -199,7 +201,35 @@ impl Engine {
                 send_cq: init.send_cq.clone(),
                 recv_cq: init.recv_cq.clone(),
                 ended,
+                waiters: Mutex::new(HashMap::new()),
+                next_notify: AtomicU64::new(0),
             }),
+        };
+        let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        qps.retain(|_, w| w.strong_count() > 0);
+        qps.insert(num, Arc::downgrade(&qp.shared));
+        qp
+    }
+
+    /// Every queue pair of this engine whose connection is still being driven or whose
+    /// handle is still held.
+    pub fn qps(&self) -> Vec<Qp> {
+        let qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        qps.values()
+            .filter_map(Weak::upgrade)
+            .map(|shared| Qp { shared })
+            .collect()
+    }
+
+    /// Gracefully disconnects every queue pair and waits until all have ended (posted work
+    /// finishes or is flushed): for an orderly shutdown.
+    pub async fn shutdown(&self) {
+        let qps = self.qps();
+        for qp in &qps {
+            qp.disconnect();
+        }
+        for qp in &qps {
+            qp.closed().await;
         }
     }
 }

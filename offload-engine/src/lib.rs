@@ -35,5 +35,5 @@ pub use cm::{ConnectError, Incoming, Listener};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
 pub use net::SocketOptions;
-pub use qp::{Qp, QpEnd, QpNum};
+pub use qp::{NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use rdmap;

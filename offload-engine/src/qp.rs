@@ -1,12 +1,20 @@
 //! Queue pairs: the application's handle, and the state its IO driver shares with it.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rdmap::{Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode};
-use tokio::sync::{Notify, watch};
+use rdmap::{
+    Completion, Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode, WrId,
+};
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::cq::{Cq, Wc};
+
+/// Work request ids with this bit set are reserved for requests whose completion goes to
+/// a future ([`Qp::post_send_notify`]); applications use ids below it.
+pub const NOTIFY_BIT: WrId = 1 << 63;
 
 /// A queue pair number, unique within one engine.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,11 +78,18 @@ pub(crate) struct Shared {
     pub(crate) recv_cq: Cq,
     /// The end, once known.
     pub(crate) ended: watch::Sender<Option<QpEnd>>,
+    /// Requests whose completion goes to a future instead of a CQ.
+    pub(crate) waiters: Mutex<HashMap<(Queue, WrId), oneshot::Sender<Completion>>>,
+    pub(crate) next_notify: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_waiters(&self) -> MutexGuard<'_, HashMap<(Queue, WrId), oneshot::Sender<Completion>>> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Moves the stream's events to the completion queues and records how it ended.
@@ -83,6 +98,12 @@ impl Shared {
         while let Some(ev) = core.stream.poll_event() {
             match ev {
                 Event::Completion(wc) => {
+                    if wc.wr_id & NOTIFY_BIT != 0 {
+                        if let Some(tx) = self.lock_waiters().remove(&(wc.queue, wc.wr_id)) {
+                            let _ = tx.send(wc);
+                            continue;
+                        }
+                    }
                     let cq = match wc.queue {
                         Queue::Send => &self.send_cq,
                         Queue::Recv => &self.recv_cq,
@@ -159,6 +180,50 @@ impl Qp {
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         self.post(|s| s.post_recv(wr))
+    }
+
+    /// Posts `wr` with its completion routed to the returned future instead of the send
+    /// CQ (the request is made signaled, and its `wr_id` is replaced by one from a range
+    /// reserved for this purpose: ids with the top bit set).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned receiver does not cancel the request: it still runs, and its
+    /// completion is discarded.
+    pub fn post_send_notify(
+        &self,
+        mut wr: SendWr,
+    ) -> Result<oneshot::Receiver<Completion>, PostError> {
+        let (id, rx) = self.register_waiter(Queue::Send);
+        wr.wr_id = id;
+        wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
+        self.post_send(wr)
+            .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
+        Ok(rx)
+    }
+
+    /// Posts a receive whose completion goes to the returned future instead of the
+    /// receive CQ (see [`post_send_notify`](Self::post_send_notify)).
+    pub fn post_recv_notify(
+        &self,
+        mut wr: RecvWr,
+    ) -> Result<oneshot::Receiver<Completion>, PostError> {
+        let (id, rx) = self.register_waiter(Queue::Recv);
+        wr.wr_id = id;
+        self.post_recv(wr)
+            .inspect_err(|_| self.forget_waiter(Queue::Recv, id))?;
+        Ok(rx)
+    }
+
+    fn register_waiter(&self, queue: Queue) -> (WrId, oneshot::Receiver<Completion>) {
+        let id = NOTIFY_BIT | self.shared.next_notify.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.shared.lock_waiters().insert((queue, id), tx);
+        (id, rx)
+    }
+
+    fn forget_waiter(&self, queue: Queue, id: WrId) {
+        self.shared.lock_waiters().remove(&(queue, id));
     }
 
     /// Starts a graceful close: posted send work finishes, then the connection closes.

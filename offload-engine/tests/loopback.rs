@@ -354,3 +354,43 @@ async fn many_queue_pairs_at_once() {
     }
     assert!(sqps.iter().all(|q| q.state() == QpState::Rts));
 }
+
+#[tokio::test]
+async fn per_request_futures_bypass_the_cq() {
+    let (c, s) = pair(EngineConfig::default()).await;
+    let sbuf = s
+        .engine
+        .tpt()
+        .register(s.pd, vec![0; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    let recv =
+        s.qp.post_recv_notify(RecvWr {
+            wr_id: 0,
+            sgl: vec![Sge {
+                stag: sbuf,
+                to: 0,
+                len: 64,
+            }],
+        })
+        .unwrap();
+    let sent =
+        c.qp.post_send_notify(SendWr {
+            wr_id: 0,
+            op: SendOp::Send {
+                data: Payload::Bytes(Bytes::from_static(b"ping")),
+                invalidate: None,
+            },
+            flags: SendFlags::NONE,
+        })
+        .unwrap();
+    assert!(sent.await.unwrap().is_ok());
+    let wc = recv.await.unwrap();
+    assert_eq!(wc.byte_len, 4);
+    assert!(
+        c.cq.is_empty() && s.cq.is_empty(),
+        "nothing went to the CQs"
+    );
+    // Engine-wide orderly shutdown ends every queue pair.
+    c.engine.shutdown().await;
+    assert_eq!(s.qp.closed().await, QpEnd::Closed);
+}
