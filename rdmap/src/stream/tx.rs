@@ -475,6 +475,11 @@ impl Stream {
             });
         }
         if !self.may_send() {
+            // Nothing may go on the wire yet (a Responder before the first FPDU), but
+            // requests that only touch local memory need no wire: run those at the head.
+            if matches!(self.state, QpState::Rts | QpState::Closing) {
+                self.run_local_head(mem);
+            }
             return None;
         }
         if let Some(rtr) = self.tx.rtr.take() {
@@ -514,6 +519,29 @@ impl Stream {
                     self.tx.finish(seq, status, None);
                     self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
                     return self.next_message(mem);
+                }
+            }
+        }
+    }
+
+    /// Executes the Local Invalidate, fast registration and bind requests at the head of
+    /// the send queue, stopping at the first request that needs the wire (or a fence).
+    fn run_local_head(&mut self, mem: &mut dyn Memory) {
+        while let Some(wr) = self.tx.sq.front() {
+            let fenced = wr.flags.contains(SendFlags::FENCE) && !self.tx.orq.is_empty();
+            if fenced || !is_local_only(&wr.op) {
+                return;
+            }
+            let Some(wr) = self.tx.sq.pop_front() else {
+                return;
+            };
+            let seq = self.tx.start(&wr);
+            match execute_local(&wr.op, mem) {
+                Some(Ok(())) | None => self.tx.finish(seq, WcStatus::Success, None),
+                Some(Err(status)) => {
+                    self.tx.finish(seq, status, None);
+                    self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
+                    return;
                 }
             }
         }
@@ -745,6 +773,14 @@ impl Stream {
             done: Done::Nothing,
         })
     }
+}
+
+/// True for requests that only touch local memory.
+fn is_local_only(op: &SendOp) -> bool {
+    matches!(
+        op,
+        SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_)
+    )
 }
 
 /// Runs a request that only touches local memory (Local Invalidate, fast registration,
