@@ -40,6 +40,12 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut) {
             }
             shared.dispatch(&mut core);
             let end = core.end.unwrap_or(crate::QpEnd::ConnectionLost);
+            drop(core);
+            // Type 2 windows bound to this queue pair die with it.
+            let released = shared.tpt.release_qp(crate::tpt::QpId::from(shared.num.0));
+            if released > 0 {
+                tracing::debug!(released, "unbound type 2 windows");
+            }
             shared.ended.send_replace(Some(end));
         }
         .instrument(span),

@@ -203,6 +203,7 @@ impl Engine {
                 ended,
                 waiters: Mutex::new(HashMap::new()),
                 next_notify: AtomicU64::new(0),
+                tpt: self.inner.tpt.clone(),
             }),
         };
         let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());

@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     /// Requests whose completion goes to a future instead of a CQ.
     pub(crate) waiters: Mutex<HashMap<(Queue, WrId), oneshot::Sender<Completion>>>,
     pub(crate) next_notify: AtomicU64,
+    /// The engine's TPT, to release this queue pair's type 2 windows when it ends.
+    pub(crate) tpt: Arc<crate::tpt::Tpt>,
 }
 
 impl Shared {

@@ -430,3 +430,182 @@ async fn zero_length_and_large_messages() {
     )
     .await;
 }
+
+/// One protection failure per case, each on its own connection while a neighbour
+/// connection between the same engines keeps working: the exact Terminate, the target
+/// memory unchanged, receives flushed.
+#[tokio::test]
+async fn every_protection_failure_terminates_only_its_own_qp() {
+    let (c, s) = (host(), host());
+    let tpt = s.engine.tpt();
+    let other_pd = s.engine.alloc_pd();
+    let target = tpt
+        .register(s.pd, vec![0x5a; 4096], Base::Va(0x1_0000), ALL)
+        .unwrap();
+    let foreign = tpt
+        .register(other_pd, vec![0x5a; 4096], Base::ZeroBased, ALL)
+        .unwrap();
+    let read_only = tpt
+        .register(
+            s.pd,
+            vec![0x5a; 4096],
+            Base::ZeroBased,
+            Access::REMOTE_READ | Access::LOCAL_READ,
+        )
+        .unwrap();
+    let dead = tpt
+        .register(s.pd, vec![0x5a; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    tpt.deregister(dead).unwrap();
+    let stale = tpt
+        .register(s.pd, vec![0x5a; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    assert_eq!(
+        stale.index(),
+        dead.index(),
+        "the index is reused with a new instance"
+    );
+    let recv_buf = tpt
+        .register(s.pd, vec![0; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    let alive = tpt
+        .register(s.pd, vec![0; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    let checksum = |tpt: &offload_engine::tpt::Tpt| {
+        let mut all = Vec::new();
+        for (pd, stag, to, len) in [
+            (s.pd, target, 0x1_0000, 4096),
+            (other_pd, foreign, 0, 4096),
+            (s.pd, read_only, 0, 4096),
+            (s.pd, stale, 0, 64),
+        ] {
+            let mut b = vec![0; len];
+            tpt.read(pd, stag, to, &mut b).unwrap();
+            all.extend(b);
+        }
+        all
+    };
+    let before = checksum(tpt);
+    let (neighbour, _n) = connect(&c, &s, None).await;
+    let cases: [(&str, SendWr, [u8; 2]); 6] = [
+        (
+            "invalid STag",
+            write(
+                1,
+                b"x",
+                RemoteBuf {
+                    stag: STag::new(0xabcd, 1),
+                    to: 0,
+                    len: 1,
+                },
+            ),
+            [0x11, 0x00],
+        ),
+        (
+            "stale instance",
+            write(
+                1,
+                b"x",
+                RemoteBuf {
+                    stag: dead,
+                    to: 0,
+                    len: 1,
+                },
+            ),
+            [0x11, 0x00],
+        ),
+        (
+            "wrong PD",
+            write(
+                1,
+                b"x",
+                RemoteBuf {
+                    stag: foreign,
+                    to: 0,
+                    len: 1,
+                },
+            ),
+            [0x11, 0x02],
+        ),
+        (
+            "one byte past the end",
+            write(
+                1,
+                b"xy",
+                RemoteBuf {
+                    stag: target,
+                    to: 0x1_0000 + 4095,
+                    len: 2,
+                },
+            ),
+            [0x11, 0x01],
+        ),
+        (
+            "missing right",
+            write(
+                1,
+                b"x",
+                RemoteBuf {
+                    stag: read_only,
+                    to: 0,
+                    len: 1,
+                },
+            ),
+            [0x01, 0x02],
+        ),
+        (
+            "no posted receive",
+            send(1, b"x", None, SendFlags::NONE),
+            [0x12, 0x02],
+        ),
+    ];
+    for (name, wr, wire) in cases {
+        let (cqp, sqp) = connect(&c, &s, None).await;
+        if name != "no posted receive" {
+            sqp.post_recv(RecvWr {
+                wr_id: 42,
+                sgl: vec![Sge {
+                    stag: recv_buf,
+                    to: 0,
+                    len: 64,
+                }],
+            })
+            .unwrap();
+        }
+        cqp.post_send(wr).unwrap();
+        match sqp.closed().await {
+            QpEnd::Terminated(code) => assert_eq!(code.to_wire(), wire, "{name}: {code}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(
+            matches!(cqp.closed().await, QpEnd::TerminatedByPeer(_)),
+            "{name}"
+        );
+        assert_eq!(sqp.state(), QpState::Error, "{name}");
+        assert!(checksum(tpt) == before, "{name}: target memory changed");
+        // The neighbour connection still works.
+        neighbour
+            .post_send(write(
+                7,
+                b"alive",
+                RemoteBuf {
+                    stag: alive,
+                    to: 0,
+                    len: 5,
+                },
+            ))
+            .unwrap();
+        loop {
+            let wc = next(&c.cq).await;
+            if wc.wc.wr_id == 7 && wc.qp == neighbour.num() {
+                assert!(wc.wc.is_ok(), "{name}: neighbour {wc:?}");
+                break;
+            }
+        }
+    }
+    // Receives posted on terminated queue pairs were flushed.
+    let mut flushed = Vec::new();
+    s.cq.poll(&mut flushed, 100).unwrap();
+    assert_eq!(flushed.iter().filter(|w| w.wc.wr_id == 42).count(), 5);
+    assert!(flushed.iter().all(|w| w.wc.status == WcStatus::Flushed));
+}
