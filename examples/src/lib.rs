@@ -1,7 +1,14 @@
-//! Runnable example programs (not built yet; see the project's open issues).
+//! Runnable example programs built on [`verbs`], and the small helpers they share.
 //!
-//! This crate will hold `iwarp-rping`, the perftest-style `iwperf` and small API demos built
-//! on [`verbs`].
+//! Binaries:
+//!
+//! * `demo`: two embedded engines in one process over loopback: connect with private
+//!   data, register, RDMA Write, RDMA Read back and verify, Send/Recv ping-pong, with the
+//!   measured throughput. `cargo run --release -p examples --bin demo -- --help`.
+//!
+//! Still to come: `iwarp-rping` and the perftest-style `iwperf`.
 #![forbid(unsafe_code)]
+
+pub mod args;
 
 pub use verbs;

@@ -84,6 +84,11 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
         if eof && out.is_empty() {
             return Ok(());
         }
+        if shut_down && !out.is_empty() {
+            // Nothing can be sent after TCP's sending half is shut down.
+            tracing::debug!(octets = out.len(), "output after close discarded");
+            out.advance(out.len());
+        }
         if done && out.is_empty() && !shut_down {
             shut_down = true;
             shutdown_write(sock);

@@ -1,7 +1,139 @@
-//! The async verbs API (not built yet; see the project's open issues).
+//! The async verbs API: what applications use to do RDMA over iWARP.
 //!
-//! This crate will hold `Device`, `Pd`, `Mr`, `Mw`, `Cq`, `Qp`, `Srq` and `Listener`: cheap
-//! `Clone + Send + Sync` handles over the [`offload_engine`], with owned buffers.
+//! | type | what it is |
+//! |---|---|
+//! | [`Device`] | an RDMA device (today an embedded software RNIC); the entry point |
+//! | [`Pd`] | a protection domain: memory and queue pairs that may reach each other |
+//! | [`Mr`] | a registered memory region; the engine owns its octets |
+//! | [`Mw`] | a memory window: part of a region exposed under its own STag |
+//! | [`Cq`] | a completion queue, shared by many queue pairs |
+//! | [`Srq`] | a shared receive queue |
+//! | [`Listener`], [`Incoming`] | the passive side of connection setup |
+//! | [`Qp`] | a connected queue pair: raw `post_*` verbs plus async per-request methods |
+//!
+//! Every handle is a cheap `Clone + Send + Sync` value with no lifetime parameter; buffers
+//! cross the API owned ([`Bytes`](bytes::Bytes) to send, `Vec<u8>` to register). Each
+//! operation has its own error type saying what went wrong and how to fix it.
+//!
+//! Completions come from a [`Cq`] for requests posted with [`Qp::post_send`] and
+//! [`Qp::post_recv`] (the verbs model: batching, unsignaled requests, one CQ for many
+//! queue pairs). The async methods ([`Qp::write`], [`Qp::read`], [`Qp::send`],
+//! [`Qp::recv`], ...) route the completion of their one request to the returned future
+//! instead. A Send or Write completes once the TCP socket accepted its octets (as in Linux
+//! siw); a Read or Atomic once its response has been placed.
+//!
+//! # Quick start
+//!
+//! Two devices in one process over loopback: connect with private data carrying a
+//! [`RemoteBuf`], then an RDMA Write, an RDMA Read of it back, and a Send.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use verbs::bytes::Bytes;
+//! use verbs::{Access, Device, DeviceConfig, QpConfig, RecvWr, RemoteBuf};
+//!
+//! type Error = Box<dyn std::error::Error + Send + Sync>;
+//!
+//! # fn main() -> Result<(), Error> {
+//! tokio::runtime::Runtime::new()?.block_on(async {
+//!     let server = Device::open(DeviceConfig::default());
+//!     let client = Device::open(DeviceConfig::default());
+//!
+//!     // Server: a region the client may read and write, advertised in the MPA Reply,
+//!     // and a receive buffer posted (on a shared receive queue) before anyone connects.
+//!     let spd = server.alloc_pd();
+//!     let shared = spd.alloc_mr(64 << 10, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
+//!     let inbox = spd.alloc_mr(256, Access::LOCAL_WRITE)?;
+//!     let (scq, srq) = (server.create_cq(16), server.create_srq());
+//!     srq.post_recv(RecvWr { wr_id: 7, sgl: vec![inbox.local(..)] });
+//!     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+//!     let addr = listener.local_addr();
+//!     let advert = shared.remote().encode();
+//!     let config = QpConfig::new(&scq).srq(&srq);
+//!     let accepting = tokio::spawn(async move {
+//!         let incoming = listener.accept().await?;
+//!         assert_eq!(&incoming.private_data()[..], b"hello");
+//!         Ok::<_, Error>(incoming.accept(&spd, config, &advert).await?)
+//!     });
+//!
+//!     // Client: connect, and learn from the Reply where to write.
+//!     let cpd = client.alloc_pd();
+//!     let ccq = client.create_cq(16);
+//!     let conn = client.connect(&cpd, addr, QpConfig::new(&ccq), b"hello").await?;
+//!     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+//!     let (qp, _server_qp) = (conn.qp, accepting.await??);
+//!
+//!     // One-sided: Write, then Read it back into a local region.
+//!     qp.write(Bytes::from_static(b"one-sided hello"), remote).await?;
+//!     let sink = cpd.alloc_mr(15, Access::LOCAL_WRITE)?;
+//!     qp.read(remote.slice(0, 15), &sink).await?;
+//!     assert_eq!(sink.read(..)?, b"one-sided hello");
+//!     assert_eq!(shared.read(..15)?, b"one-sided hello");
+//!
+//!     // Two-sided: a Send lands in the server's posted buffer; its completion is on the CQ.
+//!     qp.send(Bytes::from_static(b"ping")).await?;
+//!     let wc = scq.next().await?;
+//!     assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (7, 4));
+//!     assert_eq!(inbox.read(..4)?, b"ping");
+//!     Ok(())
+//! })
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
+mod config;
+mod device;
+mod error;
+mod mr;
+mod mw;
+mod ops;
+mod pd;
+mod qp;
+
+pub use config::DeviceConfig;
+pub use device::{Connected, Device, Incoming, Listener};
+pub use error::{MemError, WcError};
+pub use mr::Mr;
+pub use mw::Mw;
+pub use pd::Pd;
+pub use qp::{Qp, QpConfig};
+
+pub use mpa::RtrFlags;
+pub use offload_engine::tpt::{MwType, PdId, TptError};
+pub use offload_engine::{ConnectError, Cq, CqError, EngineConfig, QpEnd, QpNum, Srq, Wc};
+pub use rdmap::{
+    Access, Completion, FastReg, Payload, PostError, QpState, RecvWr, RemoteBuf, STag, SendFlags,
+    SendOp, SendWr, Sge, TermCode, WcOpcode, WcStatus, WrId,
+};
+
+/// The `bytes` crate, re-exported so applications need no direct dependency for
+/// [`Bytes`](bytes::Bytes).
+pub use bytes;
+/// The engine underneath ([`Device::engine`]), for what this API does not cover yet.
 pub use offload_engine;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle<T: Clone + Send + Sync + std::fmt::Debug + 'static>() {}
+
+    #[test]
+    fn handles_are_cheap_clone_send_sync_without_lifetimes() {
+        handle::<Device>();
+        handle::<Pd>();
+        handle::<Mr>();
+        handle::<Mw>();
+        handle::<Cq>();
+        handle::<Srq>();
+        handle::<Qp>();
+        handle::<Listener>();
+        handle::<DeviceConfig>();
+        handle::<QpConfig>();
+        fn send<T: Send + 'static>() {}
+        send::<Incoming>();
+        send::<Connected>();
+        send::<WcError>();
+        send::<MemError>();
+    }
+}

@@ -429,6 +429,13 @@ impl Stream {
         ulpdu: &[u8],
         len: usize,
     ) -> bool {
+        if self.tx.drained_reported {
+            // After a close drained the send side, the driver shuts TCP's sending half:
+            // a response could never go out. The peer's request is flushed at its end
+            // when it sees the close.
+            tracing::debug!("request after close ignored");
+            return false;
+        }
         if self.tx.ird_in_use() >= usize::from(self.ird) {
             self.fatal(TermCode::CATASTROPHIC_STREAM, Some(ulpdu), None);
             return false;

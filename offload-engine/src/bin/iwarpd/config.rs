@@ -1,0 +1,460 @@
+//! The daemon's settings: a small `key = value` file, overridden by command-line flags.
+//!
+//! # File format
+//!
+//! One `key = value` per line; `#` starts a comment (a whole line, or after a value).
+//! `iwarpd.conf` beside this file is an example with every key:
+//!
+#![doc = concat!("```text\n", include_str!("iwarpd.conf"), "```")]
+//!
+//! Sizes are octets, optionally with a `K`, `M` or `G` suffix (binary: KiB, MiB, GiB;
+//! `KiB` etc. are accepted too) and `_` separators. Booleans are `true`/`false`,
+//! `yes`/`no`, `on`/`off` or `1`/`0`. Keys may be written with `-` instead of `_`. Every
+//! key is also a flag: `--buffer-size 1M` or `--crc=false`; flags win over the file.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use offload_engine::EngineConfig;
+use tracing_subscriber::EnvFilter;
+
+/// Every key: name, what it means.
+pub(crate) const KEYS: &[(&str, &str)] = &[
+    (
+        "listen",
+        "address and TCP port to listen on, e.g. 0.0.0.0:4791",
+    ),
+    (
+        "buffer_size",
+        "octets of remote-accessible memory per connection",
+    ),
+    (
+        "recv_depth",
+        "receives kept posted per connection (1..=4096)",
+    ),
+    (
+        "recv_size",
+        "octets per receive: the largest Send that is echoed",
+    ),
+    ("max_qps", "connections served at once (more are rejected)"),
+    ("crc", "ask for MPA CRC32c (boolean)"),
+    ("markers", "ask the peer to insert MPA markers (boolean)"),
+    ("mpa_revision", "MPA revision: 1 or 2"),
+    ("ird", "inbound RDMA Read/Atomic limit (0..=16383)"),
+    ("ord", "outbound RDMA Read/Atomic limit (0..=16383)"),
+    ("p2p", "as initiator, ask for peer-to-peer mode (boolean)"),
+    (
+        "connect_timeout",
+        "seconds a connect and MPA exchange may take",
+    ),
+    (
+        "log",
+        "log filter when RUST_LOG is unset, e.g. info or offload_engine=debug",
+    ),
+];
+
+/// The largest `buffer_size`: a region advertised in a 32-bit RemoteBuf length.
+const MAX_BUFFER: u64 = u32::MAX as u64;
+/// The largest `recv_size`.
+const MAX_RECV: u64 = 16 << 20;
+/// The largest IRD/ORD (14 bits).
+const MAX_IRD_ORD: u64 = 0x3FFF;
+
+/// Everything iwarpd can be told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Config {
+    /// Where the daemon listens (required to serve).
+    pub(crate) listen: Option<SocketAddr>,
+    /// Octets of remote-accessible memory registered per connection.
+    pub(crate) buffer_size: u32,
+    /// Receives kept posted per connection.
+    pub(crate) recv_depth: u32,
+    /// Octets per receive.
+    pub(crate) recv_size: u32,
+    /// Connections served at once.
+    pub(crate) max_qps: usize,
+    /// MPA C bit.
+    pub(crate) crc: bool,
+    /// MPA M bit.
+    pub(crate) markers: bool,
+    /// MPA revision, 1 or 2.
+    pub(crate) mpa_revision: u8,
+    /// Local IRD.
+    pub(crate) ird: u16,
+    /// Local ORD.
+    pub(crate) ord: u16,
+    /// Ask for peer-to-peer mode as initiator.
+    pub(crate) p2p: bool,
+    /// TCP connect plus MPA exchange limit.
+    pub(crate) connect_timeout: Duration,
+    /// Log filter used when RUST_LOG is unset; `None` = the mode's default.
+    pub(crate) log: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            buffer_size: 4 << 20,
+            recv_depth: 16,
+            recv_size: 64 << 10,
+            max_qps: 64,
+            crc: true,
+            markers: false,
+            mpa_revision: 2,
+            ird: 16,
+            ord: 16,
+            p2p: false,
+            connect_timeout: Duration::from_secs(10),
+            log: None,
+        }
+    }
+}
+
+/// A setting that could not be used: where it came from, and what is wrong with it and
+/// how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ConfigError {
+    /// `FILE line N` or `--flag`.
+    pub(crate) origin: String,
+    /// What is wrong and the fix.
+    pub(crate) message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.origin, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Normalizes a key as written (`buffer-size`, `Buffer_Size`) to its canonical form.
+pub(crate) fn canonical_key(key: &str) -> String {
+    key.trim().to_ascii_lowercase().replace('-', "_")
+}
+
+fn known_keys() -> String {
+    KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+}
+
+impl Config {
+    /// Applies the settings of a config file's text; `name` names the file in errors.
+    /// A key given twice is an error (which line wins would be a guess).
+    pub(crate) fn load_str(&mut self, text: &str, name: &str) -> Result<(), ConfigError> {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line_no = i + 1;
+            let origin = format!("{name} line {line_no}");
+            let line = raw.split_once('#').map_or(raw, |(before, _)| before).trim();
+            if line.is_empty() {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(ConfigError {
+                    origin,
+                    message: format!(
+                        "`{line}` is not a setting: write `key = value` (for example \
+                         `buffer_size = 4M`), or start the line with # to make it a comment"
+                    ),
+                });
+            };
+            let key = canonical_key(key);
+            if let Some(first) = seen.insert(key.clone(), line_no) {
+                return Err(ConfigError {
+                    origin,
+                    message: format!(
+                        "`{key}` is already set on line {first}: keep only one of the two lines"
+                    ),
+                });
+            }
+            self.set(&key, value.trim(), &origin)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one setting. `origin` names where it came from in errors.
+    pub(crate) fn set(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
+        let key = canonical_key(key);
+        let err = |message: String| ConfigError {
+            origin: origin.to_owned(),
+            message,
+        };
+        if value.is_empty() {
+            return Err(err(format!(
+                "`{key}` has no value: write `{key} = VALUE` ({})",
+                describe(&key).unwrap_or("see the documentation")
+            )));
+        }
+        let size = |max: u64| {
+            parse_size(value)
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    err(format!(
+                        "`{key} = {value}`: expected a size from 1 to {max} octets, as a number \
+                         with an optional K, M or G suffix (for example `{key} = 64K`)"
+                    ))
+                })
+        };
+        let number = |min: u64, max: u64| {
+            value
+                .replace('_', "")
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| {
+                    err(format!(
+                        "`{key} = {value}`: expected a whole number from {min} to {max}"
+                    ))
+                })
+        };
+        let boolean = || {
+            parse_bool(value).ok_or_else(|| {
+                err(format!(
+                    "`{key} = {value}`: expected true or false (yes/no, on/off, 1/0 work too)"
+                ))
+            })
+        };
+        // The conversions below cannot fail: every value was range-checked above.
+        match key.as_str() {
+            "listen" => {
+                self.listen = Some(value.parse().map_err(|_| {
+                    err(format!(
+                        "`listen = {value}`: expected IP:PORT, for example `0.0.0.0:4791` or \
+                         `[::]:4791` (use port 0 to let the system pick one)"
+                    ))
+                })?);
+            }
+            "buffer_size" => self.buffer_size = size(MAX_BUFFER)? as u32,
+            "recv_size" => self.recv_size = size(MAX_RECV)? as u32,
+            "recv_depth" => self.recv_depth = number(1, 4096)? as u32,
+            "max_qps" => self.max_qps = number(1, 1 << 20)? as usize,
+            "crc" => self.crc = boolean()?,
+            "markers" => self.markers = boolean()?,
+            "p2p" => self.p2p = boolean()?,
+            "mpa_revision" => self.mpa_revision = number(1, 2)? as u8,
+            "ird" => self.ird = number(0, MAX_IRD_ORD)? as u16,
+            "ord" => self.ord = number(0, MAX_IRD_ORD)? as u16,
+            "connect_timeout" => {
+                self.connect_timeout = Duration::from_secs(number(1, 3600)?);
+            }
+            "log" => {
+                EnvFilter::try_new(value).map_err(|e| {
+                    err(format!(
+                        "`log = {value}` is not a log filter ({e}): write a level such as \
+                         `info` or `debug`, or `target=level` pairs separated by commas"
+                    ))
+                })?;
+                self.log = Some(value.to_owned());
+            }
+            _ => {
+                return Err(err(format!(
+                    "unknown setting `{key}`; the known ones are: {}",
+                    known_keys()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine settings these values ask for.
+    pub(crate) fn engine_config(&self) -> EngineConfig {
+        let mut cfg = EngineConfig::default();
+        cfg.mpa.rev = self.mpa_revision;
+        cfg.mpa.crc = self.crc;
+        cfg.mpa.markers = self.markers;
+        cfg.mpa.ird = self.ird;
+        cfg.mpa.ord = self.ord;
+        cfg.mpa.p2p = self.p2p;
+        cfg.mpa.timeout = self.connect_timeout;
+        cfg.connect_timeout = self.connect_timeout;
+        // Posted receives must fit the receive queue.
+        cfg.stream.rq_depth = cfg.stream.rq_depth.max(self.recv_depth as usize);
+        cfg
+    }
+}
+
+/// What a key means, for error messages.
+fn describe(key: &str) -> Option<&'static str> {
+    KEYS.iter().find(|(k, _)| *k == key).map(|(_, d)| *d)
+}
+
+/// `4096`, `64K`, `1M`, `1_048_576`, `2GiB` -> octets.
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim().replace('_', "");
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, suffix) = s.split_at(digits);
+    let num: u64 = num.parse().ok()?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return None,
+    };
+    num.checked_mul(1 << shift)
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        c.load_str(text, "test.conf")?;
+        Ok(c)
+    }
+
+    #[test]
+    fn a_full_file_sets_every_key() {
+        let c = load(
+            "# iwarpd test\n\
+             listen = 127.0.0.1:4791  # trailing comment\n\
+             \n\
+             buffer_size = 8M\n\
+             recv-depth = 32\n\
+             recv_size = 4K\n\
+             max_qps = 3\n\
+             crc = off\n\
+             markers = yes\n\
+             mpa_revision = 1\n\
+             IRD = 4\n\
+             ord = 0\n\
+             p2p = true\n\
+             connect_timeout = 3\n\
+             log = offload_engine=debug\n",
+        )
+        .unwrap();
+        assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
+        assert_eq!(
+            (c.buffer_size, c.recv_depth, c.recv_size),
+            (8 << 20, 32, 4096)
+        );
+        assert_eq!(c.max_qps, 3);
+        assert!(!c.crc && c.markers && c.p2p);
+        assert_eq!((c.mpa_revision, c.ird, c.ord), (1, 4, 0));
+        assert_eq!(c.connect_timeout, Duration::from_secs(3));
+        assert_eq!(c.log.as_deref(), Some("offload_engine=debug"));
+        let e = c.engine_config();
+        assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));
+        assert_eq!((e.mpa.ird, e.mpa.ord, e.mpa.p2p), (4, 0, true));
+        assert_eq!(e.connect_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn the_example_file_parses_to_the_defaults() {
+        let c = load(include_str!("iwarpd.conf")).unwrap();
+        let expect = Config {
+            listen: Some("0.0.0.0:4791".parse().unwrap()),
+            log: Some("info".into()),
+            ..Config::default()
+        };
+        assert_eq!(c, expect);
+        for (key, _) in KEYS {
+            let set = include_str!("iwarpd.conf")
+                .lines()
+                .any(|l| l.split('=').next().is_some_and(|k| k.trim() == *key));
+            assert!(set, "the example shows `{key}`");
+        }
+    }
+
+    #[test]
+    fn an_empty_file_keeps_the_defaults() {
+        assert_eq!(load("\n# nothing\n   \n").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_fix() {
+        let e = load("crc = true\nbuffer_size = 12Q\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 2");
+        assert!(e.message.contains("K, M or G"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("test.conf line 2: `buffer_size = 12Q`")
+        );
+
+        let e = load("\n\nbufsize = 1M\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 3");
+        assert!(e.message.contains("unknown setting `bufsize`"), "{e}");
+        assert!(
+            e.message.contains("buffer_size"),
+            "lists the known keys: {e}"
+        );
+
+        let e = load("listen 0.0.0.0:1\n").unwrap_err();
+        assert!(e.message.contains("`key = value`"), "{e}");
+
+        let e = load("crc = maybe\n").unwrap_err();
+        assert!(e.message.contains("true or false"), "{e}");
+
+        let e = load("ird = 20000\n").unwrap_err();
+        assert!(e.message.contains("from 0 to 16383"), "{e}");
+
+        let e = load("mpa_revision = 3\n").unwrap_err();
+        assert!(e.message.contains("from 1 to 2"), "{e}");
+
+        let e = load("listen = localhost\n").unwrap_err();
+        assert!(e.message.contains("IP:PORT"), "{e}");
+
+        let e = load("recv_size =\n").unwrap_err();
+        assert!(e.message.contains("has no value"), "{e}");
+
+        let e = load("log = [[[\n").unwrap_err();
+        assert!(e.message.contains("not a log filter"), "{e}");
+    }
+
+    #[test]
+    fn a_key_given_twice_names_both_lines() {
+        let e = load("crc = true\n# x\ncrc = false\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 3");
+        assert!(e.message.contains("line 1"), "{e}");
+        // Spelled differently, still the same key.
+        assert!(load("max_qps = 1\nmax-qps = 2\n").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let mut c = load("buffer_size = 8M\ncrc = true\n").unwrap();
+        c.set("buffer-size", "1M", "--buffer-size").unwrap();
+        c.set("crc", "false", "--crc").unwrap();
+        assert_eq!((c.buffer_size, c.crc), (1 << 20, false));
+        let e = c.set("colour", "blue", "--colour").unwrap_err();
+        assert_eq!(e.origin, "--colour");
+    }
+
+    #[test]
+    fn sizes_and_limits() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64K"), Some(64 << 10));
+        assert_eq!(parse_size("64kib"), Some(64 << 10));
+        assert_eq!(parse_size("1_048_576"), Some(1 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("1T"), None);
+        assert_eq!(parse_size("M"), None);
+        assert_eq!(parse_size("-1"), None);
+        assert_eq!(parse_size("99999999999999999999G"), None);
+        // A region larger than a RemoteBuf can name is refused.
+        assert!(load("buffer_size = 4G\n").is_err());
+        assert!(load("buffer_size = 0\n").is_err());
+        assert_eq!(
+            load("buffer_size = 4095M\n").unwrap().buffer_size,
+            4095 << 20
+        );
+    }
+
+    #[test]
+    fn deep_receive_queues_grow_the_stream() {
+        let c = load("recv_depth = 1000\n").unwrap();
+        assert!(c.engine_config().stream.rq_depth >= 1000);
+    }
+}

@@ -1,0 +1,267 @@
+//! The `iwarpd` binary end to end on loopback: the daemon prints its address, `iwarpd
+//! check` exercises it, SIGTERM shuts it down with exit 0, and failures name their cause.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const IWARPD: &str = env!("CARGO_BIN_EXE_iwarpd");
+
+/// A running daemon; killed on drop if a test failed before it exited.
+struct Daemon {
+    child: Child,
+    addr: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(IWARPD)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start iwarpd");
+        // Collect stderr on a thread so a chatty daemon never blocks on a full pipe.
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read stdout");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first stdout line: {line:?}"))
+            .to_owned();
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "iwarpd did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the log contains `what`.
+    fn wait_log(&self, what: &str) {
+        let start = Instant::now();
+        while !self.log().contains(what) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no `{what}` in the log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn check(args: &[&str]) -> Output {
+    Command::new(IWARPD)
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("run iwarpd check")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn check_passes_against_the_daemon_and_sigterm_exits_zero() {
+    let mut d = Daemon::start(&["--buffer-size", "2M", "--recv-size", "16K"]);
+    let out = check(&[&d.addr, "--size", "256K", "--count", "32"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("remote buffer stag"), "{stdout}");
+    assert!(
+        stdout.contains("len 2097152"),
+        "the daemon's buffer_size: {stdout}"
+    );
+    assert!(
+        stdout.contains("RDMA Write + Read-back: 32 x 262144 octets verified"),
+        "{stdout}"
+    );
+    // Sends are capped at the daemon's receive size.
+    assert!(
+        stdout.contains("Send + echo: 32 x 16384 octets verified"),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("check passed"), "{stdout}");
+    d.wait_log("connection ended");
+
+    d.signal("-TERM");
+    let st = d.wait(Duration::from_secs(20));
+    assert_eq!(st.code(), Some(0), "exit status; log:\n{}", d.log());
+    let log = d.log();
+    assert!(log.contains("signal=\"SIGTERM\""), "{log}");
+    assert!(log.contains("shutdown complete"), "{log}");
+    assert!(
+        log.contains("messages=32"),
+        "the daemon echoed 32 Sends: {log}"
+    );
+}
+
+#[test]
+fn max_qps_rejects_and_sigint_with_a_connection_open_disconnects_it() {
+    let mut d = Daemon::start(&["--max-qps", "1"]);
+    let addr = d.addr.clone();
+    // A check long enough to still run when the signal arrives.
+    let client =
+        std::thread::spawn(move || check(&[&addr, "--size", "64K", "--count", "10000000"]));
+    d.wait_log("connection accepted");
+    // A second connection is one too many.
+    let out = check(&[&d.addr, "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("rejected the connection: \"iwarpd: too many connections (max_qps)\""),
+        "{err}"
+    );
+    d.signal("-INT");
+    let st = d.wait(Duration::from_secs(20));
+    assert_eq!(st.code(), Some(0), "log:\n{}", d.log());
+    let log = d.log();
+    assert!(log.contains("open_qps=1"), "{log}");
+    // How it ended depends on the client's traffic at that moment (a graceful close, or
+    // the peer hanging up mid-stream); either way the connection was ended and reported.
+    assert!(log.contains("connection ended"), "{log}");
+    let out = client.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "the check saw the disconnect");
+    let err = text(&out.stderr);
+    assert!(err.contains("check FAILED"), "{err}");
+    assert!(
+        err.contains("the queue pair ended"),
+        "names the cause: {err}"
+    );
+}
+
+#[test]
+fn check_failures_exit_1_naming_the_cause() {
+    // Nothing listens on a port that was just free.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = check(&[&format!("127.0.0.1:{port}"), "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot connect to 127.0.0.1:"), "{err}");
+
+    // A TCP server that never speaks MPA.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let out = check(&[&addr, "--connect-timeout", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("MPA negotiation failed"), "{err}");
+    drop(silent);
+
+    // A transfer larger than the daemon's buffer.
+    let d = Daemon::start(&["--buffer-size", "64K"]);
+    let out = check(&[&d.addr, "--size", "1M"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("larger than the daemon's buffer (65536 octets)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_errors_exit_2_naming_the_line() {
+    let path = std::env::temp_dir().join(format!("iwarpd-test-{}.conf", std::process::id()));
+    std::fs::write(&path, "# test\nbuffer_size = 12Q\n").unwrap();
+    let out = Command::new(IWARPD)
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("line 2: `buffer_size = 12Q`"), "{err}");
+
+    let out = Command::new(IWARPD).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no listen address"));
+
+    let out = Command::new(IWARPD)
+        .args(["--nonsense", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown setting `nonsense`"));
+}
+
+#[test]
+fn a_config_file_configures_the_daemon() {
+    let path = std::env::temp_dir().join(format!("iwarpd-cfg-{}.conf", std::process::id()));
+    std::fs::write(
+        &path,
+        "listen = 127.0.0.1:1  # overridden by the flag\nbuffer_size = 128K\ncrc = false\n",
+    )
+    .unwrap();
+    let d = Daemon::start(&["--config", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    let out = check(&[&d.addr, "--count", "4", "--crc", "false"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("len 131072"), "{stdout}");
+    assert!(
+        stdout.contains("4 x 131072 octets verified"),
+        "--size defaults to the whole buffer when smaller than 1M: {stdout}"
+    );
+    assert!(d.log().contains("crc=false"), "{}", d.log());
+}

@@ -1,0 +1,736 @@
+//! Two engines on two hosts (network namespaces joined by a veth pair): connection setup
+//! with private data, Send/Write/Read, 256 queue pairs at once, a 1 GiB transfer verified
+//! by CRC32c, and protection failures that end one queue pair with the exact Terminate
+//! while another keeps working. Every test prints `SKIPPED: <reason>` and returns where
+//! namespaces cannot be made (not root, no `ip`).
+//!
+//! Host a (10.199.X.1) runs the server engine, host b (10.199.X.2) the client engine; each
+//! runs on its own thread and tokio runtime, so the traffic really crosses the veth link
+//! and the kernel's TCP. Test control (who is ready, what to expect) goes over channels.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use offload_engine::tpt::{Base, PdId};
+use offload_engine::{Cq, Engine, EngineConfig, Qp, QpEnd, QpInit, Srq, Wc};
+use rdmap::{
+    Access, Payload, QpState, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, TermCode,
+    WcOpcode, WcStatus,
+};
+use tests::netns::two_hosts_or_skip;
+use tokio::sync::oneshot;
+
+/// The server's port: each pair of hosts is new, so a fixed port never clashes.
+const PORT: u16 = 4791;
+const ALL: Access = Access::LOCAL_READ
+    .union(Access::LOCAL_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE);
+const LOCAL: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE);
+/// The longest one completion may take.
+const WAIT: Duration = Duration::from_secs(30);
+/// The longest one host's part of a test may take.
+const HOST_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs a host's part with a time limit, so a peer that died cannot hang the test.
+async fn limit<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HOST_LIMIT, f)
+        .await
+        .expect("this host's part of the test timed out (did the other host fail?)")
+}
+
+async fn next_wc(cq: &Cq) -> Wc {
+    tokio::time::timeout(WAIT, cq.next())
+        .await
+        .expect("a completion in time")
+        .expect("the CQ works")
+}
+
+async fn next_ok(cq: &Cq) -> Wc {
+    let wc = next_wc(cq).await;
+    assert_eq!(wc.wc.status, WcStatus::Success, "{wc:?}");
+    wc
+}
+
+/// Reproducible pseudo-random octets (splitmix64) for `seed`.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
+    let mut out = vec![0; len];
+    for chunk in out.chunks_mut(8) {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let b = z.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+    out
+}
+
+fn wr(wr_id: u64, op: SendOp) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        flags: SendFlags::SIGNALED,
+    }
+}
+
+fn send(data: impl Into<Bytes>) -> SendOp {
+    SendOp::Send {
+        data: Payload::Bytes(data.into()),
+        invalidate: None,
+    }
+}
+
+fn write(data: impl Into<Bytes>, dst: RemoteBuf) -> SendOp {
+    SendOp::Write {
+        data: Payload::Bytes(data.into()),
+        dst,
+    }
+}
+
+fn recv(wr_id: u64, stag: STag, to: u64, len: u32) -> RecvWr {
+    RecvWr {
+        wr_id,
+        sgl: vec![Sge { stag, to, len }],
+    }
+}
+
+fn read_mem(engine: &Engine, pd: PdId, stag: STag, to: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0; len];
+    engine.tpt().read(pd, stag, to, &mut v).expect("local read");
+    v
+}
+
+/// Prints a measurement past the test harness's capture.
+fn report(what: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{what}");
+}
+
+#[test]
+fn connect_with_private_data_then_send_write_read_across_the_veth() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let b_ip = net.b().addr();
+    let (ready_tx, ready_rx) = oneshot::channel();
+    const BIG: usize = 700 * 1024;
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.expect("listen on host a");
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.expect("a connection request");
+            assert_eq!(
+                inc.peer_addr().ip(),
+                IpAddr::V4(b_ip),
+                "the request came from host b over the veth"
+            );
+            assert_eq!(&inc.private_data()[..], b"hello from b");
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let region = tpt
+                .register(pd, vec![0; 1 << 20], Base::ZeroBased, ALL)
+                .unwrap();
+            let inbox = tpt
+                .register(pd, vec![0; 2 * 4096], Base::ZeroBased, LOCAL)
+                .unwrap();
+            // Receives go on a shared receive queue before the Reply leaves, so the
+            // client's first Send cannot arrive before a buffer.
+            let srq = Srq::new();
+            srq.post_recv(recv(0, inbox, 0, 4096));
+            srq.post_recv(recv(1, inbox, 4096, 4096));
+            let cq = Cq::new(64);
+            let init = QpInit {
+                srq: Some(srq),
+                ..QpInit::new(pd, &cq)
+            };
+            let advertised = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: 1 << 20,
+            };
+            let qp = inc
+                .accept(init, &advertised.encode())
+                .await
+                .expect("accept");
+            let wc = next_ok(&cq).await;
+            assert_eq!(
+                (wc.wc.wr_id, wc.wc.opcode, wc.wc.byte_len),
+                (0, WcOpcode::Recv, 3000)
+            );
+            assert_eq!(read_mem(&engine, pd, inbox, 0, 3000), pattern(1, 3000));
+            // The second Send follows the Write on the same stream: the Write is placed.
+            let wc = next_ok(&cq).await;
+            assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (1, 4));
+            assert_eq!(read_mem(&engine, pd, inbox, 4096, 4), b"done");
+            assert!(
+                read_mem(&engine, pd, region, 4096, BIG) == pattern(7, BIG),
+                "the RDMA Write landed in the advertised region"
+            );
+            qp.closed().await
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let cq = Cq::new(64);
+            let (qp, private) = engine
+                .connect(server_addr, QpInit::new(pd, &cq), b"hello from b")
+                .await
+                .expect("connect from host b");
+            let remote = RemoteBuf::decode(&private).expect("a RemoteBuf in the private data");
+            assert_eq!(remote.len, 1 << 20);
+            assert_eq!(qp.state(), QpState::Rts);
+
+            qp.post_send(wr(1, send(pattern(1, 3000)))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 1);
+
+            let local = engine
+                .tpt()
+                .register(pd, vec![0; BIG], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let dst = remote.slice(4096, BIG as u32);
+            qp.post_send(wr(2, write(pattern(7, BIG), dst))).unwrap();
+            qp.post_send(wr(
+                3,
+                SendOp::Read {
+                    src: dst,
+                    dst: Sge {
+                        stag: local,
+                        to: 0,
+                        len: BIG as u32,
+                    },
+                },
+            ))
+            .unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 2);
+            let rd = next_ok(&cq).await;
+            assert_eq!(
+                (rd.wc.wr_id, rd.wc.opcode, rd.wc.byte_len),
+                (3, WcOpcode::Read, BIG as u32)
+            );
+            assert!(
+                read_mem(&engine, pd, local, 0, BIG) == pattern(7, BIG),
+                "read back what was written"
+            );
+
+            qp.post_send(wr(4, send(&b"done"[..]))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 4);
+            qp.disconnect();
+            qp.closed().await
+        })
+    });
+    assert_eq!(client.join(), QpEnd::Closed);
+    assert_eq!(server.join(), QpEnd::Closed);
+}
+
+#[test]
+fn two_hundred_fifty_six_queue_pairs_at_once_across_the_veth() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    const N: usize = 256;
+    const SLOT: usize = 64;
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.unwrap();
+            ready_tx.send(()).unwrap();
+            let pd = engine.alloc_pd();
+            let cq = Cq::new(8 * N);
+            let region = engine
+                .tpt()
+                .register(pd, vec![0; N * SLOT], Base::ZeroBased, ALL)
+                .unwrap();
+            let buf = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: (N * SLOT) as u32,
+            };
+            let mut qps = Vec::new();
+            for _ in 0..N {
+                let inc = listener.accept().await.unwrap();
+                qps.push(
+                    inc.accept(QpInit::new(pd, &cq), &buf.encode())
+                        .await
+                        .unwrap(),
+                );
+            }
+            assert_eq!(engine.qps().len(), N, "every queue pair is alive at once");
+            let mut ends = Vec::new();
+            for qp in &qps {
+                ends.push(qp.closed().await);
+            }
+            let mem = read_mem(&engine, pd, region, 0, N * SLOT);
+            for (i, slot) in mem.chunks(SLOT).enumerate() {
+                assert!(slot.iter().all(|&b| b == i as u8), "slot {i}");
+            }
+            ends
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let cq = Cq::new(8 * N);
+            let mut qps = Vec::new();
+            let mut remote = None;
+            for _ in 0..N {
+                let (qp, private) = engine
+                    .connect(server_addr, QpInit::new(pd, &cq), b"")
+                    .await
+                    .unwrap();
+                remote = RemoteBuf::decode(&private);
+                qps.push(qp);
+            }
+            let remote = remote.expect("a RemoteBuf");
+            assert_eq!(engine.qps().len(), N);
+            let local = engine
+                .tpt()
+                .register(pd, vec![0; N * SLOT], Base::ZeroBased, LOCAL)
+                .unwrap();
+            // One Write per queue pair, then a Read on each: a Read completes only when
+            // its response was placed, which proves every stream carried its Write.
+            for (i, qp) in qps.iter().enumerate() {
+                let dst = remote.slice((i * SLOT) as u32, SLOT as u32);
+                qp.post_send(wr(i as u64, write(vec![i as u8; SLOT], dst)))
+                    .unwrap();
+            }
+            for _ in 0..N {
+                next_ok(&cq).await;
+            }
+            for (i, qp) in qps.iter().enumerate() {
+                let src = remote.slice((i * SLOT) as u32, SLOT as u32);
+                let dst = Sge {
+                    stag: local,
+                    to: (i * SLOT) as u64,
+                    len: SLOT as u32,
+                };
+                qp.post_send(wr(1000 + i as u64, SendOp::Read { src, dst }))
+                    .unwrap();
+            }
+            for _ in 0..N {
+                let wc = next_ok(&cq).await;
+                assert_eq!(wc.wc.opcode, WcOpcode::Read);
+            }
+            let mem = read_mem(&engine, pd, local, 0, N * SLOT);
+            for (i, slot) in mem.chunks(SLOT).enumerate() {
+                assert!(slot.iter().all(|&b| b == i as u8), "qp {i} read back");
+            }
+            for qp in &qps {
+                qp.disconnect();
+            }
+            let mut ends = Vec::new();
+            for qp in &qps {
+                ends.push(qp.closed().await);
+            }
+            ends
+        })
+    });
+    let client_ends = client.join();
+    let server_ends = server.join();
+    assert_eq!(client_ends.len(), N);
+    assert!(
+        client_ends.iter().all(|e| *e == QpEnd::Closed),
+        "{client_ends:?}"
+    );
+    assert!(
+        server_ends.iter().all(|e| *e == QpEnd::Closed),
+        "{server_ends:?}"
+    );
+}
+
+/// 1 GiB of RDMA Writes, 1 MiB each, into a 64 MiB region (write i lands at
+/// `(i % 64)` MiB). After each 64 MiB batch a Send (ordered after the Writes) asks the
+/// server for the CRC32c of its region; the client compares it with the CRC of what it
+/// sent, and both keep a CRC of the whole GiB in order. Then the region is Read back.
+#[test]
+fn one_gib_of_rdma_writes_verified_by_crc32c() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    const CHUNK: usize = 1 << 20;
+    const PER_BATCH: usize = 64;
+    const REGION: usize = CHUNK * PER_BATCH;
+    const BATCHES: usize = 16;
+    const WINDOW: usize = 16;
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.unwrap();
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.unwrap();
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let region = tpt
+                .register(pd, vec![0; REGION], Base::ZeroBased, ALL)
+                .unwrap();
+            let inbox = tpt
+                .register(pd, vec![0; 4 * 8], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let srq = Srq::new();
+            for i in 0..4 {
+                srq.post_recv(recv(i, inbox, i * 8, 8));
+            }
+            let cq = Cq::new(256);
+            let init = QpInit {
+                srq: Some(srq.clone()),
+                ..QpInit::new(pd, &cq)
+            };
+            let buf = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: REGION as u32,
+            };
+            let qp = inc.accept(init, &buf.encode()).await.unwrap();
+            let mut snapshot = vec![0; REGION];
+            let mut running = 0u32;
+            for k in 0..BATCHES as u64 {
+                let wc = loop {
+                    let wc = next_ok(&cq).await;
+                    if wc.wc.opcode == WcOpcode::Recv {
+                        break wc;
+                    }
+                };
+                let slot = wc.wc.wr_id;
+                let msg = read_mem(&engine, pd, inbox, slot * 8, 8);
+                assert_eq!(msg, k.to_le_bytes(), "batch markers arrive in order");
+                srq.post_recv(recv(slot, inbox, slot * 8, 8));
+                tpt.read(pd, region, 0, &mut snapshot).unwrap();
+                let batch = crc32c::crc32c(&snapshot);
+                running = crc32c::crc32c_append(running, &snapshot);
+                let mut reply = batch.to_le_bytes().to_vec();
+                reply.extend_from_slice(&running.to_le_bytes());
+                qp.post_send(SendWr {
+                    wr_id: k,
+                    op: send(reply),
+                    flags: SendFlags::NONE,
+                })
+                .unwrap();
+            }
+            assert_eq!(qp.closed().await, QpEnd::Closed);
+            running
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let (send_cq, recv_cq) = (Cq::new(1024), Cq::new(64));
+            let init = QpInit {
+                pd,
+                send_cq: send_cq.clone(),
+                recv_cq: recv_cq.clone(),
+                srq: None,
+            };
+            let (qp, private) = engine.connect(server_addr, init, b"").await.unwrap();
+            let remote = RemoteBuf::decode(&private).unwrap();
+            assert_eq!(remote.len as usize, REGION);
+            let replies = engine
+                .tpt()
+                .register(pd, vec![0; BATCHES * 8], Base::ZeroBased, LOCAL)
+                .unwrap();
+            for k in 0..BATCHES as u64 {
+                qp.post_recv(recv(k, replies, k * 8, 8)).unwrap();
+            }
+            let mut outstanding = 0;
+            let mut running = 0u32;
+            let mut batch = 0u32;
+            let start = Instant::now();
+            for k in 0..BATCHES {
+                batch = 0;
+                for j in 0..PER_BATCH {
+                    let data = pattern((k * PER_BATCH + j) as u64, CHUNK);
+                    batch = crc32c::crc32c_append(batch, &data);
+                    running = crc32c::crc32c_append(running, &data);
+                    if outstanding == WINDOW {
+                        next_ok(&send_cq).await;
+                        outstanding -= 1;
+                    }
+                    let dst = remote.slice((j * CHUNK) as u32, CHUNK as u32);
+                    qp.post_send(wr(j as u64, write(data, dst))).unwrap();
+                    outstanding += 1;
+                }
+                qp.post_send(wr(1 << 20, send((k as u64).to_le_bytes().to_vec())))
+                    .unwrap();
+                outstanding += 1;
+                let wc = next_ok(&recv_cq).await;
+                assert_eq!(wc.wc.wr_id, k as u64);
+                let reply = read_mem(&engine, pd, replies, k as u64 * 8, 8);
+                let server_batch = u32::from_le_bytes(reply[..4].try_into().unwrap());
+                let server_running = u32::from_le_bytes(reply[4..].try_into().unwrap());
+                assert_eq!(server_batch, batch, "CRC32c of batch {k} on the server");
+                assert_eq!(
+                    server_running, running,
+                    "CRC32c of everything up to batch {k}"
+                );
+            }
+            while outstanding > 0 {
+                next_ok(&send_cq).await;
+                outstanding -= 1;
+            }
+            let elapsed = start.elapsed();
+            // Read the whole region back in one RDMA Read.
+            let local = engine
+                .tpt()
+                .register(pd, vec![0; REGION], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let read_start = Instant::now();
+            qp.post_send(wr(
+                7,
+                SendOp::Read {
+                    src: remote,
+                    dst: Sge {
+                        stag: local,
+                        to: 0,
+                        len: REGION as u32,
+                    },
+                },
+            ))
+            .unwrap();
+            let rd = next_ok(&send_cq).await;
+            assert_eq!(
+                (rd.wc.opcode, rd.wc.byte_len as usize),
+                (WcOpcode::Read, REGION)
+            );
+            let read_elapsed = read_start.elapsed();
+            let back = read_mem(&engine, pd, local, 0, REGION);
+            assert_eq!(
+                crc32c::crc32c(&back),
+                batch,
+                "the Read returns the last batch"
+            );
+            qp.disconnect();
+            assert_eq!(qp.closed().await, QpEnd::Closed);
+            (running, elapsed, read_elapsed)
+        })
+    });
+    let (client_crc, elapsed, read_elapsed) = client.join();
+    let server_crc = server.join();
+    assert_eq!(client_crc, server_crc, "CRC32c of the whole GiB");
+    let secs = elapsed.as_secs_f64();
+    report(format_args!(
+        "netns: 1 GiB of RDMA Writes (1 MiB each, {WINDOW} in flight) verified by CRC32c in \
+         {secs:.2} s ({:.0} MiB/s, including generating and checksumming the data); \
+         64 MiB RDMA Read back in {:.3} s",
+        1024.0 / secs,
+        read_elapsed.as_secs_f64()
+    ));
+}
+
+/// What the client does wrong on each queue pair, and the Terminate the server must send.
+fn expected_terms() -> [(&'static str, TermCode, [u8; 2]); 3] {
+    [
+        (
+            "Write to a stale STag",
+            TermCode::DDP_INVALID_STAG,
+            [0x11, 0x00],
+        ),
+        (
+            "Write past the region",
+            TermCode::DDP_BASE_BOUNDS,
+            [0x11, 0x01],
+        ),
+        ("Read of a stale STag", TermCode::INVALID_STAG, [0x01, 0x00]),
+    ]
+}
+
+#[test]
+fn protection_failures_terminate_one_queue_pair_and_spare_the_others() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    const LEN: usize = 64 * 1024;
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (posted_tx, posted_rx) = oneshot::channel();
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.unwrap();
+            ready_tx.send(()).unwrap();
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let region = tpt
+                .register(pd, vec![9; LEN], Base::ZeroBased, ALL)
+                .unwrap();
+            let inbox = tpt
+                .register(pd, vec![0; 4 * 64], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let buf = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: LEN as u32,
+            };
+            let mut qps: Vec<(Qp, Cq)> = Vec::new();
+            for i in 0..4u64 {
+                let cq = Cq::new(64);
+                let inc = listener.accept().await.unwrap();
+                let qp = inc
+                    .accept(QpInit::new(pd, &cq), &buf.encode())
+                    .await
+                    .unwrap();
+                qp.post_recv(recv(77 + i, inbox, i * 64, 64)).unwrap();
+                qps.push((qp, cq));
+            }
+            posted_tx.send(()).unwrap();
+            // The three broken queue pairs: the exact Terminate, and the receive flushed.
+            for (i, (what, code, wire)) in expected_terms().into_iter().enumerate() {
+                let (qp, cq) = &qps[i];
+                assert_eq!(qp.closed().await, QpEnd::Terminated(code), "{what}");
+                assert_eq!(code.to_wire(), wire);
+                let wc = next_wc(cq).await;
+                assert_eq!(
+                    (wc.wc.wr_id, wc.wc.status),
+                    (77 + i as u64, WcStatus::Flushed),
+                    "{what}: the posted receive is flushed"
+                );
+                assert_eq!(qp.state(), QpState::Error);
+            }
+            // The fourth is untouched: it takes a Send.
+            let (qp, cq) = &qps[3];
+            assert_eq!(qp.state(), QpState::Rts);
+            let wc = next_ok(cq).await;
+            assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (80, 10));
+            assert_eq!(read_mem(&engine, pd, inbox, 3 * 64, 10), b"still fine");
+            assert_eq!(qp.closed().await, QpEnd::Closed);
+            // Nothing of the failed requests was placed; only the healthy Write was.
+            let mem = read_mem(&engine, pd, region, 0, LEN);
+            let mut expect = vec![9; LEN];
+            expect[1024..1040].copy_from_slice(&pattern(3, 16));
+            assert!(mem == expect, "memory holds exactly the healthy Write");
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let local = engine
+                .tpt()
+                .register(pd, vec![0; LEN], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let mut qps: Vec<(Qp, Cq)> = Vec::new();
+            let mut remote = None;
+            for _ in 0..4 {
+                let cq = Cq::new(64);
+                let (qp, private) = engine
+                    .connect(server_addr, QpInit::new(pd, &cq), b"")
+                    .await
+                    .unwrap();
+                remote = RemoteBuf::decode(&private);
+                qps.push((qp, cq));
+            }
+            let remote = remote.unwrap();
+            let stale = STag::new(remote.stag.index(), remote.stag.instance().wrapping_add(1));
+            posted_rx.await.unwrap();
+
+            let sink = Sge {
+                stag: local,
+                to: 0,
+                len: 4,
+            };
+            let bad_ops = [
+                write(
+                    &b"nope"[..],
+                    RemoteBuf {
+                        stag: stale,
+                        to: 0,
+                        len: 4,
+                    },
+                ),
+                write(
+                    &b"nope"[..],
+                    RemoteBuf {
+                        stag: remote.stag,
+                        to: LEN as u64 - 2,
+                        len: 4,
+                    },
+                ),
+                SendOp::Read {
+                    src: RemoteBuf {
+                        stag: stale,
+                        to: 0,
+                        len: 4,
+                    },
+                    dst: sink,
+                },
+            ];
+            for (i, ((what, code, _), op)) in expected_terms().into_iter().zip(bad_ops).enumerate()
+            {
+                let (qp, cq) = &qps[i];
+                qp.post_send(wr(1, op)).unwrap();
+                assert_eq!(qp.closed().await, QpEnd::TerminatedByPeer(code), "{what}");
+                if i == 2 {
+                    // The Read itself fails with the peer's Terminate.
+                    let wc = next_wc(cq).await;
+                    assert_eq!(
+                        (wc.wc.wr_id, wc.wc.status, wc.wc.term),
+                        (1, WcStatus::RemoteAccess, Some(code)),
+                        "{what}"
+                    );
+                }
+                // Work posted to the dead queue pair is flushed.
+                qp.post_send(wr(2, send(&b"late"[..]))).unwrap();
+                loop {
+                    let wc = next_wc(cq).await;
+                    if wc.wc.wr_id == 2 {
+                        assert_eq!(wc.wc.status, WcStatus::Flushed, "{what}");
+                        break;
+                    }
+                }
+            }
+            // The healthy queue pair on the same hosts still works.
+            let (qp, cq) = &qps[3];
+            assert_eq!(qp.state(), QpState::Rts);
+            qp.post_send(wr(10, write(pattern(3, 16), remote.slice(1024, 16))))
+                .unwrap();
+            qp.post_send(wr(
+                11,
+                SendOp::Read {
+                    src: remote,
+                    dst: Sge {
+                        stag: local,
+                        to: 0,
+                        len: LEN as u32,
+                    },
+                },
+            ))
+            .unwrap();
+            qp.post_send(wr(12, send(&b"still fine"[..]))).unwrap();
+            for id in [10, 11, 12] {
+                assert_eq!(next_ok(cq).await.wc.wr_id, id);
+            }
+            let mem = read_mem(&engine, pd, local, 0, LEN);
+            assert!(mem[..1024].iter().all(|&b| b == 9), "nothing placed before");
+            assert_eq!(&mem[1024..1040], &pattern(3, 16)[..]);
+            assert!(mem[1040..].iter().all(|&b| b == 9), "nothing placed after");
+            qp.disconnect();
+            assert_eq!(qp.closed().await, QpEnd::Closed);
+        })
+    });
+    client.join();
+    server.join();
+}

@@ -1,0 +1,189 @@
+//! [`DeviceConfig`]: the settings a [`Device`](crate::Device) is opened with.
+
+use std::time::Duration;
+
+use mpa::RtrFlags;
+use offload_engine::EngineConfig;
+
+/// Settings of a [`Device`](crate::Device): the engine's configuration, with setters for
+/// the knobs applications change most.
+///
+/// The defaults interoperate with Linux siw and hardware RNICs: MPA revision 2 with CRC and
+/// IRD/ORD 16, no markers, no peer-to-peer mode, FPDUs as large as the path MSS allows,
+/// 256-deep queues, TCP_NODELAY and a 10-second connect timeout.
+///
+/// ```
+/// use std::time::Duration;
+/// let cfg = verbs::DeviceConfig::default()
+///     .crc(false)
+///     .ird_ord(32, 32)
+///     .queue_depths(1024, 1024)
+///     .connect_timeout(Duration::from_secs(3));
+/// assert!(!cfg.engine().mpa.crc);
+/// assert_eq!(cfg.engine().stream.sq_depth, 1024);
+/// ```
+///
+/// Values are checked when they are used: an MPA revision other than 1 or 2 or an IRD/ORD
+/// above 0x3FFF fails [`Device::connect`](crate::Device::connect) with
+/// [`ConnectError::Invalid`](crate::ConnectError::Invalid).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceConfig {
+    engine: EngineConfig,
+}
+
+impl DeviceConfig {
+    /// The defaults (see the type's docs).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The engine configuration, read-only.
+    pub fn engine(&self) -> &EngineConfig {
+        &self.engine
+    }
+
+    /// The engine configuration, for knobs without a setter here.
+    pub fn engine_mut(&mut self) -> &mut EngineConfig {
+        &mut self.engine
+    }
+
+    /// The engine configuration, by value (what the embedded engine is built from).
+    pub fn into_engine(self) -> EngineConfig {
+        self.engine
+    }
+
+    /// Ask the peer for CRC32c on every FPDU (MPA C bit; default on). A peer that asks
+    /// for CRC gets it either way.
+    pub fn crc(mut self, on: bool) -> Self {
+        self.engine.mpa.crc = on;
+        self
+    }
+
+    /// Ask the peer to insert MPA markers in what it sends to us (M bit; default off,
+    /// because siw rejects it). Markers a peer asks for are always honoured.
+    pub fn markers(mut self, on: bool) -> Self {
+        self.engine.mpa.markers = on;
+        self
+    }
+
+    /// The MPA revision sent: 2 (RFC 6581, the default) or 1 (RFC 5044).
+    pub fn mpa_revision(mut self, rev: u8) -> Self {
+        self.engine.mpa.rev = rev;
+        self
+    }
+
+    /// The inbound and outbound RDMA Read/Atomic limits offered in MPA revision 2
+    /// (14 bits each; 0x3FFF means "no limit negotiated"). Default 16 and 16.
+    pub fn ird_ord(mut self, ird: u16, ord: u16) -> Self {
+        self.engine.mpa.ird = ird;
+        self.engine.mpa.ord = ord;
+        self
+    }
+
+    /// Peer-to-peer mode (RFC 6581): as the initiator, ask for a ready-to-receive message
+    /// of one of the `rtr` types; as the responder, accept those types. Default off.
+    pub fn p2p(mut self, on: bool, rtr: RtrFlags) -> Self {
+        self.engine.mpa.p2p = on;
+        self.engine.mpa.rtr = rtr;
+        self
+    }
+
+    /// The largest ULPDU this side sends (at least 128). The engine uses the smaller of
+    /// this and what the connection's MSS allows. Default: no limit but the MSS.
+    pub fn mulpdu(mut self, mulpdu: u16) -> Self {
+        self.engine.stream.mulpdu = mulpdu.max(128);
+        self
+    }
+
+    /// Send- and receive-queue depths of every queue pair (default 256 each). A post to a
+    /// full queue fails with [`PostError::QueueFull`](crate::PostError::QueueFull).
+    pub fn queue_depths(mut self, sq: usize, rq: usize) -> Self {
+        self.engine.stream.sq_depth = sq;
+        self.engine.stream.rq_depth = rq;
+        self
+    }
+
+    /// How long a TCP connect may take (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.engine.connect_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for the peer's MPA Request or Reply (default 10 s; a listener
+    /// waits at most 5 s for a Request).
+    pub fn mpa_timeout(mut self, timeout: Duration) -> Self {
+        self.engine.mpa.timeout = timeout;
+        self
+    }
+
+    /// How long a graceful close may take before the connection counts as lost (default
+    /// 10 s).
+    pub fn close_timeout(mut self, timeout: Duration) -> Self {
+        self.engine.stream.close_timeout = timeout;
+        self
+    }
+
+    /// Kernel socket buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`); `None` keeps the system
+    /// default.
+    pub fn socket_buffers(mut self, send: Option<usize>, recv: Option<usize>) -> Self {
+        self.engine.socket.send_buffer = send;
+        self.engine.socket.recv_buffer = recv;
+        self
+    }
+
+    /// TCP_NODELAY (default on).
+    pub fn nodelay(mut self, on: bool) -> Self {
+        self.engine.socket.nodelay = on;
+        self
+    }
+}
+
+impl From<EngineConfig> for DeviceConfig {
+    fn from(engine: EngineConfig) -> Self {
+        Self { engine }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_reach_the_engine_config() {
+        let cfg = DeviceConfig::new()
+            .crc(false)
+            .markers(true)
+            .mpa_revision(1)
+            .ird_ord(3, 4)
+            .p2p(true, RtrFlags::SEND)
+            .mulpdu(64)
+            .queue_depths(7, 9)
+            .connect_timeout(Duration::from_millis(5))
+            .mpa_timeout(Duration::from_millis(6))
+            .close_timeout(Duration::from_millis(7))
+            .socket_buffers(Some(1 << 20), None)
+            .nodelay(false);
+        let e = cfg.engine();
+        assert!(!e.mpa.crc && e.mpa.markers && e.mpa.p2p);
+        assert_eq!((e.mpa.rev, e.mpa.ird, e.mpa.ord), (1, 3, 4));
+        assert_eq!(e.mpa.rtr, RtrFlags::SEND);
+        assert_eq!(e.stream.mulpdu, 128, "clamped to the minimum");
+        assert_eq!((e.stream.sq_depth, e.stream.rq_depth), (7, 9));
+        assert_eq!(e.connect_timeout, Duration::from_millis(5));
+        assert_eq!(e.mpa.timeout, Duration::from_millis(6));
+        assert_eq!(e.stream.close_timeout, Duration::from_millis(7));
+        assert_eq!(e.socket.send_buffer, Some(1 << 20));
+        assert!(!e.socket.nodelay);
+    }
+
+    #[test]
+    fn defaults_are_the_engine_defaults() {
+        let d = DeviceConfig::default().into_engine();
+        let e = EngineConfig::default();
+        assert_eq!(
+            (d.mpa.rev, d.mpa.crc, d.mpa.markers),
+            (e.mpa.rev, e.mpa.crc, false)
+        );
+        assert_eq!(d.stream.mulpdu, e.stream.mulpdu);
+    }
+}

@@ -1,0 +1,452 @@
+//! [`Mr`]: a registered memory region whose octets the engine owns.
+
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use offload_engine::tpt::Storage;
+use rdmap::{Access, FastReg, RemoteBuf, STag, SendOp, Sge};
+
+use crate::error::MemError;
+use crate::pd::Pd;
+
+/// What a region answers to now (a fast-registration region changes it on every
+/// registration).
+#[derive(Copy, Clone, Debug)]
+struct State {
+    stag: STag,
+    to: u64,
+    len: usize,
+    access: Access,
+}
+
+struct Inner {
+    pd: Pd,
+    state: Mutex<State>,
+    /// `Some(max_len)` for a region allocated for fast registration.
+    fast_reg: Option<usize>,
+    /// Deregistered already (by [`Mr::deregister`]).
+    gone: AtomicBool,
+}
+
+impl Inner {
+    fn state(&self) -> State {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.gone.load(Ordering::Acquire) {
+            return;
+        }
+        let stag = self.state().stag;
+        // The storage is freed once work in flight lets go of it.
+        if let Err(e) = self.pd.device().engine().tpt().deregister(stag) {
+            tracing::debug!(%stag, error = %e, "region not deregistered on drop");
+        }
+    }
+}
+
+/// A registered memory region. Cheap to clone; clones share the region.
+///
+/// The engine owns the octets (registration moved them in); the application reaches them
+/// with [`read`](Self::read) and [`write`](Self::write), names them in local work requests
+/// with [`local`](Self::local) ([`Sge`]), and hands them to the peer with
+/// [`remote`](Self::remote) ([`RemoteBuf`]). Offsets and ranges are octets from the start
+/// of the region, whatever its tagged offsets are.
+///
+/// Dropping the last clone deregisters the region (a window bound to it keeps a clone, so
+/// the region lives while the window is bound). [`deregister`](Self::deregister) does it
+/// explicitly and gives the octets back.
+#[derive(Clone)]
+pub struct Mr {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Mr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.state();
+        f.debug_struct("Mr")
+            .field("stag", &s.stag)
+            .field("to", &s.to)
+            .field("len", &s.len)
+            .field("access", &s.access)
+            .finish()
+    }
+}
+
+impl Mr {
+    pub(crate) fn new(pd: Pd, stag: STag, to: u64, len: usize, access: Access) -> Self {
+        Self::with(
+            pd,
+            State {
+                stag,
+                to,
+                len,
+                access,
+            },
+            None,
+        )
+    }
+
+    pub(crate) fn new_fast_reg(pd: Pd, stag: STag, max_len: usize) -> Self {
+        let state = State {
+            stag,
+            to: 0,
+            len: 0,
+            access: Access::NONE,
+        };
+        Self::with(pd, state, Some(max_len))
+    }
+
+    fn with(pd: Pd, state: State, fast_reg: Option<usize>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pd,
+                state: Mutex::new(state),
+                fast_reg,
+                gone: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The STag naming the region (local and remote key in one).
+    pub fn stag(&self) -> STag {
+        self.inner.state().stag
+    }
+
+    /// Its length in octets (of a fast-registration region: of the current registration).
+    pub fn len(&self) -> usize {
+        self.inner.state().len
+    }
+
+    /// True for a region of no octets.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rights it was registered with.
+    pub fn access(&self) -> Access {
+        self.inner.state().access
+    }
+
+    /// The tagged offset of its first octet: 0 for a zero-based region, the virtual
+    /// address for one registered with [`Pd::register_va`].
+    pub fn to(&self) -> u64 {
+        self.inner.state().to
+    }
+
+    /// Its protection domain.
+    pub fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+
+    /// For a fast-registration region, the longest registration it takes.
+    pub fn fast_reg_max_len(&self) -> Option<usize> {
+        self.inner.fast_reg
+    }
+
+    /// The whole region as the peer names it (hand it over in private data or a Send with
+    /// [`RemoteBuf::encode`]). A region over 4 GiB is cut to its first 2^32 - 1 octets.
+    pub fn remote(&self) -> RemoteBuf {
+        let s = self.inner.state();
+        RemoteBuf {
+            stag: s.stag,
+            to: s.to,
+            len: u32::try_from(s.len).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Octets `range` of the region as the peer names them.
+    ///
+    /// # Panics
+    ///
+    /// If `range` does not lie inside the region or is 4 GiB or longer (like slicing).
+    pub fn remote_slice(&self, range: impl RangeBounds<usize>) -> RemoteBuf {
+        let sge = self.local(range);
+        RemoteBuf {
+            stag: sge.stag,
+            to: sge.to,
+            len: sge.len,
+        }
+    }
+
+    /// Octets `range` of the region as a local work request names them: a receive
+    /// buffer, a gather entry, a Read sink.
+    ///
+    /// # Panics
+    ///
+    /// If `range` does not lie inside the region or is 4 GiB or longer (like slicing);
+    /// [`try_local`](Self::try_local) returns an error instead.
+    pub fn local(&self, range: impl RangeBounds<usize>) -> Sge {
+        self.try_local(range)
+            .unwrap_or_else(|e| panic!("Mr::local: {e}"))
+    }
+
+    /// Octets `range` of the region as a local work request names them, or
+    /// [`MemError::OutOfBounds`].
+    pub fn try_local(&self, range: impl RangeBounds<usize>) -> Result<Sge, MemError> {
+        let s = self.inner.state();
+        let (start, end) = span(&range, s.len);
+        let oob = MemError::OutOfBounds {
+            stag: s.stag,
+            offset: start as u64,
+            len: end.saturating_sub(start) as u64,
+            region_len: s.len as u64,
+        };
+        if start > end || end > s.len {
+            return Err(oob);
+        }
+        let len = u32::try_from(end - start).map_err(|_| oob)?;
+        Ok(Sge {
+            stag: s.stag,
+            to: s.to.wrapping_add(start as u64),
+            len,
+        })
+    }
+
+    /// A copy of octets `range`.
+    pub fn read(&self, range: impl RangeBounds<usize>) -> Result<Vec<u8>, MemError> {
+        let s = self.inner.state();
+        let (start, end) = span(&range, s.len);
+        if start > end {
+            return Err(MemError::OutOfBounds {
+                stag: s.stag,
+                offset: start as u64,
+                len: 0,
+                region_len: s.len as u64,
+            });
+        }
+        let mut out = vec![0; end - start];
+        self.read_into(start, &mut out)?;
+        Ok(out)
+    }
+
+    /// Fills `dst` from the octets at `offset`.
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
+        let s = self.check(offset, dst.len())?;
+        self.tpt()
+            .read(
+                self.pd().id(),
+                s.stag,
+                s.to.wrapping_add(offset as u64),
+                dst,
+            )
+            .map_err(|e| self.access_error(&s, offset, dst.len(), e))
+    }
+
+    /// Copies `data` into the region at `offset`. Needs [`Access::LOCAL_WRITE`].
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
+        let s = self.check(offset, data.len())?;
+        self.tpt()
+            .write(
+                self.pd().id(),
+                s.stag,
+                s.to.wrapping_add(offset as u64),
+                data,
+            )
+            .map_err(|e| self.access_error(&s, offset, data.len(), e))
+    }
+
+    /// Deregisters the region and gives its octets back.
+    ///
+    /// The STag is invalid as soon as this future is first polled: every later access,
+    /// local or remote, fails. Work that passed its checks before may still be copying;
+    /// the future waits for it (yielding to the runtime) and returns the octets once no
+    /// access holds them. Other clones of this `Mr` see [`MemError::Invalid`] from then
+    /// on. Fails with [`MemError::Tpt`] (nothing changed) while a window is bound to the
+    /// region: invalidate or drop the window first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped after its first poll, the region is
+    /// deregistered all the same and its octets are freed (instead of returned) once the
+    /// work in flight lets go of them.
+    pub async fn deregister(self) -> Result<Vec<u8>, MemError> {
+        let s = self.inner.state();
+        if self.inner.gone.swap(true, Ordering::AcqRel) {
+            return Err(MemError::Invalid { stag: s.stag });
+        }
+        let storage = match self.tpt().deregister(s.stag) {
+            Ok(storage) => storage,
+            Err(e) => {
+                self.inner.gone.store(false, Ordering::Release);
+                return Err(MemError::tpt("deregister", s.stag, e));
+            }
+        };
+        Ok(reclaim(storage).await)
+    }
+
+    /// A fast registration of this region (allocated by [`Pd::alloc_fast_reg_mr`]) for
+    /// `[to, to + len)` with `access` ([`Access::LOCAL_READ`] added), under the next tag
+    /// instance: the work request to post, and the region as the peer will name it.
+    ///
+    /// As with hardware verbs, the region's [`stag`](Self::stag), [`to`](Self::to),
+    /// [`len`](Self::len) and [`access`](Self::access) change now, when the request is
+    /// built; the region is usable once the request has completed. A valid region must be
+    /// invalidated first (Local Invalidate, or the peer's Send with Invalidate).
+    pub fn fast_reg_op(
+        &self,
+        to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<(SendOp, RemoteBuf), MemError> {
+        let mut state = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let stag = state.stag;
+        let Some(max_len) = self.inner.fast_reg else {
+            return Err(MemError::WrongKind {
+                stag,
+                expected: "a fast-registration region (Pd::alloc_fast_reg_mr)",
+            });
+        };
+        let wire_len = u32::try_from(len).ok().filter(|_| len <= max_len);
+        let (Some(wire_len), Some(_)) = (wire_len, to.checked_add(len as u64)) else {
+            return Err(MemError::OutOfBounds {
+                stag,
+                offset: 0,
+                len: len as u64,
+                region_len: max_len as u64,
+            });
+        };
+        let access = access | Access::LOCAL_READ;
+        let new = stag.with_instance(stag.instance().wrapping_add(1));
+        *state = State {
+            stag: new,
+            to,
+            len,
+            access,
+        };
+        let op = SendOp::FastRegister(FastReg {
+            stag: new,
+            to,
+            len: len as u64,
+            access,
+        });
+        let remote = RemoteBuf {
+            stag: new,
+            to,
+            len: wire_len,
+        };
+        Ok((op, remote))
+    }
+
+    /// True if `other` is this region (or a clone of it).
+    pub fn same_region(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn tpt(&self) -> &offload_engine::tpt::Tpt {
+        self.pd().device().engine().tpt()
+    }
+
+    /// The state, after checking that `[offset, offset + len)` lies inside the region.
+    fn check(&self, offset: usize, len: usize) -> Result<State, MemError> {
+        let s = self.inner.state();
+        if offset.checked_add(len).is_none_or(|end| end > s.len) {
+            return Err(MemError::OutOfBounds {
+                stag: s.stag,
+                offset: offset as u64,
+                len: len as u64,
+                region_len: s.len as u64,
+            });
+        }
+        Ok(s)
+    }
+
+    fn access_error(
+        &self,
+        s: &State,
+        offset: usize,
+        len: usize,
+        e: rdmap::AccessError,
+    ) -> MemError {
+        MemError::access(s.stag, offset as u64, len as u64, s.len as u64, e)
+    }
+}
+
+impl From<&Mr> for Sge {
+    /// The whole region (cut to 2^32 - 1 octets).
+    fn from(mr: &Mr) -> Self {
+        let r = mr.remote();
+        Self {
+            stag: r.stag,
+            to: r.to,
+            len: r.len,
+        }
+    }
+}
+
+impl From<&Mr> for RemoteBuf {
+    /// The whole region (see [`Mr::remote`]).
+    fn from(mr: &Mr) -> Self {
+        mr.remote()
+    }
+}
+
+/// `range` as `(start, end)` over a region of `len` octets (not checked: `start > end` or
+/// `end > len` mean out of bounds).
+pub(crate) fn span(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize) {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    (start, end)
+}
+
+/// Waits until `storage` has no other reference (work in flight finished) and takes the
+/// octets. Yields to the runtime between tries, then backs off to short sleeps.
+async fn reclaim(mut storage: Arc<Storage>) -> Vec<u8> {
+    let mut tries = 0u32;
+    loop {
+        match Storage::try_into_vec(storage) {
+            Ok(octets) => return octets,
+            Err(still) => storage = still,
+        }
+        tries = tries.saturating_add(1);
+        if tries < 64 {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_forms() {
+        assert_eq!(span(&(..), 10), (0, 10));
+        assert_eq!(span(&(2..5), 10), (2, 5));
+        assert_eq!(span(&(2..=5), 10), (2, 6));
+        assert_eq!(span(&(3..), 10), (3, 10));
+        assert_eq!(span(&(..=usize::MAX), 10), (0, usize::MAX));
+    }
+
+    #[tokio::test]
+    async fn reclaim_waits_for_work_in_flight() {
+        let storage = Arc::new(Storage::new(vec![1, 2, 3]));
+        let in_flight = Arc::clone(&storage);
+        let waiter = tokio::spawn(reclaim(storage));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished(), "returned while work was in flight");
+        drop(in_flight);
+        assert_eq!(waiter.await.unwrap(), vec![1, 2, 3]);
+    }
+}

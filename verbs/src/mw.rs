@@ -1,0 +1,225 @@
+//! [`Mw`]: a memory window, a remotely accessible view of part of a region.
+
+use std::fmt;
+use std::ops::RangeBounds;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use offload_engine::tpt::MwType;
+use rdmap::{Access, Bind, RemoteBuf, STag, SendOp, Sge};
+
+use crate::error::MemError;
+use crate::mr::Mr;
+use crate::pd::Pd;
+
+#[derive(Debug)]
+struct State {
+    /// The STag the window answers to (after the latest bind).
+    stag: STag,
+    /// The region of the latest bind, kept alive while the window may be bound to it.
+    bound: Option<Mr>,
+    /// What the latest bind exposed.
+    remote: Option<RemoteBuf>,
+}
+
+struct Inner {
+    pd: Pd,
+    ty: MwType,
+    state: Mutex<State>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let stag = self.lock().stag;
+        let tpt = self.pd.device().engine().tpt();
+        if let Err(e) = tpt.dealloc_mw(stag) {
+            tracing::debug!(%stag, error = %e, "window not deallocated on drop");
+        }
+        // `bound` drops after this: the region is released only once the window is gone.
+    }
+}
+
+/// A memory window. Cheap to clone; clones share the window; the last drop deallocates it.
+///
+/// A window exposes part of a region (with rights no wider than the region's, which must
+/// carry [`Access::BIND`]) under its own STag, so the peer can be handed exactly that part
+/// and the grant revoked later without deregistering the region.
+#[derive(Clone)]
+pub struct Mw {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Mw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.lock();
+        f.debug_struct("Mw")
+            .field("type", &self.inner.ty)
+            .field("stag", &s.stag)
+            .field("remote", &s.remote)
+            .finish()
+    }
+}
+
+impl Mw {
+    pub(crate) fn new(pd: Pd, stag: STag, ty: MwType) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pd,
+                ty,
+                state: Mutex::new(State {
+                    stag,
+                    bound: None,
+                    remote: None,
+                }),
+            }),
+        }
+    }
+
+    /// The STag the window answers to now (a bind moves it to the next tag instance).
+    pub fn stag(&self) -> STag {
+        self.inner.lock().stag
+    }
+
+    /// Type 1 or type 2.
+    pub fn kind(&self) -> MwType {
+        self.inner.ty
+    }
+
+    /// Its protection domain.
+    pub fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+
+    /// What the latest bind exposed, as the peer names it (`None` before the first bind
+    /// and after [`invalidate`](Self::invalidate)).
+    pub fn remote(&self) -> Option<RemoteBuf> {
+        self.inner.lock().remote
+    }
+
+    /// Binds this **type 1** window to octets `range` of `mr` with `access` (rebinding it
+    /// if it is bound), and returns the window as the peer names it, under a new tag
+    /// instance. Every queue pair of the domain can then use it.
+    pub fn bind(
+        &self,
+        mr: &Mr,
+        range: impl RangeBounds<usize>,
+        access: Access,
+    ) -> Result<RemoteBuf, MemError> {
+        let mut state = self.inner.lock();
+        let sge = self.check(&state, MwType::One, mr, range, access)?;
+        let tpt = self.inner.pd.device().engine().tpt();
+        let stag = tpt
+            .bind_mw(
+                state.stag,
+                sge.stag,
+                sge.to,
+                sge.len.into(),
+                access,
+                false,
+                None,
+            )
+            .map_err(|e| MemError::tpt("bind", state.stag, e))?;
+        let remote = RemoteBuf {
+            stag,
+            to: sge.to,
+            len: sge.len,
+        };
+        *state = State {
+            stag,
+            bound: Some(mr.clone()),
+            remote: Some(remote),
+        };
+        Ok(remote)
+    }
+
+    /// The bind work request for this **type 2** window over octets `range` of `mr` with
+    /// `access`, under the next tag instance, and the window as the peer will name it.
+    /// Post it on the queue pair the window is to belong to
+    /// ([`Qp::bind_mw`](crate::Qp::bind_mw) does both and waits).
+    ///
+    /// As with hardware verbs, [`stag`](Self::stag) and [`remote`](Self::remote) change
+    /// now, when the request is built; the window is usable once it has completed. The
+    /// window must be unbound (never bound, or invalidated).
+    pub fn bind_op(
+        &self,
+        mr: &Mr,
+        range: impl RangeBounds<usize>,
+        access: Access,
+    ) -> Result<(SendOp, RemoteBuf), MemError> {
+        let mut state = self.inner.lock();
+        let sge = self.check(&state, MwType::Two, mr, range, access)?;
+        let stag = state
+            .stag
+            .with_instance(state.stag.instance().wrapping_add(1));
+        let op = SendOp::Bind(Bind {
+            mw: stag,
+            mr: sge.stag,
+            to: sge.to,
+            len: sge.len.into(),
+            access,
+        });
+        let remote = RemoteBuf {
+            stag,
+            to: sge.to,
+            len: sge.len,
+        };
+        *state = State {
+            stag,
+            bound: Some(mr.clone()),
+            remote: Some(remote),
+        };
+        Ok((op, remote))
+    }
+
+    /// Unbinds the window (type 1 or 2): every later access through its STag fails, and
+    /// it can be bound again. Unbinding an unbound window is not an error.
+    pub fn invalidate(&self) -> Result<(), MemError> {
+        let mut state = self.inner.lock();
+        let tpt = self.inner.pd.device().engine().tpt();
+        tpt.invalidate_local(state.stag)
+            .map_err(|e| MemError::tpt("invalidate", state.stag, e))?;
+        state.bound = None;
+        state.remote = None;
+        Ok(())
+    }
+
+    /// The checks every bind starts with, done here so that a bad request fails with a
+    /// precise error instead of failing the queue pair: the window's type, the region's
+    /// domain, the range, and the region's rights.
+    fn check(
+        &self,
+        state: &State,
+        ty: MwType,
+        mr: &Mr,
+        range: impl RangeBounds<usize>,
+        access: Access,
+    ) -> Result<Sge, MemError> {
+        if self.inner.ty != ty {
+            return Err(MemError::WrongKind {
+                stag: state.stag,
+                expected: match ty {
+                    MwType::One => "a type 1 window (type 2 windows are bound by Qp::bind_mw)",
+                    MwType::Two => "a type 2 window (type 1 windows are bound by Mw::bind)",
+                },
+            });
+        }
+        if !mr.pd().same(&self.inner.pd) {
+            return Err(MemError::WrongDomain { stag: mr.stag() });
+        }
+        let sge = mr.try_local(range)?;
+        let missing = (access | Access::BIND).difference(mr.access());
+        if !missing.is_empty() {
+            return Err(MemError::MissingRights {
+                stag: sge.stag,
+                offset: sge.to.wrapping_sub(mr.to()),
+                missing,
+            });
+        }
+        Ok(sge)
+    }
+}

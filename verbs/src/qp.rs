@@ -1,0 +1,167 @@
+//! [`Qp`]: a connected queue pair, its raw (non-blocking) verbs, and [`QpConfig`].
+//! The async per-request methods live in `ops.rs`.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use offload_engine::tpt::PdId;
+use offload_engine::{Cq, QpEnd, QpInit, QpNum, Srq};
+use rdmap::{PostError, QpState, RecvWr, SendWr};
+
+use crate::mr::Mr;
+use crate::pd::Pd;
+
+/// What a new queue pair is made of: where its completions go, and an optional shared
+/// receive queue.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct QpConfig {
+    /// Where send-queue completions go.
+    pub send_cq: Cq,
+    /// Where receive-queue completions go.
+    pub recv_cq: Cq,
+    /// A shared receive queue to draw on when the queue pair's own receive queue is empty.
+    pub srq: Option<Srq>,
+}
+
+impl QpConfig {
+    /// All completions go to `cq`; no shared receive queue.
+    pub fn new(cq: &Cq) -> Self {
+        Self {
+            send_cq: cq.clone(),
+            recv_cq: cq.clone(),
+            srq: None,
+        }
+    }
+
+    /// Receive-queue completions go to `cq` instead.
+    pub fn recv_cq(mut self, cq: &Cq) -> Self {
+        self.recv_cq = cq.clone();
+        self
+    }
+
+    /// Draw receive buffers from `srq` when the queue pair's own receive queue is empty.
+    pub fn srq(mut self, srq: &Srq) -> Self {
+        self.srq = Some(srq.clone());
+        self
+    }
+
+    pub(crate) fn to_init(&self, pd: PdId) -> QpInit {
+        let mut init = QpInit::new(pd, &self.send_cq);
+        init.recv_cq = self.recv_cq.clone();
+        init.srq = self.srq.clone();
+        init
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) qp: offload_engine::Qp,
+    pub(crate) pd: Pd,
+    /// An 8-octet sink for the original values of Atomics run by the async methods (the
+    /// value comes back in the completion; what lands here is never read).
+    pub(crate) scratch: OnceLock<Mr>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone: close gracefully (a no-op unless in RTS).
+        self.qp.disconnect();
+    }
+}
+
+/// A connected queue pair. Cheap to clone; clones share it. When the last clone is dropped
+/// the queue pair disconnects gracefully.
+///
+/// Two ways to work with it:
+///
+/// * **Raw verbs**: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
+///   never wait and fail fast ([`PostError::QueueFull`], [`PostError::Closing`]);
+///   completions of signaled requests (and of every failed one) go to the completion
+///   queues of the [`QpConfig`]. Work request ids with the top bit set
+///   ([`offload_engine::NOTIFY_BIT`]) are reserved for the async methods.
+/// * **Async methods** ([`send`](Self::send), [`write`](Self::write),
+///   [`read`](Self::read), [`recv`](Self::recv), ...): each posts one request whose
+///   completion goes to the returned future, **not** to a completion queue.
+///
+/// A Send, Write or Immediate Data completes once the TCP socket has accepted all of its
+/// octets (as in siw), not when the peer has placed them; a Read or Atomic completes once
+/// its response has been placed here. Requests on one queue pair complete in order.
+#[derive(Clone)]
+pub struct Qp {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Qp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Qp")
+            .field("num", &self.num())
+            .field("pd", &self.inner.pd)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Qp {
+    pub(crate) fn new(qp: offload_engine::Qp, pd: Pd) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                qp,
+                pd,
+                scratch: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Its number, unique within its device.
+    pub fn num(&self) -> QpNum {
+        self.inner.qp.num()
+    }
+
+    /// The current state: [`QpState::Rts`] while connected.
+    pub fn state(&self) -> QpState {
+        self.inner.qp.state()
+    }
+
+    /// The negotiated inbound and outbound RDMA Read/Atomic limits (IRD, ORD).
+    pub fn ird_ord(&self) -> (u16, u16) {
+        self.inner.qp.ird_ord()
+    }
+
+    /// Its protection domain.
+    pub fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+
+    /// Queues a send-queue work request without waiting. Its completion (if it is
+    /// signaled, or fails) goes to the send CQ. In the Error state the request completes
+    /// at once as flushed, so a dead queue pair can be drained by posting to it.
+    pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        self.inner.qp.post_send(wr)
+    }
+
+    /// Queues a receive buffer without waiting. Its completion goes to the receive CQ.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        self.inner.qp.post_recv(wr)
+    }
+
+    /// Starts a graceful close: posted send work finishes, then the connection closes and
+    /// the peer's queue pair ends too. Returns at once; [`closed`](Self::closed) waits.
+    pub fn disconnect(&self) {
+        self.inner.qp.disconnect();
+    }
+
+    /// Waits until the queue pair has ended and says how: a graceful close, a Terminate
+    /// (sent or received, with its code), or a lost connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn closed(&self) -> QpEnd {
+        self.inner.qp.closed().await
+    }
+
+    /// The engine's queue pair underneath.
+    pub fn engine_qp(&self) -> &offload_engine::Qp {
+        &self.inner.qp
+    }
+}

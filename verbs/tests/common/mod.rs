@@ -1,0 +1,109 @@
+//! Two devices in one process, connected over loopback.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use verbs::{Access, Cq, Device, DeviceConfig, Pd, Qp, QpConfig};
+
+/// Every right a test region may need.
+pub const ALL: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_ATOMIC)
+    .union(Access::BIND);
+
+/// A device with one protection domain and one completion queue.
+#[derive(Clone)]
+pub struct Host {
+    pub device: Device,
+    pub pd: Pd,
+    pub cq: Cq,
+}
+
+impl Host {
+    pub fn new(cfg: DeviceConfig) -> Self {
+        let device = Device::open(cfg);
+        let pd = device.alloc_pd();
+        let cq = device.create_cq(1024);
+        Self { device, pd, cq }
+    }
+}
+
+/// One end of a connection.
+pub struct Side {
+    pub host: Host,
+    pub qp: Qp,
+    /// The private data the other side sent.
+    pub peer_data: Bytes,
+}
+
+impl Side {
+    pub fn pd(&self) -> &Pd {
+        &self.host.pd
+    }
+
+    pub fn cq(&self) -> &Cq {
+        &self.host.cq
+    }
+}
+
+/// A connected client and server with default settings and no private data.
+pub async fn pair() -> (Side, Side) {
+    let cfg = DeviceConfig::default();
+    connect(&Host::new(cfg.clone()), &Host::new(cfg), b"", b"").await
+}
+
+/// Connects `client` to `server`, each sending its private data.
+pub async fn connect(
+    client: &Host,
+    server: &Host,
+    client_data: &[u8],
+    server_data: &[u8],
+) -> (Side, Side) {
+    let listener = server
+        .device
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("listen");
+    let addr = listener.local_addr();
+    let accept = {
+        let host = server.clone();
+        let reply = server_data.to_vec();
+        tokio::spawn(async move {
+            let inc = listener.accept().await.expect("incoming");
+            let peer_data = inc.private_data().clone();
+            let qp = inc
+                .accept(&host.pd, QpConfig::new(&host.cq), &reply)
+                .await
+                .expect("accept");
+            (qp, peer_data)
+        })
+    };
+    let conn = client
+        .device
+        .connect(&client.pd, addr, QpConfig::new(&client.cq), client_data)
+        .await
+        .expect("connect");
+    let (sqp, sdata) = accept.await.expect("accept task");
+    (
+        Side {
+            host: client.clone(),
+            qp: conn.qp,
+            peer_data: conn.private_data,
+        },
+        Side {
+            host: server.clone(),
+            qp: sqp,
+            peer_data: sdata,
+        },
+    )
+}
+
+/// `len` octets of a pattern that differs per `seed`.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 8) as u8)
+        .collect()
+}

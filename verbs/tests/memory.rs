@@ -1,0 +1,209 @@
+//! Memory through the API: deregistration, drops, type 1 and type 2 windows, Send with
+//! Invalidate, fast registration.
+
+mod common;
+
+use bytes::Bytes;
+use common::{ALL, Host, connect, pair, pattern};
+use verbs::{Access, DeviceConfig, MemError, MwType, QpEnd, RemoteBuf, TptError, WcStatus};
+
+#[tokio::test]
+async fn deregister_returns_what_the_peer_wrote_and_revokes_access() {
+    let (c, s) = pair().await;
+    let target = s.pd().alloc_mr(4096, ALL).unwrap();
+    let remote = target.remote();
+    c.qp.write(Bytes::from(pattern(4096, 5)), remote)
+        .await
+        .unwrap();
+    // The Write completed at the socket; a Read behind it proves it was placed.
+    let sink = c.pd().alloc_mr(1, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(remote.slice(0, 1), &sink).await.unwrap();
+
+    let octets = target.deregister().await.unwrap();
+    assert_eq!(octets, pattern(4096, 5));
+    let err = c.qp.read(remote.slice(0, 1), &sink).await.unwrap_err();
+    assert_eq!(err.status(), Some(WcStatus::RemoteAccess), "{err}");
+    assert!(matches!(c.qp.closed().await, QpEnd::TerminatedByPeer(_)));
+}
+
+#[tokio::test]
+async fn dropping_the_last_handles_releases_the_entries() {
+    let host = Host::new(DeviceConfig::default());
+    let tpt = host.device.engine().tpt().clone();
+    let before = tpt.len();
+    let mr = host.pd.alloc_mr(64, ALL).unwrap();
+    let clone = mr.clone();
+    let mw = host.pd.alloc_mw(MwType::One).unwrap();
+    mw.bind(&mr, 0..16, Access::REMOTE_READ).unwrap();
+    assert_eq!(tpt.len(), before + 2);
+    drop(mr);
+    drop(clone);
+    assert_eq!(tpt.len(), before + 2, "the bound window keeps the region");
+    drop(mw);
+    assert_eq!(tpt.len(), before, "window, then region, released");
+}
+
+#[tokio::test]
+async fn deregister_refuses_while_a_window_is_bound() {
+    let host = Host::new(DeviceConfig::default());
+    let mr = host.pd.alloc_mr(64, ALL).unwrap();
+    let mw = host.pd.alloc_mw(MwType::One).unwrap();
+    mw.bind(&mr, .., Access::REMOTE_READ).unwrap();
+    let err = mr.clone().deregister().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MemError::Tpt {
+                error: TptError::InUse { .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("bound windows"), "{err}");
+    assert!(mr.read(..).is_ok(), "still registered");
+    mw.invalidate().unwrap();
+    assert_eq!(mr.deregister().await.unwrap().len(), 64);
+}
+
+#[tokio::test]
+async fn type1_window_grants_and_revokes() {
+    let server = Host::new(DeviceConfig::default());
+    let region = server.pd.alloc_mr(1024, ALL).unwrap();
+    let mw = server.pd.alloc_mw(MwType::One).unwrap();
+    let old = mw.stag();
+    let grant = mw
+        .bind(
+            &region,
+            256..512,
+            Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .unwrap();
+    assert_eq!((grant.stag, grant.to, grant.len), (mw.stag(), 256, 256));
+    assert_eq!(grant.stag.instance(), old.instance().wrapping_add(1));
+    assert_eq!(mw.remote(), Some(grant));
+    let (c, _s) = connect(
+        &Host::new(DeviceConfig::default()),
+        &server,
+        b"",
+        &grant.encode(),
+    )
+    .await;
+    let grant = RemoteBuf::decode(&c.peer_data).unwrap();
+    c.qp.write(Bytes::from(pattern(256, 1)), grant)
+        .await
+        .unwrap();
+    let sink = c.pd().alloc_mr(256, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(grant, &sink).await.unwrap();
+    assert_eq!(sink.read(..).unwrap(), pattern(256, 1));
+    assert_eq!(region.read(256..512).unwrap(), pattern(256, 1));
+    assert_eq!(region.read(..256).unwrap(), vec![0; 256]);
+
+    mw.invalidate().unwrap();
+    assert_eq!(mw.remote(), None);
+    let err = c.qp.read(grant, &sink).await.unwrap_err();
+    assert_eq!(err.status(), Some(WcStatus::RemoteAccess), "{err}");
+}
+
+#[tokio::test]
+async fn send_with_invalidate_of_a_type2_window() {
+    // Peer-to-peer mode, so the accepting side may send first.
+    let cfg = DeviceConfig::default().p2p(true, verbs::RtrFlags::WRITE);
+    let (c, s) = connect(&Host::new(cfg.clone()), &Host::new(cfg), b"", b"").await;
+    let region = s.pd().alloc_mr(4096, ALL).unwrap();
+    let mw = s.pd().alloc_mw(MwType::Two).unwrap();
+    let grant =
+        s.qp.bind_mw(&mw, &region, 1024..2048, Access::REMOTE_WRITE)
+            .await
+            .unwrap();
+    assert_eq!((grant.stag, grant.to, grant.len), (mw.stag(), 1024, 1024));
+
+    // Hand the window over in a Send; the client writes through it.
+    let cbox = c
+        .pd()
+        .alloc_mr(RemoteBuf::ENCODED_LEN, Access::LOCAL_WRITE)
+        .unwrap();
+    let (got, _) = tokio::join!(
+        c.qp.recv(&cbox),
+        s.qp.send(Bytes::copy_from_slice(&grant.encode()))
+    );
+    assert_eq!(got.unwrap().byte_len, 16);
+    let grant = RemoteBuf::decode(&cbox.read(..).unwrap()).unwrap();
+    c.qp.write(Bytes::from(pattern(1024, 4)), grant)
+        .await
+        .unwrap();
+
+    // "Done": the Send with Invalidate revokes the window on the server.
+    let sbox = s.pd().alloc_mr(16, Access::LOCAL_WRITE).unwrap();
+    let (got, sent) = tokio::join!(
+        s.qp.recv(&sbox),
+        c.qp.send_with_invalidate(Bytes::from_static(b"done"), grant.stag)
+    );
+    sent.unwrap();
+    let got = got.unwrap();
+    assert_eq!(got.invalidated, Some(grant.stag));
+    assert_eq!(sbox.read(..4).unwrap(), b"done");
+    assert_eq!(region.read(1024..2048).unwrap(), pattern(1024, 4));
+
+    // The window is unbound now: bind it again (next instance) to the same queue pair.
+    let again =
+        s.qp.bind_mw(&mw, &region, ..512, Access::REMOTE_READ)
+            .await
+            .unwrap();
+    assert_ne!(again.stag, grant.stag);
+    let sink = c.pd().alloc_mr(512, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(again, &sink).await.unwrap();
+    assert_eq!(sink.read(..).unwrap(), region.read(..512).unwrap());
+
+    // Writing through the old STag now ends the connection.
+    c.qp.write(Bytes::from_static(b"late"), grant)
+        .await
+        .unwrap();
+    assert!(matches!(s.qp.closed().await, QpEnd::Terminated(_)));
+}
+
+#[tokio::test]
+async fn fast_registration_on_the_send_queue() {
+    let (c, s) = pair().await;
+    let frmr = s.pd().alloc_fast_reg_mr(8192).unwrap();
+    assert_eq!((frmr.len(), frmr.fast_reg_max_len()), (0, Some(8192)));
+    let grant =
+        s.qp.fast_register(
+            &frmr,
+            0x5000,
+            4096,
+            Access::REMOTE_READ | Access::LOCAL_WRITE,
+        )
+        .await
+        .unwrap();
+    assert_eq!((grant.to, grant.len), (0x5000, 4096));
+    assert_eq!(
+        (frmr.stag(), frmr.len(), frmr.to()),
+        (grant.stag, 4096, 0x5000)
+    );
+    frmr.write(100, b"fast").unwrap();
+    let sink = c.pd().alloc_mr(4, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(grant.slice(100, 4), &sink).await.unwrap();
+    assert_eq!(sink.read(..).unwrap(), b"fast");
+
+    // Too long for the allocation: refused before posting, the queue pair lives on.
+    let err =
+        s.qp.fast_register(&frmr, 0, 8193, Access::REMOTE_READ)
+            .await
+            .unwrap_err();
+    assert!(matches!(err, verbs::WcError::Mem { .. }), "{err:?}");
+
+    // Invalidate, then re-register under the next instance.
+    s.qp.local_invalidate(frmr.stag()).await.unwrap();
+    let second =
+        s.qp.fast_register(&frmr, 0, 8192, Access::REMOTE_READ)
+            .await
+            .unwrap();
+    assert_eq!(
+        second.stag.instance(),
+        grant.stag.instance().wrapping_add(1)
+    );
+    let sink = c.pd().alloc_mr(4, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(second.slice(100, 4), &sink).await.unwrap();
+    assert_eq!(sink.read(..).unwrap(), b"fast", "same octets, new STag");
+}
