@@ -80,7 +80,8 @@ impl Srq {
     }
 }
 
-/// What a new queue pair is made of.
+/// What a new queue pair is made of. Start from [`QpInit::new`] and set fields (or use
+/// struct update syntax), so new fields do not break callers.
 #[derive(Clone, Debug)]
 pub struct QpInit {
     /// Its protection domain: it reaches only this domain's memory.
@@ -91,6 +92,10 @@ pub struct QpInit {
     pub recv_cq: Cq,
     /// A shared receive queue to draw on when its own receive queue is empty.
     pub srq: Option<Srq>,
+    /// Receives posted before the connection carries any data, so the peer's first Send
+    /// finds a buffer (the accepting side cannot post in between: the Initiator may send
+    /// as soon as it has the MPA Reply).
+    pub recvs: Vec<RecvWr>,
 }
 
 impl QpInit {
@@ -101,6 +106,7 @@ impl QpInit {
             send_cq: cq.clone(),
             recv_cq: cq.clone(),
             srq: None,
+            recvs: Vec::new(),
         }
     }
 }
@@ -156,7 +162,12 @@ impl Engine {
         sock: TcpStream,
         leftover: BytesMut,
     ) -> Result<Qp, ConnectError> {
-        let stream = Stream::new(self.stream_config(&sock, negotiated), negotiated);
+        let mut stream = Stream::new(self.stream_config(&sock, negotiated), negotiated);
+        for wr in init.recvs.iter().cloned() {
+            stream.post_recv(wr).map_err(|e| {
+                ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
+            })?;
+        }
         let qp = self.make_qp(&init, stream);
         crate::driver::spawn(qp.shared.clone(), sock, leftover);
         Ok(qp)

@@ -394,3 +394,58 @@ async fn per_request_futures_bypass_the_cq() {
     c.engine.shutdown().await;
     assert_eq!(s.qp.closed().await, QpEnd::Closed);
 }
+
+#[tokio::test]
+async fn receives_posted_at_accept_catch_the_first_send() {
+    let server = Engine::new(EngineConfig::default());
+    let client = Engine::new(EngineConfig::default());
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let (spd, scq) = (server.alloc_pd(), Cq::new(64));
+    let buf = server
+        .tpt()
+        .register(spd, vec![0; 64], Base::ZeroBased, ALL)
+        .unwrap();
+    let accept = {
+        let scq = scq.clone();
+        tokio::spawn(async move {
+            let mut init = QpInit::new(spd, &scq);
+            init.recvs = vec![RecvWr {
+                wr_id: 3,
+                sgl: vec![Sge {
+                    stag: buf,
+                    to: 0,
+                    len: 64,
+                }],
+            }];
+            listener
+                .accept()
+                .await
+                .unwrap()
+                .accept(init, b"")
+                .await
+                .unwrap()
+        })
+    };
+    let ccq = Cq::new(64);
+    let (qp, _) = client
+        .connect(addr, QpInit::new(client.alloc_pd(), &ccq), b"")
+        .await
+        .unwrap();
+    // Sent the moment the Reply arrived: the server's receive was already there.
+    qp.post_send(SendWr {
+        wr_id: 1,
+        op: SendOp::Send {
+            data: Payload::Bytes(Bytes::from_static(b"first")),
+            invalidate: None,
+        },
+        flags: SendFlags::SIGNALED,
+    })
+    .unwrap();
+    let _sqp = accept.await.unwrap();
+    let wc = next_ok(&scq).await;
+    assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (3, 5));
+}

@@ -437,12 +437,8 @@ fn one_gib_of_rdma_writes_verified_by_crc32c() {
             let engine = Engine::new(EngineConfig::default());
             let pd = engine.alloc_pd();
             let (send_cq, recv_cq) = (Cq::new(1024), Cq::new(64));
-            let init = QpInit {
-                pd,
-                send_cq: send_cq.clone(),
-                recv_cq: recv_cq.clone(),
-                srq: None,
-            };
+            let mut init = QpInit::new(pd, &send_cq);
+            init.recv_cq = recv_cq.clone();
             let (qp, private) = engine.connect(server_addr, init, b"").await.unwrap();
             let remote = RemoteBuf::decode(&private).unwrap();
             assert_eq!(remote.len as usize, REGION);

@@ -22,6 +22,8 @@ pub struct QpConfig {
     pub recv_cq: Cq,
     /// A shared receive queue to draw on when the queue pair's own receive queue is empty.
     pub srq: Option<Srq>,
+    /// Receives posted before the connection carries data (see [`QpConfig::recv`]).
+    pub recvs: Vec<RecvWr>,
 }
 
 impl QpConfig {
@@ -31,7 +33,17 @@ impl QpConfig {
             send_cq: cq.clone(),
             recv_cq: cq.clone(),
             srq: None,
+            recvs: Vec::new(),
         }
+    }
+
+    /// Posts `wr` before the connection carries any data. On the accepting side this is the
+    /// way to have a buffer ready for the peer's first Send, which may arrive as soon as
+    /// the peer has the MPA Reply (before [`Incoming::accept`](crate::Incoming::accept)
+    /// returns).
+    pub fn recv(mut self, wr: RecvWr) -> Self {
+        self.recvs.push(wr);
+        self
     }
 
     /// Receive-queue completions go to `cq` instead.
@@ -50,6 +62,7 @@ impl QpConfig {
         let mut init = QpInit::new(pd, &self.send_cq);
         init.recv_cq = self.recv_cq.clone();
         init.srq = self.srq.clone();
+        init.recvs = self.recvs.clone();
         init
     }
 }

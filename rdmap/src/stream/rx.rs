@@ -299,6 +299,24 @@ impl Stream {
             ),
         };
         if let Err(e) = check_untagged(u.msn, expected, u.mo, len, cap) {
+            if matches!(e, DdpError::TooLong | DdpError::InvalidMo) {
+                // The receive that was to take this message is too short: it completes
+                // with a local length error (verbs semantics), the rest is flushed.
+                let wr = match self.rx.current.take() {
+                    Some(c) => Some(c.wr),
+                    None => self.rx.recv.pop_front(),
+                };
+                if let Some(wr) = wr {
+                    let mut wc = Completion::new(
+                        wr.wr_id,
+                        Queue::Recv,
+                        WcOpcode::Recv,
+                        WcStatus::LocalLength,
+                    );
+                    wc.term = Some(TermCode::from_ddp(e));
+                    self.push_completion(wc);
+                }
+            }
             return self.fatal(TermCode::from_ddp(e), Some(ulpdu), None);
         }
         let cur = match self.rx.current.take() {

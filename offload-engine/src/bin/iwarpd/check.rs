@@ -40,12 +40,8 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
     let engine = Engine::new(cfg.engine_config());
     let pd = engine.alloc_pd();
     let (send_cq, recv_cq) = (Cq::new(4096), Cq::new(4096));
-    let init = QpInit {
-        pd,
-        send_cq: send_cq.clone(),
-        recv_cq: recv_cq.clone(),
-        srq: None,
-    };
+    let mut init = QpInit::new(pd, &send_cq);
+    init.recv_cq = recv_cq.clone();
     let (qp, private) = engine
         .connect(addr, init, b"iwarpd check")
         .await

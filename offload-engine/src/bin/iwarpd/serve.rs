@@ -192,12 +192,9 @@ async fn serve_conn(
     };
     let send_cq = Cq::new(256 + depth);
     let recv_cq = Cq::new(2 * depth + 16);
-    let init = QpInit {
-        pd,
-        send_cq: send_cq.clone(),
-        recv_cq: recv_cq.clone(),
-        srq: Some(srq.clone()),
-    };
+    let mut init = QpInit::new(pd, &send_cq);
+    init.recv_cq = recv_cq.clone();
+    init.srq = Some(srq.clone());
     let qp = inc
         .accept(init, &info.encode())
         .await

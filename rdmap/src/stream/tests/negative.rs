@@ -261,6 +261,12 @@ fn send_longer_than_the_buffer_is_ddp_too_long() {
     let before = fixture(&mut p);
     p.a.s.post_send(send(1, &[3; 65])).unwrap();
     p.drive();
+    let wcs = p.b.completions();
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        got,
+        vec![(901, WcStatus::LocalLength), (902, WcStatus::Flushed)]
+    );
     assert_terminated(&mut p, before, [0x12, 0x05], 0xc0);
 }
 
