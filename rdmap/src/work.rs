@@ -243,6 +243,23 @@ pub struct Bind {
     pub access: Access,
 }
 
+impl SendOp {
+    /// The opcode its completion reports.
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            Self::Send { .. } => WcOpcode::Send,
+            Self::Write { .. } => WcOpcode::Write,
+            Self::Read { .. } => WcOpcode::Read,
+            Self::Immediate { .. } => WcOpcode::Immediate,
+            Self::FetchAdd { .. } => WcOpcode::FetchAdd,
+            Self::CmpSwap { .. } => WcOpcode::CmpSwap,
+            Self::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
+            Self::FastRegister(_) => WcOpcode::FastRegister,
+            Self::Bind(_) => WcOpcode::Bind,
+        }
+    }
+}
+
 /// A send-queue work request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendWr {

@@ -17,21 +17,6 @@ use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::qp::Qp;
 
-/// The completion opcode of a send-queue operation.
-fn opcode(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send { .. } => WcOpcode::Send,
-        SendOp::Write { .. } => WcOpcode::Write,
-        SendOp::Read { .. } => WcOpcode::Read,
-        SendOp::Immediate { .. } => WcOpcode::Immediate,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        SendOp::CmpSwap { .. } => WcOpcode::CmpSwap,
-        SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
-        SendOp::FastRegister(_) => WcOpcode::FastRegister,
-        SendOp::Bind(_) => WcOpcode::Bind,
-    }
-}
-
 /// The outcome of a request whose completion was routed to `rx`.
 async fn finish(op: WcOpcode, rx: oneshot::Receiver<Completion>) -> Result<Completion, WcError> {
     match rx.await {
@@ -58,7 +43,7 @@ impl Qp {
     /// Not cancel safe: once first polled, the request is posted and runs even if the
     /// future is dropped; its completion is then discarded (it does not go to the CQ).
     pub async fn exec(&self, op: SendOp, flags: SendFlags) -> Result<Completion, WcError> {
-        let code = opcode(&op);
+        let code = op.wc_opcode();
         let wr = SendWr {
             wr_id: 0,
             op,

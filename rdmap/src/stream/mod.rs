@@ -208,7 +208,7 @@ impl Stream {
         match self.state {
             QpState::Closing => return Err(PostError::Closing),
             QpState::Error | QpState::Terminate | QpState::Idle => {
-                let opcode = tx::wc_opcode(&wr.op);
+                let opcode = wr.op.wc_opcode();
                 self.push_completion(Completion::new(
                     wr.wr_id,
                     Queue::Send,

@@ -185,7 +185,7 @@ impl TxState {
     fn start(&mut self, wr: &SendWr) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let mut wc = Completion::new(wr.wr_id, Queue::Send, wc_opcode(&wr.op), WcStatus::Success);
+        let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Success);
         wc.byte_len = match &wr.op {
             SendOp::Send { data, .. } | SendOp::Write { data, .. } => data.len().unwrap_or(0),
             SendOp::Read { src, .. } => src.len,
@@ -265,21 +265,6 @@ impl TxState {
             let seq = self.start(&wr);
             self.finish(seq, WcStatus::Flushed, None);
         }
-    }
-}
-
-/// The completion opcode of a send request.
-pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send { .. } => WcOpcode::Send,
-        SendOp::Write { .. } => WcOpcode::Write,
-        SendOp::Read { .. } => WcOpcode::Read,
-        SendOp::Immediate { .. } => WcOpcode::Immediate,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        SendOp::CmpSwap { .. } => WcOpcode::CmpSwap,
-        SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
-        SendOp::FastRegister(_) => WcOpcode::FastRegister,
-        SendOp::Bind(_) => WcOpcode::Bind,
     }
 }
 
