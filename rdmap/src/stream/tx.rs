@@ -12,13 +12,18 @@ use super::{QpState, Stream};
 use crate::memory::Memory;
 use crate::term::TermCode;
 use crate::wire::{
-    AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl, ReadRequestRepr,
-    TerminateRepr,
+    ATOMIC_REQUEST_LEN, AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl,
+    ReadRequestRepr, TERMINATE_MAX_LEN, TerminateRepr,
 };
 use crate::work::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
-/// Largest RDMAP header carried inline after a DDP header (the Atomic Request).
-const INLINE_MAX: usize = 72;
+/// Largest RDMAP header carried inline after a DDP header: the Atomic Request and the
+/// largest Terminate header are both 52 octets.
+const INLINE_MAX: usize = if ATOMIC_REQUEST_LEN > TERMINATE_MAX_LEN {
+    ATOMIC_REQUEST_LEN
+} else {
+    TERMINATE_MAX_LEN
+};
 /// STag of the zero-length RDMA Write RTR, as siw sends it (some hardware rejects STag 0).
 const RTR_WRITE_STAG: u32 = 1;
 
