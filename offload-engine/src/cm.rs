@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::engine::{Engine, QpInit};
+use crate::pcap::Tap;
 use crate::qp::Qp;
 
 /// Why a connection could not be set up.
@@ -62,16 +63,19 @@ impl From<io::Error> for ConnectError {
     }
 }
 
-/// Runs `hs` over `sock` until it yields an event that ends this phase.
+/// Runs `hs` over `sock` until it yields an event that ends this phase; `tap` records the
+/// octets written and read.
 async fn exchange(
     hs: &mut Handshake,
     sock: &mut TcpStream,
     rx: &mut BytesMut,
+    tap: &mut Tap,
 ) -> Result<HandshakeEvent, ConnectError> {
     let mut tx = BytesMut::new();
     loop {
         if hs.poll_transmit(&mut tx) {
             sock.write_all(&tx).await?;
+            tap.sent(&tx);
             tx.clear();
         }
         if let Some(ev) = hs.poll_event() {
@@ -90,8 +94,10 @@ async fn exchange(
             None => read.await?,
         };
         if n == 0 {
+            tap.received_fin();
             return Err(ConnectError::Closed);
         }
+        tap.received(rx.get(rx.len() - n..).unwrap_or_default());
         hs.handle_input(rx, Instant::now());
     }
 }
@@ -114,11 +120,15 @@ impl Engine {
         let mut hs = Handshake::initiator(cfg, private_data, Instant::now())
             .map_err(|e| ConnectError::Invalid(e.to_string()))?;
         let mut rx = BytesMut::new();
-        match exchange(&mut hs, &mut sock, &mut rx).await? {
+        let mut tap = self.tap(&sock, true);
+        match exchange(&mut hs, &mut sock, &mut rx, &mut tap).await? {
             HandshakeEvent::Established {
                 negotiated,
                 private_data,
-            } => Ok((self.start_qp(init, &negotiated, sock, rx)?, private_data)),
+            } => Ok((
+                self.start_qp(init, &negotiated, sock, rx, tap)?,
+                private_data,
+            )),
             HandshakeEvent::Rejected { private_data, .. } => {
                 Err(ConnectError::Rejected { private_data })
             }
@@ -126,7 +136,7 @@ impl Engine {
                 if let Some(n) = negotiated {
                     // FPDU mode began: tell the peer why with an MPA Terminate.
                     let code = rdmap::TermCode::llp(error.code());
-                    self.start_failed_qp(&init, &n, sock, code);
+                    self.start_failed_qp(&init, &n, sock, code, tap);
                 }
                 Err(ConnectError::Mpa(error))
             }
@@ -182,7 +192,8 @@ impl Engine {
         cfg.timeout = MpaConfig::RESPONDER_TIMEOUT.min(cfg.timeout);
         let mut hs = Handshake::responder(cfg, Instant::now());
         let mut rx = BytesMut::new();
-        match exchange(&mut hs, &mut sock, &mut rx).await? {
+        let mut tap = self.tap(&sock, false);
+        match exchange(&mut hs, &mut sock, &mut rx, &mut tap).await? {
             HandshakeEvent::Request(params) => Ok(Incoming {
                 engine: self.clone(),
                 sock,
@@ -190,6 +201,7 @@ impl Engine {
                 params,
                 hs,
                 rx,
+                tap,
             }),
             HandshakeEvent::Failed { error, .. } => Err(ConnectError::Mpa(error)),
             other => Err(ConnectError::Invalid(format!(
@@ -243,6 +255,7 @@ pub struct Incoming {
     params: PeerParams,
     hs: Handshake,
     rx: BytesMut,
+    tap: Tap,
 }
 
 impl Incoming {
@@ -269,9 +282,10 @@ impl Incoming {
     /// Accepts: sends the MPA Reply and returns the connected queue pair.
     pub async fn accept(mut self, init: QpInit, private_data: &[u8]) -> Result<Qp, ConnectError> {
         self.hs.accept(private_data).map_err(ConnectError::Mpa)?;
-        match exchange(&mut self.hs, &mut self.sock, &mut self.rx).await? {
+        match exchange(&mut self.hs, &mut self.sock, &mut self.rx, &mut self.tap).await? {
             HandshakeEvent::Established { negotiated, .. } => {
-                self.engine.start_qp(init, &negotiated, self.sock, self.rx)
+                self.engine
+                    .start_qp(init, &negotiated, self.sock, self.rx, self.tap)
             }
             HandshakeEvent::Failed { error, .. } => Err(ConnectError::Mpa(error)),
             other => Err(ConnectError::Invalid(format!(
@@ -286,8 +300,10 @@ impl Incoming {
         let mut tx = BytesMut::new();
         if self.hs.poll_transmit(&mut tx) {
             self.sock.write_all(&tx).await?;
+            self.tap.sent(&tx);
         }
         self.sock.shutdown().await?;
+        self.tap.sent_fin();
         Ok(())
     }
 }

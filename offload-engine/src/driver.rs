@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::pcap::Tap;
 use crate::qp::Shared;
 
 /// Octets queued for the socket before the driver stops asking the stream for more.
@@ -23,12 +24,12 @@ const RX_CHUNK: usize = 64 * 1024;
 const LINGER: Duration = Duration::from_secs(2);
 
 /// Runs the connection until it ends. `leftover` holds octets that arrived together with
-/// the MPA handshake and belong to FPDU mode.
-pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut) {
+/// the MPA handshake and belong to FPDU mode (`tap` has recorded them already).
+pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut, mut tap: Tap) {
     let span = tracing::debug_span!("qp", qp = %shared.num, peer = ?sock.peer_addr().ok());
     tokio::spawn(
         async move {
-            let result = run(&shared, &sock, leftover).await;
+            let result = run(&shared, &sock, leftover, &mut tap).await;
             // Whatever happened, the stream ends flushed; the socket closes on drop.
             let mut core = shared.lock();
             if let Err(e) = result {
@@ -46,13 +47,15 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut) {
             if released > 0 {
                 tracing::debug!(released, "unbound type 2 windows");
             }
+            // The capture ends (FIN, last ACKs, flushed) before anyone learns of the end.
+            drop(tap);
             shared.ended.send_replace(Some(end));
         }
         .instrument(span),
     );
 }
 
-async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<()> {
+async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut, tap: &mut Tap) -> io::Result<()> {
     let mut out = Transmit::new();
     let mut eof = false;
     let mut shut_down = false;
@@ -92,6 +95,7 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
         if done && out.is_empty() && !shut_down {
             shut_down = true;
             shutdown_write(sock);
+            tap.sent_fin();
             linger_until = Some(Instant::now() + LINGER);
         }
         let timer = match (deadline, linger_until) {
@@ -104,8 +108,11 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
                 r?;
                 rx.reserve(RX_CHUNK);
                 match sock.try_read_buf(&mut rx) {
-                    Ok(0) => eof = true,
-                    Ok(_) => {}
+                    Ok(0) => {
+                        eof = true;
+                        tap.received_fin();
+                    }
+                    Ok(n) => tap.received(rx.get(rx.len() - n..).unwrap_or_default()),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
@@ -116,6 +123,7 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
                 let n = out.chunks_vectored(&mut slices);
                 match sock.try_write_vectored(&slices[..n]) {
                     Ok(written) => {
+                        record_written(tap, &slices[..n], written);
                         out.advance(written);
                         let mut core = shared.lock();
                         core.stream.handle_written(written);
@@ -136,6 +144,18 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
                 shared.dispatch(&mut core);
             }
         }
+    }
+}
+
+/// Records the first `written` octets of `slices` in the capture.
+fn record_written(tap: &mut Tap, slices: &[IoSlice<'_>], mut written: usize) {
+    for s in slices {
+        if written == 0 {
+            break;
+        }
+        let take = written.min(s.len());
+        tap.sent(s.get(..take).unwrap_or_default());
+        written -= take;
     }
 }
 

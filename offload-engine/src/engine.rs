@@ -15,6 +15,7 @@ use tokio::sync::{Notify, watch};
 use crate::cm::ConnectError;
 use crate::cq::Cq;
 use crate::net::SocketOptions;
+use crate::pcap::{CaptureTap, Tap};
 use crate::qp::{Core, Qp, QpNum, Shared};
 use crate::tpt::{PdId, QpId, Tpt};
 
@@ -32,6 +33,9 @@ pub struct EngineConfig {
     pub socket: SocketOptions,
     /// How long a TCP connect may take.
     pub connect_timeout: Duration,
+    /// Where to write a pcapng of every connection (`None`: no capture). See
+    /// [`CaptureTap`] for what the capture holds.
+    pub pcap: Option<CaptureTap>,
 }
 
 impl Default for EngineConfig {
@@ -45,6 +49,7 @@ impl Default for EngineConfig {
             stream,
             socket: SocketOptions::default(),
             connect_timeout: Duration::from_secs(10),
+            pcap: None,
         }
     }
 }
@@ -138,6 +143,14 @@ impl Engine {
         }
     }
 
+    /// The capture of a new connection on `sock` (nothing without a tap).
+    pub(crate) fn tap(&self, sock: &TcpStream, initiator: bool) -> Tap {
+        match &self.inner.cfg.pcap {
+            Some(t) => t.connection(sock, initiator),
+            None => Tap::off(),
+        }
+    }
+
     /// Its settings.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.cfg
@@ -161,6 +174,7 @@ impl Engine {
         negotiated: &Negotiated,
         sock: TcpStream,
         leftover: BytesMut,
+        tap: Tap,
     ) -> Result<Qp, ConnectError> {
         let mut stream = Stream::new(self.stream_config(&sock, negotiated), negotiated);
         for wr in init.recvs.iter().cloned() {
@@ -169,7 +183,7 @@ impl Engine {
             })?;
         }
         let qp = self.make_qp(&init, stream);
-        crate::driver::spawn(qp.shared.clone(), sock, leftover);
+        crate::driver::spawn(qp.shared.clone(), sock, leftover, tap);
         Ok(qp)
     }
 
@@ -181,10 +195,11 @@ impl Engine {
         negotiated: &Negotiated,
         sock: TcpStream,
         code: TermCode,
+        tap: Tap,
     ) {
         let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
         let qp = self.make_qp(init, stream);
-        crate::driver::spawn(qp.shared, sock, BytesMut::new());
+        crate::driver::spawn(qp.shared, sock, BytesMut::new(), tap);
     }
 
     fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {

@@ -28,6 +28,7 @@ mod cq;
 mod driver;
 mod engine;
 mod net;
+mod pcap;
 mod qp;
 pub mod tpt;
 
@@ -35,5 +36,6 @@ pub use cm::{ConnectError, Incoming, Listener};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
 pub use net::SocketOptions;
+pub use pcap::CaptureTap;
 pub use qp::{NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use rdmap;

@@ -1,9 +1,11 @@
 //! [`DeviceConfig`]: the settings a [`Device`](crate::Device) is opened with.
 
+use std::io;
+use std::path::Path;
 use std::time::Duration;
 
 use mpa::RtrFlags;
-use offload_engine::EngineConfig;
+use offload_engine::{CaptureTap, EngineConfig};
 
 /// Settings of a [`Device`](crate::Device): the engine's configuration, with setters for
 /// the knobs applications change most.
@@ -136,6 +138,15 @@ impl DeviceConfig {
         self.engine.socket.nodelay = on;
         self
     }
+
+    /// Capture every connection of the device to a pcapng file at `path` (created now,
+    /// truncated if it exists), for Wireshark/tshark: synthesized Ethernet/IP/TCP headers
+    /// around the exact MPA octets sent and received (see
+    /// [`CaptureTap`](offload_engine::CaptureTap)). Fails if the file cannot be created.
+    pub fn pcap(mut self, path: impl AsRef<Path>) -> io::Result<Self> {
+        self.engine.pcap = Some(CaptureTap::create(path)?);
+        Ok(self)
+    }
 }
 
 impl From<EngineConfig> for DeviceConfig {
@@ -174,6 +185,24 @@ mod tests {
         assert_eq!(e.stream.close_timeout, Duration::from_millis(7));
         assert_eq!(e.socket.send_buffer, Some(1 << 20));
         assert!(!e.socket.nodelay);
+    }
+
+    #[test]
+    fn pcap_creates_the_capture_file() {
+        let path = std::env::temp_dir().join(format!("verbs-pcap-{}.pcapng", std::process::id()));
+        let cfg = DeviceConfig::new().pcap(&path).unwrap();
+        let tap = cfg.engine().pcap.as_ref().expect("a tap");
+        assert_eq!(tap.path(), Some(path.as_path()));
+        let head = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        // A pcapng Section Header Block starts the file.
+        assert_eq!(head.get(..4), Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]));
+        assert!(
+            DeviceConfig::new()
+                .pcap("/nonexistent-dir/x.pcapng")
+                .is_err()
+        );
+        assert!(DeviceConfig::new().engine().pcap.is_none());
     }
 
     #[test]

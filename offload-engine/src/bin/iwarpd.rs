@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! iwarpd --listen 0.0.0.0:4791 [--config /etc/iwarpd.conf]     # serve
+//! iwarpd --listen 0.0.0.0:4791 --pcap /tmp/iwarpd.pcapng     # serve, capturing to pcapng
 //! iwarpd check HOST:4791 [--size 1M] [--count 64]               # exercise a daemon
 //! ```
 //!

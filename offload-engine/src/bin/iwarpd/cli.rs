@@ -185,6 +185,11 @@ mod tests {
         let cfg = a.config().unwrap();
         assert_eq!(cfg.listen, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!((cfg.buffer_size, cfg.crc), (1 << 20, false));
+        let a = parse("--listen 127.0.0.1:0 --pcap /tmp/x.pcapng").unwrap();
+        assert_eq!(
+            a.config().unwrap().pcap,
+            Some(PathBuf::from("/tmp/x.pcapng"))
+        );
     }
 
     #[test]

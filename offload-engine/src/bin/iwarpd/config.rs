@@ -15,9 +15,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use offload_engine::EngineConfig;
+use offload_engine::{CaptureTap, EngineConfig};
 use tracing_subscriber::EnvFilter;
 
 /// Every key: name, what it means.
@@ -52,6 +53,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     (
         "log",
         "log filter when RUST_LOG is unset, e.g. info or offload_engine=debug",
+    ),
+    (
+        "pcap",
+        "write a pcapng of every connection to this file (for Wireshark/tshark)",
     ),
 ];
 
@@ -91,6 +96,8 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     /// Log filter used when RUST_LOG is unset; `None` = the mode's default.
     pub(crate) log: Option<String>,
+    /// Capture file of every connection (`None`: no capture).
+    pub(crate) pcap: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -109,6 +116,7 @@ impl Default for Config {
             p2p: false,
             connect_timeout: Duration::from_secs(10),
             log: None,
+            pcap: None,
         }
     }
 }
@@ -249,6 +257,7 @@ impl Config {
                 })?;
                 self.log = Some(value.to_owned());
             }
+            "pcap" => self.pcap = Some(PathBuf::from(value)),
             _ => {
                 return Err(err(format!(
                     "unknown setting `{key}`; the known ones are: {}",
@@ -259,7 +268,17 @@ impl Config {
         Ok(())
     }
 
-    /// The engine settings these values ask for.
+    /// The engine settings, with the capture file created when `pcap` is set.
+    pub(crate) fn engine(&self) -> Result<EngineConfig, String> {
+        let mut cfg = self.engine_config();
+        if let Some(path) = &self.pcap {
+            let tap = CaptureTap::create(path).map_err(|e| format!("cannot capture: {e}"))?;
+            cfg.pcap = Some(tap);
+        }
+        Ok(cfg)
+    }
+
+    /// The engine settings these values ask for (without the capture file).
     pub(crate) fn engine_config(&self) -> EngineConfig {
         let mut cfg = EngineConfig::default();
         cfg.mpa.rev = self.mpa_revision;
@@ -332,7 +351,8 @@ mod tests {
              ord = 0\n\
              p2p = true\n\
              connect_timeout = 3\n\
-             log = offload_engine=debug\n",
+             log = offload_engine=debug\n\
+             pcap = /tmp/iwarpd.pcapng\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
@@ -345,6 +365,7 @@ mod tests {
         assert_eq!((c.mpa_revision, c.ird, c.ord), (1, 4, 0));
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
         assert_eq!(c.log.as_deref(), Some("offload_engine=debug"));
+        assert_eq!(c.pcap, Some(PathBuf::from("/tmp/iwarpd.pcapng")));
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));
         assert_eq!((e.mpa.ird, e.mpa.ord, e.mpa.p2p), (4, 0, true));
@@ -360,10 +381,12 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(c, expect);
+        // A key without a default (pcap) is shown commented out.
         for (key, _) in KEYS {
-            let set = include_str!("iwarpd.conf")
-                .lines()
-                .any(|l| l.split('=').next().is_some_and(|k| k.trim() == *key));
+            let set = include_str!("iwarpd.conf").lines().any(|l| {
+                let l = l.trim_start_matches(['#', ' ']);
+                l.split('=').next().is_some_and(|k| k.trim() == *key)
+            });
             assert!(set, "the example shows `{key}`");
         }
     }

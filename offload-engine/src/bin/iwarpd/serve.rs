@@ -35,7 +35,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
-    let engine = Engine::new(cfg.engine_config());
+    let engine = Engine::new(cfg.engine()?);
     let listener = engine.listen(addr).await.map_err(|e| {
         format!("cannot listen on {addr}: {e} (is the port in use, or the address not local?)")
     })?;
