@@ -6,9 +6,13 @@
 //!   data, register, RDMA Write, RDMA Read back and verify, Send/Recv ping-pong, with the
 //!   measured throughput. `cargo run --release -p examples --bin demo -- --help`.
 //!
-//! Still to come: `iwarp-rping` and the perftest-style `iwperf`.
+//! * `iwarp-rping`: rdma-core's `rping` on this stack, interoperating with `rping` on
+//!   Linux siw in both roles (see [`rping`]). `iwarp-rping --help`.
+//!
+//! Still to come: the perftest-style `iwperf`.
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod rping;
 
 pub use verbs;

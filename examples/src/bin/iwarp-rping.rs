@@ -1,0 +1,59 @@
+//! `iwarp-rping`: rdma-core's `rping` on this stack; interoperates with `rping` on Linux
+//! siw in both roles.
+//!
+//! ```text
+//! iwarp-rping -s [-a ADDR] [-p PORT] [-C COUNT] [-v] [-P] [--crc] [--p2p] [-d]
+//! iwarp-rping -c -a ADDR [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [--crc] [--p2p]
+//!             [--first-delay MS] [-d]
+//! ```
+//!
+//! The protocol and the options are described in [`examples::rping`]; `--help` lists them.
+//! Exit status: 0 on success, 1 on a failed run, 2 on a bad command line.
+
+use examples::rping::{self, Opts, Role, opts::HELP};
+use verbs::Device;
+
+#[tokio::main]
+async fn main() {
+    let opts = match Opts::parse(std::env::args().skip(1)) {
+        Ok(Some(o)) => o,
+        Ok(None) => return println!("{HELP}"),
+        Err(e) => {
+            eprintln!("iwarp-rping: {e}");
+            std::process::exit(2);
+        }
+    };
+    if opts.debug {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("debug"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let result = match opts.role {
+        Role::Client => rping::run_client(&opts).await.map(|s| {
+            println!(
+                "iwarp-rping: client done: {} pings, {} verified",
+                s.pings, s.verified
+            );
+        }),
+        Role::Server => serve(&opts).await,
+    };
+    if let Err(e) = result {
+        eprintln!("iwarp-rping: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve(opts: &Opts) -> Result<(), rping::Error> {
+    let dev = Device::open(opts.device_config());
+    let listener = dev.listen(opts.socket_addr()).await?;
+    println!("iwarp-rping: listening on {}", listener.local_addr());
+    let s = rping::serve(&dev, &listener, opts).await?;
+    println!(
+        "iwarp-rping: server done: {} connection(s), {} pings",
+        s.connections, s.pings
+    );
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Unit tests of the rping helpers, and both roles against each other over loopback.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use verbs::Device;
+
+use super::*;
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn rdma_info_is_rpings_big_endian_struct() {
+    let info = RdmaInfo {
+        buf: 0x0000_7f00_dead_1000,
+        rkey: 0x4309_4a00,
+        size: 64,
+    };
+    let wire = [
+        0x00, 0x00, 0x7f, 0x00, 0xde, 0xad, 0x10, 0x00, 0x43, 0x09, 0x4a, 0x00, 0, 0, 0, 64,
+    ];
+    assert_eq!(info.encode(), wire);
+    assert_eq!(RdmaInfo::decode(&wire), Some(info));
+    assert_eq!(RdmaInfo::decode(&wire[..15]), None, "short advertisement");
+    let r = info.remote();
+    assert_eq!(
+        (r.stag.to_u32(), r.to, r.len),
+        (0x4309_4a00, 0x7f00_dead_1000, 64)
+    );
+    assert_eq!(RdmaInfo::from_remote(r), info);
+}
+
+#[test]
+fn ping_buffer_matches_rping_and_the_probe() {
+    // The bytes of iwarp_probe.py's rping_buffer(64) (ping 0, pattern from 'A').
+    let b = ping_buffer(0, 64);
+    assert_eq!(b.len(), 64);
+    assert!(b.starts_with(b"rdma-ping-0: ABCDEFG"));
+    assert_eq!(b[63], 0);
+    assert_eq!(b[62], b'A' + 62 - 13);
+    // Ping 1 starts one letter later; the pattern wraps from 'z' to 'A'.
+    assert!(ping_buffer(1, 32).starts_with(b"rdma-ping-1: BCD"));
+    let long = ping_buffer(0, 200);
+    let z = long.iter().position(|&c| c == b'z').unwrap();
+    assert_eq!(long[z + 1], b'A');
+    assert_eq!(
+        c_str(&b),
+        "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"
+    );
+    // A buffer shorter than the prefix is truncated and still NUL-terminated.
+    assert_eq!(ping_buffer(123_456, 8), b"rdma-pi\0");
+}
+
+#[test]
+fn command_line() {
+    let o = Opts::parse(args(
+        "-c -a 10.231.0.11 -C 10 -V -v -S 100 --crc --p2p --first-delay 0",
+    ))
+    .unwrap()
+    .unwrap();
+    assert_eq!(o.role, Role::Client);
+    assert_eq!(o.socket_addr().to_string(), "10.231.0.11:7174");
+    assert_eq!(
+        (o.count, o.size, o.validate, o.verbose),
+        (10, 100, true, true)
+    );
+    assert!(o.crc && o.p2p && o.first_delay.is_zero());
+    let e = o.device_config();
+    assert_eq!(
+        (e.engine().mpa.rev, e.engine().mpa.ird, e.engine().mpa.ord),
+        (2, 1, 1)
+    );
+    assert!(e.engine().mpa.crc && e.engine().mpa.p2p);
+
+    let s = Opts::parse(args("-s -p 9000 -P")).unwrap().unwrap();
+    assert_eq!(s.socket_addr().to_string(), "0.0.0.0:9000");
+    assert!(s.persistent && !s.crc);
+    assert_eq!(s.first_delay, Duration::from_millis(200));
+    assert!(!s.device_config().engine().mpa.crc, "CRC off unless --crc");
+
+    assert_eq!(Opts::parse(args("-h")).unwrap(), None);
+    assert!(Opts::parse(args("-c")).is_err(), "client without -a");
+    assert!(Opts::parse(args("-a 1.2.3.4")).is_err(), "no role");
+    assert!(
+        Opts::parse(args("-c -a 1.2.3.4 -S 22")).is_err(),
+        "too small"
+    );
+    assert!(
+        Opts::parse(args("-c -a 1.2.3.4 -S 65536")).is_err(),
+        "too large"
+    );
+    assert!(Opts::parse(args("-c -a nowhere")).is_err());
+    assert!(
+        Opts::parse(args("-c -a 1.2.3.4 -C")).is_err(),
+        "missing value"
+    );
+    assert!(Opts::parse(args("-c -a 1.2.3.4 -x")).is_err());
+}
+
+async fn loopback(client: Opts, server: Opts) -> (client::ClientStats, server::ServerStats) {
+    let dev = Device::open(server.device_config());
+    let listener = dev
+        .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0).into())
+        .await
+        .unwrap();
+    let port = listener.local_addr().port();
+    let srv = tokio::spawn(async move { serve(&dev, &listener, &server).await.unwrap() });
+    let client = Opts { port, ..client };
+    let c = run_client(&client).await.unwrap();
+    (c, srv.await.unwrap())
+}
+
+#[tokio::test]
+async fn client_and_server_ping_over_loopback() {
+    let client = Opts::parse(args("-c -a 127.0.0.1 -C 5 -V -S 1000 --first-delay 0"))
+        .unwrap()
+        .unwrap();
+    let server = Opts::parse(args("-s -a 127.0.0.1")).unwrap().unwrap();
+    let (c, s) = loopback(client, server).await;
+    assert_eq!((c.pings, c.verified), (5, 5));
+    assert_eq!((s.connections, s.pings), (1, 5));
+}
+
+#[tokio::test]
+async fn crc_and_peer_to_peer_over_loopback() {
+    let client = Opts::parse(args("-c -a 127.0.0.1 -C 3 -V --crc --p2p"))
+        .unwrap()
+        .unwrap();
+    let server = Opts::parse(args("-s -a 127.0.0.1 --crc --p2p"))
+        .unwrap()
+        .unwrap();
+    let (c, s) = loopback(client, server).await;
+    assert_eq!((c.pings, c.verified), (3, 3));
+    assert_eq!(s.pings, 3);
+}

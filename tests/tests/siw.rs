@@ -1,0 +1,303 @@
+//! Live interop with the Linux kernel's soft-iWARP driver (siw) running `rping` in the lab
+//! VM (`lab/siw`, see its README): our `iwarp-rping` as the client of siw's `rping -s`
+//! (CRC off, CRC on, peer-to-peer) and as the server of siw's `rping -c`.
+//!
+//! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
+//! `siw.ko` and an initramfs). Without `IWARP_SIW_LAB=1` every test prints
+//! `SKIPPED: set IWARP_SIW_LAB=1 ...` and passes.
+//!
+//! ```text
+//! sudo IWARP_SIW_LAB=1 CARGO_TARGET_DIR=/tmp/target-siw \
+//!     cargo test -p tests --test siw -- --test-threads=1 --nocapture
+//! ```
+//!
+//! The test builds the tool itself with
+//! `cargo build -p examples --bin iwarp-rping` (same `CARGO_TARGET_DIR`, the binary is then
+//! `$CARGO_TARGET_DIR/debug/iwarp-rping`; without the variable, `<workspace>/target`).
+//! Settings (environment): `IWARP_SIW_LAB_SCRIPT` (default
+//! `/work/shared/lab/siw/run-lab.sh`), `LAB_CACHE` (default `/var/tmp/siw-lab-cache`,
+//! the lab's cache must be writable) and `LAB_CAPTURES` (default
+//! `/var/tmp/siw-lab-captures`). The lab is `run-lab.sh serve SECS PARAMS CMD`, started in
+//! its own process group and stopped (SIGTERM to the group, so its EXIT trap stops the VM
+//! and removes the netns; then `run-lab.sh net-down`) on every path, panics included.
+//! The tests share the netns `iwlab`, so they hold a lock and run one at a time.
+
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const VM1: &str = "10.231.0.11";
+const HOST: &str = "10.231.0.1";
+const NETNS: &str = "iwlab";
+/// The lab's cache when `LAB_CACHE` is unset (the lab's own default may be read-only).
+const DEFAULT_CACHE: &str = "/var/tmp/siw-lab-cache";
+/// The longest the lab may take to build and boot vm1.
+const BOOT_LIMIT: Duration = Duration::from_secs(600);
+/// The longest one `iwarp-rping` run may take.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// One lab at a time: they share the netns and the addresses.
+static LAB_LOCK: Mutex<()> = Mutex::new(());
+
+fn enabled() -> bool {
+    if std::env::var("IWARP_SIW_LAB").as_deref() == Ok("1") {
+        return true;
+    }
+    println!(
+        "SKIPPED: set IWARP_SIW_LAB=1 (as root) to run rping against Linux siw in the qemu lab"
+    );
+    false
+}
+
+fn lab_script() -> String {
+    std::env::var("IWARP_SIW_LAB_SCRIPT")
+        .unwrap_or_else(|_| "/work/shared/lab/siw/run-lab.sh".to_owned())
+}
+
+fn lab_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(lab_script());
+    cmd.args(args);
+    for (var, default) in [
+        ("LAB_CACHE", DEFAULT_CACHE),
+        ("LAB_CAPTURES", "/var/tmp/siw-lab-captures"),
+    ] {
+        if std::env::var_os(var).is_none() {
+            cmd.env(var, default);
+        }
+    }
+    cmd
+}
+
+/// Builds `iwarp-rping` and returns its path.
+fn rping_binary() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_path_buf();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "-p", "examples", "--bin", "iwarp-rping"])
+        .current_dir(&root)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build -p examples --bin iwarp-rping failed"
+    );
+    target.join("debug").join("iwarp-rping")
+}
+
+/// A running `run-lab.sh serve`; dropping it stops the lab.
+struct Lab {
+    child: Child,
+    /// Lines of the lab's stderr, as they come.
+    lines: mpsc::Receiver<String>,
+}
+
+impl Lab {
+    /// Starts `run-lab.sh serve SECS PARAMS CMD` and waits until vm1 serves.
+    fn serve(secs: u32, params: &str, cmd: Option<&str>) -> Self {
+        let secs = secs.to_string();
+        let mut args = vec!["serve", secs.as_str(), params];
+        args.extend(cmd);
+        let mut child = lab_command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("start run-lab.sh serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("  lab| {line}");
+                // After the test stopped listening, keep draining so the lab never blocks
+                // on a full pipe.
+                let _ = tx.send(line);
+            }
+        });
+        let lab = Self { child, lines };
+        lab.wait_for("is serving", BOOT_LIMIT);
+        lab
+    }
+
+    fn wait_for(&self, needle: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(e) => panic!("the lab never printed {needle:?} ({e:?})"),
+            }
+        }
+    }
+}
+
+impl Lab {
+    /// Waits (at most `limit`) for the lab to end by itself (vm1 powered off) and returns
+    /// vm1's console log.
+    fn wait_vm_exit(&mut self, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let cache = std::env::var("LAB_CACHE").unwrap_or_else(|_| DEFAULT_CACHE.to_owned());
+        let log = std::fs::read(PathBuf::from(cache).join("run/vm1/console.log")).ok()?;
+        Some(String::from_utf8_lossy(&log).into_owned())
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let pgid = self.child.id().to_string();
+        // SIGTERM to the lab's own process group: run-lab.sh's EXIT trap stops the VM
+        // and removes the netns.
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{pgid}")])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .status();
+            let _ = self.child.wait();
+        }
+        let _ = lab_command(&["net-down"]).status();
+    }
+}
+
+/// Our `iwarp-rping -s`, killed (by its pid) if the test fails before it finished.
+struct Server(Option<Child>);
+
+impl Server {
+    fn wait(mut self) -> Output {
+        let child = self.0.take().expect("waited once");
+        child.wait_with_output().expect("wait for iwarp-rping -s")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `iwarp-rping ARGS` inside the lab's netns with a time limit.
+fn rping_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
+    let mut cmd = Command::new("timeout");
+    cmd.arg(RUN_LIMIT.as_secs().to_string())
+        .args(["ip", "netns", "exec", NETNS])
+        .arg(bin)
+        .args(args);
+    let out = cmd.output().expect("run iwarp-rping");
+    println!("$ ip netns exec {NETNS} iwarp-rping {}", args.join(" "));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// Our client against siw's `rping -s` (vm1) with siw module parameters `params`.
+fn client_against_siw(params: &str, extra: &[&str]) {
+    if !enabled() {
+        return;
+    }
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = rping_binary();
+    let _lab = Lab::serve(240, params, None);
+    // rping needs a moment after READY to reach rdma_listen().
+    std::thread::sleep(Duration::from_secs(2));
+    let mut args = vec!["-c", "-a", VM1, "-C", "10", "-V", "-v"];
+    args.extend_from_slice(extra);
+    let out = rping_in_netns(&bin, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "iwarp-rping -c failed: {out:?}");
+    assert!(
+        stdout.contains("client done: 10 pings, 10 verified"),
+        "unexpected output: {stdout}"
+    );
+    assert_eq!(stdout.matches("ping data: rdma-ping-").count(), 10);
+}
+
+#[test]
+fn our_client_siw_server_crc_off() {
+    client_against_siw("", &[]);
+}
+
+#[test]
+fn our_client_siw_server_crc_on() {
+    client_against_siw("mpa_crc_required=1", &["--crc"]);
+}
+
+#[test]
+fn our_client_siw_server_peer_to_peer() {
+    client_against_siw("peer_to_peer=1", &["--p2p"]);
+}
+
+#[test]
+fn siw_client_our_server() {
+    if !enabled() {
+        return;
+    }
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = rping_binary();
+    // The netns first, so our server listens before siw's rping connects.
+    assert!(lab_command(&["net-up"]).status().expect("net-up").success());
+    let server = {
+        let mut cmd = Command::new("timeout");
+        cmd.arg(RUN_LIMIT.as_secs().to_string())
+            .args(["ip", "netns", "exec", NETNS])
+            .arg(&bin)
+            .args(["-s", "-a", HOST, "-v"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Server(Some(cmd.spawn().expect("start iwarp-rping -s")))
+    };
+    let mut lab = Lab::serve(
+        240,
+        "",
+        Some(&format!("sleep 5; rping -c -a {HOST} -v -V -C 3")),
+    );
+    let out = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    // siw's rping exits after its pings; the VM then powers off and the lab returns.
+    let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
+    drop(lab);
+    assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
+    assert!(
+        stdout.contains("server done: 1 connection(s), 3 pings"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
+    let console = vm_exit.expect("the VM's console log");
+    assert!(
+        console.contains("LAB[vm1] EXIT rc=0"),
+        "siw's rping -c did not exit 0:\n{console}"
+    );
+    assert_eq!(
+        console.matches("ping data: rdma-ping-").count(),
+        3,
+        "{console}"
+    );
+}
