@@ -176,11 +176,17 @@ impl Qp {
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        if wr.wr_id & NOTIFY_BIT != 0 {
+            return Err(PostError::ReservedWrId);
+        }
         self.post(|s| s.post_send(wr))
     }
 
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        if wr.wr_id & NOTIFY_BIT != 0 {
+            return Err(PostError::ReservedWrId);
+        }
         self.post(|s| s.post_recv(wr))
     }
 
@@ -199,7 +205,7 @@ impl Qp {
         let (id, rx) = self.register_waiter(Queue::Send);
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
-        self.post_send(wr)
+        self.post(|s| s.post_send(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
         Ok(rx)
     }
@@ -212,7 +218,7 @@ impl Qp {
     ) -> Result<oneshot::Receiver<Completion>, PostError> {
         let (id, rx) = self.register_waiter(Queue::Recv);
         wr.wr_id = id;
-        self.post_recv(wr)
+        self.post(|s| s.post_recv(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Recv, id))?;
         Ok(rx)
     }

@@ -449,3 +449,19 @@ async fn receives_posted_at_accept_catch_the_first_send() {
     let wc = next_ok(&scq).await;
     assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (3, 5));
 }
+
+#[tokio::test]
+async fn reserved_work_request_ids_are_refused() {
+    let (c, _s) = pair(EngineConfig::default()).await;
+    let wr = SendWr {
+        wr_id: offload_engine::NOTIFY_BIT | 1,
+        op: SendOp::Send {
+            data: Payload::Bytes(Bytes::new()),
+            invalidate: None,
+        },
+        flags: SendFlags::SIGNALED,
+    };
+    let err = c.qp.post_send(wr).unwrap_err();
+    assert_eq!(err, rdmap::PostError::ReservedWrId);
+    assert!(err.to_string().contains("below 2^63"));
+}

@@ -91,7 +91,8 @@ impl Drop for Inner {
 ///   never wait and fail fast ([`PostError::QueueFull`], [`PostError::Closing`]);
 ///   completions of signaled requests (and of every failed one) go to the completion
 ///   queues of the [`QpConfig`]. Work request ids with the top bit set
-///   ([`offload_engine::NOTIFY_BIT`]) are reserved for the async methods.
+///   ([`offload_engine::NOTIFY_BIT`]) are reserved for the async methods and refused
+///   ([`PostError::ReservedWrId`]).
 /// * **Async methods** ([`send`](Self::send), [`write`](Self::write),
 ///   [`read`](Self::read), [`recv`](Self::recv), ...): each posts one request whose
 ///   completion goes to the returned future, **not** to a completion queue.

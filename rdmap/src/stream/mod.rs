@@ -118,6 +118,10 @@ pub enum PostError {
     QueueFull,
     /// The stream is closing; new send work is not accepted.
     Closing,
+    /// The work request id lies in a range the layer above reserves for itself (the
+    /// engine keeps ids with the top bit set for requests whose completion goes to a
+    /// future).
+    ReservedWrId,
 }
 
 impl core::fmt::Display for PostError {
@@ -125,6 +129,10 @@ impl core::fmt::Display for PostError {
         match self {
             Self::QueueFull => f.write_str("queue full: wait for completions before posting more"),
             Self::Closing => f.write_str("the queue pair is closing and takes no new send work"),
+            Self::ReservedWrId => f.write_str(
+                "work request ids with the top bit set are reserved for the per-request \
+                 futures: use ids below 2^63",
+            ),
         }
     }
 }
