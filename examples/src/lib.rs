@@ -9,10 +9,12 @@
 //! * `iwarp-rping`: rdma-core's `rping` on this stack, interoperating with `rping` on
 //!   Linux siw in both roles (see [`rping`]). `iwarp-rping --help`.
 //!
-//! Still to come: the perftest-style `iwperf`.
+//! * `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R`, interoperating with
+//!   perftest on Linux siw (see [`perf`]). `iwperf --help`.
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod perf;
 pub mod rping;
 
 pub use verbs;

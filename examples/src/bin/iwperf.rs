@@ -1,0 +1,44 @@
+//! `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R` on this iWARP stack,
+//! interoperating with perftest on Linux siw. `iwperf --help`.
+
+use examples::perf::{self, Opts, opts::HELP};
+use verbs::Device;
+
+#[tokio::main]
+async fn main() {
+    let opts = match Opts::parse(std::env::args().skip(1)) {
+        Ok(Some(o)) => o,
+        Ok(None) => return println!("{HELP}"),
+        Err(e) => {
+            eprintln!("iwperf: {e}");
+            std::process::exit(2);
+        }
+    };
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let result = if opts.server.is_some() {
+        perf::run_client(&opts).await.map(drop)
+    } else {
+        serve(&opts).await
+    };
+    if let Err(e) = result {
+        eprintln!("iwperf: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve(opts: &Opts) -> Result<(), perf::Error> {
+    let dev = Device::open(opts.device_config());
+    let listener = dev.listen(opts.socket_addr()).await?;
+    println!(
+        "iwperf: {} server listening on {}",
+        opts.test.name(),
+        listener.local_addr()
+    );
+    perf::serve(&dev, &listener, opts).await?;
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R` on this stack.
+//!
+//! perftest with `-R` makes two rdma_cm connections to the same port: a side channel
+//! ([`comm`]) for its parameter exchange ([`msg`]), then the test connection. The
+//! sequence, taken from captures of siw's perftest 6.06 (client sends first each time,
+//! the server answers in kind):
+//!
+//! 1. side channel: version (16 octets), cycle buffer (4), cache line (4), MTU (2),
+//!    a 56-octet all-zero barrier;
+//! 2. the client connects the test QP; another zero barrier;
+//! 3. three 56-octet [`msg::Dest`] exchanges (STag and address of each side's buffer);
+//! 4. the test: the client RDMA Writes (or Reads) `-n` times `-s` octets at the
+//!    server's buffer; the server is passive. `send_bw` makes four Dest exchanges and
+//!    the client Sends instead, paced by the server's credit Writes ([`send`]);
+//! 5. a Dest exchange, the five-part [`msg::BwReport`] (client to server; the server's
+//!    answers are ignored), a final Dest exchange (`send_bw`: only the first Dest
+//!    exchange; its server prints its own measurement); both disconnect.
+
+pub mod client;
+pub mod comm;
+pub mod msg;
+pub mod opts;
+pub mod report;
+pub mod send;
+pub mod server;
+
+use std::time::Duration;
+
+pub use client::run_client;
+pub use opts::{Opts, Test};
+pub use server::serve;
+
+/// Errors, boxed.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The tagged offset our test buffers are registered at.
+pub const BUF_VA: u64 = 0x0000_5650_0000_0000;
+
+/// The tagged offset of `send_bw`'s credit buffer.
+pub const CREDIT_VA: u64 = 0x0000_5651_0000_0000;
+
+pub(crate) async fn step<T>(
+    timeout: Duration,
+    what: &str,
+    fut: impl Future<Output = T>,
+) -> Result<T, Error> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("timed out after {timeout:?} waiting for {what}").into())
+}
+
+/// The side-channel steps before the test connection, common to both roles:
+/// version, system data, MTU, barrier. Returns the peer's version.
+pub(crate) async fn preamble(comm: &comm::Comm) -> Result<String, Error> {
+    let peer = comm
+        .xchg(&msg::version(msg::VERSION), "version message")
+        .await?;
+    for data in msg::SYS_DATA {
+        comm.xchg(data, "system data message").await?;
+    }
+    comm.xchg(&msg::Dest::SYNC, "barrier").await?;
+    Ok(msg::parse_version(&peer))
+}
+
+#[cfg(test)]
+mod tests;

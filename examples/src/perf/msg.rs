@@ -1,0 +1,262 @@
+//! The messages perftest's `-R` (rdma_cm) side channel carries, byte for byte as
+//! `ib_write_bw -R` on Linux siw sends them (captures `write-bw.pcapng`,
+//! `read-bw.pcapng` in the siw lab). Every message is one Send on the first
+//! ("comm") connection; the client sends first and the server answers with the same
+//! kind of message. Multi-octet integers are big-endian (perftest converts with
+//! `htonl`/`htonll` when rdma_cm is in use).
+
+/// perftest's version string, NUL-padded to 16 octets (`"6.06"` in the captures).
+pub const VERSION: &str = "6.06";
+
+/// Length of the version message.
+pub const VERSION_LEN: usize = 16;
+
+/// The version message: `version` NUL-padded (or cut) to 16 octets.
+pub fn version(version: &str) -> [u8; VERSION_LEN] {
+    let mut out = [0u8; VERSION_LEN];
+    for (o, b) in out.iter_mut().zip(version.bytes()) {
+        *o = b;
+    }
+    out
+}
+
+/// The text of a received version message, up to its first NUL.
+pub fn parse_version(data: &[u8]) -> String {
+    crate::rping::c_str(data)
+}
+
+/// perftest's `check_sys_data`/`check_mtu` values as siw's perftest sends them:
+/// the cycle buffer (4096, big-endian), the cache line size (64, big-endian) and
+/// the two-octet MTU message (`33 00`). Our side sends the same.
+pub const SYS_DATA: [&[u8]; 3] = [&[0, 0, 0x10, 0], &[0, 0, 0, 0x40], &[0x33, 0]];
+
+/// One QP's address, perftest's `struct pingpong_dest` in network byte order:
+/// 56 octets.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dest {
+    /// `lid` (0 on iWARP).
+    pub lid: u32,
+    /// `out_reads`: outstanding RDMA Reads (1 for write tests, 128 for read tests on siw).
+    pub out_reads: u32,
+    /// `qpn`.
+    pub qpn: u32,
+    /// `psn` (random 24 bits).
+    pub psn: u32,
+    /// `rkey`: the STag of the buffer the peer targets.
+    pub rkey: u32,
+    /// `vaddr`: the tagged offset of that buffer.
+    pub vaddr: u64,
+    /// `gid` (on siw: the MAC address, then zeros).
+    pub gid: [u8; 16],
+    /// `srqn`.
+    pub srqn: u32,
+    /// `gid_index`.
+    pub gid_index: u32,
+}
+
+mod field {
+    use core::ops::Range;
+    pub(super) const LID: Range<usize> = 0..4;
+    pub(super) const OUT_READS: Range<usize> = 4..8;
+    pub(super) const QPN: Range<usize> = 8..12;
+    pub(super) const PSN: Range<usize> = 12..16;
+    pub(super) const RKEY: Range<usize> = 16..20;
+    // 20..24: C struct padding before the 8-octet `vaddr` (perftest leaves it uninitialised).
+    pub(super) const VADDR: Range<usize> = 24..32;
+    pub(super) const GID: Range<usize> = 32..48;
+    pub(super) const SRQN: Range<usize> = 48..52;
+    pub(super) const GID_INDEX: Range<usize> = 52..56;
+}
+
+fn be32(data: &[u8], r: core::ops::Range<usize>) -> Option<u32> {
+    Some(u32::from_be_bytes(data.get(r)?.try_into().ok()?))
+}
+
+impl Dest {
+    /// Encoded length.
+    pub const LEN: usize = 56;
+
+    /// The all-zero message perftest uses as a barrier before and after the test
+    /// connection is made.
+    pub const SYNC: [u8; Self::LEN] = [0; Self::LEN];
+
+    /// Encodes into 56 octets (padding zero).
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut out = [0u8; Self::LEN];
+        let mut put = |r: core::ops::Range<usize>, b: &[u8]| {
+            if let Some(dst) = out.get_mut(r) {
+                dst.copy_from_slice(b);
+            }
+        };
+        put(field::LID, &self.lid.to_be_bytes());
+        put(field::OUT_READS, &self.out_reads.to_be_bytes());
+        put(field::QPN, &self.qpn.to_be_bytes());
+        put(field::PSN, &self.psn.to_be_bytes());
+        put(field::RKEY, &self.rkey.to_be_bytes());
+        put(field::VADDR, &self.vaddr.to_be_bytes());
+        put(field::GID, &self.gid);
+        put(field::SRQN, &self.srqn.to_be_bytes());
+        put(field::GID_INDEX, &self.gid_index.to_be_bytes());
+        out
+    }
+
+    /// Decodes; `None` if shorter than 56 octets.
+    pub fn decode(data: &[u8]) -> Option<Self> {
+        Some(Self {
+            lid: be32(data, field::LID)?,
+            out_reads: be32(data, field::OUT_READS)?,
+            qpn: be32(data, field::QPN)?,
+            psn: be32(data, field::PSN)?,
+            rkey: be32(data, field::RKEY)?,
+            vaddr: u64::from_be_bytes(data.get(field::VADDR)?.try_into().ok()?),
+            gid: data.get(field::GID)?.try_into().ok()?,
+            srqn: be32(data, field::SRQN)?,
+            gid_index: be32(data, field::GID_INDEX)?,
+        })
+    }
+}
+
+/// The client's results, sent after the test as five 8-octet messages
+/// (perftest's `xchg_bw_reports`, peer version >= 5.33): size, iterations, then the
+/// IEEE-754 bit patterns of peak BW, average BW (both MB/s, or Gb/s with
+/// `--report_gbits`) and the message rate (Mpps).
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct BwReport {
+    /// Message size in octets.
+    pub size: u64,
+    /// Iterations.
+    pub iters: u64,
+    /// Peak bandwidth.
+    pub bw_peak: f64,
+    /// Average bandwidth.
+    pub bw_avg: f64,
+    /// Message rate in millions of messages per second.
+    pub msg_rate: f64,
+}
+
+impl BwReport {
+    /// Length of each of the five messages.
+    pub const PART_LEN: usize = 8;
+
+    /// The five messages, in sending order.
+    pub fn encode(&self) -> [[u8; Self::PART_LEN]; 5] {
+        [
+            self.size.to_be_bytes(),
+            self.iters.to_be_bytes(),
+            self.bw_peak.to_bits().to_be_bytes(),
+            self.bw_avg.to_bits().to_be_bytes(),
+            self.msg_rate.to_bits().to_be_bytes(),
+        ]
+    }
+
+    /// Decodes the five received messages; `None` if one is shorter than 8 octets.
+    pub fn decode(parts: &[Vec<u8>; 5]) -> Option<Self> {
+        let n = |i: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(
+                parts.get(i)?.get(..Self::PART_LEN)?.try_into().ok()?,
+            ))
+        };
+        Some(Self {
+            size: n(0)?,
+            iters: n(1)?,
+            bw_peak: f64::from_bits(n(2)?),
+            bw_avg: f64::from_bits(n(3)?),
+            msg_rate: f64::from_bits(n(4)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    // write-bw.pcapng frame 29: siw's server dest (MSN 7), padding 747f0000.
+    const SERVER_DEST: &str = "000000000000000100000002006aa86443783a00747f0000\
+                               00005650022980005254001a0001000000000000000000000000000000000000";
+
+    #[test]
+    fn version_matches_capture() {
+        // write-bw.pcapng frame 8.
+        assert_eq!(
+            version(VERSION).to_vec(),
+            hex("362e3036000000000000000000000000")
+        );
+        assert_eq!(
+            parse_version(&hex("362e3036000000000000000000000000")),
+            "6.06"
+        );
+    }
+
+    #[test]
+    fn sys_data_matches_capture() {
+        // frames 11, 13, 15.
+        assert_eq!(SYS_DATA[0], hex("00001000").as_slice());
+        assert_eq!(SYS_DATA[1], hex("00000040").as_slice());
+        assert_eq!(SYS_DATA[2], hex("3300").as_slice());
+    }
+
+    #[test]
+    fn dest_decode_capture() {
+        let d = Dest::decode(&hex(SERVER_DEST)).unwrap();
+        assert_eq!(d.lid, 0);
+        assert_eq!(d.out_reads, 1);
+        assert_eq!(d.qpn, 2);
+        assert_eq!(d.psn, 0x006a_a864);
+        // The STag and TO of the RDMA Writes that follow in the capture.
+        assert_eq!(d.rkey, 0x4378_3a00);
+        assert_eq!(d.vaddr, 0x5650_0229_8000);
+        assert_eq!(&d.gid[..6], &[0x52, 0x54, 0x00, 0x1a, 0x00, 0x01]);
+        assert_eq!(d.srqn, 0);
+        assert_eq!(d.gid_index, 0);
+    }
+
+    #[test]
+    fn dest_emit_matches_capture_except_padding() {
+        let raw = hex(SERVER_DEST);
+        let d = Dest::decode(&raw).unwrap();
+        let mut want = raw;
+        want[20..24].fill(0);
+        assert_eq!(d.encode().to_vec(), want);
+        // Frame 31 (MSN 8) has zero padding: byte-exact.
+        let raw8 = hex("000000000000000100000002006aa86443783a0000000000\
+             00005650022980005254001a0001000000000000000000000000000000000000");
+        assert_eq!(Dest::decode(&raw8).unwrap().encode().to_vec(), raw8);
+    }
+
+    #[test]
+    fn dest_too_short() {
+        assert_eq!(Dest::decode(&[0; 55]), None);
+        assert_eq!(Dest::decode(&Dest::SYNC), Some(Dest::default()));
+    }
+
+    #[test]
+    fn report_matches_capture() {
+        // write-bw.pcapng frames 152, 154, 156, 158, 160.
+        let parts = [
+            hex("0000000000001000"),
+            hex("0000000000000010"),
+            hex("4027c00c614cbbfd"),
+            hex("40230834a06dc5b9"),
+            hex("3f63f4e0b985f66f"),
+        ];
+        let r = BwReport::decode(&parts).unwrap();
+        assert_eq!(r.size, 4096);
+        assert_eq!(r.iters, 16);
+        assert!((r.bw_peak - 11.875).abs() < 0.01, "{}", r.bw_peak);
+        assert!((r.bw_avg - 9.516).abs() < 0.01, "{}", r.bw_avg);
+        assert!((r.msg_rate - 0.002436).abs() < 0.0001, "{}", r.msg_rate);
+        let enc = r.encode();
+        for (e, p) in enc.iter().zip(parts.iter()) {
+            assert_eq!(e.as_slice(), p.as_slice());
+        }
+        let short = [vec![0; 8], vec![0; 8], vec![0; 7], vec![0; 8], vec![0; 8]];
+        assert_eq!(BwReport::decode(&short), None);
+    }
+}
