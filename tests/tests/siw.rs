@@ -1,6 +1,8 @@
 //! Live interop with the Linux kernel's soft-iWARP driver (siw) running `rping` in the lab
 //! VM (`lab/siw`, see its README): our `iwarp-rping` as the client of siw's `rping -s`
-//! (CRC off, CRC on, peer-to-peer) and as the server of siw's `rping -c`.
+//! (CRC off, CRC on, peer-to-peer) and as the server of siw's `rping -c`; our `iwperf` as
+//! the client of siw's `ib_write_bw`/`ib_read_bw`/`ib_send_bw -R` servers and as the server
+//! of the same perftest clients.
 //!
 //! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
 //! `siw.ko` and an initramfs). Without `IWARP_SIW_LAB=1` every test prints
@@ -11,9 +13,10 @@
 //!     cargo test -p tests --test siw -- --test-threads=1 --nocapture
 //! ```
 //!
-//! The test builds the tool itself with
-//! `cargo build -p examples --bin iwarp-rping` (same `CARGO_TARGET_DIR`, the binary is then
-//! `$CARGO_TARGET_DIR/debug/iwarp-rping`; without the variable, `<workspace>/target`).
+//! The test builds the tools itself with
+//! `cargo build -p examples --bin iwarp-rping` (and `--bin iwperf`; same `CARGO_TARGET_DIR`,
+//! the binaries are then in `$CARGO_TARGET_DIR/debug/`; without the variable,
+//! `<workspace>/target`).
 //! Settings (environment): `IWARP_SIW_LAB_SCRIPT` (default
 //! `/work/shared/lab/siw/run-lab.sh`), `LAB_CACHE` (default `/var/tmp/siw-lab-cache`,
 //! the lab's cache must be writable) and `LAB_CAPTURES` (default
@@ -74,6 +77,11 @@ fn lab_command(args: &[&str]) -> Command {
 
 /// Builds `iwarp-rping` and returns its path.
 fn rping_binary() -> PathBuf {
+    example_binary("iwarp-rping")
+}
+
+/// Builds the `examples` binary `name` and returns its path.
+fn example_binary(name: &str) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the tests crate lives in the workspace")
@@ -82,16 +90,16 @@ fn rping_binary() -> PathBuf {
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
-        .args(["build", "-p", "examples", "--bin", "iwarp-rping"])
+        .args(["build", "-p", "examples", "--bin", name])
         .current_dir(&root)
         .env("CARGO_TARGET_DIR", &target)
         .status()
         .expect("run cargo build");
     assert!(
         status.success(),
-        "cargo build -p examples --bin iwarp-rping failed"
+        "cargo build -p examples --bin {name} failed"
     );
-    target.join("debug").join("iwarp-rping")
+    target.join("debug").join(name)
 }
 
 /// A running `run-lab.sh serve`; dropping it stops the lab.
@@ -300,4 +308,76 @@ fn siw_client_our_server() {
         3,
         "{console}"
     );
+}
+
+/// Our `iwperf TEST` client against siw's `ib_TEST -R` server (vm1). `iwperf` retries its
+/// connect while siw's perftest is not listening yet, as perftest itself does.
+fn perftest_client_against_siw(test: &str) {
+    if !enabled() {
+        return;
+    }
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = example_binary("iwperf");
+    let siw = format!("ib_{test} -d siw0 -F -R -s 4096 -n 16");
+    let mut lab = Lab::serve(240, "", Some(&siw));
+    let out = rping_in_netns(&bin, &[test, "-R", "-s", "4096", "-n", "16", VM1]);
+    let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
+    drop(lab);
+    assert!(out.status.success(), "iwperf {test} client failed: {out:?}");
+    let console = vm_exit.expect("the VM's console log");
+    assert!(
+        console.contains("LAB[vm1] EXIT rc=0"),
+        "siw's ib_{test} server did not exit 0:\n{console}"
+    );
+}
+
+/// siw's `ib_TEST -R` client (vm1) against our `iwperf TEST` server.
+fn siw_perftest_client_our_server(test: &str) {
+    if !enabled() {
+        return;
+    }
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = example_binary("iwperf");
+    assert!(lab_command(&["net-up"]).status().expect("net-up").success());
+    let server = {
+        let mut cmd = Command::new("timeout");
+        cmd.arg(RUN_LIMIT.as_secs().to_string())
+            .args(["ip", "netns", "exec", NETNS])
+            .arg(&bin)
+            .args([test, "-R", "-s", "4096", "-n", "16"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Server(Some(cmd.spawn().expect("start iwperf server")))
+    };
+    let siw = format!("sleep 5; ib_{test} -d siw0 -F -R -s 4096 -n 16 {HOST}");
+    let mut lab = Lab::serve(240, "", Some(&siw));
+    let out = server.wait();
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
+    drop(lab);
+    assert!(out.status.success(), "iwperf {test} server failed: {out:?}");
+    let console = vm_exit.expect("the VM's console log");
+    assert!(
+        console.contains("LAB[vm1] EXIT rc=0"),
+        "siw's ib_{test} client did not exit 0:\n{console}"
+    );
+}
+
+#[test]
+fn perftest_write_bw_both_roles() {
+    perftest_client_against_siw("write_bw");
+    siw_perftest_client_our_server("write_bw");
+}
+
+#[test]
+fn perftest_read_bw_both_roles() {
+    perftest_client_against_siw("read_bw");
+    siw_perftest_client_our_server("read_bw");
+}
+
+#[test]
+fn perftest_send_bw_both_roles() {
+    perftest_client_against_siw("send_bw");
+    siw_perftest_client_our_server("send_bw");
 }
