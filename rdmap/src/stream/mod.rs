@@ -151,7 +151,12 @@ pub struct StreamStats {
     pub bytes_placed: u64,
 }
 
-/// One RDMAP stream in FPDU mode. See the [module docs](self).
+/// One RDMAP stream in FPDU mode: RDMAP over DDP over MPA for one connection, sans-IO.
+///
+/// Inputs are `handle_*`, commands `post_*`, `close` and `terminate`, outputs `poll_*`
+/// (call them after every input or command). A Send, Write or Immediate completes once
+/// the socket accepted all its octets ([`handle_written`](Self::handle_written)); a Read
+/// or Atomic once its response is placed; send-queue completions come in posting order.
 #[derive(Debug)]
 pub struct Stream {
     cfg: StreamConfig,

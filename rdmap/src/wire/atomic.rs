@@ -91,39 +91,13 @@ impl fmt::Display for AtomicOp {
     }
 }
 
-/// A view of a buffer as an Atomic Request header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AtomicRequestPacket<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!(
+    /// A view of a buffer as an Atomic Request header.
+    AtomicRequestPacket,
+    ATOMIC_REQUEST_LEN
+);
 
 impl<T: AsRef<[u8]>> AtomicRequestPacket<T> {
-    /// Wraps a buffer without checking its length (for emitting).
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer and checks its length. Use this for peer input.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the buffer holds at least [`ATOMIC_REQUEST_LEN`] octets.
-    pub fn check_len(&self) -> Result<(), WireError> {
-        if self.buffer.as_ref().len() < ATOMIC_REQUEST_LEN {
-            Err(WireError::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Consumes the view and returns the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// AOpCode: the low 4 bits of octet 3 (the 28 reserved bits are ignored).
     pub fn op(&self) -> AtomicOp {
         AtomicOp::from(self.buffer.as_ref()[field::AOPCODE] & AOPCODE_MASK)
@@ -311,39 +285,13 @@ impl AtomicRequestRepr {
     }
 }
 
-/// A view of a buffer as an Atomic Response header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AtomicResponsePacket<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!(
+    /// A view of a buffer as an Atomic Response header.
+    AtomicResponsePacket,
+    ATOMIC_RESPONSE_LEN
+);
 
 impl<T: AsRef<[u8]>> AtomicResponsePacket<T> {
-    /// Wraps a buffer without checking its length (for emitting).
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer and checks its length. Use this for peer input.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the buffer holds at least [`ATOMIC_RESPONSE_LEN`] octets.
-    pub fn check_len(&self) -> Result<(), WireError> {
-        if self.buffer.as_ref().len() < ATOMIC_RESPONSE_LEN {
-            Err(WireError::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Consumes the view and returns the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The Original Request Identifier.
     pub fn req_id(&self) -> u32 {
         read_u32(self.buffer.as_ref(), field::RESP_REQ_ID)

@@ -16,40 +16,13 @@ mod field {
     pub(super) const DATA: Field = 0..8;
 }
 
-/// A view of a buffer as Immediate Data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImmediatePacket<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!(
+    /// A view of a buffer as Immediate Data.
+    ImmediatePacket,
+    IMMEDIATE_LEN
+);
 
 impl<T: AsRef<[u8]>> ImmediatePacket<T> {
-    /// Wraps a buffer without checking its length (for emitting).
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer and checks its length. Use this for peer input.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the buffer holds at least [`IMMEDIATE_LEN`] octets. (The message-level
-    /// rule "exactly 8" is enforced by [`ImmediateRepr::parse`].)
-    pub fn check_len(&self) -> Result<(), WireError> {
-        if self.buffer.as_ref().len() < IMMEDIATE_LEN {
-            Err(WireError::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Consumes the view and returns the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The 8 octets of Immediate Data.
     pub fn data(&self) -> [u8; IMMEDIATE_LEN] {
         let mut out = [0u8; IMMEDIATE_LEN];

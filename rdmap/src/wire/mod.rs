@@ -22,6 +22,49 @@
 //! | [`immediate`] | the 8 octets of Immediate Data |
 //! | [`terminate`] | the variable-length Terminate header |
 
+/// Defines a fixed-length header view (smoltcp style): the struct over a buffer and its
+/// `new_unchecked`, `new_checked`, `check_len` (at least `$len` octets) and `into_inner`.
+/// The getters and setters are written next to each use.
+macro_rules! fixed_len_packet {
+    ($(#[$doc:meta])* $name:ident, $len:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps a buffer without checking its length. Getters may panic unless
+            /// [`check_len`](Self::check_len) succeeded; use this only to emit.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Self { buffer }
+            }
+
+            /// Wraps a buffer and checks that every getter is in bounds. Use this for peer
+            /// input.
+            pub fn new_checked(buffer: T) -> Result<Self, $crate::wire::WireError> {
+                let packet = Self::new_unchecked(buffer);
+                packet.check_len()?;
+                Ok(packet)
+            }
+
+            #[doc = concat!("Checks that the buffer holds at least [`", stringify!($len), "`] octets.")]
+            pub fn check_len(&self) -> Result<(), $crate::wire::WireError> {
+                if self.buffer.as_ref().len() < $len {
+                    Err($crate::wire::WireError::Truncated)
+                } else {
+                    Ok(())
+                }
+            }
+
+            /// Consumes the view and returns the buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 pub mod atomic;
 pub mod control;
 pub mod immediate;

@@ -29,40 +29,13 @@ mod field {
     pub(super) const SRC_TO: Field = 20..28;
 }
 
-/// A view of a buffer as an RDMA Read Request header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRequestPacket<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!(
+    /// A view of a buffer as an RDMA Read Request header.
+    ReadRequestPacket,
+    READ_REQUEST_LEN
+);
 
 impl<T: AsRef<[u8]>> ReadRequestPacket<T> {
-    /// Wraps a buffer without checking its length. Getters may panic unless
-    /// [`check_len`](Self::check_len) succeeded; use this only to emit.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer and checks that every getter is in bounds. Use this for peer input.
-    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the buffer holds at least [`READ_REQUEST_LEN`] octets.
-    pub fn check_len(&self) -> Result<(), WireError> {
-        if self.buffer.as_ref().len() < READ_REQUEST_LEN {
-            Err(WireError::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Consumes the view and returns the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// The Data Sink STag, copied unchanged into the Read Response.
     pub fn sink_stag(&self) -> STag {
         STag::from_u32(read_u32(self.buffer.as_ref(), field::SINK_STAG))
