@@ -17,4 +17,20 @@ pub mod args;
 pub mod perf;
 pub mod rping;
 
+use std::time::Duration;
+
 pub use verbs;
+
+/// The error type of the example programs.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Awaits `fut` for at most `timeout`; past it the run fails naming `what` it waited for.
+pub async fn step<T>(
+    timeout: Duration,
+    what: &str,
+    fut: impl Future<Output = T>,
+) -> Result<T, Error> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("timed out after {timeout:?} waiting for {what}").into())
+}

@@ -52,12 +52,7 @@ pub async fn run_client(opts: &Opts) -> Result<BwReport, Error> {
         vaddr: target.to(),
         ..Dest::default()
     };
-    let mut rem = Dest::default();
-    for _ in 0..opts.test.dest_exchanges() {
-        let got = comm.xchg(&mine.encode(), "address message").await?;
-        rem = Dest::decode(&got)
-            .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
-    }
+    let rem = super::exchange_dests(&comm, &mine, opts.test).await?;
     println!("{}", report::RULE);
     println!(
         "                    {} BW Test (iwperf, perftest -R exchange, peer version {peer_version})",

@@ -24,14 +24,13 @@ pub mod report;
 pub mod send;
 pub mod server;
 
-use std::time::Duration;
-
 pub use client::run_client;
 pub use opts::{Opts, Test};
 pub use server::serve;
 
 /// Errors, boxed.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::Error;
+pub(crate) use crate::step;
 
 /// The tagged offset our test buffers are registered at.
 pub const BUF_VA: u64 = 0x0000_5650_0000_0000;
@@ -39,14 +38,20 @@ pub const BUF_VA: u64 = 0x0000_5650_0000_0000;
 /// The tagged offset of `send_bw`'s credit buffer.
 pub const CREDIT_VA: u64 = 0x0000_5651_0000_0000;
 
-pub(crate) async fn step<T>(
-    timeout: Duration,
-    what: &str,
-    fut: impl Future<Output = T>,
-) -> Result<T, Error> {
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| format!("timed out after {timeout:?} waiting for {what}").into())
+/// The address exchanges of `test` (perftest's `ctx_hand_shake`): both sides send `mine`
+/// and keep the peer's last answer.
+pub(crate) async fn exchange_dests(
+    comm: &comm::Comm,
+    mine: &msg::Dest,
+    test: Test,
+) -> Result<msg::Dest, Error> {
+    let mut rem = msg::Dest::default();
+    for _ in 0..test.dest_exchanges() {
+        let got = comm.xchg(&mine.encode(), "address message").await?;
+        rem = msg::Dest::decode(&got)
+            .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
+    }
+    Ok(rem)
 }
 
 /// The side-channel steps before the test connection, common to both roles:

@@ -59,12 +59,7 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<BwR
         vaddr: buf.to(),
         ..Dest::default()
     };
-    let mut rem = Dest::default();
-    for _ in 0..opts.test.dest_exchanges() {
-        let got = comm.xchg(&mine.encode(), "address message").await?;
-        rem = Dest::decode(&got)
-            .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
-    }
+    let rem = super::exchange_dests(&comm, &mine, opts.test).await?;
     println!("{}", report::RULE);
     println!(
         " iwperf {} server: peer {peer} (perftest {peer_version}), IRD/ORD {ird}/{ord}, \

@@ -17,8 +17,6 @@ pub mod client;
 pub mod opts;
 pub mod server;
 
-use std::time::Duration;
-
 use verbs::{RemoteBuf, STag};
 
 pub use client::run_client;
@@ -26,7 +24,8 @@ pub use opts::{Opts, Role};
 pub use server::serve;
 
 /// Boxed error of the rping roles.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::Error;
+pub(crate) use crate::step;
 
 /// rping's `RPING_MSG_FMT` prefix (followed by the ping number and `": "`).
 pub const MSG_PREFIX: &str = "rdma-ping-";
@@ -39,17 +38,6 @@ pub const MAX_SIZE: usize = (64 << 10) - 1;
 
 /// Octets of one receive slot: rping posts a `struct rping_rdma_info` (16 octets).
 pub const RECV_SLOT: usize = RdmaInfo::LEN;
-
-/// How long `step` waits before it fails the run with `what`.
-pub(crate) async fn step<T>(
-    timeout: Duration,
-    what: &str,
-    fut: impl Future<Output = T>,
-) -> Result<T, Error> {
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| format!("timed out after {timeout:?} waiting for {what}").into())
-}
 
 /// rping's `struct rping_rdma_info`: where a buffer is, as the peer names it. All fields
 /// are big-endian on the wire.
