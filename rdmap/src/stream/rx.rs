@@ -477,9 +477,7 @@ impl Stream {
         // RFC 5040 §5.2.1: nothing about the source is checked for a zero-length Read.
         if req.size > 0 {
             if let Err(e) = mem.check(req.src_stag, req.src_to, req.size, Access::REMOTE_READ) {
-                let mut rdma = [0u8; 28];
-                rdma.copy_from_slice(payload);
-                return self.fatal(e.rdmap_term(), Some(ulpdu), Some(rdma));
+                return self.fatal(e.rdmap_term(), Some(ulpdu), Some(req.to_bytes()));
             }
         }
         self.tx.irq.push_back(IrqEntry::Read(req));

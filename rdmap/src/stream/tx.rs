@@ -413,15 +413,7 @@ impl Stream {
         match (&msg.src, msg.done) {
             (Source::Remote(req), _) => {
                 // RFC 5040 §4.8: the copied Read Request header reflects the progress.
-                let sent = msg.off;
-                let progress = ReadRequestRepr {
-                    sink_to: req.sink_to.wrapping_add(sent.into()),
-                    size: req.size - sent,
-                    src_to: req.src_to.wrapping_add(sent.into()),
-                    ..*req
-                };
-                let mut rdma = [0u8; 28];
-                progress.emit(&mut rdma);
+                let rdma = req.advanced(msg.off).to_bytes();
                 self.fatal(code, None, Some(rdma));
             }
             (_, Done::Written(seq)) => {
