@@ -65,6 +65,57 @@ impl Framer {
         debug_assert_eq!(dst.len() - before, wire);
     }
 
+    /// Like [`encode`](Self::encode), but `fill` appends the `payload_len` payload octets
+    /// to `dst` itself, in place after the header: a payload read out of registered memory
+    /// is copied once, straight into the FPDU. If `fill` fails, `dst` and the stream
+    /// position are left as they were and its error is returned.
+    ///
+    /// `fill` must append exactly `payload_len` octets; should it append another count, the
+    /// payload is cut or zero-extended to `payload_len` so the FPDU stays well-formed.
+    pub fn encode_with<E>(
+        &mut self,
+        header: &[u8],
+        payload_len: usize,
+        dst: &mut BytesMut,
+        fill: impl FnOnce(&mut BytesMut) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if self.markers {
+            // Markers go inside the payload: assemble it first, then frame it.
+            let mut payload = BytesMut::with_capacity(payload_len);
+            fill(&mut payload)?;
+            payload.resize(payload_len, 0);
+            self.encode(header, &payload, dst);
+            return Ok(());
+        }
+        let len = header.len() + payload_len;
+        debug_assert!(len <= usize::from(u16::MAX), "ULPDU of {len} octets");
+        let wire = self.wire_len(len);
+        dst.reserve(wire);
+        let before = dst.len();
+        dst.extend_from_slice(&(len as u16).to_be_bytes());
+        dst.extend_from_slice(header);
+        let start = dst.len();
+        if let Err(e) = fill(dst) {
+            dst.truncate(before);
+            return Err(e);
+        }
+        debug_assert_eq!(
+            dst.len() - start,
+            payload_len,
+            "fill appended a wrong count"
+        );
+        dst.resize(start + payload_len, 0);
+        dst.extend_from_slice(&ZEROS[..pad_len(len)]);
+        let crc = if self.crc {
+            crate::crc32c(&dst[before..])
+        } else {
+            0
+        };
+        dst.put_u32_le(crc);
+        self.pos += wire as u64;
+        Ok(())
+    }
+
     /// Zero-copy variant of [`encode`](Self::encode) for large payloads (the h2 "chained
     /// data" idea): appends `ULPDU_Length ++ header` to `head` and `PAD ++ CRC` to `tail`,
     /// and leaves `payload` where it is. Sending `head`, `payload`, `tail` back to back (a
@@ -191,6 +242,37 @@ mod tests {
             u32::from_le_bytes([dst[24], dst[25], dst[26], dst[27]]),
             crate::crc32c(&dst[..24])
         );
+    }
+
+    #[test]
+    fn encode_with_equals_encode() {
+        for (markers, crc) in [(false, true), (false, false), (true, true)] {
+            for len in [0usize, 1, 2, 3, 14, 1000] {
+                let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let (mut a, mut b) = (Framer::new(markers, crc), Framer::new(markers, crc));
+                let (mut da, mut db) = (BytesMut::new(), BytesMut::new());
+                a.encode(&[9, 8, 7], &payload, &mut da);
+                b.encode_with(&[9, 8, 7], len, &mut db, |d| {
+                    d.extend_from_slice(&payload);
+                    Ok::<_, ()>(())
+                })
+                .unwrap();
+                assert_eq!(da, db, "markers {markers} crc {crc} len {len}");
+                assert_eq!(a.position(), b.position());
+            }
+        }
+    }
+
+    #[test]
+    fn encode_with_failure_leaves_nothing() {
+        let mut f = Framer::new(false, true);
+        let mut dst = BytesMut::from(&b"keep"[..]);
+        let r = f.encode_with(&[1, 2], 10, &mut dst, |d| {
+            d.extend_from_slice(b"par");
+            Err("no")
+        });
+        assert_eq!(r, Err("no"));
+        assert_eq!((&dst[..], f.position()), (&b"keep"[..], 0));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! completions to the CQs. One tokio task per connection (the quinn `ConnectionDriver`
 //! shape): it locks the shared core only between awaits.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,24 +12,28 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::pcap::Tap;
+use crate::push;
 use crate::qp::Shared;
 
 /// Octets queued for the socket before the driver stops asking the stream for more.
 const TX_HIGH_WATER: usize = 256 * 1024;
-/// Read buffer growth step.
-const RX_CHUNK: usize = 64 * 1024;
+/// The least room a read gets; below it the buffer is compacted or grown.
+const RX_MIN_READ: usize = 64 * 1024;
+/// The read buffer's room while the peer streams. Large, so that the partial FPDU left at
+/// the end of a read is moved to the front (to make room) once per this many octets, not
+/// on every read.
+const RX_STREAM: usize = 1024 * 1024;
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
 
 /// Runs the connection until it ends. `leftover` holds octets that arrived together with
-/// the MPA handshake and belong to FPDU mode (`tap` has recorded them already).
-pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut, mut tap: Tap) {
+/// the MPA handshake and belong to FPDU mode (the tap has recorded them already).
+pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>, leftover: BytesMut) {
     let span = tracing::debug_span!("qp", qp = %shared.num, peer = ?sock.peer_addr().ok());
     tokio::spawn(
         async move {
-            let result = run(&shared, &sock, leftover, &mut tap).await;
+            let result = run(&shared, &sock, leftover).await;
             // Whatever happened, the stream ends flushed; the socket closes on drop.
             let mut core = shared.lock();
             if let Err(e) = result {
@@ -41,7 +45,10 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut, mu
             }
             shared.dispatch(&mut core);
             let end = core.end.unwrap_or(crate::QpEnd::ConnectionLost);
+            let tap = std::mem::take(&mut core.tap);
+            core.sock = None;
             drop(core);
+            drop(sock);
             // Type 2 windows bound to this queue pair die with it.
             let released = shared.tpt.release_qp(crate::tpt::QpId::from(shared.num.0));
             if released > 0 {
@@ -55,48 +62,66 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: TcpStream, leftover: BytesMut, mu
     );
 }
 
-async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut, tap: &mut Tap) -> io::Result<()> {
+async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<()> {
+    // Octets the driver must write, in order: what a post's push left over first.
     let mut out = Transmit::new();
+    // Octets at the end of `rx` not yet recorded in the capture.
+    let mut fresh = 0;
+    // True while reads come back large: the peer streams.
+    let mut streaming = false;
     let mut eof = false;
     let mut shut_down = false;
     let mut linger_until: Option<Instant> = None;
     loop {
         // Protocol work under the lock: input, output, events.
-        let (deadline, done) = {
+        let deadline = {
             let mut core = shared.lock();
             let core = &mut *core;
+            if fresh > 0 {
+                core.tap
+                    .received(rx.get(rx.len() - fresh..).unwrap_or_default());
+                fresh = 0;
+            }
             if !rx.is_empty() {
                 core.stream.handle_input(&mut rx, core.mem.as_mut());
+                if rx.is_empty() && !streaming && rx.capacity() > RX_MIN_READ {
+                    // The stream went quiet: an idle queue pair keeps no large buffer.
+                    rx = BytesMut::new();
+                }
             }
             if eof {
                 core.stream.handle_eof(&mut rx);
+            }
+            if out.is_empty() {
+                std::mem::swap(&mut out, &mut core.pushed);
             }
             if out.len() < TX_HIGH_WATER {
                 let _ = core
                     .stream
                     .poll_transmit(core.mem.as_mut(), &mut out, TX_HIGH_WATER);
             }
+            if shut_down && !out.is_empty() {
+                // Nothing can be sent after TCP's sending half is shut down.
+                tracing::debug!(octets = out.len(), "output after close discarded");
+                out.advance(out.len());
+            }
+            core.tx_busy = !out.is_empty();
             shared.dispatch(core);
             let done = match core.stream.state() {
                 QpState::Error | QpState::Idle => true,
                 QpState::Closing => core.stream.is_drained(),
                 _ => false,
             };
-            (core.stream.poll_timeout(), done)
+            if done && out.is_empty() && !shut_down {
+                shut_down = true;
+                shutdown_write(sock);
+                core.tap.sent_fin();
+                linger_until = Some(Instant::now() + LINGER);
+            }
+            core.stream.poll_timeout()
         };
         if eof && out.is_empty() {
             return Ok(());
-        }
-        if shut_down && !out.is_empty() {
-            // Nothing can be sent after TCP's sending half is shut down.
-            tracing::debug!(octets = out.len(), "output after close discarded");
-            out.advance(out.len());
-        }
-        if done && out.is_empty() && !shut_down {
-            shut_down = true;
-            shutdown_write(sock);
-            tap.sent_fin();
-            linger_until = Some(Instant::now() + LINGER);
         }
         let timer = match (deadline, linger_until) {
             (Some(d), Some(l)) => Some(Instant::from_std(d).min(l)),
@@ -106,31 +131,31 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut, tap: &mut Tap)
         tokio::select! {
             r = sock.readable(), if !eof => {
                 r?;
-                rx.reserve(RX_CHUNK);
+                if rx.capacity() - rx.len() < RX_MIN_READ {
+                    rx.reserve(if streaming { RX_STREAM } else { RX_MIN_READ });
+                }
                 match sock.try_read_buf(&mut rx) {
                     Ok(0) => {
                         eof = true;
-                        tap.received_fin();
+                        shared.lock().tap.received_fin();
                     }
-                    Ok(n) => tap.received(rx.get(rx.len() - n..).unwrap_or_default()),
+                    Ok(n) => {
+                        fresh += n;
+                        streaming = n >= RX_MIN_READ;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
             }
             w = sock.writable(), if !out.is_empty() => {
                 w?;
-                let mut slices = [IoSlice::new(&[]); 64];
-                let n = out.chunks_vectored(&mut slices);
-                match sock.try_write_vectored(&slices[..n]) {
-                    Ok(written) => {
-                        record_written(tap, &slices[..n], written);
-                        out.advance(written);
-                        let mut core = shared.lock();
-                        core.stream.handle_written(written);
-                        shared.dispatch(&mut core);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
+                let n = push::try_write(sock, &out)?;
+                if n > 0 {
+                    let mut core = shared.lock();
+                    let core = &mut *core;
+                    push::written(&mut core.stream, &mut core.tap, &mut out, n);
+                    core.tx_busy = !out.is_empty();
+                    shared.dispatch(core);
                 }
             }
             () = shared.wake.notified() => {}
@@ -144,18 +169,6 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut, tap: &mut Tap)
                 shared.dispatch(&mut core);
             }
         }
-    }
-}
-
-/// Records the first `written` octets of `slices` in the capture.
-fn record_written(tap: &mut Tap, slices: &[IoSlice<'_>], mut written: usize) {
-    for s in slices {
-        if written == 0 {
-            break;
-        }
-        let take = written.min(s.len());
-        tap.sent(s.get(..take).unwrap_or_default());
-        written -= take;
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use mpa::{MpaConfig, Negotiated};
-use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
+use rdmap::{RecvWr, Stream, StreamConfig, TermCode, Transmit};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, watch};
 
@@ -182,8 +182,9 @@ impl Engine {
                 ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
             })?;
         }
-        let qp = self.make_qp(&init, stream);
-        crate::driver::spawn(qp.shared.clone(), sock, leftover, tap);
+        let sock = Arc::new(sock);
+        let qp = self.make_qp(&init, stream, &sock, tap);
+        crate::driver::spawn(qp.shared.clone(), sock, leftover);
         Ok(qp)
     }
 
@@ -198,8 +199,9 @@ impl Engine {
         tap: Tap,
     ) {
         let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
-        let qp = self.make_qp(init, stream);
-        crate::driver::spawn(qp.shared, sock, BytesMut::new(), tap);
+        let sock = Arc::new(sock);
+        let qp = self.make_qp(init, stream, &sock, tap);
+        crate::driver::spawn(qp.shared, sock, BytesMut::new());
     }
 
     fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
@@ -210,7 +212,7 @@ impl Engine {
         cfg
     }
 
-    fn make_qp(&self, init: &QpInit, stream: Stream) -> Qp {
+    fn make_qp(&self, init: &QpInit, stream: Stream, sock: &Arc<TcpStream>, tap: Tap) -> Qp {
         let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
         let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
@@ -222,6 +224,10 @@ impl Engine {
                     stream,
                     mem: Box::new(mem),
                     end: None,
+                    tap,
+                    sock: Some(sock.clone()),
+                    tx_busy: false,
+                    pushed: Transmit::new(),
                 }),
                 wake: Notify::new(),
                 send_cq: init.send_cq.clone(),

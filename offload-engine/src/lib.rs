@@ -29,6 +29,7 @@ mod driver;
 mod engine;
 mod net;
 mod pcap;
+mod push;
 mod qp;
 pub mod tpt;
 

@@ -6,11 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdmap::{
-    Completion, Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode, WrId,
+    Completion, Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode,
+    Transmit, WrId,
 };
+use tokio::net::TcpStream;
 use tokio::sync::{Notify, oneshot, watch};
 
 use crate::cq::{Cq, Wc};
+use crate::pcap::Tap;
 
 /// Work request ids with this bit set are reserved for requests whose completion goes to
 /// a future ([`Qp::post_send_notify`]); applications use ids below it.
@@ -51,11 +54,21 @@ impl fmt::Display for QpEnd {
     }
 }
 
-/// The mutable half: the protocol state machine and this QP's view of memory.
+/// The mutable half: the protocol state machine, this QP's view of memory, and what the
+/// inline push path needs to write to the socket itself.
 pub(crate) struct Core {
     pub(crate) stream: Stream,
     pub(crate) mem: Box<dyn Memory + Send>,
     pub(crate) end: Option<QpEnd>,
+    /// The connection's capture (every octet written or read is recorded under this lock).
+    pub(crate) tap: Tap,
+    /// The socket, while the driver runs; `None` once it has ended.
+    pub(crate) sock: Option<Arc<TcpStream>>,
+    /// True while the driver holds octets not yet written: then only the driver writes,
+    /// so the push path must not put anything on the wire ahead of them.
+    pub(crate) tx_busy: bool,
+    /// What the push path produced but the socket did not take; the driver sends it next.
+    pub(crate) pushed: Transmit,
 }
 
 impl fmt::Debug for Core {
@@ -264,9 +277,12 @@ impl Qp {
     fn post(&self, f: impl FnOnce(&mut Stream) -> Result<(), PostError>) -> Result<(), PostError> {
         let mut core = self.shared.lock();
         f(&mut core.stream)?;
+        let wake = crate::push::push(&mut core);
         self.shared.dispatch(&mut core);
         drop(core);
-        self.shared.wake.notify_one();
+        if wake {
+            self.shared.wake.notify_one();
+        }
         Ok(())
     }
 }

@@ -12,6 +12,8 @@
 
 use core::fmt;
 
+use bytes::BytesMut;
+
 use ddp::{Access, DdpError, STag};
 
 use crate::term::TermCode;
@@ -40,6 +42,27 @@ pub trait Memory {
         dst: &mut [u8],
         access: Access,
     ) -> Result<(), AccessError>;
+
+    /// Appends the `len` octets at `[to, to + len)` of `stag` to `dst` after the checks for
+    /// `access`; on failure `dst` is unchanged. Lets the transmit path copy local data once,
+    /// straight into an FPDU. The default zero-extends `dst` and calls
+    /// [`read`](Self::read); implementations that can copy directly override it.
+    fn read_append(
+        &mut self,
+        stag: STag,
+        to: u64,
+        len: usize,
+        dst: &mut BytesMut,
+        access: Access,
+    ) -> Result<(), AccessError> {
+        let start = dst.len();
+        dst.resize(start + len, 0);
+        let result = self.read(stag, to, &mut dst[start..], access);
+        if result.is_err() {
+            dst.truncate(start);
+        }
+        result
+    }
 
     /// Runs a 64-bit read-modify-write on the 8 octets at `to` (little-endian in memory) with
     /// remote-atomic access, and returns the original value. `to` is already known to be

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use bytes::BytesMut;
 use rdmap::AccessError;
 
 /// The storage of one memory region: the registered octets, owned by the engine.
@@ -76,6 +77,22 @@ impl Storage {
             .and_then(|end| guard.get(off..end))
             .ok_or(AccessError::Bounds)?;
         dst.copy_from_slice(src);
+        Ok(())
+    }
+
+    /// Appends `[off, off + len)` to `dst` (one copy, no zero-fill first).
+    pub(super) fn append_at(
+        &self,
+        off: usize,
+        len: usize,
+        dst: &mut BytesMut,
+    ) -> Result<(), AccessError> {
+        let guard = self.bytes.read().unwrap_or_else(PoisonError::into_inner);
+        let src = off
+            .checked_add(len)
+            .and_then(|end| guard.get(off..end))
+            .ok_or(AccessError::Bounds)?;
+        dst.extend_from_slice(src);
         Ok(())
     }
 

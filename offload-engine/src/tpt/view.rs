@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use bytes::BytesMut;
 use ddp::{Access, STag};
 use rdmap::{AccessError, Bind, FastReg, Memory, RecvWr};
 
@@ -121,6 +122,18 @@ impl Memory for QpMemory {
     ) -> Result<(), AccessError> {
         let (storage, off) = self.resolve(stag, to, dst.len() as u64, access)?;
         storage.read_at(off, dst)
+    }
+
+    fn read_append(
+        &mut self,
+        stag: STag,
+        to: u64,
+        len: usize,
+        dst: &mut BytesMut,
+        access: Access,
+    ) -> Result<(), AccessError> {
+        let (storage, off) = self.resolve(stag, to, len as u64, access)?;
+        storage.append_at(off, len, dst)
     }
 
     fn atomic(

@@ -124,7 +124,6 @@ pub(super) struct TxState {
     pub(super) written: u64,
     pub(super) wait_written: VecDeque<(u64, u64)>,
     pub(super) drained_reported: bool,
-    scratch: Vec<u8>,
     /// PAD and CRC of a chained FPDU, before they are copied behind its payload.
     tail: BytesMut,
 }
@@ -146,7 +145,6 @@ impl TxState {
             written: 0,
             wait_written: VecDeque::new(),
             drained_reported: false,
-            scratch: Vec::new(),
             tail: BytesMut::new(),
         }
     }
@@ -361,36 +359,33 @@ impl Stream {
                 return self.segment_sent(msg, seg_len, last);
             }
         }
-        let mut scratch = std::mem::take(&mut self.tx.scratch);
-        let payload: Result<&[u8], TermCode> = match &msg.src {
-            Source::Empty => Ok(&[]),
-            Source::Inline(buf, len) => Ok(&buf[..*len]),
-            Source::Bytes(b) => Ok(&b[range]),
-            Source::Sgl(sgl) => {
-                scratch.resize(seg_len as usize, 0);
-                gather(mem, sgl, msg.off, &mut scratch)
-                    .map(|()| &scratch[..])
-                    .map_err(|_| TermCode::RDMAP_LOCAL_CATASTROPHIC)
-            }
-            Source::Remote(req) => {
-                scratch.resize(seg_len as usize, 0);
-                let to = req.src_to.wrapping_add(msg.off.into());
-                mem.read(req.src_stag, to, &mut scratch, Access::REMOTE_READ)
-                    .map(|()| &scratch[..])
-                    .map_err(|e| e.rdmap_term())
-            }
-        };
-        match payload {
-            Ok(p) => {
-                let dst = out.arena(self.framer.wire_len(hlen + p.len()));
-                self.framer.encode(&hbuf[..hlen], p, dst);
-                self.tx.scratch = scratch;
-            }
-            Err(code) => {
-                self.tx.scratch = scratch;
-                self.source_failed(&msg, code);
-                return true;
-            }
+        let dst = out.arena(self.framer.wire_len(hlen + seg_len as usize));
+        let header = &hbuf[..hlen];
+        let len = seg_len as usize;
+        // The payload is copied once, from where it is straight into the FPDU.
+        let filled = self
+            .framer
+            .encode_with(header, len, dst, |d| match &msg.src {
+                Source::Empty => Ok(()),
+                Source::Inline(buf, n) => {
+                    d.extend_from_slice(&buf[..*n]);
+                    Ok(())
+                }
+                Source::Bytes(b) => {
+                    d.extend_from_slice(&b[range]);
+                    Ok(())
+                }
+                Source::Sgl(sgl) => gather(mem, sgl, msg.off, len, d)
+                    .map_err(|_| TermCode::RDMAP_LOCAL_CATASTROPHIC),
+                Source::Remote(req) => {
+                    let to = req.src_to.wrapping_add(msg.off.into());
+                    mem.read_append(req.src_stag, to, len, d, Access::REMOTE_READ)
+                        .map_err(|e| e.rdmap_term())
+                }
+            });
+        if let Err(code) = filled {
+            self.source_failed(&msg, code);
+            return true;
         }
         self.segment_sent(msg, seg_len, last)
     }
@@ -805,24 +800,31 @@ fn check_payload(mem: &dyn Memory, p: &Payload) -> Result<u32, WcStatus> {
 }
 
 /// Reads `dst.len()` octets starting at `off` of the message described by `sgl`.
+/// Appends `len` octets of the gather list `sgl`, starting `off` octets in, to `dst`.
 fn gather(
     mem: &mut dyn Memory,
     sgl: &[Sge],
     mut off: u32,
-    mut dst: &mut [u8],
+    mut len: usize,
+    dst: &mut BytesMut,
 ) -> Result<(), crate::memory::AccessError> {
     for sge in sgl {
-        if dst.is_empty() {
+        if len == 0 {
             break;
         }
         if off >= sge.len {
             off -= sge.len;
             continue;
         }
-        let n = ((sge.len - off) as usize).min(dst.len());
-        let (head, rest) = dst.split_at_mut(n);
-        mem.read(sge.stag, sge.to + u64::from(off), head, Access::LOCAL_READ)?;
-        dst = rest;
+        let n = ((sge.len - off) as usize).min(len);
+        mem.read_append(
+            sge.stag,
+            sge.to + u64::from(off),
+            n,
+            dst,
+            Access::LOCAL_READ,
+        )?;
+        len -= n;
         off = 0;
     }
     Ok(())
