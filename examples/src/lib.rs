@@ -9,13 +9,21 @@
 //! * `iwarp-rping`: rdma-core's `rping` on this stack, interoperating with `rping` on
 //!   Linux siw in both roles (see [`rping`]). `iwarp-rping --help`.
 //!
-//! * `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R`, interoperating with
-//!   perftest on Linux siw (see [`perf`]). `iwperf --help`.
+//! * `iwperf`: perftest's `ib_{write,read,send}_{bw,lat} -R`, interoperating with perftest
+//!   on Linux siw (see [`perf`]). `iwperf --help`.
+//!
+//! * `iwbench`: the stack against raw TCP on the same loopback, in the same run, with the
+//!   ratios. `iwbench --smoke` runs it for a moment.
+//!
+//! * `kv`: a small key-value store (RDMA Write plus a Send notification).
+//!
+//! * `split`: seed 002's split-model driver with its push-push messaging (see [`split`]).
 #![forbid(unsafe_code)]
 
 pub mod args;
 pub mod perf;
 pub mod rping;
+pub mod split;
 
 use std::time::Duration;
 

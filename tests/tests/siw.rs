@@ -2,7 +2,9 @@
 //! VM (`lab/siw`, see its README): our `iwarp-rping` as the client of siw's `rping -s`
 //! (CRC off, CRC on, peer-to-peer) and as the server of siw's `rping -c`; our `iwperf` as
 //! the client of siw's `ib_write_bw`/`ib_read_bw`/`ib_send_bw -R` servers and as the server
-//! of the same perftest clients.
+//! of the same perftest clients; the same for `ib_read_lat`/`ib_send_lat`, and
+//! `ib_write_lat` with iwperf as the client only (perftest's write_lat server writes
+//! first, which an RFC 5044 MPA Responder such as ours may not do).
 //!
 //! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
 //! `siw.ko` and an initramfs). Without `IWARP_SIW_LAB=1` every test prints
@@ -313,14 +315,22 @@ fn siw_client_our_server() {
 /// Our `iwperf TEST` client against siw's `ib_TEST -R` server (vm1). `iwperf` retries its
 /// connect while siw's perftest is not listening yet, as perftest itself does.
 fn perftest_client_against_siw(test: &str) {
+    perftest_client_against_siw_with(test, &["-s", "4096", "-n", "16"]);
+}
+
+/// [`perftest_client_against_siw`] with the size/iteration flags `flags` on both sides.
+fn perftest_client_against_siw_with(test: &str, flags: &[&str]) {
     if !enabled() {
         return;
     }
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
-    let siw = format!("ib_{test} -d siw0 -F -R -s 4096 -n 16");
+    let siw = format!("ib_{test} -d siw0 -F -R {}", flags.join(" "));
     let mut lab = Lab::serve(240, "", Some(&siw));
-    let out = rping_in_netns(&bin, &[test, "-R", "-s", "4096", "-n", "16", VM1]);
+    let mut args = vec![test, "-R"];
+    args.extend_from_slice(flags);
+    args.push(VM1);
+    let out = rping_in_netns(&bin, &args);
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} client failed: {out:?}");
@@ -333,6 +343,11 @@ fn perftest_client_against_siw(test: &str) {
 
 /// siw's `ib_TEST -R` client (vm1) against our `iwperf TEST` server.
 fn siw_perftest_client_our_server(test: &str) {
+    siw_perftest_client_our_server_with(test, &["-s", "4096", "-n", "16"]);
+}
+
+/// [`siw_perftest_client_our_server`] with the size/iteration flags `flags` on both sides.
+fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
     if !enabled() {
         return;
     }
@@ -344,12 +359,16 @@ fn siw_perftest_client_our_server(test: &str) {
         cmd.arg(RUN_LIMIT.as_secs().to_string())
             .args(["ip", "netns", "exec", NETNS])
             .arg(&bin)
-            .args([test, "-R", "-s", "4096", "-n", "16"])
+            .args([test, "-R"])
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         Server(Some(cmd.spawn().expect("start iwperf server")))
     };
-    let siw = format!("sleep 5; ib_{test} -d siw0 -F -R -s 4096 -n 16 {HOST}");
+    let siw = format!(
+        "sleep 5; ib_{test} -d siw0 -F -R {} {HOST}",
+        flags.join(" ")
+    );
     let mut lab = Lab::serve(240, "", Some(&siw));
     let out = server.wait();
     println!("{}", String::from_utf8_lossy(&out.stdout));
@@ -380,4 +399,21 @@ fn perftest_read_bw_both_roles() {
 fn perftest_send_bw_both_roles() {
     perftest_client_against_siw("send_bw");
     siw_perftest_client_our_server("send_bw");
+}
+
+#[test]
+fn perftest_write_lat_client_role() {
+    perftest_client_against_siw_with("write_lat", &["-n", "16"]);
+}
+
+#[test]
+fn perftest_read_lat_both_roles() {
+    perftest_client_against_siw_with("read_lat", &["-n", "16"]);
+    siw_perftest_client_our_server_with("read_lat", &["-n", "16"]);
+}
+
+#[test]
+fn perftest_send_lat_both_roles() {
+    perftest_client_against_siw_with("send_lat", &["-n", "16"]);
+    siw_perftest_client_our_server_with("send_lat", &["-n", "16"]);
 }

@@ -11,7 +11,8 @@
 //! | 1,000 connected queue pairs | - | setup rate; <= 64 KiB per idle QP |
 //!
 //! `--smoke` runs everything for a moment (CI); `--total SIZE`, `--pings N`, `--qps N`
-//! size the runs. Numbers, not pass/fail: nothing here is a test.
+//! size the runs; `--only write,read,pingpong,qps` picks lines (for profiling one path).
+//! Numbers, not pass/fail: nothing here is a test.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -34,13 +35,27 @@ struct Opts {
     total: usize,
     pings: usize,
     qps: usize,
+    rounds: usize,
+    only: Vec<String>,
 }
+
+impl Opts {
+    /// True when the line `name` runs (all of them without `--only`).
+    fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+}
+
+/// The lines `--only` can pick.
+const LINES: [&str; 4] = ["qps", "write", "read", "pingpong"];
 
 fn parse() -> Result<Opts, ArgError> {
     let mut o = Opts {
         total: 1 << 30,
         pings: 20_000,
         qps: 1000,
+        rounds: 3,
+        only: Vec::new(),
     };
     let (smoke, rest): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a == "--smoke");
@@ -48,6 +63,7 @@ fn parse() -> Result<Opts, ArgError> {
         o.total = 8 << 20;
         o.pings = 200;
         o.qps = 20;
+        o.rounds = 1;
     }
     for (k, v) in flags(rest)? {
         let bad = || ArgError(format!("bad value {v:?} for --{k}"));
@@ -55,9 +71,19 @@ fn parse() -> Result<Opts, ArgError> {
             "total" => o.total = parse_size(&v).ok_or_else(bad)?,
             "pings" => o.pings = v.parse().map_err(|_| bad())?,
             "qps" => o.qps = v.parse().map_err(|_| bad())?,
+            "rounds" => o.rounds = v.parse().ok().filter(|&r| r > 0).ok_or_else(bad)?,
+            "only" => {
+                o.only = v.split(',').map(str::to_owned).collect();
+                if let Some(bad) = o.only.iter().find(|l| !LINES.contains(&l.as_str())) {
+                    return Err(ArgError(format!(
+                        "--only: unknown line {bad:?} (lines: {})",
+                        LINES.join(",")
+                    )));
+                }
+            }
             _ => {
                 return Err(ArgError(format!(
-                    "unknown flag --{k} (try --smoke, --total, --pings, --qps)"
+                    "unknown flag --{k} (try --smoke, --total, --pings, --qps, --rounds, --only)"
                 )));
             }
         }
@@ -74,7 +100,11 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(&o).await {
+    // On a worker thread, like every task it talks to (`main` itself is not one).
+    let result = tokio::spawn(async move { run(&o).await })
+        .await
+        .unwrap_or_else(|e| Err(e.into()));
+    if let Err(e) = result {
         eprintln!("iwbench: {e}");
         std::process::exit(1);
     }
@@ -82,40 +112,152 @@ async fn main() {
 
 async fn run(o: &Opts) -> Result<(), Error> {
     println!(
-        "iwbench: loopback, {} per bandwidth run in {} messages ({DEPTH} in flight), {} ping-pongs",
+        "iwbench: loopback, {} per bandwidth run in {} messages ({DEPTH} in flight), {} ping-pongs;",
         Size(o.total),
         Size(MSG),
         o.pings
     );
-    let tcp_bw = tcp_stream(o.total).await?;
-    line("TCP stream (baseline)", tcp_bw, None);
-    let w_crc = rdma_bw(o.total, true, Op::Write).await?;
-    line("RDMA Write, CRC on", w_crc, Some((tcp_bw, 0.8)));
-    let w_plain = rdma_bw(o.total, false, Op::Write).await?;
-    line("RDMA Write, CRC off", w_plain, Some((tcp_bw, 0.9)));
-    let r = rdma_bw(o.total, true, Op::Read).await?;
-    line("RDMA Read, CRC on", r, Some((tcp_bw, 0.75)));
-
-    let tcp_rtt = tcp_pingpong(o.pings).await?;
-    let rdma_rtt = send_pingpong(o.pings).await?;
-    let ratio = rdma_rtt.as_secs_f64() / tcp_rtt.as_secs_f64();
     println!(
-        "{:<28} {:>9.1} us   TCP {:>7.1} us   ratio {ratio:.2}x  (target <= 1.3x)",
-        "Send ping-pong, 8 octets",
-        rdma_rtt.as_secs_f64() * 1e6,
-        tcp_rtt.as_secs_f64() * 1e6
+        "  each line is the median of {} rounds, run alternately with its TCP baseline",
+        o.rounds
     );
-    qp_scale(o.qps).await
+    // First, while the heap is fresh, so the memory per QP is not hidden by reuse.
+    if o.runs("qps") {
+        qp_scale(o.qps).await?;
+    }
+    if o.runs("write") || o.runs("read") {
+        let mut runs: [Vec<Run>; 4] = Default::default();
+        for _ in 0..o.rounds {
+            runs[0].push(tcp_stream(o.total).await?);
+            if o.runs("write") {
+                runs[1].push(rdma_bw(o.total, true, Op::Write).await?);
+                runs[2].push(rdma_bw(o.total, false, Op::Write).await?);
+            }
+            if o.runs("read") {
+                runs[3].push(rdma_bw(o.total, true, Op::Read).await?);
+            }
+        }
+        let [tcp, w_crc, w_plain, read] = runs.map(median);
+        let gib = o.total as f64 / f64::from(1u32 << 30);
+        let tcp = tcp.ok_or("no TCP run")?;
+        bw_line("TCP stream (baseline)", &tcp, gib, None);
+        let lines = [
+            ("RDMA Write, CRC on", w_crc, 0.8),
+            ("RDMA Write, CRC off", w_plain, 0.9),
+            ("RDMA Read, CRC on", read, 0.75),
+        ];
+        for (what, run, target) in lines {
+            if let Some(run) = run {
+                bw_line(what, &run, gib, Some((&tcp, target)));
+            }
+        }
+    }
+    if o.runs("pingpong") {
+        let (mut tcp, mut rdma) = (Vec::new(), Vec::new());
+        for _ in 0..o.rounds {
+            tcp.push(tcp_pingpong(o.pings).await?);
+            rdma.push(send_pingpong(o.pings).await?);
+        }
+        let (tcp, rdma) = (median(tcp).ok_or("no run")?, median(rdma).ok_or("no run")?);
+        let n = o.pings as f64;
+        let us = |d: Duration| d.as_secs_f64() * 1e6 / n;
+        println!(
+            "{:<28} {:>9.1} us   {}   TCP {:.1} us, {}   ratio {:.2}x  (target <= 1.3x){}",
+            "Send ping-pong, 8 octets",
+            us(rdma.wall),
+            cpu_text(rdma.cpu.map(us), "us"),
+            us(tcp.wall),
+            cpu_text(tcp.cpu.map(us), "us"),
+            rdma.wall.as_secs_f64() / tcp.wall.as_secs_f64(),
+            cpu_ratio(&rdma, &tcp),
+        );
+    }
+    Ok(())
 }
 
-/// Prints a bandwidth line and, with a baseline, the ratio against its target.
-fn line(what: &str, bytes_per_sec: f64, baseline: Option<(f64, f64)>) {
-    let gbit = bytes_per_sec * 8.0 / 1e9;
+/// The median wall time and the median CPU time of `runs` (each on its own), or `None`
+/// when there are none.
+fn median(mut runs: Vec<Run>) -> Option<Run> {
+    let mid = runs.len().checked_sub(1)? / 2;
+    let mut cpus: Option<Vec<Duration>> = runs.iter().map(|r| r.cpu).collect();
+    runs.sort_by_key(|r| r.wall);
+    Some(Run {
+        wall: runs[mid].wall,
+        cpu: cpus.as_mut().map(|c| {
+            c.sort();
+            c[mid]
+        }),
+    })
+}
+
+/// One timed run: wall-clock time and the CPU time all of this process's threads used
+/// meanwhile (both ends of the loopback run here, so it is the whole cost).
+struct Run {
+    wall: Duration,
+    cpu: Option<Duration>,
+}
+
+/// Starts timing a [`Run`].
+struct Meter {
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+impl Meter {
+    fn start() -> Self {
+        Self {
+            wall: Instant::now(),
+            cpu: cpu_time(),
+        }
+    }
+
+    fn stop(self) -> Run {
+        Run {
+            wall: self.wall.elapsed(),
+            cpu: cpu_time()
+                .zip(self.cpu)
+                .map(|(now, then)| now.saturating_sub(then)),
+        }
+    }
+}
+
+/// The CPU time every thread of this process has run so far (the first field of each
+/// `/proc/self/task/*/schedstat`, in nanoseconds). CPU time is steadier than wall time on
+/// a busy machine, so it is printed next to it.
+fn cpu_time() -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(ns))
+}
+
+fn cpu_text(v: Option<f64>, unit: &str) -> String {
+    v.map_or_else(|| "cpu ?".into(), |v| format!("cpu {v:.2} {unit}"))
+}
+
+/// `, cpu N.NNx` when both runs have a CPU time.
+fn cpu_ratio(a: &Run, b: &Run) -> String {
+    match (a.cpu, b.cpu) {
+        (Some(a), Some(b)) if !b.is_zero() => {
+            format!("   cpu {:.2}x", a.as_secs_f64() / b.as_secs_f64())
+        }
+        _ => String::new(),
+    }
+}
+
+/// Prints a bandwidth line (`gib` GiB moved): rate, CPU seconds per GiB and, with a
+/// baseline, the ratio against its target.
+fn bw_line(what: &str, run: &Run, gib: f64, baseline: Option<(&Run, f64)>) {
+    let gbit = gib * f64::from(1u32 << 30) * 8.0 / 1e9 / run.wall.as_secs_f64().max(1e-9);
+    let cpu = cpu_text(run.cpu.map(|c| c.as_secs_f64() / gib), "s/GiB");
     match baseline {
-        None => println!("{what:<28} {gbit:>9.2} Gbit/s"),
+        None => println!("{what:<28} {gbit:>9.2} Gbit/s   {cpu}"),
         Some((base, target)) => println!(
-            "{what:<28} {gbit:>9.2} Gbit/s   ratio {:.2}x  (target >= {target}x)",
-            bytes_per_sec / base
+            "{what:<28} {gbit:>9.2} Gbit/s   {cpu}   ratio {:.2}x  (target >= {target}x){}",
+            base.wall.as_secs_f64() / run.wall.as_secs_f64().max(1e-9),
+            cpu_ratio(run, base),
         ),
     }
 }
@@ -130,10 +272,10 @@ async fn tcp_pair() -> Result<(TcpStream, TcpStream), Error> {
 }
 
 /// Raw TCP: one side writes `total` octets in 64 KiB writes, the other reads them.
-async fn tcp_stream(total: usize) -> Result<f64, Error> {
+async fn tcp_stream(total: usize) -> Result<Run, Error> {
     let (mut tx, mut rx) = tcp_pair().await?;
     let buf = vec![7u8; MSG];
-    let started = Instant::now();
+    let meter = Meter::start();
     let reader = tokio::spawn(async move {
         let mut sink = vec![0u8; MSG];
         let mut got = 0;
@@ -146,11 +288,11 @@ async fn tcp_stream(total: usize) -> Result<f64, Error> {
         tx.write_all(&buf[..MSG.min(total - off)]).await?;
     }
     reader.await??;
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    Ok(meter.stop())
 }
 
-/// Raw TCP ping-pong of 8 octets; returns the mean round trip.
-async fn tcp_pingpong(n: usize) -> Result<Duration, Error> {
+/// Raw TCP ping-pong of 8 octets, `n` round trips.
+async fn tcp_pingpong(n: usize) -> Result<Run, Error> {
     let (mut a, mut b) = tcp_pair().await?;
     let echo = tokio::spawn(async move {
         let mut m = [0u8; 8];
@@ -161,14 +303,14 @@ async fn tcp_pingpong(n: usize) -> Result<Duration, Error> {
         Ok::<_, std::io::Error>(())
     });
     let mut m = [1u8; 8];
-    let started = Instant::now();
+    let meter = Meter::start();
     for _ in 0..n {
         a.write_all(&m).await?;
         a.read_exact(&mut m).await?;
     }
-    let took = started.elapsed();
+    let run = meter.stop();
     echo.await??;
-    Ok(took / n.max(1) as u32)
+    Ok(run)
 }
 
 /// Two devices, connected; the server exposes `len` octets and sends their RemoteBuf.
@@ -205,12 +347,12 @@ enum Op {
 
 /// RDMA Write or Read of `total` octets in 64 KiB requests, 16 in flight, into a 64 MiB
 /// window that is reused.
-async fn rdma_bw(total: usize, crc: bool, op: Op) -> Result<f64, Error> {
+async fn rdma_bw(total: usize, crc: bool, op: Op) -> Result<Run, Error> {
     let window = total.min(64 << 20);
     let (qp, cq, remote, sink, _client) = connected(crc, window).await?;
     let data = Bytes::from(vec![0x5au8; MSG]);
     let n = total.div_ceil(MSG);
-    let started = Instant::now();
+    let meter = Meter::start();
     let (mut posted, mut done) = (0usize, 0usize);
     while done < n {
         while posted < n && posted - done < DEPTH {
@@ -241,13 +383,13 @@ async fn rdma_bw(total: usize, crc: bool, op: Op) -> Result<f64, Error> {
     }
     // Writes complete at the socket: a 1-octet Read behind them proves placement.
     qp.read(remote.slice(0, 1), sink.local(..1)).await?;
-    let rate = total as f64 / started.elapsed().as_secs_f64();
+    let run = meter.stop();
     qp.disconnect();
-    Ok(rate)
+    Ok(run)
 }
 
-/// Send/Recv ping-pong of 8 octets between two devices; returns the mean round trip.
-async fn send_pingpong(n: usize) -> Result<Duration, Error> {
+/// Send/Recv ping-pong of 8 octets between two devices, `n` round trips.
+async fn send_pingpong(n: usize) -> Result<Run, Error> {
     let cfg = DeviceConfig::default();
     let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
@@ -288,16 +430,16 @@ async fn send_pingpong(n: usize) -> Result<Duration, Error> {
         .qp;
     let inbox = cpd.alloc_mr(8, Access::LOCAL_WRITE)?;
     let ping = Bytes::from_static(b"pingping");
-    let started = Instant::now();
+    let meter = Meter::start();
     for _ in 0..n {
         let (pong, sent) = tokio::join!(qp.recv(&inbox), qp.send(ping.clone()));
         sent?;
         pong?;
     }
-    let took = started.elapsed();
+    let run = meter.stop();
     echo.await??;
     qp.disconnect();
-    Ok(took / n.max(1) as u32)
+    Ok(run)
 }
 
 /// Connects `n` queue pairs between two devices; reports the setup rate and the memory

@@ -1,5 +1,6 @@
-//! `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R` on this iWARP stack,
-//! interoperating with perftest on Linux siw. `iwperf --help`.
+//! `iwperf`: perftest's `ib_write_bw` / `ib_read_bw` / `ib_send_bw` / `ib_write_lat` /
+//! `ib_read_lat` / `ib_send_lat` with `-R` on this iWARP stack, interoperating with
+//! perftest on Linux siw. `iwperf --help`.
 
 use examples::perf::{self, Opts, opts::HELP};
 use verbs::Device;
@@ -10,7 +11,7 @@ async fn main() {
         Ok(Some(o)) => o,
         Ok(None) => return println!("{HELP}"),
         Err(e) => {
-            eprintln!("iwperf: {e}");
+            eprintln!("iwperf: {e} (iwperf --help)");
             std::process::exit(2);
         }
     };
@@ -20,11 +21,18 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let result = if opts.server.is_some() {
-        perf::run_client(&opts).await.map(drop)
-    } else {
-        serve(&opts).await
-    };
+    // The test runs on a runtime worker, next to the connection's driver tasks: from
+    // `main` itself (not a worker) every completion would cost a cross-thread wake-up.
+    let test = tokio::spawn(async move {
+        if opts.server.is_some() {
+            perf::run_client(&opts).await.map(drop)
+        } else {
+            serve(&opts).await
+        }
+    });
+    let result = test
+        .await
+        .unwrap_or_else(|e| Err(format!("the test task failed: {e}").into()));
     if let Err(e) = result {
         eprintln!("iwperf: {e}");
         std::process::exit(1);
@@ -34,11 +42,16 @@ async fn main() {
 async fn serve(opts: &Opts) -> Result<(), perf::Error> {
     let dev = Device::open(opts.device_config());
     let listener = dev.listen(opts.socket_addr()).await?;
-    println!(
+    let line = format!(
         "iwperf: {} server listening on {}",
         opts.test.name(),
         listener.local_addr()
     );
+    if opts.json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
     perf::serve(&dev, &listener, opts).await?;
     Ok(())
 }

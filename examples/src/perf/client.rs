@@ -1,178 +1,173 @@
-//! The client: connects twice, exchanges parameters, runs the RDMA Writes or Reads,
-//! reports.
+//! The client: connects, exchanges parameters, runs the test for every size and
+//! prints the result lines.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::Bytes;
 use tokio::task::JoinSet;
-use verbs::{Access, Device, Pd, Qp, QpConfig, RemoteBuf, STag};
+use verbs::Mr;
 
-use super::comm::{Comm, Side};
+use super::bw::{self, Limits};
 use super::msg::{BwReport, Dest};
-use super::{BUF_VA, CREDIT_VA, Error, Opts, Test, preamble, report, send, step};
+use super::progress::{Goal, Progress};
+use super::report::{self, Outcome, Printer, Timeline};
+use super::session::{ACCESS, Session, remote};
+use super::{BUF_VA, CREDIT_VA, Error, Opts, Test, latency, send};
 
-/// Work requests kept in flight (perftest's default TX depth is 128).
-pub const TX_DEPTH: usize = 128;
-
-/// Pause between connection attempts the server refused.
-const CONNECT_RETRY: Duration = Duration::from_millis(100);
+/// Work requests kept in flight by default (perftest's TX depth).
+pub const TX_DEPTH: usize = super::opts::DEFAULT_TX_DEPTH;
 
 /// Runs the client side of `opts.test` against the server at `opts.socket_addr()`,
-/// prints perftest's table and returns the report it also sent to the server.
-pub async fn run_client(opts: &Opts) -> Result<BwReport, Error> {
-    let dev = Device::open(opts.device_config());
-    let pd = dev.alloc_pd();
-    let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Client, opts.timeout)?;
-    let c = connect(opts, &dev, &pd, cfg, "the side-channel connection").await?;
-    comm.attach(c.qp);
-    first_delay(opts).await;
-    let peer_version = preamble(&comm).await?;
-    tracing::info!(%peer_version, "side channel ready");
-
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let buf = pd.register_va(vec![0x5a; opts.size], BUF_VA, access)?;
-    let tcq = dev.create_cq(16);
-    let t = connect(opts, &dev, &pd, QpConfig::new(&tcq), "the test connection").await?;
-    let tqp = t.qp;
-    let (ird, ord) = tqp.ird_ord();
-    first_delay(opts).await;
-    comm.xchg(&Dest::SYNC, "barrier").await?;
-    // send_bw advertises the credit buffer the server RDMA Writes its count into.
-    let credit = pd.register_va(vec![0; 64], CREDIT_VA, access)?;
-    let target = if opts.test == Test::SendBw {
-        &credit
-    } else {
-        &buf
+/// prints perftest's table (or JSON) and returns the result lines.
+pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
+    let s = Session::client(opts).await?;
+    let p = Printer::new(opts);
+    let out = match opts.test {
+        Test::WriteBw | Test::ReadBw => rdma_bw(opts, &s, &p).await?,
+        Test::SendBw => send_bw(opts, &s, &p).await?,
+        Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
     };
-    let mine = Dest {
-        out_reads: opts.test.out_reads(),
-        qpn: tqp.num().0,
-        psn: 0x006a_a864,
-        rkey: target.stag().to_u32(),
-        vaddr: target.to(),
-        ..Dest::default()
-    };
-    let rem = super::exchange_dests(&comm, &mine, opts.test).await?;
-    println!("{}", report::RULE);
-    println!(
-        "                    {} BW Test (iwperf, perftest -R exchange, peer version {peer_version})",
-        match opts.test {
-            Test::WriteBw => "RDMA_Write",
-            Test::ReadBw => "RDMA_Read",
-            Test::SendBw => "Send",
-        }
-    );
-    println!(
-        " Transport: IW  Size: {}  Iterations: {}  IRD/ORD: {ird}/{ord}  CRC: {}",
-        opts.size,
-        opts.iters,
-        if opts.crc { "asked" } else { "off" }
-    );
-    println!(
-        " local address: QPN {:#06x} RKey {:#010x} VAddr {:#018x}",
-        mine.qpn, mine.rkey, mine.vaddr
-    );
-    println!(
-        " remote address: QPN {:#06x} RKey {:#010x} VAddr {:#018x}",
-        rem.qpn, rem.rkey, rem.vaddr
-    );
-
-    let dst = RemoteBuf {
-        stag: STag::from_u32(rem.rkey),
-        to: rem.vaddr,
-        len: u32::try_from(opts.size).map_err(|_| "size too large")?,
-    };
-    let started = Instant::now();
-    if opts.test == Test::SendBw {
-        send::client(opts, &tqp, &credit, Bytes::from(buf.read(..)?)).await?;
-    } else {
-        run_ops(opts, &tqp, &buf, dst).await?;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let rep = report::compute(opts.size, opts.iters, secs, opts.gbits);
-    println!("{}", report::table(&rep, opts.gbits));
-
-    comm.xchg(&mine.encode(), "end barrier").await?;
-    if opts.test != Test::SendBw {
-        // send_bw's server measures its own receives: no report, no second barrier.
-        for part in rep.encode() {
-            comm.xchg(&part, "report message").await?;
-        }
-        comm.xchg(&mine.encode(), "closing barrier").await?;
-    }
-    tqp.disconnect();
-    let _ = step(opts.timeout, "the test disconnect", tqp.closed()).await;
-    let qp = comm.qp()?;
-    qp.disconnect();
-    let _ = step(opts.timeout, "the side-channel disconnect", qp.closed()).await;
-    Ok(rep)
+    s.close(opts).await?;
+    Ok(out)
 }
 
-/// Connects, retrying while the server is not listening yet (perftest's
-/// `retry_rdma_connect`): siw's perftest server needs a moment after the side-channel
-/// barrier before it listens for the test connection, and answers a SYN with RST then.
-async fn connect(
-    opts: &Opts,
-    dev: &Device,
-    pd: &Pd,
-    cfg: QpConfig,
-    what: &str,
-) -> Result<verbs::Connected, Error> {
-    let deadline = Instant::now() + opts.timeout;
-    loop {
-        let res = step(
-            opts.timeout,
-            what,
-            dev.connect(pd, opts.socket_addr(), cfg.clone(), b""),
-        )
-        .await?;
-        match res {
-            Ok(c) => return Ok(c),
-            Err(e) if Instant::now() < deadline && e.to_string().contains("refused") => {
-                tracing::debug!(%e, "{what}: retrying");
-                tokio::time::sleep(CONNECT_RETRY).await;
-            }
-            Err(e) => return Err(format!("{what}: {e}").into()),
-        }
+/// The limits of one size's run on each QP.
+fn limits(opts: &Opts) -> Limits {
+    let epoch = Instant::now();
+    Limits {
+        depth: opts.tx_depth,
+        iters: opts.iters,
+        deadline: opts.duration.map(|d| epoch + d),
+        timeout: opts.timeout,
+        epoch,
     }
 }
 
-async fn first_delay(opts: &Opts) {
-    if !opts.first_delay.is_zero() {
-        tokio::time::sleep(opts.first_delay).await;
+fn progress(opts: &Opts, size: usize) -> Progress {
+    let goal = opts.duration.map_or(Goal::Iters(opts.iters), Goal::Time);
+    Progress::new(format!("{} {size}", opts.test.name()), goal)
+}
+
+/// The iterations a bandwidth line reports: `-n`, or with `-D` the operations per QP.
+pub fn reported_iters(opts: &Opts, tl: &Timeline) -> u64 {
+    match opts.duration {
+        Some(_) => tl.completed.len() as u64 / opts.qps.max(1) as u64,
+        None => opts.iters,
     }
 }
 
-/// Posts `opts.iters` Writes (or Reads) of the whole buffer, `TX_DEPTH` in flight.
-async fn run_ops(opts: &Opts, qp: &Qp, buf: &verbs::Mr, dst: RemoteBuf) -> Result<(), Error> {
-    let payload = Bytes::from(buf.read(..)?);
-    let sink = buf.local(..);
-    let mut set = JoinSet::new();
-    let mut posted = 0u64;
-    let mut done = 0u64;
-    while done < opts.iters {
-        while posted < opts.iters && set.len() < TX_DEPTH {
-            let qp = qp.clone();
-            match opts.test {
-                Test::WriteBw => {
-                    let data = payload.clone();
-                    set.spawn(async move { qp.write(data, dst).await });
-                }
-                Test::ReadBw | Test::SendBw => {
-                    set.spawn(async move { qp.read(dst, sink).await });
-                }
-            }
-            posted += 1;
-        }
-        let what = format!("completion {} of {}", done + 1, opts.iters);
-        match step(opts.timeout, &what, set.join_next()).await? {
-            Some(r) => {
-                r.map_err(|e| format!("{what}: task failed: {e}"))?
-                    .map_err(|e| format!("{what}: {e}"))?;
-                done += 1;
-            }
-            None => break,
-        }
+async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timeline>, Error> {
+    let mut out = Vec::with_capacity(set.len());
+    while let Some(r) = set.join_next().await {
+        out.push(r.map_err(|e| format!("test task failed: {e}"))??);
     }
-    Ok(())
+    Ok(out)
+}
+
+/// `write_bw`/`read_bw`: every QP Writes (Reads) at the server's buffer; then the
+/// report goes to the server.
+async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let buf =
+        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let mine: Vec<Dest> = s
+        .links
+        .iter()
+        .map(|l| Session::dest(opts, l, &buf, 0))
+        .collect();
+    let rem = s.exchange(opts, &mine).await?;
+    s.banner(opts, p, &mine, &rem);
+    p.header();
+    let mut out = Vec::new();
+    let mut last = BwReport::default();
+    for size in opts.sizes() {
+        let lim = limits(opts);
+        let mut set = JoinSet::new();
+        for (i, (link, r)) in s.links.iter().zip(&rem).enumerate() {
+            let prog = (i == 0).then(|| progress(opts, size));
+            let run = bw::rdma(
+                opts.test,
+                lim,
+                prog,
+                link.qp.clone(),
+                buf.clone(),
+                remote(r),
+                size,
+            );
+            set.spawn(run);
+        }
+        let tl = Timeline::merge(join_all(set).await?);
+        last = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        p.line(&Outcome::Bw(last));
+        out.push(Outcome::Bw(last));
+    }
+    p.footer();
+    let first = mine.first().copied().unwrap_or_default();
+    s.comm.xchg(&first.encode(), "end barrier").await?;
+    for part in last.encode() {
+        s.comm.xchg(&part, "report message").await?;
+    }
+    s.comm.xchg(&first.encode(), "closing barrier").await?;
+    Ok(out)
+}
+
+/// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's
+/// credit buffer. `-a`: an address exchange before each size keeps both sides in step.
+async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let payload =
+        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let mut credits: Vec<Mr> = Vec::with_capacity(s.links.len());
+    for i in 0..s.links.len() as u64 {
+        credits.push(s.pd.register_va(vec![0; 64], CREDIT_VA + i * 0x1000, ACCESS)?);
+    }
+    let mine: Vec<Dest> = s
+        .links
+        .iter()
+        .zip(&credits)
+        .map(|(l, c)| Session::dest(opts, l, c, 0))
+        .collect();
+    let rem = s.exchange(opts, &mine).await?;
+    s.banner(opts, p, &mine, &rem);
+    p.header();
+    let first = mine.first().copied().unwrap_or_default();
+    let window = send::rx_depth(opts);
+    let mut base = vec![0u64; s.links.len()];
+    let mut out = Vec::new();
+    for size in opts.sizes() {
+        if opts.all_sizes {
+            s.comm.xchg(&first.encode(), "size barrier").await?;
+        }
+        let lim = limits(opts);
+        let mut set = JoinSet::new();
+        for (i, (link, credit)) in s.links.iter().zip(&credits).enumerate() {
+            let prog = (i == 0).then(|| progress(opts, size));
+            let b = base.get(i).copied().unwrap_or(0);
+            let run = send::client(
+                lim,
+                prog,
+                link.qp.clone(),
+                credit.clone(),
+                payload.clone(),
+                size,
+                window,
+                b,
+            );
+            // Tag each timeline with its QP so the counts go back to the right base.
+            set.spawn(async move { run.await.map(|tl| (i, tl)) });
+        }
+        let mut parts = Vec::new();
+        while let Some(r) = set.join_next().await {
+            let (i, tl) = r.map_err(|e| format!("test task failed: {e}"))??;
+            if let Some(b) = base.get_mut(i) {
+                *b += tl.completed.len() as u64;
+            }
+            parts.push(tl);
+        }
+        let tl = Timeline::merge(parts);
+        let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        p.line(&Outcome::Bw(rep));
+        out.push(Outcome::Bw(rep));
+    }
+    p.footer();
+    // send_bw's server measures its own receives: no report, no second barrier.
+    s.comm.xchg(&first.encode(), "end barrier").await?;
+    Ok(out)
 }

@@ -94,7 +94,8 @@ impl Comm {
         }
     }
 
-    async fn send(&self, data: &[u8], what: &str) -> Result<(), Error> {
+    /// Sends one message (half of an exchange; the server's half after [`Self::recv`]).
+    pub async fn send(&self, data: &[u8], what: &str) -> Result<(), Error> {
         let qp = self.qp()?;
         step(
             self.timeout,
@@ -105,7 +106,8 @@ impl Comm {
         Ok(())
     }
 
-    async fn recv(&self, what: &str, timeout: Duration) -> Result<Vec<u8>, Error> {
+    /// Receives one message, waiting at most `timeout` (half of an exchange).
+    pub async fn recv(&self, what: &str, timeout: Duration) -> Result<Vec<u8>, Error> {
         let qp = self.qp()?;
         let wc = step(timeout, &format!("the peer's {what}"), self.cq.next()).await??;
         if wc.wc.status != WcStatus::Success {

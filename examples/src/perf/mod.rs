@@ -1,4 +1,4 @@
-//! `iwperf`: perftest's `ib_write_bw -R` / `ib_read_bw -R` / `ib_send_bw -R` on this stack.
+//! `iwperf`: perftest's `ib_{write,read,send}_{bw,lat} -R` on this stack.
 //!
 //! perftest with `-R` makes two rdma_cm connections to the same port: a side channel
 //! ([`comm`]) for its parameter exchange ([`msg`]), then the test connection. The
@@ -15,17 +15,36 @@
 //! 5. a Dest exchange, the five-part [`msg::BwReport`] (client to server; the server's
 //!    answers are ignored), a final Dest exchange (`send_bw`: only the first Dest
 //!    exchange; its server prints its own measurement); both disconnect.
+//!
+//! The latency tests ([`latency`], [`lat`]; captures `write-lat`, `read-lat`,
+//! `send-lat` of perftest 6.06 on siw) share steps 1 and 2, then make four Dest
+//! exchanges. `write_lat`: a ping-pong of RDMA Writes, the server first, each side
+//! polling the last octet of its buffer for the peer's message number, and no
+//! closing exchange. `send_lat`: a Send ping-pong, the client first, then one Dest
+//! exchange. `read_lat`: the client Reads one at a time while the server waits in a
+//! final Dest exchange.
+//!
+//! `-a` runs every size in one session (`send_bw` makes a Dest exchange before each
+//! size); `-q N` makes N test connections, each with its own Dest exchanges.
 
+pub mod bw;
 pub mod client;
 pub mod comm;
+pub mod json;
+pub mod lat;
+pub mod latency;
 pub mod msg;
 pub mod opts;
+pub mod progress;
 pub mod report;
 pub mod send;
 pub mod server;
+pub mod session;
+pub mod stats;
 
 pub use client::run_client;
 pub use opts::{Opts, Test};
+pub use report::Outcome;
 pub use server::serve;
 
 /// Errors, boxed.
@@ -54,17 +73,29 @@ pub(crate) async fn exchange_dests(
     Ok(rem)
 }
 
+/// The peer as the version message shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Its perftest version text.
+    pub version: String,
+    /// It is iwperf (its version message carries our mark).
+    pub iwperf: bool,
+}
+
 /// The side-channel steps before the test connection, common to both roles:
-/// version, system data, MTU, barrier. Returns the peer's version.
-pub(crate) async fn preamble(comm: &comm::Comm) -> Result<String, Error> {
-    let peer = comm
-        .xchg(&msg::version(msg::VERSION), "version message")
+/// version, system data, MTU, barrier.
+pub(crate) async fn preamble(comm: &comm::Comm) -> Result<Peer, Error> {
+    let got = comm
+        .xchg(&msg::version_tagged(msg::VERSION), "version message")
         .await?;
     for data in msg::SYS_DATA {
         comm.xchg(data, "system data message").await?;
     }
     comm.xchg(&msg::Dest::SYNC, "barrier").await?;
-    Ok(msg::parse_version(&peer))
+    Ok(Peer {
+        version: msg::parse_version(&got),
+        iwperf: msg::is_iwperf(&got),
+    })
 }
 
 #[cfg(test)]

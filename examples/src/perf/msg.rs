@@ -20,6 +20,30 @@ pub fn version(version: &str) -> [u8; VERSION_LEN] {
     out
 }
 
+/// Where iwperf marks its version message, after the NUL that ends the version
+/// text (perftest reads the text only: `atof`, `%s`).
+const TAG_AT: usize = 8;
+
+/// The mark itself.
+const TAG: &[u8] = b"iwperf";
+
+/// Our version message: `version` as [`version`] makes it, plus the iwperf mark, so a
+/// peer iwperf can tell it is not talking to perftest.
+pub fn version_tagged(version: &str) -> [u8; VERSION_LEN] {
+    let mut out = self::version(version);
+    if let Some(dst) = out.get_mut(TAG_AT..TAG_AT + TAG.len())
+        && version.len() < TAG_AT
+    {
+        dst.copy_from_slice(TAG);
+    }
+    out
+}
+
+/// Whether a received version message carries the iwperf mark.
+pub fn is_iwperf(data: &[u8]) -> bool {
+    data.get(TAG_AT..TAG_AT + TAG.len()) == Some(TAG)
+}
+
 /// The text of a received version message, up to its first NUL.
 pub fn parse_version(data: &[u8]) -> String {
     crate::rping::c_str(data)
@@ -192,6 +216,15 @@ mod tests {
             parse_version(&hex("362e3036000000000000000000000000")),
             "6.06"
         );
+    }
+
+    #[test]
+    fn tagged_version_reads_as_perftest_version() {
+        let v = version_tagged(VERSION);
+        assert_eq!(parse_version(&v), "6.06");
+        assert!(is_iwperf(&v));
+        assert!(!is_iwperf(&version(VERSION)));
+        assert!(!is_iwperf(&[0; 4]));
     }
 
     #[test]

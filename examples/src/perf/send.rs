@@ -7,13 +7,22 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use verbs::{Cq, Mr, Qp, RecvWr, RemoteBuf, STag, WcStatus};
+use verbs::{Cq, Mr, Pd, Qp, RecvWr, RemoteBuf, STag, WcStatus};
+use verbs::{Payload, SendFlags, SendOp};
 
-use super::client::TX_DEPTH;
+use super::bw::{Limits, pipeline};
+use super::progress::Progress;
+use super::report::Timeline;
 use super::{Error, Opts, step};
 
-/// perftest's default RX depth, capped by the iteration count as perftest does.
-pub fn rx_depth(iters: u64) -> usize {
+/// perftest's default RX depth, capped by the iteration count as perftest does
+/// (`-D` runs use the full 512).
+pub fn rx_depth(opts: &Opts) -> usize {
+    let iters = if opts.duration.is_some() {
+        u64::MAX
+    } else {
+        opts.iters
+    };
     usize::try_from(iters.min(512)).unwrap_or(512)
 }
 
@@ -22,97 +31,185 @@ pub fn credit_every(rx_depth: usize) -> u64 {
     (rx_depth / 3).max(1) as u64
 }
 
-/// The receive work request for slot `slot` of `inbox` (slots of `size` octets).
-pub fn recv_wr(inbox: &Mr, slot: usize, size: usize) -> RecvWr {
-    let at = slot * size;
-    RecvWr {
-        wr_id: slot as u64,
-        sgl: vec![inbox.local(at..at + size)],
+/// At most this much memory backs one QP's receives; beyond it receives share slots
+/// (perftest's cycle buffer does the same: the data is not looked at).
+const INBOX_LIMIT: usize = 64 << 20;
+
+/// Receive buffers: `depth` receives of `slot` octets over `slots` slots of memory.
+#[derive(Debug)]
+pub struct Inbox {
+    mr: Mr,
+    slot: usize,
+    slots: usize,
+    depth: usize,
+}
+
+impl Inbox {
+    /// Allocates the memory for `depth` receives of `slot` octets.
+    pub fn new(pd: &Pd, depth: usize, slot: usize) -> Result<Self, Error> {
+        let slot = slot.max(1);
+        let slots = depth.min((INBOX_LIMIT / slot).max(1)).max(1);
+        let mr = pd.alloc_mr(slots * slot, verbs::Access::LOCAL_WRITE)?;
+        Ok(Self {
+            mr,
+            slot,
+            slots,
+            depth,
+        })
+    }
+
+    /// The receive with id `id` (its memory is slot `id % slots`).
+    pub fn wr(&self, id: u64) -> RecvWr {
+        let at = (id as usize % self.slots) * self.slot;
+        RecvWr {
+            wr_id: id,
+            sgl: vec![self.mr.local(at..at + self.slot)],
+        }
+    }
+
+    /// Posts all `depth` receives on `qp`.
+    pub fn post_all(&self, qp: &Qp) -> Result<(), Error> {
+        for id in 0..self.depth as u64 {
+            qp.post_recv(self.wr(id))?;
+        }
+        Ok(())
+    }
+
+    /// The receives kept posted.
+    pub fn depth(&self) -> usize {
+        self.depth
     }
 }
 
-/// The client: `opts.iters` Sends of `payload`, never more than the server's RX depth
-/// beyond the count it last wrote into `credit` (offset 0).
-pub async fn client(opts: &Opts, qp: &Qp, credit: &Mr, payload: Bytes) -> Result<(), Error> {
-    let window = rx_depth(opts.iters) as u64;
-    let deadline = Instant::now() + opts.timeout;
-    let mut sent = 0u64;
-    let mut pending = tokio::task::JoinSet::new();
-    while sent < opts.iters {
-        let got = credit.read(..4)?;
-        let credits = u64::from(u32::from_le_bytes(
-            got.as_slice().try_into().map_err(|_| "credit buffer")?,
-        ));
-        if sent - credits.min(sent) >= window {
-            if Instant::now() > deadline {
-                return Err(format!("no credit from the server after {sent} Sends").into());
-            }
-            tokio::time::sleep(Duration::from_micros(200)).await;
-            continue;
-        }
-        if pending.len() >= TX_DEPTH {
-            if let Some(r) = step(opts.timeout, "a Send completion", pending.join_next()).await? {
-                r.map_err(|e| format!("Send task failed: {e}"))??;
-            }
-            continue;
-        }
+/// The client on one QP: Sends of `payload[..size]`, never more than `window`
+/// beyond the count the server last wrote into `credit` (offset 0). `base`: Sends
+/// made on this QP before this run (`-a`: counts go on across sizes).
+#[allow(clippy::too_many_arguments)]
+pub async fn client(
+    lim: Limits,
+    progress: Option<Progress>,
+    qp: Qp,
+    credit: Mr,
+    payload: Mr,
+    size: usize,
+    window: usize,
+    base: u64,
+) -> Result<Timeline, Error> {
+    let sge = payload.local(..size);
+    let window = u32::try_from(window).unwrap_or(u32::MAX);
+    let gate = move |posted: u64| -> Result<bool, Error> {
+        let mut got = [0u8; 4];
+        credit.read_into(0, &mut got)?;
+        let credits = u32::from_le_bytes(got);
+        let sent = (base + posted) as u32;
+        Ok(sent.wrapping_sub(credits) < window)
+    };
+    let make = move || {
         let qp = qp.clone();
-        let data = payload.clone();
-        pending.spawn(async move { qp.send(data).await });
-        sent += 1;
-        while let Some(r) = pending.try_join_next() {
-            r.map_err(|e| format!("Send task failed: {e}"))??;
-        }
-    }
-    while let Some(r) = step(opts.timeout, "the last Sends", pending.join_next()).await? {
-        r.map_err(|e| format!("Send task failed: {e}"))??;
-    }
-    Ok(())
+        let op = SendOp::Send {
+            data: Payload::Sgl(vec![sge]),
+            invalidate: None,
+        };
+        async move { qp.exec(op, SendFlags::NONE).await }
+    };
+    pipeline(lim, progress, gate, make).await
 }
 
-/// The server: receives `opts.iters` Sends into `inbox` (pre-posted, `rx_depth`
-/// slots), reposting each and writing the count to `credit` on the client. Returns the
-/// time from the first receive to the last.
-pub async fn server(
+/// What ends the server's receive loop.
+#[derive(Debug)]
+pub enum Until {
+    /// This many receives.
+    Count(u64),
+    /// The client's end barrier on the side channel (`-D`): then whatever still
+    /// arrives within [`DRAIN_IDLE`].
+    Barrier,
+}
+
+/// `-D`: after the client's end barrier the server keeps receiving until the link
+/// has been quiet this long.
+pub const DRAIN_IDLE: Duration = Duration::from_millis(200);
+
+/// The server on one QP: receives into `inbox` (all posted beforehand), reposting
+/// each and RDMA Writing the running count (from `base`) to `credit` on the client
+/// every `rx_depth / 3` receives and at the end. `barrier`: resolves when the client's
+/// end barrier arrived (ends a `-D` run). Returns the receive times (ns since `epoch`).
+#[allow(clippy::too_many_arguments)]
+pub async fn server<B>(
     opts: &Opts,
     qp: &Qp,
     cq: &Cq,
-    inbox: &Mr,
+    inbox: &Inbox,
     credit: RemoteBuf,
+    base: u64,
+    until: Until,
+    barrier: B,
     wait_first: Duration,
-) -> Result<f64, Error> {
-    let depth = rx_depth(opts.iters);
-    let every = credit_every(depth);
+    epoch: Instant,
+) -> Result<Vec<u64>, Error>
+where
+    B: Future<Output = ()>,
+{
+    let every = credit_every(inbox.depth());
     let mut received = 0u64;
-    let mut started = None;
-    while received < opts.iters {
-        let limit = if received == 0 {
+    let mut at = Vec::new();
+    let mut barrier = std::pin::pin!(barrier);
+    let mut draining = false;
+    let write_count = async |n: u64| -> Result<(), Error> {
+        let count = ((base + n) as u32).to_le_bytes();
+        let dst = RemoteBuf { len: 4, ..credit };
+        step(
+            opts.timeout,
+            "the credit Write",
+            qp.write(Bytes::copy_from_slice(&count), dst),
+        )
+        .await??;
+        Ok(())
+    };
+    loop {
+        if let Until::Count(n) = until
+            && received >= n
+        {
+            break;
+        }
+        let limit = if draining {
+            DRAIN_IDLE
+        } else if received == 0 {
             wait_first
         } else {
             opts.timeout
         };
-        let wc = step(limit, "the client's Sends", cq.next()).await??;
+        let wc = tokio::select! {
+            biased;
+            wc = cq.next() => wc,
+            () = &mut barrier, if matches!(until, Until::Barrier) && !draining => {
+                draining = true;
+                continue;
+            }
+            () = tokio::time::sleep(limit) => {
+                if draining {
+                    break;
+                }
+                return Err(format!(
+                    "timed out after {limit:?} waiting for the client's Sends \
+                     ({received} received)"
+                )
+                .into());
+            }
+        }?;
         if wc.wc.status != WcStatus::Success {
             return Err(format!("receive {received} completed with {:?}", wc.wc.status).into());
         }
-        started.get_or_insert_with(Instant::now);
+        at.push(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
         received += 1;
-        let slot = usize::try_from(wc.wc.wr_id).map_err(|_| "wr_id")?;
-        if received + depth as u64 <= opts.iters {
-            qp.post_recv(recv_wr(inbox, slot % depth, opts.size))?;
-        }
-        if received % every == 0 || received == opts.iters {
-            let count = u32::try_from(received).unwrap_or(u32::MAX).to_le_bytes();
-            let dst = RemoteBuf { len: 4, ..credit };
-            step(
-                opts.timeout,
-                "the credit Write",
-                qp.write(Bytes::copy_from_slice(&count), dst),
-            )
-            .await??;
+        qp.post_recv(inbox.wr(wc.wc.wr_id))?;
+        if received % every == 0 {
+            write_count(received).await?;
         }
     }
-    Ok(started.map_or(0.0, |s| s.elapsed().as_secs_f64()))
+    if received % every != 0 {
+        write_count(received).await?;
+    }
+    Ok(at)
 }
 
 /// The client's credit buffer as the server sees it.
@@ -131,12 +228,17 @@ mod tests {
     #[test]
     fn credit_cadence_matches_capture() {
         // send-bw.pcapng, -n 16: RX depth 16, credits written at 5, 10, 15 and 16.
-        let d = rx_depth(16);
+        let opts = |n: &str| {
+            Opts::parse(["send_bw", "-n", n].map(String::from))
+                .unwrap()
+                .unwrap()
+        };
+        let d = rx_depth(&opts("16"));
         assert_eq!(d, 16);
         let every = credit_every(d);
         let at: Vec<u64> = (1..=16u64).filter(|r| r % every == 0 || *r == 16).collect();
         assert_eq!(at, vec![5, 10, 15, 16]);
-        assert_eq!(rx_depth(5000), 512);
+        assert_eq!(rx_depth(&opts("5000")), 512);
         assert_eq!(credit_every(1), 1);
         // The credit Write payload (frame 101): 05 00 00 00.
         assert_eq!(5u32.to_le_bytes(), [5, 0, 0, 0]);

@@ -1,100 +1,147 @@
-//! The server: accepts the side channel and the test connection, answers the
-//! exchange, stays passive during the test and prints the client's report.
+//! The server: accepts the side channel and the test connections, answers the
+//! exchange, and either stays passive (`write_bw`, `read_bw`: it prints the client's
+//! report), receives (`send_bw`: it prints its own measurement) or plays its part
+//! of a latency test.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use verbs::{Access, Device, Listener, Qp, QpConfig};
+use tokio::task::JoinSet;
+use verbs::{Device, Listener};
 
-use super::comm::{Comm, Side};
+use super::client::reported_iters;
 use super::msg::{BwReport, Dest};
-use super::{BUF_VA, Error, Opts, Test, preamble, report, send, step};
+use super::report::{self, Outcome, Printer, Timeline};
+use super::send::{self, Inbox, Until};
+use super::session::{ACCESS, Session};
+use super::{BUF_VA, Error, Opts, Test, latency};
 
 /// How long the server waits for the client to finish its test.
 const TEST_WAIT: Duration = Duration::from_secs(3600);
 
-/// Serves one perftest client on `listener`; returns the client's report.
-pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<BwReport, Error> {
-    let incoming = listener.accept().await?;
-    let peer = incoming.peer_addr();
-    tracing::info!(%peer, "side channel request");
-    let pd = dev.alloc_pd();
-    let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Server, opts.timeout)?;
-    let qp = step(
-        opts.timeout,
-        "the side-channel accept",
-        incoming.accept(&pd, cfg, b""),
-    )
-    .await??;
-    comm.attach(qp);
-    let peer_version = preamble(&comm).await?;
+/// Serves one perftest client on `listener`; returns the result lines it printed.
+pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec<Outcome>, Error> {
+    let s = Session::server(dev, listener, opts).await?;
+    let p = Printer::new(opts);
+    let out = match opts.test {
+        Test::WriteBw | Test::ReadBw => passive(opts, &s, &p).await?,
+        Test::SendBw => send_bw(opts, &s, &p).await?,
+        Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
+    };
+    s.close(opts).await?;
+    Ok(out)
+}
 
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let buf = pd.register_va(vec![0xa5; opts.size], BUF_VA, access)?;
-    let incoming = step(opts.timeout, "the test connection", listener.accept()).await??;
-    let depth = send::rx_depth(opts.iters);
-    let tcq = dev.create_cq(depth + 16);
-    let mut tcfg = QpConfig::new(&tcq);
-    let inbox = if opts.test == Test::SendBw {
-        let inbox = pd.alloc_mr(depth * opts.size, Access::LOCAL_WRITE)?;
-        for slot in 0..depth {
-            tcfg = tcfg.recv(send::recv_wr(&inbox, slot, opts.size));
-        }
-        Some(inbox)
-    } else {
-        None
-    };
-    let tqp = step(
-        opts.timeout,
-        "the test accept",
-        incoming.accept(&pd, tcfg, b""),
-    )
-    .await??;
-    let (ird, ord) = tqp.ird_ord();
-    comm.xchg(&Dest::SYNC, "barrier").await?;
-    let mine = Dest {
-        out_reads: opts.test.out_reads(),
-        qpn: tqp.num().0,
-        psn: 0x006a_a864,
-        rkey: buf.stag().to_u32(),
-        vaddr: buf.to(),
-        ..Dest::default()
-    };
-    let rem = super::exchange_dests(&comm, &mine, opts.test).await?;
-    println!("{}", report::RULE);
-    println!(
-        " iwperf {} server: peer {peer} (perftest {peer_version}), IRD/ORD {ird}/{ord}, \
-         buffer RKey {:#010x} VAddr {:#018x}",
-        opts.test.name(),
-        mine.rkey,
-        mine.vaddr
-    );
-    if let Some(inbox) = &inbox {
-        let credit = send::credit_buf(rem.rkey, rem.vaddr);
-        let secs = send::server(opts, &tqp, &tcq, inbox, credit, TEST_WAIT).await?;
-        comm.xchg(&mine.encode(), "end barrier").await?;
-        let rep = report::compute(opts.size, opts.iters, secs, opts.gbits);
-        println!("{}", report::table(&rep, opts.gbits));
-        return finish(opts, &comm, &tqp, rep).await;
-    }
-    comm.xchg_within(&mine.encode(), "end barrier", TEST_WAIT)
+/// `write_bw`/`read_bw`: the client works on our buffer; we wait for its report.
+async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let buf =
+        s.pd.register_va(vec![0xa5; opts.buf_size()], BUF_VA, ACCESS)?;
+    let mine: Vec<Dest> = s
+        .links
+        .iter()
+        .map(|l| Session::dest(opts, l, &buf, 0))
+        .collect();
+    let rem = s.exchange(opts, &mine).await?;
+    s.banner(opts, p, &mine, &rem);
+    let first = mine.first().copied().unwrap_or_default();
+    s.comm
+        .xchg_within(&first.encode(), "end barrier", TEST_WAIT)
         .await?;
     let mut parts: [Vec<u8>; 5] = Default::default();
     for part in &mut parts {
-        *part = comm
+        *part = s
+            .comm
             .xchg(&[0; BwReport::PART_LEN], "report message")
             .await?;
     }
     let rep = BwReport::decode(&parts).ok_or("a report message shorter than 8 octets")?;
-    comm.xchg(&mine.encode(), "closing barrier").await?;
-    println!("{}", report::table(&rep, opts.gbits));
-    finish(opts, &comm, &tqp, rep).await
+    s.comm.xchg(&first.encode(), "closing barrier").await?;
+    p.header();
+    p.line(&Outcome::Bw(rep));
+    p.footer();
+    Ok(vec![Outcome::Bw(rep)])
 }
 
-async fn finish(opts: &Opts, comm: &Comm, tqp: &Qp, rep: BwReport) -> Result<BwReport, Error> {
-    tqp.disconnect();
-    let _ = step(opts.timeout, "the test disconnect", tqp.closed()).await;
-    let qp = comm.qp()?;
-    qp.disconnect();
-    let _ = step(opts.timeout, "the side-channel disconnect", qp.closed()).await;
-    Ok(rep)
+/// `send_bw`: receives on every link, writes credits, measures.
+async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let depth = send::rx_depth(opts);
+    let mut inboxes = Vec::with_capacity(s.links.len());
+    for link in &s.links {
+        let inbox = Inbox::new(&s.pd, depth, opts.buf_size())?;
+        inbox.post_all(&link.qp)?;
+        inboxes.push(std::sync::Arc::new(inbox));
+    }
+    let buf = s.pd.register_va(vec![0xa5; 64], BUF_VA, ACCESS)?;
+    let mine: Vec<Dest> = s
+        .links
+        .iter()
+        .map(|l| Session::dest(opts, l, &buf, 0))
+        .collect();
+    let rem = s.exchange(opts, &mine).await?;
+    s.banner(opts, p, &mine, &rem);
+    p.header();
+    let first = mine.first().copied().unwrap_or_default();
+    let mut base = vec![0u64; s.links.len()];
+    let mut out = Vec::new();
+    for size in opts.sizes() {
+        if opts.all_sizes {
+            s.comm
+                .xchg_within(&first.encode(), "size barrier", TEST_WAIT)
+                .await?;
+        }
+        let epoch = Instant::now();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut set = JoinSet::new();
+        for (i, ((link, inbox), r)) in s.links.iter().zip(&inboxes).zip(&rem).enumerate() {
+            let (opts, qp, cq, inbox) = (
+                opts.clone(),
+                link.qp.clone(),
+                link.cq.clone(),
+                inbox.clone(),
+            );
+            let credit = send::credit_buf(r.rkey, r.vaddr);
+            let b = base.get(i).copied().unwrap_or(0);
+            let mut stop = stop_rx.clone();
+            let until = match opts.duration {
+                Some(_) => Until::Barrier,
+                None => Until::Count(opts.iters),
+            };
+            set.spawn(async move {
+                let stop = async move {
+                    let _ = stop.wait_for(|v| *v).await;
+                };
+                let wait = TEST_WAIT;
+                send::server(&opts, &qp, &cq, &inbox, credit, b, until, stop, wait, epoch)
+                    .await
+                    .map(|at| (i, at))
+            });
+        }
+        if opts.duration.is_some() {
+            s.comm.recv("end barrier", TEST_WAIT).await?;
+            let _ = stop_tx.send(true);
+        }
+        let mut parts = Vec::new();
+        while let Some(r) = set.join_next().await {
+            let (i, at) = r.map_err(|e| format!("receive task failed: {e}"))??;
+            if let Some(b) = base.get_mut(i) {
+                *b += at.len() as u64;
+            }
+            parts.push(Timeline::from_receives(at));
+        }
+        let tl = Timeline::merge(parts);
+        let mut rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        // Receives complete in bursts (many per TCP read), so intervals between them
+        // say nothing about a peak rate: the receiver reports its average as the peak.
+        rep.bw_peak = rep.bw_avg;
+        p.line(&Outcome::Bw(rep));
+        out.push(Outcome::Bw(rep));
+    }
+    p.footer();
+    if opts.duration.is_some() {
+        s.comm.send(&first.encode(), "end barrier").await?;
+    } else {
+        s.comm
+            .xchg_within(&first.encode(), "end barrier", TEST_WAIT)
+            .await?;
+    }
+    Ok(out)
 }

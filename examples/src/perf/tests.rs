@@ -1,73 +1,246 @@
-//! In-process loopback: our client against our server.
+//! In-process loopback: our client against our server, every test and flag.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use verbs::Device;
 
-use super::{Opts, Test, run_client, serve};
+use super::json::tests::parse_flat;
+use super::msg::BwReport;
+use super::report::{LatReport, Printer};
+use super::{Opts, Outcome, Test, run_client, serve};
 
-async fn loopback(test: Test, size: usize, iters: u64) {
-    let mut opts = Opts::parse(
-        [
-            test.name(),
-            "-s",
-            &size.to_string(),
-            "-n",
-            &iters.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    )
-    .unwrap()
-    .unwrap();
-    opts.first_delay = Duration::ZERO;
-    opts.timeout = Duration::from_secs(10);
-    let dev = Device::open(opts.device_config());
+fn opts(args: &str) -> Opts {
+    let mut o = Opts::parse(args.split_whitespace().map(String::from))
+        .unwrap()
+        .unwrap();
+    o.first_delay = Duration::ZERO;
+    o.timeout = Duration::from_secs(10);
+    o
+}
+
+/// Runs `args` as server and client over 127.0.0.1; returns (client, server) lines.
+async fn pair(args: &str) -> (Vec<Outcome>, Vec<Outcome>) {
+    let sopts = opts(args);
+    let dev = Device::open(sopts.device_config());
     let listener = dev
         .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
         .unwrap();
-    let port = listener.local_addr().port();
-    let sopts = opts.clone();
-    let server = tokio::spawn(async move { serve(&dev, &listener, &sopts).await });
-    let mut copts = opts;
-    copts.port = port;
+    let mut copts = sopts.clone();
+    copts.port = listener.local_addr().port();
     copts.server = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    let sent = run_client(&copts).await.unwrap();
-    let got = server.await.unwrap().unwrap();
-    if test == Test::SendBw {
-        // The send_bw server reports its own measurement.
-        assert_eq!((got.size, got.iters), (sent.size, sent.iters));
-    } else {
-        assert_eq!(got, sent);
+    let server = tokio::spawn(async move { serve(&dev, &listener, &sopts).await });
+    let sent = run_client(&copts).await;
+    let got = server.await.unwrap();
+    match (sent, got) {
+        (Ok(c), Ok(s)) => (c, s),
+        (c, s) => panic!("{args}: client {c:?}, server {s:?}"),
     }
-    assert_eq!((got.size, got.iters), (size as u64, iters));
-    assert!(got.bw_avg > 0.0);
+}
+
+fn bw(o: &[Outcome]) -> Vec<BwReport> {
+    o.iter()
+        .map(|o| match o {
+            Outcome::Bw(r) => *r,
+            Outcome::Lat(_) => panic!("a latency line in a bandwidth test"),
+        })
+        .collect()
+}
+
+fn lat(o: &[Outcome]) -> Vec<LatReport> {
+    o.iter()
+        .map(|o| match o {
+            Outcome::Lat(r) => *r,
+            Outcome::Bw(_) => panic!("a bandwidth line in a latency test"),
+        })
+        .collect()
+}
+
+fn check_bw(r: &BwReport, size: u64, iters: u64) {
+    assert_eq!((r.size, r.iters), (size, iters), "{r:?}");
+    assert!(r.bw_avg > 0.0 && r.msg_rate > 0.0, "{r:?}");
+    // The peak is the best run of consecutive operations, the whole run included.
+    assert!(r.bw_peak >= r.bw_avg * 0.999, "{r:?}");
+}
+
+fn check_lat(r: &LatReport, size: u64, iters: u64) {
+    let s = &r.stats;
+    assert_eq!((r.size, r.iters), (size, iters), "{r:?}");
+    assert!(s.min > 0.0, "{r:?}");
+    assert!(s.min <= s.typical && s.typical <= s.max, "{r:?}");
+    assert!(s.min <= s.avg && s.avg <= s.max, "{r:?}");
+    assert!(
+        s.typical <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max,
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
 async fn write_bw_loopback() {
-    loopback(Test::WriteBw, 8192, 40).await;
+    let (c, s) = pair("write_bw -s 8192 -n 40").await;
+    check_bw(&bw(&c)[0], 8192, 40);
+    // The server prints the report the client sent.
+    assert_eq!(c, s);
 }
 
 #[tokio::test]
 async fn read_bw_loopback() {
-    loopback(Test::ReadBw, 8192, 40).await;
+    let (c, s) = pair("read_bw -s 8192 -n 40 -t 4").await;
+    check_bw(&bw(&c)[0], 8192, 40);
+    assert_eq!(c, s);
 }
 
 #[tokio::test]
 async fn send_bw_loopback() {
-    loopback(Test::SendBw, 8192, 40).await;
+    let (c, s) = pair("send_bw -s 8192 -n 40").await;
+    check_bw(&bw(&c)[0], 8192, 40);
+    // The send_bw server reports its own measurement.
+    check_bw(&bw(&s)[0], 8192, 40);
 }
 
 /// More Sends than the RX depth (512) and the TX depth (128): credits must pace them.
 #[tokio::test]
 async fn send_bw_loopback_credits() {
-    loopback(Test::SendBw, 1024, 1500).await;
+    let (c, s) = pair("send_bw -s 1024 -n 1500").await;
+    check_bw(&bw(&c)[0], 1024, 1500);
+    check_bw(&bw(&s)[0], 1024, 1500);
 }
 
 #[tokio::test]
 async fn write_bw_loopback_deep() {
-    loopback(Test::WriteBw, 1024, 1500).await;
+    let (c, _) = pair("write_bw -s 1024 -n 1500").await;
+    check_bw(&bw(&c)[0], 1024, 1500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_lat_loopback() {
+    let (c, s) = pair("write_lat -n 300").await;
+    check_lat(&lat(&c)[0], 2, 300);
+    // Both sides measure; the server wrote first.
+    check_lat(&lat(&s)[0], 2, 300);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_lat_loopback() {
+    let (c, s) = pair("read_lat -s 64 -n 200").await;
+    check_lat(&lat(&c)[0], 64, 200);
+    // perftest's read_lat server only waits.
+    assert!(s.is_empty(), "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_lat_loopback() {
+    let (c, s) = pair("send_lat -s 100 -n 300").await;
+    check_lat(&lat(&c)[0], 100, 300);
+    check_lat(&lat(&s)[0], 100, 300);
+}
+
+/// `-e`: completions waited for instead of polled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_with_completion_events() {
+    let (c, s) = pair("send_lat -e -s 8 -n 100").await;
+    check_lat(&lat(&c)[0], 8, 100);
+    check_lat(&lat(&s)[0], 8, 100);
+    let (c, _) = pair("read_lat -e -s 8 -n 100").await;
+    check_lat(&lat(&c)[0], 8, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_sizes_latency() {
+    let (c, s) = pair("write_lat -a --max-size 16 -n 20").await;
+    let sizes: Vec<u64> = lat(&c).iter().map(|r| r.size).collect();
+    assert_eq!(sizes, vec![2, 4, 8, 16]);
+    for r in lat(&c).iter().chain(&lat(&s)) {
+        check_lat(r, r.size, 20);
+    }
+    let (c, _) = pair("send_lat -a --max-size 8 -n 10").await;
+    assert_eq!(lat(&c).len(), 3);
+    let (c, _) = pair("read_lat -a --max-size 8 -n 10").await;
+    assert_eq!(lat(&c).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_sizes_bandwidth() {
+    let (c, s) = pair("write_bw -a --max-size 32 -n 8").await;
+    let sizes: Vec<u64> = bw(&c).iter().map(|r| r.size).collect();
+    assert_eq!(sizes, vec![2, 4, 8, 16, 32]);
+    // perftest's client sends only the last size's report.
+    assert_eq!(s, c[4..].to_vec());
+    let (c, s) = pair("send_bw -a --max-size 64 -n 30").await;
+    assert_eq!(bw(&c).len(), 6);
+    assert_eq!(bw(&s).len(), 6);
+    for (a, b) in bw(&c).iter().zip(bw(&s)) {
+        check_bw(a, a.size, 30);
+        check_bw(&b, a.size, 30);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_runs() {
+    let (c, s) = pair("write_bw -s 4096 -D 1").await;
+    let r = bw(&c)[0];
+    assert!(r.iters > 0, "{r:?}");
+    check_bw(&r, 4096, r.iters);
+    assert_eq!(c, s);
+    let (c, s) = pair("send_bw -s 4096 -D 1").await;
+    // The server counts what it received: every Send the client made.
+    assert_eq!(bw(&c)[0].iters, bw(&s)[0].iters);
+    let (c, s) = pair("write_lat -D 1").await;
+    let r = lat(&c)[0];
+    assert!(r.iters > 2, "{r:?}");
+    check_lat(&r, 2, r.iters);
+    assert!(lat(&s)[0].iters > 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_qps() {
+    let (c, s) = pair("write_bw -q 2 -s 4096 -n 50").await;
+    check_bw(&bw(&c)[0], 4096, 50);
+    assert_eq!(c, s);
+    let (c, s) = pair("send_bw -q 2 -s 2048 -n 700").await;
+    check_bw(&bw(&c)[0], 2048, 700);
+    check_bw(&bw(&s)[0], 2048, 700);
+    let (c, _) = pair("read_bw -q 2 -s 2048 -n 50").await;
+    // Both QPs' operations count: 100 in all.
+    let r = bw(&c)[0];
+    check_bw(&r, 2048, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_lines_parse_back() {
+    for (args, kind) in [
+        ("write_bw -s 4096 -n 20 --json", "bw"),
+        ("send_lat -n 20 --json", "lat"),
+    ] {
+        let (c, _) = pair(args).await;
+        let p = Printer::new(&opts(args));
+        let line = p.line_text(&c[0]);
+        let fields = parse_flat(&line).unwrap_or_else(|| panic!("not JSON: {line}"));
+        let get = |k: &str| {
+            fields
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{k} missing in {line}"))
+        };
+        assert_eq!(get("test"), args.split(' ').next().unwrap());
+        assert_eq!(get("iterations"), "20");
+        match (kind, &c[0]) {
+            ("bw", Outcome::Bw(r)) => {
+                assert_eq!(get("bytes"), "4096");
+                assert_eq!(get("unit"), "MB/sec");
+                assert_eq!(get("bw_avg").parse::<f64>().unwrap(), r.bw_avg);
+                assert_eq!(get("bw_peak").parse::<f64>().unwrap(), r.bw_peak);
+            }
+            ("lat", Outcome::Lat(r)) => {
+                assert_eq!(get("bytes"), "2");
+                assert_eq!(get("unit"), "usec");
+                assert_eq!(get("t_typical").parse::<f64>().unwrap(), r.stats.typical);
+                assert_eq!(get("p99_9").parse::<f64>().unwrap(), r.stats.p999);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(Test::ALL.len(), 6);
 }

@@ -1,0 +1,291 @@
+//! The latency tests' measured loops, as perftest's `run_iter_lat_write`,
+//! `run_iter_lat` and `run_iter_lat_send` run them. Each returns the post timestamps
+//! (nanoseconds since the loop started); the intervals between them are the samples.
+//!
+//! From captures of perftest 6.06 on siw: in `write_lat` the server writes first and
+//! each side waits for the peer's Write numbered like its next one before writing
+//! again; in `send_lat` the client sends first; in `read_lat` only the client works.
+
+use std::time::{Duration, Instant};
+
+use verbs::{Cq, Mr, Payload, Qp, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus};
+
+use super::progress::{Goal, Progress};
+use super::send::Inbox;
+use super::{Error, step};
+
+/// How many polls of the buffer between two clock reads.
+const POLLS_PER_CLOCK: u32 = 64;
+
+/// One measured run: `size` octets, `iters` iterations or until `deadline`.
+#[derive(Debug)]
+pub struct Run {
+    /// Message size.
+    pub size: usize,
+    /// Iterations (ignored with a deadline).
+    pub iters: u64,
+    /// `-D`: when to stop.
+    pub deadline: Option<Instant>,
+    /// The longest wait for the peer.
+    pub timeout: Duration,
+    /// The progress line.
+    pub progress: Progress,
+    /// `-e`: sleep until completions arrive instead of polling busily.
+    pub events: bool,
+}
+
+impl Run {
+    /// A run of `size` for `opts` (`-D` starts counting now).
+    pub fn new(opts: &super::Opts, size: usize) -> Self {
+        let goal = opts.duration.map_or(Goal::Iters(opts.iters), Goal::Time);
+        Self {
+            size,
+            iters: opts.iters,
+            deadline: opts.duration.map(|d| Instant::now() + d),
+            timeout: opts.timeout,
+            progress: Progress::new(format!("{} {size}", opts.test.name()), goal),
+            events: opts.events,
+        }
+    }
+
+    /// Whether another message is due after `done`.
+    fn more(&self, done: u64) -> bool {
+        match self.deadline {
+            Some(d) => Instant::now() < d,
+            None => done < self.iters,
+        }
+    }
+
+    fn timed_out(&self, what: &str, n: u64) -> Error {
+        format!(
+            "{what} {n} did not arrive within {:?}: is the peer running the same test \
+             with the same -s/-n/-a flags?",
+            self.timeout
+        )
+        .into()
+    }
+}
+
+fn nanos(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `write_lat`: RDMA Write ping-pong. `buf` holds our outgoing message at offset 0
+/// and, at `inbox`, the area the peer writes into; `dst` is the peer's area. The last
+/// octet of each message carries its number (mod 256). `first`: we write first (the
+/// server does).
+pub async fn write(
+    run: &mut Run,
+    qp: &Qp,
+    buf: &Mr,
+    inbox: usize,
+    dst: RemoteBuf,
+    first: bool,
+) -> Result<Vec<u64>, Error> {
+    let size = run.size;
+    let len = u32::try_from(size).map_err(|_| "size too large")?;
+    let dst = RemoteBuf { len, ..dst };
+    let poll_at = inbox + size - 1;
+    let started = Instant::now();
+    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
+    let (mut sent, mut seen) = (0u64, 0u64);
+    loop {
+        let timed = run.deadline.is_some();
+        if !timed && sent >= run.iters && seen >= run.iters {
+            break;
+        }
+        if !(first && sent == 0) && (timed || seen < run.iters) {
+            seen += 1;
+            if !poll_octet(run, buf, poll_at, seen as u8).await? {
+                break;
+            }
+        }
+        if !run.more(sent) {
+            if timed {
+                break;
+            }
+            continue;
+        }
+        posted.push(nanos(started));
+        sent += 1;
+        buf.write(size - 1, &[sent as u8])?;
+        let op = SendOp::Write {
+            data: Payload::Sgl(vec![buf.local(..size)]),
+            dst,
+        };
+        let res = step(
+            run.timeout,
+            "an RDMA Write completion",
+            qp.exec(op, SendFlags::NONE),
+        )
+        .await?;
+        if let Err(e) = res {
+            return Err(failed(qp, &format!("RDMA Write {sent}: {e}")).await);
+        }
+        run.progress.tick(sent);
+    }
+    run.progress.finish();
+    Ok(posted)
+}
+
+/// The error for a failed operation, with why the QP closed if it did.
+async fn failed(qp: &Qp, what: &str) -> Error {
+    match tokio::time::timeout(Duration::from_millis(500), qp.closed()).await {
+        Ok(end) => format!("{what}; the connection ended: {end:?}").into(),
+        Err(_) => what.to_owned().into(),
+    }
+}
+
+/// Waits until octet `at` of `buf` is `want`. `Ok(false)` if the run's deadline
+/// passed first.
+async fn poll_octet(run: &Run, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
+    let mut octet = [0u8];
+    let seen = spin(run, "the peer's RDMA Write", u64::from(want), || {
+        buf.read_into(at, &mut octet)?;
+        Ok((octet[0] == want).then_some(()))
+    })
+    .await?;
+    Ok(seen.is_some())
+}
+
+/// The next completion on `cq`, polled busily as perftest does, or with `-e` waited
+/// for. `Ok(None)` if the run's deadline passed first.
+async fn completion(run: &Run, cq: &Cq, what: &str, n: u64) -> Result<Option<Wc>, Error> {
+    if !run.events {
+        let mut got = Vec::with_capacity(1);
+        return spin(run, what, n, || {
+            cq.poll(&mut got, 1)?;
+            Ok(got.pop())
+        })
+        .await;
+    }
+    let limit = Instant::now() + run.timeout;
+    let limit = run.deadline.map_or(limit, |d| d.min(limit));
+    match tokio::time::timeout_at(limit.into(), cq.next()).await {
+        Ok(wc) => Ok(Some(wc?)),
+        Err(_) if run.deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
+        Err(_) => Err(run.timed_out(what, n)),
+    }
+}
+
+/// Polls `ready` until it yields, the way perftest waits: busily, yielding to the
+/// runtime between polls (the connection's own tasks share it) and reading the clock
+/// every [`POLLS_PER_CLOCK`] polls. `Ok(None)` if the run's deadline passed first;
+/// an error after the run's timeout (`what` number `n` never came).
+async fn spin<T>(
+    run: &Run,
+    what: &str,
+    n: u64,
+    mut ready: impl FnMut() -> Result<Option<T>, Error>,
+) -> Result<Option<T>, Error> {
+    let limit = Instant::now() + run.timeout;
+    let mut polls = 0u32;
+    loop {
+        if let Some(v) = ready()? {
+            return Ok(Some(v));
+        }
+        polls += 1;
+        if polls % POLLS_PER_CLOCK == 0 {
+            let now = Instant::now();
+            if run.deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now >= limit {
+                return Err(run.timed_out(what, n));
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// `read_lat` (client): one signaled RDMA Read of `src` into `buf` at a time, its
+/// completion taken from `cq`.
+pub async fn read(
+    run: &mut Run,
+    qp: &Qp,
+    cq: &Cq,
+    buf: &Mr,
+    src: RemoteBuf,
+) -> Result<Vec<u64>, Error> {
+    let len = u32::try_from(run.size).map_err(|_| "size too large")?;
+    let src = RemoteBuf { len, ..src };
+    let started = Instant::now();
+    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
+    let mut done = 0u64;
+    while run.more(done) {
+        posted.push(nanos(started));
+        qp.post_send(SendWr {
+            wr_id: done,
+            op: SendOp::Read {
+                src,
+                dst: buf.local(..run.size),
+            },
+            flags: SendFlags::SIGNALED,
+        })?;
+        let Some(wc) = completion(run, cq, "an RDMA Read completion", done + 1).await? else {
+            posted.pop();
+            break;
+        };
+        if wc.wc.status != WcStatus::Success {
+            let what = format!("RDMA Read {} completed with {:?}", done + 1, wc.wc.status);
+            return Err(failed(qp, &what).await);
+        }
+        done += 1;
+        run.progress.tick(done);
+    }
+    run.progress.finish();
+    Ok(posted)
+}
+
+/// `send_lat`: Send ping-pong. The receives of `inbox` are pre-posted and reposted
+/// as they complete on `cq`; we send from `buf`. `first`: we send first (the client
+/// does).
+pub async fn send(
+    run: &mut Run,
+    qp: &Qp,
+    cq: &Cq,
+    inbox: &Inbox,
+    buf: &Mr,
+    first: bool,
+) -> Result<Vec<u64>, Error> {
+    let size = run.size;
+    let started = Instant::now();
+    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
+    let (mut sent, mut seen) = (0u64, 0u64);
+    loop {
+        let timed = run.deadline.is_some();
+        if !timed && sent >= run.iters && seen >= run.iters {
+            break;
+        }
+        if !(first && sent == 0) && (timed || seen < run.iters) {
+            seen += 1;
+            let Some(wc) = completion(run, cq, "the peer's Send", seen).await? else {
+                break;
+            };
+            if wc.wc.status != WcStatus::Success {
+                return Err(format!("receive {seen} completed with {:?}", wc.wc.status).into());
+            }
+            qp.post_recv(inbox.wr(wc.wc.wr_id))?;
+        }
+        if !run.more(sent) {
+            if timed {
+                break;
+            }
+            continue;
+        }
+        posted.push(nanos(started));
+        sent += 1;
+        // Unsignaled, as perftest posts it: the peer's answer says it arrived.
+        qp.post_send(SendWr {
+            wr_id: sent,
+            op: SendOp::Send {
+                data: Payload::Sgl(vec![buf.local(..size)]),
+                invalidate: None,
+            },
+            flags: SendFlags::NONE,
+        })?;
+        run.progress.tick(sent);
+    }
+    run.progress.finish();
+    Ok(posted)
+}

@@ -1,0 +1,240 @@
+//! The connections of one run, for both roles: the side channel with its preamble,
+//! then `-q` test connections and the barrier after them (perftest's order on siw).
+
+use std::time::{Duration, Instant};
+
+use verbs::{Access, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, RemoteBuf, STag};
+
+use super::comm::{Comm, Side};
+use super::msg::Dest;
+use super::report::{Printer, RULE};
+use super::{Error, Opts, preamble, step};
+
+/// Pause between connection attempts the server refused.
+const CONNECT_RETRY: Duration = Duration::from_millis(100);
+
+/// Completion queue depth of a test connection (its receives complete there).
+const CQ_DEPTH: usize = super::opts::QUEUE_DEPTH + 16;
+
+/// The access our test buffers are registered with.
+pub const ACCESS: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ);
+
+/// One test connection.
+#[derive(Debug)]
+pub struct Link {
+    /// Its QP.
+    pub qp: Qp,
+    /// The CQ its receives complete on.
+    pub cq: Cq,
+}
+
+/// A connected run.
+#[derive(Debug)]
+pub struct Session {
+    /// The device.
+    pub dev: Device,
+    /// The protection domain of every buffer.
+    pub pd: Pd,
+    /// The side channel.
+    pub comm: Comm,
+    /// The test connections (`-q`).
+    pub links: Vec<Link>,
+    /// The peer's perftest version, and whether it is iwperf.
+    pub peer_version: super::Peer,
+    /// Who the peer is, for the banner.
+    pub peer: String,
+}
+
+impl Session {
+    /// The client: connects to `opts.socket_addr()`, retrying while the server is not
+    /// listening yet (perftest's `retry_rdma_connect`).
+    pub async fn client(opts: &Opts) -> Result<Self, Error> {
+        let dev = Device::open(opts.device_config());
+        let pd = dev.alloc_pd();
+        let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Client, opts.timeout)?;
+        let c = connect(opts, &dev, &pd, cfg, "the side-channel connection").await?;
+        comm.attach(c.qp);
+        first_delay(opts).await;
+        let peer_version = preamble(&comm).await?;
+        tracing::info!(?peer_version, "side channel ready");
+        let mut links = Vec::with_capacity(opts.qps);
+        for i in 0..opts.qps {
+            let cq = dev.create_cq(CQ_DEPTH);
+            let what = format!("test connection {}", i + 1);
+            let t = connect(opts, &dev, &pd, QpConfig::new(&cq), &what).await?;
+            links.push(Link { qp: t.qp, cq });
+            first_delay(opts).await;
+        }
+        comm.xchg(&Dest::SYNC, "barrier").await?;
+        let peer = opts.socket_addr().to_string();
+        Ok(Self {
+            dev,
+            pd,
+            comm,
+            links,
+            peer_version,
+            peer,
+        })
+    }
+
+    /// The server: accepts one client's side channel and test connections on
+    /// `listener`.
+    pub async fn server(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Self, Error> {
+        let incoming = listener.accept().await?;
+        let peer = incoming.peer_addr().to_string();
+        tracing::info!(%peer, "side channel request");
+        let pd = dev.alloc_pd();
+        let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Server, opts.timeout)?;
+        let qp = step(
+            opts.timeout,
+            "the side-channel accept",
+            incoming.accept(&pd, cfg, b""),
+        )
+        .await??;
+        comm.attach(qp);
+        let peer_version = preamble(&comm).await?;
+        let mut links = Vec::with_capacity(opts.qps);
+        for i in 0..opts.qps {
+            let what = format!("test connection {}", i + 1);
+            let incoming = step(opts.timeout, &what, listener.accept()).await??;
+            let cq = dev.create_cq(CQ_DEPTH);
+            let qp = step(
+                opts.timeout,
+                &what,
+                incoming.accept(&pd, QpConfig::new(&cq), b""),
+            )
+            .await??;
+            links.push(Link { qp, cq });
+        }
+        comm.xchg(&Dest::SYNC, "barrier").await?;
+        Ok(Self {
+            dev: dev.clone(),
+            pd,
+            comm,
+            links,
+            peer_version,
+            peer,
+        })
+    }
+
+    /// Our address message for `link`: `buf` at `offset` is where the peer's
+    /// operations go.
+    pub fn dest(opts: &Opts, link: &Link, buf: &Mr, offset: usize) -> Dest {
+        Dest {
+            out_reads: opts.test.out_reads(),
+            qpn: link.qp.num().0,
+            psn: 0x006a_a864,
+            rkey: buf.stag().to_u32(),
+            vaddr: buf.to() + offset as u64,
+            ..Dest::default()
+        }
+    }
+
+    /// The address exchanges for every link (`mine[i]` for link `i`); the peer's
+    /// answers.
+    pub async fn exchange(&self, opts: &Opts, mine: &[Dest]) -> Result<Vec<Dest>, Error> {
+        let mut rem = Vec::with_capacity(mine.len());
+        for m in mine {
+            rem.push(super::exchange_dests(&self.comm, m, opts.test).await?);
+        }
+        Ok(rem)
+    }
+
+    /// Prints perftest's banner: the test, the peer and both addresses.
+    pub fn banner(&self, opts: &Opts, p: &Printer, mine: &[Dest], rem: &[Dest]) {
+        let role = if opts.server.is_some() {
+            "client"
+        } else {
+            "server"
+        };
+        p.info(RULE);
+        p.info(&format!(
+            "                    {} (iwperf {role}, perftest -R exchange, peer {} {} {})",
+            opts.test.title(),
+            self.peer,
+            if self.peer_version.iwperf {
+                "iwperf"
+            } else {
+                "perftest"
+            },
+            self.peer_version.version
+        ));
+        let (ird, ord) = self.links.first().map_or((0, 0), |l| l.qp.ird_ord());
+        p.info(&format!(
+            " Transport: IW  QPs: {}  TX depth: {}  Inline: {}[B] (recorded only)  \
+             IRD/ORD: {ird}/{ord}  CRC: {}",
+            opts.qps,
+            opts.tx_depth,
+            opts.inline_size,
+            if opts.crc { "asked" } else { "off" }
+        ));
+        for (side, list) in [("local", mine), ("remote", rem)] {
+            for d in list {
+                p.info(&format!(
+                    " {side} address: QPN {:#06x} RKey {:#010x} VAddr {:#018x}",
+                    d.qpn, d.rkey, d.vaddr
+                ));
+            }
+        }
+    }
+
+    /// Disconnects every test connection, then the side channel.
+    pub async fn close(&self, opts: &Opts) -> Result<(), Error> {
+        for l in &self.links {
+            l.qp.disconnect();
+        }
+        for l in &self.links {
+            let _ = step(opts.timeout, "the test disconnect", l.qp.closed()).await;
+        }
+        let qp = self.comm.qp()?;
+        qp.disconnect();
+        let _ = step(opts.timeout, "the side-channel disconnect", qp.closed()).await;
+        Ok(())
+    }
+}
+
+/// The peer's buffer named by `d`.
+pub fn remote(d: &Dest) -> RemoteBuf {
+    RemoteBuf {
+        stag: STag::from_u32(d.rkey),
+        to: d.vaddr,
+        len: 0,
+    }
+}
+
+/// Connects, retrying while the server is not listening yet: siw's perftest server
+/// needs a moment after the side-channel barrier before it listens for the test
+/// connection, and answers a SYN with RST then.
+async fn connect(
+    opts: &Opts,
+    dev: &Device,
+    pd: &Pd,
+    cfg: QpConfig,
+    what: &str,
+) -> Result<verbs::Connected, Error> {
+    let deadline = Instant::now() + opts.timeout;
+    loop {
+        let res = step(
+            opts.timeout,
+            what,
+            dev.connect(pd, opts.socket_addr(), cfg.clone(), b""),
+        )
+        .await?;
+        match res {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() < deadline && e.to_string().contains("refused") => {
+                tracing::debug!(%e, "{what}: retrying");
+                tokio::time::sleep(CONNECT_RETRY).await;
+            }
+            Err(e) => return Err(format!("{what}: {e}").into()),
+        }
+    }
+}
+
+async fn first_delay(opts: &Opts) {
+    if !opts.first_delay.is_zero() {
+        tokio::time::sleep(opts.first_delay).await;
+    }
+}
