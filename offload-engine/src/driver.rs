@@ -17,12 +17,10 @@ use crate::qp::Shared;
 
 /// Octets queued for the socket before the driver stops asking the stream for more.
 const TX_HIGH_WATER: usize = 256 * 1024;
-/// The least room a read gets; below it the buffer is compacted or grown.
-const RX_MIN_READ: usize = 64 * 1024;
-/// The read buffer's room while the peer streams. Large, so that the partial FPDU left at
-/// the end of a read is moved to the front (to make room) once per this many octets, not
-/// on every read.
-const RX_STREAM: usize = 1024 * 1024;
+/// The room a read gets. The buffer stays small, and so in the cache: a partial FPDU
+/// left at the end of a read is moved to the front to make room (a larger buffer that
+/// moved it less often measured slower).
+const RX_CHUNK: usize = 64 * 1024;
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
@@ -67,8 +65,6 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
     let mut out = Transmit::new();
     // Octets at the end of `rx` not yet recorded in the capture.
     let mut fresh = 0;
-    // True while reads come back large: the peer streams.
-    let mut streaming = false;
     let mut eof = false;
     let mut shut_down = false;
     let mut linger_until: Option<Instant> = None;
@@ -84,15 +80,11 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
             }
             if !rx.is_empty() {
                 core.stream.handle_input(&mut rx, core.mem.as_mut());
-                if rx.is_empty() && !streaming && rx.capacity() > RX_MIN_READ {
-                    // The stream went quiet: an idle queue pair keeps no large buffer.
-                    rx = BytesMut::new();
-                }
             }
             if eof {
                 core.stream.handle_eof(&mut rx);
             }
-            if out.is_empty() {
+            if out.is_empty() && !core.pushed.is_empty() {
                 std::mem::swap(&mut out, &mut core.pushed);
             }
             if out.len() < TX_HIGH_WATER {
@@ -131,18 +123,13 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
         tokio::select! {
             r = sock.readable(), if !eof => {
                 r?;
-                if rx.capacity() - rx.len() < RX_MIN_READ {
-                    rx.reserve(if streaming { RX_STREAM } else { RX_MIN_READ });
-                }
+                rx.reserve(RX_CHUNK);
                 match sock.try_read_buf(&mut rx) {
                     Ok(0) => {
                         eof = true;
                         shared.lock().tap.received_fin();
                     }
-                    Ok(n) => {
-                        fresh += n;
-                        streaming = n >= RX_MIN_READ;
-                    }
+                    Ok(n) => fresh += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }

@@ -163,8 +163,9 @@ impl Shared {
 /// A connected queue pair. Cheap to clone; clones share the queue pair.
 ///
 /// Posting never waits: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
-/// queue the request and wake the connection's driver task. Completions arrive on the
-/// completion queues given at connect/accept time.
+/// queue the request. A send onto an idle send queue is written to the socket at once,
+/// without blocking (the push path); otherwise the connection's driver task sends it.
+/// Completions arrive on the completion queues given at connect/accept time.
 #[derive(Clone, Debug)]
 pub struct Qp {
     pub(crate) shared: Arc<Shared>,
@@ -192,7 +193,7 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        self.post(|s| s.post_send(wr))
+        self.post(Queue::Send, |s| s.post_send(wr))
     }
 
     /// Queues a receive buffer.
@@ -200,7 +201,7 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        self.post(|s| s.post_recv(wr))
+        self.post(Queue::Recv, |s| s.post_recv(wr))
     }
 
     /// Posts `wr` with its completion routed to the returned future instead of the send
@@ -218,7 +219,7 @@ impl Qp {
         let (id, rx) = self.register_waiter(Queue::Send);
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
-        self.post(|s| s.post_send(wr))
+        self.post(Queue::Send, |s| s.post_send(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
         Ok(rx)
     }
@@ -231,7 +232,7 @@ impl Qp {
     ) -> Result<oneshot::Receiver<Completion>, PostError> {
         let (id, rx) = self.register_waiter(Queue::Recv);
         wr.wr_id = id;
-        self.post(|s| s.post_recv(wr))
+        self.post(Queue::Recv, |s| s.post_recv(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Recv, id))?;
         Ok(rx)
     }
@@ -274,10 +275,22 @@ impl Qp {
         }
     }
 
-    fn post(&self, f: impl FnOnce(&mut Stream) -> Result<(), PostError>) -> Result<(), PostError> {
+    /// Runs a post under the core lock. A receive only queues a buffer: the driver has
+    /// nothing to do for it. A send onto an idle send queue goes out on this thread (the
+    /// push path); with work already in flight the driver sends it, batched with the rest.
+    fn post(
+        &self,
+        queue: Queue,
+        f: impl FnOnce(&mut Stream) -> Result<(), PostError>,
+    ) -> Result<(), PostError> {
         let mut core = self.shared.lock();
+        let idle = core.stream.outstanding_sends() == 0;
         f(&mut core.stream)?;
-        let wake = crate::push::push(&mut core);
+        let wake = match queue {
+            Queue::Recv => false,
+            Queue::Send if idle => crate::push::push(&mut core),
+            Queue::Send => true,
+        };
         self.shared.dispatch(&mut core);
         drop(core);
         if wake {

@@ -459,7 +459,7 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
         Ok::<_, Error>(qps)
     });
     let (cpd, ccq) = (client.alloc_pd(), client.create_cq(64));
-    let before = rss_kib();
+    let (before, kernel_before) = (rss_kib(), tcp_kernel_kib());
     let started = Instant::now();
     let mut qps = Vec::with_capacity(n);
     for _ in 0..n {
@@ -472,18 +472,31 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
     }
     let server_qps = acceptor.await??;
     let took = started.elapsed();
-    let per_qp = match (before, rss_kib()) {
+    let per_qp = |before: Option<u64>, after: Option<u64>| match (before, after) {
         (Some(b), Some(a)) => format!("{:.1} KiB", a.saturating_sub(b) as f64 / (2 * n) as f64),
-        _ => "unknown (no /proc/self/status)".into(),
+        _ => "unknown (no /proc)".into(),
     };
+    let user = per_qp(before, rss_kib());
+    let kernel = per_qp(kernel_before, tcp_kernel_kib());
     println!(
-        "{:<28} {:>9.0} /s   {n} pairs in {:.2} s; memory per idle QP {per_qp} (target <= 64 KiB)",
+        "{:<28} {:>9.0} /s   {n} pairs in {:.2} s; memory per idle QP {user} (target <= 64 KiB), \
+         kernel TCP buffers {kernel}",
         "QP setup (both sides)",
         n as f64 / took.as_secs_f64(),
         took.as_secs_f64()
     );
     drop((qps, server_qps));
     Ok(())
+}
+
+/// The memory the kernel holds for TCP socket buffers, from `/proc/net/sockstat`
+/// (`TCP: ... mem PAGES`, machine-wide).
+fn tcp_kernel_kib() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut words = line.split_whitespace();
+    words.find(|w| *w == "mem")?;
+    Some(words.next()?.parse::<u64>().ok()? * 4)
 }
 
 /// The resident set size of this process, from /proc/self/status.

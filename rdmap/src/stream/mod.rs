@@ -405,6 +405,11 @@ impl Stream {
         (self.ird, self.ord)
     }
 
+    /// Send-queue work requests posted and not yet completed (queued or in flight).
+    pub fn outstanding_sends(&self) -> usize {
+        self.tx.outstanding()
+    }
+
     /// True if something is waiting to be transmitted right now.
     pub fn wants_transmit(&self) -> bool {
         self.tx.term.is_some() || (self.may_send() && self.tx.has_work())

@@ -44,9 +44,12 @@ impl Transmit {
         self.len() == 0
     }
 
-    /// The arena, with room for at least `n` more octets, for copying into.
+    /// The arena, with room for at least `n` more octets, for copying into. When the room
+    /// must be made, the octets already there move to the chain first (by reference), so
+    /// growing never copies them.
     pub(super) fn arena(&mut self, n: usize) -> &mut BytesMut {
         if self.arena.capacity() - self.arena.len() < n {
+            self.seal();
             self.arena.reserve(n.max(ARENA_CHUNK));
         }
         &mut self.arena
