@@ -68,13 +68,8 @@ async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timel
 async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     let buf =
         s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
-    let mine: Vec<Dest> = s
-        .links
-        .iter()
-        .map(|l| Session::dest(opts, l, &buf, 0))
-        .collect();
-    let rem = s.exchange(opts, &mine).await?;
-    s.banner(opts, p, &mine, &rem);
+    let mine = s.dests(opts, &buf);
+    let rem = s.exchange(opts, p, &mine).await?;
     p.header();
     let mut out = Vec::new();
     let mut last = BwReport::default();
@@ -124,8 +119,7 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         .zip(&credits)
         .map(|(l, c)| Session::dest(opts, l, c, 0))
         .collect();
-    let rem = s.exchange(opts, &mine).await?;
-    s.banner(opts, p, &mine, &rem);
+    s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
     let window = send::rx_depth(opts);

@@ -44,8 +44,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             // halves of one buffer).
             let buf = s.pd.register_va(vec![0; 2 * size], BUF_VA, ACCESS)?;
             let mine = [Session::dest(opts, link, &buf, size)];
-            let rem = s.exchange(opts, &mine).await?;
-            s.banner(opts, p, &mine, &rem);
+            let rem = s.exchange(opts, p, &mine).await?;
             let dst = rem.first().map(remote).ok_or("no peer address")?;
             let kind = Kind::Write {
                 buf: &buf,
@@ -59,8 +58,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             let fill = if client { 0 } else { 0xa5 };
             let buf = s.pd.register_va(vec![fill; size], BUF_VA, ACCESS)?;
             let mine = [Session::dest(opts, link, &buf, 0)];
-            let rem = s.exchange(opts, &mine).await?;
-            s.banner(opts, p, &mine, &rem);
+            let rem = s.exchange(opts, p, &mine).await?;
             let out = if client {
                 let src = rem.first().map(remote).ok_or("no peer address")?;
                 let out = sizes(opts, p, link, &Kind::Read { buf: &buf, src }).await?;
@@ -79,8 +77,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             inbox.post_all(&link.qp)?;
             let buf = s.pd.register_va(vec![0; size], BUF_VA, ACCESS)?;
             let mine = [Session::dest(opts, link, &buf, 0)];
-            let rem = s.exchange(opts, &mine).await?;
-            s.banner(opts, p, &mine, &rem);
+            s.exchange(opts, p, &mine).await?;
             let kind = Kind::Send {
                 inbox: &inbox,
                 buf: &buf,

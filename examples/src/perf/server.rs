@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use verbs::{Device, Listener};
 
 use super::client::reported_iters;
-use super::msg::{BwReport, Dest};
+use super::msg::BwReport;
 use super::report::{self, Outcome, Printer, Timeline};
 use super::send::{self, Inbox, Until};
 use super::session::{ACCESS, Session};
@@ -35,13 +35,8 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
 async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     let buf =
         s.pd.register_va(vec![0xa5; opts.buf_size()], BUF_VA, ACCESS)?;
-    let mine: Vec<Dest> = s
-        .links
-        .iter()
-        .map(|l| Session::dest(opts, l, &buf, 0))
-        .collect();
-    let rem = s.exchange(opts, &mine).await?;
-    s.banner(opts, p, &mine, &rem);
+    let mine = s.dests(opts, &buf);
+    s.exchange(opts, p, &mine).await?;
     let first = mine.first().copied().unwrap_or_default();
     s.comm
         .xchg_within(&first.encode(), "end barrier", TEST_WAIT)
@@ -71,13 +66,8 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         inboxes.push(std::sync::Arc::new(inbox));
     }
     let buf = s.pd.register_va(vec![0xa5; 64], BUF_VA, ACCESS)?;
-    let mine: Vec<Dest> = s
-        .links
-        .iter()
-        .map(|l| Session::dest(opts, l, &buf, 0))
-        .collect();
-    let rem = s.exchange(opts, &mine).await?;
-    s.banner(opts, p, &mine, &rem);
+    let mine = s.dests(opts, &buf);
+    let rem = s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
     let mut base = vec![0u64; s.links.len()];

@@ -132,18 +132,32 @@ impl Session {
         }
     }
 
-    /// The address exchanges for every link (`mine[i]` for link `i`); the peer's
-    /// answers.
-    pub async fn exchange(&self, opts: &Opts, mine: &[Dest]) -> Result<Vec<Dest>, Error> {
+    /// Our address messages for every link, all pointing at the start of `buf`.
+    pub fn dests(&self, opts: &Opts, buf: &Mr) -> Vec<Dest> {
+        self.links
+            .iter()
+            .map(|l| Self::dest(opts, l, buf, 0))
+            .collect()
+    }
+
+    /// The address exchanges for every link (`mine[i]` for link `i`), then perftest's
+    /// banner; returns the peer's answers.
+    pub async fn exchange(
+        &self,
+        opts: &Opts,
+        p: &Printer,
+        mine: &[Dest],
+    ) -> Result<Vec<Dest>, Error> {
         let mut rem = Vec::with_capacity(mine.len());
         for m in mine {
             rem.push(super::exchange_dests(&self.comm, m, opts.test).await?);
         }
+        self.banner(opts, p, mine, &rem);
         Ok(rem)
     }
 
     /// Prints perftest's banner: the test, the peer and both addresses.
-    pub fn banner(&self, opts: &Opts, p: &Printer, mine: &[Dest], rem: &[Dest]) {
+    fn banner(&self, opts: &Opts, p: &Printer, mine: &[Dest], rem: &[Dest]) {
         let role = if opts.server.is_some() {
             "client"
         } else {
