@@ -212,15 +212,16 @@ impl Drop for Server {
     }
 }
 
-/// Runs `iwarp-rping ARGS` inside the lab's netns with a time limit.
-fn rping_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
+/// Runs one of our tools (`bin ARGS`) inside the lab's netns with a time limit.
+fn run_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
     let mut cmd = Command::new("timeout");
     cmd.arg(RUN_LIMIT.as_secs().to_string())
         .args(["ip", "netns", "exec", NETNS])
         .arg(bin)
         .args(args);
-    let out = cmd.output().expect("run iwarp-rping");
-    println!("$ ip netns exec {NETNS} iwarp-rping {}", args.join(" "));
+    let name = bin.file_name().unwrap_or_default().to_string_lossy();
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {name}: {e}"));
+    println!("$ ip netns exec {NETNS} {name} {}", args.join(" "));
     println!("{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     out
@@ -238,7 +239,7 @@ fn client_against_siw(params: &str, extra: &[&str]) {
     std::thread::sleep(Duration::from_secs(2));
     let mut args = vec!["-c", "-a", VM1, "-C", "10", "-V", "-v"];
     args.extend_from_slice(extra);
-    let out = rping_in_netns(&bin, &args);
+    let out = run_in_netns(&bin, &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "iwarp-rping -c failed: {out:?}");
     assert!(
@@ -330,7 +331,7 @@ fn perftest_client_against_siw_with(test: &str, flags: &[&str]) {
     let mut args = vec![test, "-R"];
     args.extend_from_slice(flags);
     args.push(VM1);
-    let out = rping_in_netns(&bin, &args);
+    let out = run_in_netns(&bin, &args);
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} client failed: {out:?}");

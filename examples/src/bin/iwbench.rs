@@ -21,6 +21,7 @@ use bytes::Bytes;
 use examples::args::{ArgError, Size, flags, parse_size};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
 use verbs::{
     Access, Cq, Device, DeviceConfig, Mr, Payload, Qp, QpConfig, RecvWr, RemoteBuf, SendFlags,
     SendOp, SendWr,
@@ -29,6 +30,8 @@ use verbs::{
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const MSG: usize = 64 * 1024;
+/// Connections being set up at once in the QP scale line.
+const SETUP_IN_FLIGHT: usize = 64;
 const DEPTH: usize = 16;
 
 struct Opts {
@@ -442,8 +445,9 @@ async fn send_pingpong(n: usize) -> Result<Run, Error> {
     Ok(run)
 }
 
-/// Connects `n` queue pairs between two devices; reports the setup rate and the memory
-/// each idle queue pair costs (resident set growth over all of them).
+/// Connects `n` queue pairs between two devices, [`SETUP_IN_FLIGHT`] at a time; reports
+/// the setup rate and the memory each idle queue pair costs (resident set growth over all
+/// of them, and the kernel's TCP buffers).
 async fn qp_scale(n: usize) -> Result<(), Error> {
     let cfg = DeviceConfig::default();
     let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
@@ -451,10 +455,16 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
     let addr = listener.local_addr();
     let (spd, scq) = (server.alloc_pd(), server.create_cq(64));
     let acceptor = tokio::spawn(async move {
-        let mut qps = Vec::with_capacity(n);
+        // Each MPA exchange in its own task, as a server would run them.
+        let mut accepting = JoinSet::new();
         for _ in 0..n {
             let inc = listener.accept().await?;
-            qps.push(inc.accept(&spd, QpConfig::new(&scq), b"").await?);
+            let (spd, scq) = (spd.clone(), scq.clone());
+            accepting.spawn(async move { inc.accept(&spd, QpConfig::new(&scq), b"").await });
+        }
+        let mut qps = Vec::with_capacity(n);
+        while let Some(qp) = accepting.join_next().await {
+            qps.push(qp??);
         }
         Ok::<_, Error>(qps)
     });
@@ -462,13 +472,21 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
     let (before, kernel_before) = (rss_kib(), tcp_kernel_kib());
     let started = Instant::now();
     let mut qps = Vec::with_capacity(n);
-    for _ in 0..n {
-        qps.push(
-            client
-                .connect(&cpd, addr, QpConfig::new(&ccq), b"")
-                .await?
-                .qp,
-        );
+    let mut connecting = JoinSet::new();
+    for i in 0..n {
+        if i >= SETUP_IN_FLIGHT {
+            if let Some(qp) = connecting.join_next().await {
+                qps.push(qp??);
+            }
+        }
+        let (client, cpd, ccq) = (client.clone(), cpd.clone(), ccq.clone());
+        connecting.spawn(async move {
+            let conn = client.connect(&cpd, addr, QpConfig::new(&ccq), b"");
+            conn.await.map(|c| c.qp)
+        });
+    }
+    while let Some(qp) = connecting.join_next().await {
+        qps.push(qp??);
     }
     let server_qps = acceptor.await??;
     let took = started.elapsed();
