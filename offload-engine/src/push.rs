@@ -17,8 +17,14 @@ use tokio::net::TcpStream;
 use crate::pcap::Tap;
 use crate::qp::Core;
 
-/// The most a post produces and writes on the caller's thread; the driver does the rest.
-pub(crate) const PUSH_MAX: usize = 256 * 1024;
+/// The largest payload a post sends on the caller's thread. Small messages are where the
+/// saved wake-up matters; large ones go faster through the driver, which keeps the
+/// sender's CRC and copies off the application's thread (measured: 64 KiB Writes with
+/// CRC pushed inline ran at half the rate).
+pub(crate) const PUSH_MAX_PAYLOAD: u32 = 16 * 1024;
+
+/// The most one push produces and writes on the caller's thread; the driver does the rest.
+pub(crate) const PUSH_MAX: usize = 64 * 1024;
 
 /// Sends what the stream has to send now, if the driver is idle. Returns true when the
 /// driver must run (it has a backlog, the socket was full, more is left to send, or the

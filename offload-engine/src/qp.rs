@@ -193,7 +193,8 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        self.post(Queue::Send, |s| s.post_send(wr))
+        let small = wr.op.payload_len() <= crate::push::PUSH_MAX_PAYLOAD;
+        self.post(Queue::Send, small, |s| s.post_send(wr))
     }
 
     /// Queues a receive buffer.
@@ -201,7 +202,7 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        self.post(Queue::Recv, |s| s.post_recv(wr))
+        self.post(Queue::Recv, false, |s| s.post_recv(wr))
     }
 
     /// Posts `wr` with its completion routed to the returned future instead of the send
@@ -219,7 +220,8 @@ impl Qp {
         let (id, rx) = self.register_waiter(Queue::Send);
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
-        self.post(Queue::Send, |s| s.post_send(wr))
+        let small = wr.op.payload_len() <= crate::push::PUSH_MAX_PAYLOAD;
+        self.post(Queue::Send, small, |s| s.post_send(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
         Ok(rx)
     }
@@ -232,7 +234,7 @@ impl Qp {
     ) -> Result<oneshot::Receiver<Completion>, PostError> {
         let (id, rx) = self.register_waiter(Queue::Recv);
         wr.wr_id = id;
-        self.post(Queue::Recv, |s| s.post_recv(wr))
+        self.post(Queue::Recv, false, |s| s.post_recv(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Recv, id))?;
         Ok(rx)
     }
@@ -276,19 +278,21 @@ impl Qp {
     }
 
     /// Runs a post under the core lock. A receive only queues a buffer: the driver has
-    /// nothing to do for it. A send onto an idle send queue goes out on this thread (the
-    /// push path); with work already in flight the driver sends it, batched with the rest.
+    /// nothing to do for it. A `small` send onto an idle send queue goes out on this
+    /// thread (the push path); a large one, or one behind work in flight, is sent by the
+    /// driver, pipelined and batched with the rest.
     fn post(
         &self,
         queue: Queue,
+        small: bool,
         f: impl FnOnce(&mut Stream) -> Result<(), PostError>,
     ) -> Result<(), PostError> {
         let mut core = self.shared.lock();
-        let idle = core.stream.outstanding_sends() == 0;
+        let push = small && core.stream.outstanding_sends() == 0;
         f(&mut core.stream)?;
         let wake = match queue {
             Queue::Recv => false,
-            Queue::Send if idle => crate::push::push(&mut core),
+            Queue::Send if push => crate::push::push(&mut core),
             Queue::Send => true,
         };
         self.shared.dispatch(&mut core);

@@ -244,6 +244,15 @@ pub struct Bind {
 }
 
 impl SendOp {
+    /// Octets of local data this request sends (a Send's or Write's payload; 0 for the
+    /// others, whose requests are a few header octets). `u32::MAX` if it does not fit.
+    pub fn payload_len(&self) -> u32 {
+        match self {
+            Self::Send { data, .. } | Self::Write { data, .. } => data.len().unwrap_or(u32::MAX),
+            _ => 0,
+        }
+    }
+
     /// The opcode its completion reports.
     pub fn wc_opcode(&self) -> WcOpcode {
         match self {

@@ -1,0 +1,145 @@
+//! The inline push path keeps the wire in posting order. The peer is a plain TCP socket
+//! that runs the MPA responder by hand and then reads slowly, so the socket keeps filling
+//! up: posts onto an idle queue are written by the posting thread and often only in part,
+//! the rest is left to the driver, and later posts queue behind it. The peer deframes
+//! everything it read and checks that every RDMA Write arrived whole and in order.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ddp::SegmentRepr;
+use mpa::{Deframer, Handshake, HandshakeEvent, MpaConfig, Negotiated};
+use offload_engine::{Cq, Engine, EngineConfig, QpInit};
+use rdmap::{Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Writes posted, and the size of each (below the push path's payload limit).
+const WRITES: usize = 300;
+const LEN: usize = 8 * 1024;
+/// The STag and base the peer "advertises"; nothing checks them on its side.
+const STAG: u32 = 0x0012_3400;
+const BASE: u64 = 0x7000_0000;
+
+/// Accepts one connection and runs the MPA responder on it; returns the socket, the
+/// octets read past the Request, and the negotiated settings.
+async fn fake_responder(listener: TcpListener) -> (TcpStream, BytesMut, Negotiated) {
+    let (mut sock, _) = listener.accept().await.expect("accept");
+    let mut hs = Handshake::responder(MpaConfig::default(), Instant::now());
+    let mut rx = BytesMut::new();
+    loop {
+        let mut out = BytesMut::new();
+        while hs.poll_transmit(&mut out) {}
+        sock.write_all(&out).await.expect("write MPA Reply");
+        while let Some(ev) = hs.poll_event() {
+            match ev {
+                HandshakeEvent::Request(_) => hs.accept(b"").expect("accept the Request"),
+                HandshakeEvent::Established { negotiated, .. } => {
+                    let mut out = BytesMut::new();
+                    while hs.poll_transmit(&mut out) {}
+                    sock.write_all(&out).await.expect("write MPA Reply");
+                    return (sock, rx, negotiated);
+                }
+                other => panic!("responder handshake: {other:?}"),
+            }
+        }
+        let n = sock.read_buf(&mut rx).await.expect("read the Request");
+        assert!(n > 0, "the initiator closed during MPA");
+        hs.handle_input(&mut rx, Instant::now());
+    }
+}
+
+fn message(i: usize) -> Bytes {
+    (0..LEN)
+        .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushed_and_driven_octets_keep_their_order() {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind");
+    // Small buffers on both ends, so the socket is full most of the time.
+    socket2::SockRef::from(&listener)
+        .set_recv_buffer_size(4096)
+        .expect("SO_RCVBUF");
+    let addr = listener.local_addr().expect("addr");
+    let peer = tokio::spawn(fake_responder(listener));
+
+    let mut cfg = EngineConfig::default();
+    cfg.socket.send_buffer = Some(4096);
+    let engine = Engine::new(cfg);
+    let (pd, cq) = (engine.alloc_pd(), Cq::new(1024));
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(pd, &cq), b"")
+        .await
+        .expect("connect");
+    let (mut sock, mut rx, negotiated) = peer.await.expect("peer");
+
+    // The peer reads slowly: 2 KiB at a time with pauses, until it has everything.
+    let reader = tokio::spawn(async move {
+        let mut de = Deframer::from_negotiated(&negotiated);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.len() < WRITES * LEN {
+            assert!(
+                Instant::now() < deadline,
+                "only {} octets arrived",
+                got.len()
+            );
+            let mut chunk = [0u8; 2048];
+            let n = sock.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the engine closed early");
+            rx.extend_from_slice(&chunk[..n]);
+            while let Some(ulpdu) = de.decode(&mut rx).expect("a well-formed FPDU") {
+                let (SegmentRepr::Tagged(t), payload) =
+                    SegmentRepr::parse(&ulpdu).expect("a DDP segment")
+                else {
+                    panic!("an untagged segment");
+                };
+                // In order: each segment lands right after the previous one.
+                assert_eq!(t.stag, STag::from_u32(STAG));
+                assert_eq!(t.to, BASE + got.len() as u64, "segment out of order");
+                got.extend_from_slice(payload);
+            }
+            if got.len() % (64 * 1024) < 2048 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        got
+    });
+
+    // Posts: some onto an idle queue (after waiting for every completion), some behind
+    // work in flight.
+    let mut pending = 0;
+    for i in 0..WRITES {
+        if i % 3 == 0 {
+            while pending > 0 {
+                let wc = cq.next().await.expect("cq");
+                assert!(wc.wc.is_ok(), "{wc:?}");
+                pending -= 1;
+            }
+        }
+        qp.post_send(SendWr {
+            wr_id: i as u64,
+            op: SendOp::Write {
+                data: Payload::Bytes(message(i)),
+                dst: RemoteBuf {
+                    stag: STag::from_u32(STAG),
+                    to: BASE + (i * LEN) as u64,
+                    len: LEN as u32,
+                },
+            },
+            flags: SendFlags::SIGNALED,
+        })
+        .expect("post");
+        pending += 1;
+    }
+    let got = reader.await.expect("reader");
+    for (i, m) in got.chunks(LEN).enumerate() {
+        assert_eq!(m, &message(i)[..], "Write {i} arrived changed");
+    }
+}
