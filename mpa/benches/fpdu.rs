@@ -68,7 +68,8 @@ fn main() {
             d.extend_from_slice(payload);
             Ok::<_, ()>(())
         });
-        black_box((filled, &wire));
+        assert!(filled.is_ok());
+        black_box(&wire);
         stable.check(&wire);
         ULPDU
     });

@@ -163,7 +163,7 @@ impl Shared {
 /// A connected queue pair. Cheap to clone; clones share the queue pair.
 ///
 /// Posting never waits: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
-/// queue the request. A send onto an idle send queue is written to the socket at once,
+/// queue the request. A small send onto an idle send queue is written to the socket at once,
 /// without blocking (the push path); otherwise the connection's driver task sends it.
 /// Completions arrive on the completion queues given at connect/accept time.
 #[derive(Clone, Debug)]
