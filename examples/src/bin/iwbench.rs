@@ -12,6 +12,9 @@
 //!
 //! `--smoke` runs everything for a moment (CI); `--total SIZE`, `--pings N`, `--qps N`
 //! size the runs; `--only write,read,pingpong,qps` picks lines (for profiling one path).
+//! `--window SIZE` is the memory each bandwidth run cycles through at both ends, for the
+//! TCP pump and for the RDMA regions alike: 64 KiB by default (one buffer reused, as a
+//! socket pump and perftest do), `--window 64M` for data that does not stay in the cache.
 //! Numbers, not pass/fail: nothing here is a test.
 
 use std::net::SocketAddr;
@@ -36,6 +39,7 @@ const DEPTH: usize = 16;
 
 struct Opts {
     total: usize,
+    window: usize,
     pings: usize,
     qps: usize,
     rounds: usize,
@@ -55,6 +59,7 @@ const LINES: [&str; 4] = ["qps", "write", "read", "pingpong"];
 fn parse() -> Result<Opts, ArgError> {
     let mut o = Opts {
         total: 1 << 30,
+        window: MSG,
         pings: 20_000,
         qps: 1000,
         rounds: 3,
@@ -72,6 +77,11 @@ fn parse() -> Result<Opts, ArgError> {
         let bad = || ArgError(format!("bad value {v:?} for --{k}"));
         match k.as_str() {
             "total" => o.total = parse_size(&v).ok_or_else(bad)?,
+            "window" => {
+                o.window = parse_size(&v)
+                    .filter(|&w| (MSG..=1 << 31).contains(&w))
+                    .ok_or_else(|| ArgError(format!("--window {v:?}: from 64K to 2G")))?;
+            }
             "pings" => o.pings = v.parse().map_err(|_| bad())?,
             "qps" => o.qps = v.parse().map_err(|_| bad())?,
             "rounds" => o.rounds = v.parse().ok().filter(|&r| r > 0).ok_or_else(bad)?,
@@ -86,7 +96,7 @@ fn parse() -> Result<Opts, ArgError> {
             }
             _ => {
                 return Err(ArgError(format!(
-                    "unknown flag --{k} (try --smoke, --total, --pings, --qps, --rounds, --only)"
+                    "unknown flag --{k} (try --smoke, --total, --window, --pings, --qps, --rounds, --only)"
                 )));
             }
         }
@@ -115,9 +125,10 @@ async fn main() {
 
 async fn run(o: &Opts) -> Result<(), Error> {
     println!(
-        "iwbench: loopback, {} per bandwidth run in {} messages ({DEPTH} in flight), {} ping-pongs;",
+        "iwbench: loopback, {} per bandwidth run in {} messages ({DEPTH} in flight) over a {} window, {} ping-pongs;",
         Size(o.total),
         Size(MSG),
+        Size(o.window),
         o.pings
     );
     println!(
@@ -131,13 +142,13 @@ async fn run(o: &Opts) -> Result<(), Error> {
     if o.runs("write") || o.runs("read") {
         let mut runs: [Vec<Run>; 4] = Default::default();
         for _ in 0..o.rounds {
-            runs[0].push(tcp_stream(o.total).await?);
+            runs[0].push(tcp_stream(o.total, o.window).await?);
             if o.runs("write") {
-                runs[1].push(rdma_bw(o.total, true, Op::Write).await?);
-                runs[2].push(rdma_bw(o.total, false, Op::Write).await?);
+                runs[1].push(rdma_bw(o.total, o.window, true, Op::Write).await?);
+                runs[2].push(rdma_bw(o.total, o.window, false, Op::Write).await?);
             }
             if o.runs("read") {
-                runs[3].push(rdma_bw(o.total, true, Op::Read).await?);
+                runs[3].push(rdma_bw(o.total, o.window, true, Op::Read).await?);
             }
         }
         let [tcp, w_crc, w_plain, read] = runs.map(median);
@@ -274,21 +285,25 @@ async fn tcp_pair() -> Result<(TcpStream, TcpStream), Error> {
     Ok((a, b))
 }
 
-/// Raw TCP: one side writes `total` octets in 64 KiB writes, the other reads them.
-async fn tcp_stream(total: usize) -> Result<Run, Error> {
+/// Raw TCP: one side writes `total` octets in 64 KiB writes from a `window`-octet buffer,
+/// the other reads them into another, each cycling through its buffer.
+async fn tcp_stream(total: usize, window: usize) -> Result<Run, Error> {
     let (mut tx, mut rx) = tcp_pair().await?;
-    let buf = vec![7u8; MSG];
+    let src = vec![7u8; window];
     let meter = Meter::start();
     let reader = tokio::spawn(async move {
-        let mut sink = vec![0u8; MSG];
+        let mut sink = vec![0u8; window];
         let mut got = 0;
         while got < total {
-            got += rx.read(&mut sink).await?;
+            let at = got % window;
+            got += rx.read(&mut sink[at..(at + MSG).min(window)]).await?;
         }
         Ok::<_, std::io::Error>(())
     });
     for off in (0..total).step_by(MSG) {
-        tx.write_all(&buf[..MSG.min(total - off)]).await?;
+        let at = off % window;
+        let len = MSG.min(total - off).min(window - at);
+        tx.write_all(&src[at..at + len]).await?;
     }
     reader.await??;
     Ok(meter.stop())
@@ -348,12 +363,12 @@ enum Op {
     Read,
 }
 
-/// RDMA Write or Read of `total` octets in 64 KiB requests, 16 in flight, into a 64 MiB
-/// window that is reused.
-async fn rdma_bw(total: usize, crc: bool, op: Op) -> Result<Run, Error> {
-    let window = total.min(64 << 20);
+/// RDMA Write or Read of `total` octets in 64 KiB requests, 16 in flight, cycling through
+/// `window` octets of the peer's region (and, for Reads, of our own sink); Writes send
+/// from one 64 KiB buffer of `window`.
+async fn rdma_bw(total: usize, window: usize, crc: bool, op: Op) -> Result<Run, Error> {
     let (qp, cq, remote, sink, _client) = connected(crc, window).await?;
-    let data = Bytes::from(vec![0x5au8; MSG]);
+    let data = Bytes::from(vec![0x5au8; window]);
     let n = total.div_ceil(MSG);
     let meter = Meter::start();
     let (mut posted, mut done) = (0usize, 0usize);
@@ -363,7 +378,7 @@ async fn rdma_bw(total: usize, crc: bool, op: Op) -> Result<Run, Error> {
             let len = MSG.min(window - off) as u32;
             let op = match op {
                 Op::Write => SendOp::Write {
-                    data: Payload::Bytes(data.slice(..len as usize)),
+                    data: Payload::Bytes(data.slice(off..off + len as usize)),
                     dst: remote.slice(off as u32, len),
                 },
                 Op::Read => SendOp::Read {
