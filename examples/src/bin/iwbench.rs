@@ -79,8 +79,10 @@ fn parse() -> Result<Opts, ArgError> {
             "total" => o.total = parse_size(&v).ok_or_else(bad)?,
             "window" => {
                 o.window = parse_size(&v)
-                    .filter(|&w| (MSG..=1 << 31).contains(&w))
-                    .ok_or_else(|| ArgError(format!("--window {v:?}: from 64K to 2G")))?;
+                    .filter(|&w| (MSG..=1 << 31).contains(&w) && w % MSG == 0)
+                    .ok_or_else(|| {
+                        ArgError(format!("--window {v:?}: a multiple of 64K, up to 2G"))
+                    })?;
             }
             "pings" => o.pings = v.parse().map_err(|_| bad())?,
             "qps" => o.qps = v.parse().map_err(|_| bad())?,
