@@ -17,19 +17,26 @@ use super::{Error, step};
 /// How many polls of the buffer between two clock reads.
 const POLLS_PER_CLOCK: u32 = 64;
 
-/// One measured run: `size` octets, `iters` iterations or until `deadline`.
+/// One measured run: `size` octets, `iters` iterations or until the deadline.
 #[derive(Debug)]
 pub struct Run {
     /// Message size.
     pub size: usize,
     /// Iterations (ignored with a deadline).
     pub iters: u64,
+    /// How long to run and to wait.
+    pub lim: Limits,
+    /// The progress line.
+    pub progress: Progress,
+}
+
+/// How a run waits: its deadline, the longest wait for the peer, and how.
+#[derive(Copy, Clone, Debug)]
+pub struct Limits {
     /// `-D`: when to stop.
     pub deadline: Option<Instant>,
     /// The longest wait for the peer.
     pub timeout: Duration,
-    /// The progress line.
-    pub progress: Progress,
     /// `-e`: sleep until completions arrive instead of polling busily.
     pub events: bool,
 }
@@ -41,21 +48,25 @@ impl Run {
         Self {
             size,
             iters: opts.iters,
-            deadline: opts.duration.map(|d| Instant::now() + d),
-            timeout: opts.timeout,
+            lim: Limits {
+                deadline: opts.duration.map(|d| Instant::now() + d),
+                timeout: opts.timeout,
+                events: opts.events,
+            },
             progress: Progress::new(format!("{} {size}", opts.test.name()), goal),
-            events: opts.events,
         }
     }
 
     /// Whether another message is due after `done`.
     fn more(&self, done: u64) -> bool {
-        match self.deadline {
+        match self.lim.deadline {
             Some(d) => Instant::now() < d,
             None => done < self.iters,
         }
     }
+}
 
+impl Limits {
     fn timed_out(&self, what: &str, n: u64) -> Error {
         format!(
             "{what} {n} did not arrive within {:?}: is the peer running the same test \
@@ -86,17 +97,53 @@ pub async fn write(
     let len = u32::try_from(size).map_err(|_| "size too large")?;
     let dst = RemoteBuf { len, ..dst };
     let poll_at = inbox + size - 1;
+    let lim = run.lim;
+    let wait = |seen: u64| poll_octet(lim, buf, poll_at, seen as u8);
+    let send = |sent: u64| async move {
+        buf.write(size - 1, &[sent as u8])?;
+        let op = SendOp::Write {
+            data: Payload::Sgl(vec![buf.local(..size)]),
+            dst,
+        };
+        let res = step(
+            lim.timeout,
+            "an RDMA Write completion",
+            qp.exec(op, SendFlags::NONE),
+        )
+        .await?;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => Err(failed(qp, &format!("RDMA Write {sent}: {e}")).await),
+        }
+    };
+    ping_pong(run, first, wait, send).await
+}
+
+/// The ping-pong of `write_lat` and `send_lat`: unless it is our turn first, `wait` for
+/// the peer's message numbered like our next one (`Ok(false)`: the deadline passed),
+/// then `send` ours; until the iterations or the deadline run out. Returns the post
+/// timestamps (nanoseconds since the loop started).
+async fn ping_pong<W, S>(
+    run: &mut Run,
+    first: bool,
+    mut wait: impl FnMut(u64) -> W,
+    mut send: impl FnMut(u64) -> S,
+) -> Result<Vec<u64>, Error>
+where
+    W: Future<Output = Result<bool, Error>>,
+    S: Future<Output = Result<(), Error>>,
+{
     let started = Instant::now();
     let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
     let (mut sent, mut seen) = (0u64, 0u64);
     loop {
-        let timed = run.deadline.is_some();
+        let timed = run.lim.deadline.is_some();
         if !timed && sent >= run.iters && seen >= run.iters {
             break;
         }
         if !(first && sent == 0) && (timed || seen < run.iters) {
             seen += 1;
-            if !poll_octet(run, buf, poll_at, seen as u8).await? {
+            if !wait(seen).await? {
                 break;
             }
         }
@@ -108,20 +155,7 @@ pub async fn write(
         }
         posted.push(nanos(started));
         sent += 1;
-        buf.write(size - 1, &[sent as u8])?;
-        let op = SendOp::Write {
-            data: Payload::Sgl(vec![buf.local(..size)]),
-            dst,
-        };
-        let res = step(
-            run.timeout,
-            "an RDMA Write completion",
-            qp.exec(op, SendFlags::NONE),
-        )
-        .await?;
-        if let Err(e) = res {
-            return Err(failed(qp, &format!("RDMA Write {sent}: {e}")).await);
-        }
+        send(sent).await?;
         run.progress.tick(sent);
     }
     run.progress.finish();
@@ -138,9 +172,9 @@ async fn failed(qp: &Qp, what: &str) -> Error {
 
 /// Waits until octet `at` of `buf` is `want`. `Ok(false)` if the run's deadline
 /// passed first.
-async fn poll_octet(run: &Run, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
+async fn poll_octet(lim: Limits, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
     let mut octet = [0u8];
-    let seen = spin(run, "the peer's RDMA Write", u64::from(want), || {
+    let seen = spin(lim, "the peer's RDMA Write", u64::from(want), || {
         buf.read_into(at, &mut octet)?;
         Ok((octet[0] == want).then_some(()))
     })
@@ -150,21 +184,21 @@ async fn poll_octet(run: &Run, buf: &Mr, at: usize, want: u8) -> Result<bool, Er
 
 /// The next completion on `cq`, polled busily as perftest does, or with `-e` waited
 /// for. `Ok(None)` if the run's deadline passed first.
-async fn completion(run: &Run, cq: &Cq, what: &str, n: u64) -> Result<Option<Wc>, Error> {
-    if !run.events {
+async fn completion(lim: Limits, cq: &Cq, what: &str, n: u64) -> Result<Option<Wc>, Error> {
+    if !lim.events {
         let mut got = Vec::with_capacity(1);
-        return spin(run, what, n, || {
+        return spin(lim, what, n, || {
             cq.poll(&mut got, 1)?;
             Ok(got.pop())
         })
         .await;
     }
-    let limit = Instant::now() + run.timeout;
-    let limit = run.deadline.map_or(limit, |d| d.min(limit));
+    let limit = Instant::now() + lim.timeout;
+    let limit = lim.deadline.map_or(limit, |d| d.min(limit));
     match tokio::time::timeout_at(limit.into(), cq.next()).await {
         Ok(wc) => Ok(Some(wc?)),
-        Err(_) if run.deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
-        Err(_) => Err(run.timed_out(what, n)),
+        Err(_) if lim.deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
+        Err(_) => Err(lim.timed_out(what, n)),
     }
 }
 
@@ -173,12 +207,12 @@ async fn completion(run: &Run, cq: &Cq, what: &str, n: u64) -> Result<Option<Wc>
 /// every [`POLLS_PER_CLOCK`] polls. `Ok(None)` if the run's deadline passed first;
 /// an error after the run's timeout (`what` number `n` never came).
 async fn spin<T>(
-    run: &Run,
+    lim: Limits,
     what: &str,
     n: u64,
     mut ready: impl FnMut() -> Result<Option<T>, Error>,
 ) -> Result<Option<T>, Error> {
-    let limit = Instant::now() + run.timeout;
+    let limit = Instant::now() + lim.timeout;
     let mut polls = 0u32;
     loop {
         if let Some(v) = ready()? {
@@ -187,11 +221,11 @@ async fn spin<T>(
         polls += 1;
         if polls % POLLS_PER_CLOCK == 0 {
             let now = Instant::now();
-            if run.deadline.is_some_and(|d| now >= d) {
+            if lim.deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
             if now >= limit {
-                return Err(run.timed_out(what, n));
+                return Err(lim.timed_out(what, n));
             }
         }
         tokio::task::yield_now().await;
@@ -222,7 +256,7 @@ pub async fn read(
             },
             flags: SendFlags::SIGNALED,
         })?;
-        let Some(wc) = completion(run, cq, "an RDMA Read completion", done + 1).await? else {
+        let Some(wc) = completion(run.lim, cq, "an RDMA Read completion", done + 1).await? else {
             posted.pop();
             break;
         };
@@ -249,33 +283,19 @@ pub async fn send(
     first: bool,
 ) -> Result<Vec<u64>, Error> {
     let size = run.size;
-    let started = Instant::now();
-    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
-    let (mut sent, mut seen) = (0u64, 0u64);
-    loop {
-        let timed = run.deadline.is_some();
-        if !timed && sent >= run.iters && seen >= run.iters {
-            break;
+    let lim = run.lim;
+    let wait = |seen: u64| async move {
+        let Some(wc) = completion(lim, cq, "the peer's Send", seen).await? else {
+            return Ok(false);
+        };
+        if wc.wc.status != WcStatus::Success {
+            return Err(format!("receive {seen} completed with {:?}", wc.wc.status).into());
         }
-        if !(first && sent == 0) && (timed || seen < run.iters) {
-            seen += 1;
-            let Some(wc) = completion(run, cq, "the peer's Send", seen).await? else {
-                break;
-            };
-            if wc.wc.status != WcStatus::Success {
-                return Err(format!("receive {seen} completed with {:?}", wc.wc.status).into());
-            }
-            qp.post_recv(inbox.wr(wc.wc.wr_id))?;
-        }
-        if !run.more(sent) {
-            if timed {
-                break;
-            }
-            continue;
-        }
-        posted.push(nanos(started));
-        sent += 1;
-        // Unsignaled, as perftest posts it: the peer's answer says it arrived.
+        qp.post_recv(inbox.wr(wc.wc.wr_id))?;
+        Ok(true)
+    };
+    // Unsignaled, as perftest posts it: the peer's answer says it arrived.
+    let send = |sent: u64| async move {
         qp.post_send(SendWr {
             wr_id: sent,
             op: SendOp::Send {
@@ -284,8 +304,7 @@ pub async fn send(
             },
             flags: SendFlags::NONE,
         })?;
-        run.progress.tick(sent);
-    }
-    run.progress.finish();
-    Ok(posted)
+        Ok(())
+    };
+    ping_pong(run, first, wait, send).await
 }
