@@ -56,7 +56,25 @@ impl Opts {
 /// The lines `--only` can pick.
 const LINES: [&str; 4] = ["qps", "write", "read", "pingpong"];
 
-fn parse() -> Result<Opts, ArgError> {
+const HELP: &str = "\
+usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SIZE]
+               [--pings N] [--qps N]
+  Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
+  prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
+  the method and the results.
+  --only LINES    comma-separated: qps, write, read, pingpong (default: all)
+  --rounds N      rounds per line, each run right after its TCP baseline; the median is
+                  printed (default 3)
+  --total SIZE    octets per bandwidth run (default 1G)
+  --window SIZE   memory each bandwidth run cycles through, for the TCP pump and the RDMA
+                  regions alike: a multiple of 64K (default 64K, one buffer reused)
+  --pings N       round trips per ping-pong run (default 20000)
+  --qps N         queue pairs connected in the setup line (default 1000)
+  --smoke         everything for a moment (CI)
+  -h, --help      this text";
+
+/// Parses the command line; `Ok(None)` when help was asked for.
+fn parse() -> Result<Option<Opts>, ArgError> {
     let mut o = Opts {
         total: 1 << 30,
         window: MSG,
@@ -76,6 +94,7 @@ fn parse() -> Result<Opts, ArgError> {
     for (k, v) in flags(rest)? {
         let bad = || ArgError(format!("bad value {v:?} for --{k}"));
         match k.as_str() {
+            "help" => return Ok(None),
             "total" => o.total = parse_size(&v).ok_or_else(bad)?,
             "window" => {
                 o.window = parse_size(&v)
@@ -97,21 +116,20 @@ fn parse() -> Result<Opts, ArgError> {
                 }
             }
             _ => {
-                return Err(ArgError(format!(
-                    "unknown flag --{k} (try --smoke, --total, --window, --pings, --qps, --rounds, --only)"
-                )));
+                return Err(ArgError(format!("unknown flag --{k}")));
             }
         }
     }
-    Ok(o)
+    Ok(Some(o))
 }
 
 #[tokio::main]
 async fn main() {
     let o = match parse() {
-        Ok(o) => o,
+        Ok(Some(o)) => o,
+        Ok(None) => return println!("{HELP}"),
         Err(e) => {
-            eprintln!("iwbench: {e}");
+            eprintln!("iwbench: {e} (iwbench --help)");
             std::process::exit(2);
         }
     };
