@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::push;
-use crate::qp::Shared;
+use crate::qp::{Core, Shared};
 
 /// Octets queued for the socket before the driver stops asking the stream for more.
 const TX_HIGH_WATER: usize = 256 * 1024;
@@ -25,13 +25,13 @@ const RX_CHUNK: usize = 64 * 1024;
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
 
-/// Runs the connection until it ends. `leftover` holds octets that arrived together with
-/// the MPA handshake and belong to FPDU mode (the tap has recorded them already).
-pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>, leftover: BytesMut) {
+/// Runs the connection until it ends. Octets that arrived together with the MPA
+/// handshake and belong to FPDU mode are in `Core::rx` already (and in the capture).
+pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
     let span = tracing::debug_span!("qp", qp = %shared.num, peer = ?sock.peer_addr().ok());
     tokio::spawn(
         async move {
-            let result = run(&shared, &sock, leftover).await;
+            let result = run(&shared, &sock).await;
             // Whatever happened, the stream ends flushed; the socket closes on drop.
             let mut core = shared.lock();
             if let Err(e) = result {
@@ -60,29 +60,21 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>, leftover: BytesMu
     );
 }
 
-async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<()> {
+async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
     // Octets the driver must write, in order: what a post's push left over first.
     let mut out = Transmit::new();
-    // Octets at the end of `rx` not yet recorded in the capture.
-    let mut fresh = 0;
-    let mut eof = false;
     let mut shut_down = false;
     let mut linger_until: Option<Instant> = None;
     loop {
         // Protocol work under the lock: input, output, events.
-        let deadline = {
+        let (deadline, eof) = {
             let mut core = shared.lock();
             let core = &mut *core;
-            if fresh > 0 {
-                core.tap
-                    .received(rx.get(rx.len() - fresh..).unwrap_or_default());
-                fresh = 0;
+            if !core.rx.is_empty() {
+                core.stream.handle_input(&mut core.rx, core.mem.as_mut());
             }
-            if !rx.is_empty() {
-                core.stream.handle_input(&mut rx, core.mem.as_mut());
-            }
-            if eof {
-                core.stream.handle_eof(&mut rx);
+            if core.rx_eof {
+                core.stream.handle_eof(&mut core.rx);
             }
             if out.is_empty() && !core.pushed.is_empty() {
                 std::mem::swap(&mut out, &mut core.pushed);
@@ -110,7 +102,7 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
                 core.tap.sent_fin();
                 linger_until = Some(Instant::now() + LINGER);
             }
-            core.stream.poll_timeout()
+            (core.stream.poll_timeout(), core.rx_eof)
         };
         if eof && out.is_empty() {
             return Ok(());
@@ -123,16 +115,7 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
         tokio::select! {
             r = sock.readable(), if !eof => {
                 r?;
-                rx.reserve(RX_CHUNK);
-                match sock.try_read_buf(&mut rx) {
-                    Ok(0) => {
-                        eof = true;
-                        shared.lock().tap.received_fin();
-                    }
-                    Ok(n) => fresh += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
-                }
+                read_input(sock, &mut shared.lock())?;
             }
             w = sock.writable(), if !out.is_empty() => {
                 w?;
@@ -156,6 +139,34 @@ async fn run(shared: &Shared, sock: &TcpStream, mut rx: BytesMut) -> io::Result<
                 shared.dispatch(&mut core);
             }
         }
+    }
+}
+
+/// One non-blocking read from `sock` into `core.rx` (the driver's read). Returns the
+/// octets read: 0 when nothing was there or at the peer's FIN (then `core.rx_eof`).
+fn read_input(sock: &TcpStream, core: &mut Core) -> io::Result<usize> {
+    core.rx.reserve(RX_CHUNK);
+    match sock.try_read_buf(&mut core.rx) {
+        Ok(n) => {
+            input_read(core, n);
+            Ok(n)
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Bookkeeping after a read appended `n` octets to `core.rx` (0: the peer's FIN): the
+/// capture, and the end of input. The driver and
+/// [`Qp::poll_input`](crate::Qp::poll_input) both read under the core lock and come
+/// here, so the capture and the stream see the octets in order.
+pub(crate) fn input_read(core: &mut Core, n: usize) {
+    if n == 0 {
+        core.rx_eof = true;
+        core.tap.received_fin();
+    } else {
+        let fresh = core.rx.len() - n;
+        core.tap.received(core.rx.get(fresh..).unwrap_or_default());
     }
 }
 

@@ -183,8 +183,8 @@ impl Engine {
             })?;
         }
         let sock = Arc::new(sock);
-        let qp = self.make_qp(&init, stream, &sock, tap);
-        crate::driver::spawn(qp.shared.clone(), sock, leftover);
+        let qp = self.make_qp(&init, stream, &sock, tap, leftover);
+        crate::driver::spawn(qp.shared.clone(), sock);
         Ok(qp)
     }
 
@@ -200,8 +200,8 @@ impl Engine {
     ) {
         let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
         let sock = Arc::new(sock);
-        let qp = self.make_qp(init, stream, &sock, tap);
-        crate::driver::spawn(qp.shared, sock, BytesMut::new());
+        let qp = self.make_qp(init, stream, &sock, tap, BytesMut::new());
+        crate::driver::spawn(qp.shared, sock);
     }
 
     fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
@@ -212,7 +212,14 @@ impl Engine {
         cfg
     }
 
-    fn make_qp(&self, init: &QpInit, stream: Stream, sock: &Arc<TcpStream>, tap: Tap) -> Qp {
+    fn make_qp(
+        &self,
+        init: &QpInit,
+        stream: Stream,
+        sock: &Arc<TcpStream>,
+        tap: Tap,
+        rx: BytesMut,
+    ) -> Qp {
         let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
         let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
@@ -226,6 +233,9 @@ impl Engine {
                     end: None,
                     tap,
                     sock: Some(sock.clone()),
+                    rx,
+                    rx_eof: false,
+                    poll_buf: Vec::new(),
                     tx_busy: false,
                     pushed: Transmit::new(),
                 }),

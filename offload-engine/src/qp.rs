@@ -2,9 +2,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Read as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::BytesMut;
 use rdmap::{
     Completion, Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode,
     Transmit, WrId,
@@ -14,6 +16,9 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use crate::cq::{Cq, Wc};
 use crate::pcap::Tap;
+
+/// The most [`Qp::poll_input`] reads at a time.
+const POLL_READ: usize = 64 * 1024;
 
 /// Work request ids with this bit set are reserved for requests whose completion goes to
 /// a future ([`Qp::post_send_notify`]); applications use ids below it.
@@ -64,6 +69,12 @@ pub(crate) struct Core {
     pub(crate) tap: Tap,
     /// The socket, while the driver runs; `None` once it has ended.
     pub(crate) sock: Option<Arc<TcpStream>>,
+    /// Octets read and not yet consumed by the stream (a partial FPDU).
+    pub(crate) rx: BytesMut,
+    /// The peer's FIN was read.
+    pub(crate) rx_eof: bool,
+    /// [`Qp::poll_input`]'s read buffer (allocated on its first use).
+    pub(crate) poll_buf: Vec<u8>,
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so the push path must not put anything on the wire ahead of them.
     pub(crate) tx_busy: bool,
@@ -248,6 +259,49 @@ impl Qp {
 
     fn forget_waiter(&self, queue: Queue, id: WrId) {
         self.shared.lock_waiters().remove(&(queue, id));
+    }
+
+    /// Busy-poll mode: reads what the socket holds right now and processes it on the
+    /// caller's thread (placement, completions), instead of leaving it to the
+    /// connection's driver task. An application that spins on its CQ calls this in the
+    /// loop, as an RDMA application polls its RNIC: the message's completion then appears
+    /// without the driver's wake-up in between. Returns true if anything arrived. Never
+    /// blocks; output the input calls for (Read Responses, a Terminate) and the end of the
+    /// connection stay with the driver.
+    pub fn poll_input(&self) -> bool {
+        let mut core = self.shared.lock();
+        let core = &mut *core;
+        let Some(sock) = core.sock.clone() else {
+            return false;
+        };
+        if core.rx_eof || !matches!(core.stream.state(), QpState::Rts | QpState::Closing) {
+            return false;
+        }
+        // A read of the socket itself, not through tokio's readiness (which only the
+        // runtime's poller updates): the octets may have arrived a moment ago.
+        let mut scratch = std::mem::take(&mut core.poll_buf);
+        scratch.resize(POLL_READ, 0);
+        let read = (&*socket2::SockRef::from(&*sock)).read(&mut scratch);
+        if let Ok(n) = read {
+            core.rx
+                .extend_from_slice(scratch.get(..n).unwrap_or_default());
+            crate::driver::input_read(core, n);
+        }
+        core.poll_buf = scratch;
+        let got = matches!(read, Ok(n) if n > 0);
+        if got {
+            core.stream.handle_input(&mut core.rx, core.mem.as_mut());
+            self.shared.dispatch(core);
+        }
+        // An error, the FIN, a state change or output to send: the driver's work.
+        let driver = matches!(&read, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock)
+            || core.rx_eof
+            || core.stream.state() != QpState::Rts
+            || core.stream.wants_transmit();
+        if driver {
+            self.shared.wake.notify_one();
+        }
+        got
     }
 
     /// Starts a graceful close: posted send work finishes, then the connection closes.

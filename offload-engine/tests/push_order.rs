@@ -7,13 +7,15 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ddp::SegmentRepr;
-use mpa::{Deframer, Handshake, HandshakeEvent, MpaConfig, Negotiated};
+use mpa::Deframer;
 use offload_engine::{Cq, Engine, EngineConfig, QpInit};
 use rdmap::{Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+mod common;
 
 /// Writes posted, and the size of each (below the push path's payload limit).
 const WRITES: usize = 300;
@@ -21,34 +23,6 @@ const LEN: usize = 8 * 1024;
 /// The STag and base the peer "advertises"; nothing checks them on its side.
 const STAG: u32 = 0x0012_3400;
 const BASE: u64 = 0x7000_0000;
-
-/// Accepts one connection and runs the MPA responder on it; returns the socket, the
-/// octets read past the Request, and the negotiated settings.
-async fn fake_responder(listener: TcpListener) -> (TcpStream, BytesMut, Negotiated) {
-    let (mut sock, _) = listener.accept().await.expect("accept");
-    let mut hs = Handshake::responder(MpaConfig::default(), Instant::now());
-    let mut rx = BytesMut::new();
-    loop {
-        let mut out = BytesMut::new();
-        while hs.poll_transmit(&mut out) {}
-        sock.write_all(&out).await.expect("write MPA Reply");
-        while let Some(ev) = hs.poll_event() {
-            match ev {
-                HandshakeEvent::Request(_) => hs.accept(b"").expect("accept the Request"),
-                HandshakeEvent::Established { negotiated, .. } => {
-                    let mut out = BytesMut::new();
-                    while hs.poll_transmit(&mut out) {}
-                    sock.write_all(&out).await.expect("write MPA Reply");
-                    return (sock, rx, negotiated);
-                }
-                other => panic!("responder handshake: {other:?}"),
-            }
-        }
-        let n = sock.read_buf(&mut rx).await.expect("read the Request");
-        assert!(n > 0, "the initiator closed during MPA");
-        hs.handle_input(&mut rx, Instant::now());
-    }
-}
 
 fn message(i: usize) -> Bytes {
     (0..LEN)
@@ -67,7 +41,7 @@ async fn pushed_and_driven_octets_keep_their_order() {
         .set_recv_buffer_size(4096)
         .expect("SO_RCVBUF");
     let addr = listener.local_addr().expect("addr");
-    let peer = tokio::spawn(fake_responder(listener));
+    let peer = tokio::spawn(common::fake_responder(listener));
 
     let mut cfg = EngineConfig::default();
     cfg.socket.send_buffer = Some(4096);

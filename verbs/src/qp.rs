@@ -174,6 +174,15 @@ impl Qp {
         self.inner.qp.closed().await
     }
 
+    /// Busy-poll mode: processes what the connection's socket holds right now on this
+    /// thread, so a completion appears without waiting for the driver task. Call it in a
+    /// loop that spins on [`Cq::poll`](crate::Cq::poll) (as perftest's latency tests
+    /// spin). Returns true if anything arrived; never blocks. See
+    /// [`offload_engine::Qp::poll_input`].
+    pub fn poll_input(&self) -> bool {
+        self.inner.qp.poll_input()
+    }
+
     /// The engine's queue pair underneath.
     pub fn engine_qp(&self) -> &offload_engine::Qp {
         &self.inner.qp

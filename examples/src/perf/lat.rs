@@ -98,7 +98,7 @@ pub async fn write(
     let dst = RemoteBuf { len, ..dst };
     let poll_at = inbox + size - 1;
     let lim = run.lim;
-    let wait = |seen: u64| poll_octet(lim, buf, poll_at, seen as u8);
+    let wait = |seen: u64| poll_octet(lim, qp, buf, poll_at, seen as u8);
     let send = |sent: u64| async move {
         buf.write(size - 1, &[sent as u8])?;
         let op = SendOp::Write {
@@ -170,11 +170,12 @@ async fn failed(qp: &Qp, what: &str) -> Error {
     }
 }
 
-/// Waits until octet `at` of `buf` is `want`. `Ok(false)` if the run's deadline
-/// passed first.
-async fn poll_octet(lim: Limits, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
+/// Waits until octet `at` of `buf` is `want`, processing `qp`'s input as it polls.
+/// `Ok(false)` if the run's deadline passed first.
+async fn poll_octet(lim: Limits, qp: &Qp, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
     let mut octet = [0u8];
     let seen = spin(lim, "the peer's RDMA Write", u64::from(want), || {
+        qp.poll_input();
         buf.read_into(at, &mut octet)?;
         Ok((octet[0] == want).then_some(()))
     })
@@ -182,12 +183,20 @@ async fn poll_octet(lim: Limits, buf: &Mr, at: usize, want: u8) -> Result<bool, 
     Ok(seen.is_some())
 }
 
-/// The next completion on `cq`, polled busily as perftest does, or with `-e` waited
-/// for. `Ok(None)` if the run's deadline passed first.
-async fn completion(lim: Limits, cq: &Cq, what: &str, n: u64) -> Result<Option<Wc>, Error> {
+/// The next completion on `cq`, polled busily as perftest does (processing `qp`'s input
+/// on this thread as it polls), or with `-e` waited for. `Ok(None)` if the run's
+/// deadline passed first.
+async fn completion(
+    lim: Limits,
+    qp: &Qp,
+    cq: &Cq,
+    what: &str,
+    n: u64,
+) -> Result<Option<Wc>, Error> {
     if !lim.events {
         let mut got = Vec::with_capacity(1);
         return spin(lim, what, n, || {
+            qp.poll_input();
             cq.poll(&mut got, 1)?;
             Ok(got.pop())
         })
@@ -256,7 +265,8 @@ pub async fn read(
             },
             flags: SendFlags::SIGNALED,
         })?;
-        let Some(wc) = completion(run.lim, cq, "an RDMA Read completion", done + 1).await? else {
+        let Some(wc) = completion(run.lim, qp, cq, "an RDMA Read completion", done + 1).await?
+        else {
             posted.pop();
             break;
         };
@@ -285,7 +295,7 @@ pub async fn send(
     let size = run.size;
     let lim = run.lim;
     let wait = |seen: u64| async move {
-        let Some(wc) = completion(lim, cq, "the peer's Send", seen).await? else {
+        let Some(wc) = completion(lim, qp, cq, "the peer's Send", seen).await? else {
             return Ok(false);
         };
         if wc.wc.status != WcStatus::Success {
