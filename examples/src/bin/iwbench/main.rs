@@ -17,6 +17,8 @@
 //! socket pump and perftest do), `--window 64M` for data that does not stay in the cache.
 //! Numbers, not pass/fail: nothing here is a test.
 
+mod spin;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -188,25 +190,42 @@ async fn run(o: &Opts) -> Result<(), Error> {
     }
     if o.runs("pingpong") {
         let (mut tcp, mut rdma) = (Vec::new(), Vec::new());
+        let (mut tcp_spin, mut rdma_spin) = (Vec::new(), Vec::new());
         for _ in 0..o.rounds {
             tcp.push(tcp_pingpong(o.pings).await?);
             rdma.push(send_pingpong(o.pings).await?);
+            tcp_spin.push(spin::tcp(o.pings).await?);
+            rdma_spin.push(spin::rdma(o.pings).await?);
         }
-        let (tcp, rdma) = (median(tcp).ok_or("no run")?, median(rdma).ok_or("no run")?);
-        let n = o.pings as f64;
-        let us = |d: Duration| d.as_secs_f64() * 1e6 / n;
-        println!(
-            "{:<28} {:>9.1} us   {}   TCP {:.1} us, {}   ratio {:.2}x  (target <= 1.3x){}",
+        let median = |runs| median(runs).ok_or("no run");
+        let target = "(target <= 1.3x)";
+        pingpong_line(
             "Send ping-pong, 8 octets",
-            us(rdma.wall),
-            cpu_text(rdma.cpu.map(us), "us"),
-            us(tcp.wall),
-            cpu_text(tcp.cpu.map(us), "us"),
-            rdma.wall.as_secs_f64() / tcp.wall.as_secs_f64(),
-            cpu_ratio(&rdma, &tcp),
+            o,
+            &median(rdma)?,
+            &median(tcp)?,
+            target,
         );
+        let what = "  both ends busy-polling";
+        let (rdma, tcp) = (median(rdma_spin)?, median(tcp_spin)?);
+        pingpong_line(what, o, &rdma, &tcp, "(poll_input + Cq::poll)");
     }
     Ok(())
+}
+
+/// Prints a ping-pong line: the stack's round trip, the TCP baseline's, and the ratio.
+fn pingpong_line(what: &str, o: &Opts, rdma: &Run, tcp: &Run, note: &str) {
+    let n = o.pings as f64;
+    let us = |d: Duration| d.as_secs_f64() * 1e6 / n;
+    println!(
+        "{what:<28} {:>9.1} us   {}   TCP {:.1} us, {}   ratio {:.2}x  {note}{}",
+        us(rdma.wall),
+        cpu_text(rdma.cpu.map(us), "us"),
+        us(tcp.wall),
+        cpu_text(tcp.cpu.map(us), "us"),
+        rdma.wall.as_secs_f64() / tcp.wall.as_secs_f64(),
+        cpu_ratio(rdma, tcp),
+    );
 }
 
 /// The median wall time and the median CPU time of `runs` (each on its own), or `None`
