@@ -21,6 +21,9 @@ const TX_HIGH_WATER: usize = 256 * 1024;
 /// left at the end of a read is moved to the front to make room (a larger buffer that
 /// moved it less often measured slower).
 const RX_CHUNK: usize = 64 * 1024;
+/// How long after the application's last [`Qp::poll_input`](crate::Qp::poll_input) the
+/// driver leaves reading to it. If it stops polling, the driver reads again after this.
+const POLL_MUTE: Duration = Duration::from_millis(1);
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
@@ -67,7 +70,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
     let mut linger_until: Option<Instant> = None;
     loop {
         // Protocol work under the lock: input, output, events.
-        let (deadline, eof) = {
+        let (deadline, eof, muted_until) = {
             let mut core = shared.lock();
             let core = &mut *core;
             if !core.rx.is_empty() {
@@ -102,18 +105,23 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 core.tap.sent_fin();
                 linger_until = Some(Instant::now() + LINGER);
             }
-            (core.stream.poll_timeout(), core.rx_eof)
+            // While the application polls the input itself, the driver does not wait
+            // for readability: every message would wake it only to find the input taken.
+            let muted_until = core
+                .polled_at
+                .map(|t| Instant::from_std(t + POLL_MUTE))
+                .filter(|&u| u > Instant::now());
+            (core.stream.poll_timeout(), core.rx_eof, muted_until)
         };
         if eof && out.is_empty() {
             return Ok(());
         }
-        let timer = match (deadline, linger_until) {
-            (Some(d), Some(l)) => Some(Instant::from_std(d).min(l)),
-            (Some(d), None) => Some(Instant::from_std(d)),
-            (None, l) => l,
-        };
+        let timer = [deadline.map(Instant::from_std), linger_until, muted_until]
+            .into_iter()
+            .flatten()
+            .min();
         tokio::select! {
-            r = sock.readable(), if !eof => {
+            r = sock.readable(), if !eof && muted_until.is_none() => {
                 r?;
                 read_input(sock, &mut shared.lock())?;
             }

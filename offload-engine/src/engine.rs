@@ -236,6 +236,7 @@ impl Engine {
                     rx,
                     rx_eof: false,
                     poll_buf: Vec::new(),
+                    polled_at: None,
                     tx_busy: false,
                     pushed: Transmit::new(),
                 }),

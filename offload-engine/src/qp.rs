@@ -75,6 +75,10 @@ pub(crate) struct Core {
     pub(crate) rx_eof: bool,
     /// [`Qp::poll_input`]'s read buffer (allocated on its first use).
     pub(crate) poll_buf: Vec<u8>,
+    /// When the application last polled the input itself: while it keeps polling, the
+    /// driver does not wait for the socket to be readable (it would only be woken to
+    /// find the input taken).
+    pub(crate) polled_at: Option<std::time::Instant>,
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so the push path must not put anything on the wire ahead of them.
     pub(crate) tx_busy: bool,
@@ -277,6 +281,7 @@ impl Qp {
         if core.rx_eof || !matches!(core.stream.state(), QpState::Rts | QpState::Closing) {
             return false;
         }
+        core.polled_at = Some(std::time::Instant::now());
         // A read of the socket itself, not through tokio's readiness (which only the
         // runtime's poller updates): the octets may have arrived a moment ago.
         let mut scratch = std::mem::take(&mut core.poll_buf);

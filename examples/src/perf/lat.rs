@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Cq, Mr, Payload, Qp, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use verbs::{Cq, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus};
 
 use super::progress::{Goal, Progress};
 use super::send::Inbox;
@@ -112,7 +112,8 @@ pub async fn write(
         )
         .await?;
         match res {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(_) if peer_ended(lim, qp) => Ok(false),
             Err(e) => Err(failed(qp, &format!("RDMA Write {sent}: {e}")).await),
         }
     };
@@ -121,8 +122,9 @@ pub async fn write(
 
 /// The ping-pong of `write_lat` and `send_lat`: unless it is our turn first, `wait` for
 /// the peer's message numbered like our next one (`Ok(false)`: the deadline passed),
-/// then `send` ours; until the iterations or the deadline run out. Returns the post
-/// timestamps (nanoseconds since the loop started).
+/// then `send` ours (`Ok(false)`: the peer ended a timed run first); until the
+/// iterations or the deadline run out. Returns the post timestamps (nanoseconds since
+/// the loop started).
 async fn ping_pong<W, S>(
     run: &mut Run,
     first: bool,
@@ -131,7 +133,7 @@ async fn ping_pong<W, S>(
 ) -> Result<Vec<u64>, Error>
 where
     W: Future<Output = Result<bool, Error>>,
-    S: Future<Output = Result<(), Error>>,
+    S: Future<Output = Result<bool, Error>>,
 {
     let started = Instant::now();
     let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
@@ -155,11 +157,20 @@ where
         }
         posted.push(nanos(started));
         sent += 1;
-        send(sent).await?;
+        if !send(sent).await? {
+            posted.pop();
+            break;
+        }
         run.progress.tick(sent);
     }
     run.progress.finish();
     Ok(posted)
+}
+
+/// In a timed (`-D`) run the peer stops at its own deadline and closes: a queue pair no
+/// longer in RTS then means the run is over, not that it failed.
+fn peer_ended(lim: Limits, qp: &Qp) -> bool {
+    lim.deadline.is_some() && qp.state() != QpState::Rts
 }
 
 /// The error for a failed operation, with why the QP closed if it did.
@@ -306,15 +317,19 @@ pub async fn send(
     };
     // Unsignaled, as perftest posts it: the peer's answer says it arrived.
     let send = |sent: u64| async move {
-        qp.post_send(SendWr {
+        let posted = qp.post_send(SendWr {
             wr_id: sent,
             op: SendOp::Send {
                 data: Payload::Sgl(vec![buf.local(..size)]),
                 invalidate: None,
             },
             flags: SendFlags::NONE,
-        })?;
-        Ok(())
+        });
+        match posted {
+            Ok(()) => Ok(true),
+            Err(_) if peer_ended(lim, qp) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     };
     ping_pong(run, first, wait, send).await
 }
