@@ -31,19 +31,18 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let result = match opts.role {
-        Role::Client => rping::run_client(&opts).await.map(|s| {
-            println!(
-                "iwarp-rping: client done: {} pings, {} verified",
-                s.pings, s.verified
-            );
-        }),
-        Role::Server => serve(&opts).await,
+    let run = async move {
+        match opts.role {
+            Role::Client => rping::run_client(&opts).await.map(|s| {
+                println!(
+                    "iwarp-rping: client done: {} pings, {} verified",
+                    s.pings, s.verified
+                );
+            }),
+            Role::Server => serve(&opts).await,
+        }
     };
-    if let Err(e) = result {
-        eprintln!("iwarp-rping: {e}");
-        std::process::exit(1);
-    }
+    examples::run_on_worker("iwarp-rping", run).await;
 }
 
 async fn serve(opts: &Opts) -> Result<(), rping::Error> {

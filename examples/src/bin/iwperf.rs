@@ -21,22 +21,14 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    // The test runs on a runtime worker, next to the connection's driver tasks: from
-    // `main` itself (not a worker) every completion would cost a cross-thread wake-up.
-    let test = tokio::spawn(async move {
+    let test = async move {
         if opts.server.is_some() {
             perf::run_client(&opts).await.map(drop)
         } else {
             serve(&opts).await
         }
-    });
-    let result = test
-        .await
-        .unwrap_or_else(|e| Err(format!("the test task failed: {e}").into()));
-    if let Err(e) = result {
-        eprintln!("iwperf: {e}");
-        std::process::exit(1);
-    }
+    };
+    examples::run_on_worker("iwperf", test).await;
 }
 
 async fn serve(opts: &Opts) -> Result<(), perf::Error> {

@@ -17,7 +17,9 @@
 //! socket pump and perftest do), `--window 64M` for data that does not stay in the cache.
 //! Numbers, not pass/fail: nothing here is a test.
 
-mod spin;
+mod pingpong;
+
+use pingpong::Wait;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -28,8 +30,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use verbs::{
-    Access, Cq, Device, DeviceConfig, Mr, Payload, Qp, QpConfig, RecvWr, RemoteBuf, SendFlags,
-    SendOp, SendWr,
+    Access, Cq, Device, DeviceConfig, Mr, Payload, Qp, QpConfig, RemoteBuf, SendFlags, SendOp,
+    SendWr,
 };
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -135,14 +137,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    // On a worker thread, like every task it talks to (`main` itself is not one).
-    let result = tokio::spawn(async move { run(&o).await })
-        .await
-        .unwrap_or_else(|e| Err(e.into()));
-    if let Err(e) = result {
-        eprintln!("iwbench: {e}");
-        std::process::exit(1);
-    }
+    examples::run_on_worker("iwbench", async move { run(&o).await }).await;
 }
 
 async fn run(o: &Opts) -> Result<(), Error> {
@@ -192,10 +187,10 @@ async fn run(o: &Opts) -> Result<(), Error> {
         let (mut tcp, mut rdma) = (Vec::new(), Vec::new());
         let (mut tcp_spin, mut rdma_spin) = (Vec::new(), Vec::new());
         for _ in 0..o.rounds {
-            tcp.push(tcp_pingpong(o.pings).await?);
-            rdma.push(send_pingpong(o.pings).await?);
-            tcp_spin.push(spin::tcp(o.pings).await?);
-            rdma_spin.push(spin::rdma(o.pings).await?);
+            tcp.push(pingpong::tcp(o.pings, Wait::Await).await?);
+            rdma.push(pingpong::rdma(o.pings, Wait::Await).await?);
+            tcp_spin.push(pingpong::tcp(o.pings, Wait::Spin).await?);
+            rdma_spin.push(pingpong::rdma(o.pings, Wait::Spin).await?);
         }
         let median = |runs| median(runs).ok_or("no run");
         let target = "(target <= 1.3x)";
@@ -348,28 +343,6 @@ async fn tcp_stream(total: usize, window: usize) -> Result<Run, Error> {
     Ok(meter.stop())
 }
 
-/// Raw TCP ping-pong of 8 octets, `n` round trips.
-async fn tcp_pingpong(n: usize) -> Result<Run, Error> {
-    let (mut a, mut b) = tcp_pair().await?;
-    let echo = tokio::spawn(async move {
-        let mut m = [0u8; 8];
-        for _ in 0..n {
-            b.read_exact(&mut m).await?;
-            b.write_all(&m).await?;
-        }
-        Ok::<_, std::io::Error>(())
-    });
-    let mut m = [1u8; 8];
-    let meter = Meter::start();
-    for _ in 0..n {
-        a.write_all(&m).await?;
-        a.read_exact(&mut m).await?;
-    }
-    let run = meter.stop();
-    echo.await??;
-    Ok(run)
-}
-
 /// Two devices, connected; the server exposes `len` octets and sends their RemoteBuf.
 async fn connected(crc: bool, len: usize) -> Result<(Qp, Cq, RemoteBuf, Mr, Device), Error> {
     let cfg = DeviceConfig::default().crc(crc).queue_depths(256, 256);
@@ -441,60 +414,6 @@ async fn rdma_bw(total: usize, window: usize, crc: bool, op: Op) -> Result<Run, 
     // Writes complete at the socket: a 1-octet Read behind them proves placement.
     qp.read(remote.slice(0, 1), sink.local(..1)).await?;
     let run = meter.stop();
-    qp.disconnect();
-    Ok(run)
-}
-
-/// Send/Recv ping-pong of 8 octets between two devices, `n` round trips.
-async fn send_pingpong(n: usize) -> Result<Run, Error> {
-    let cfg = DeviceConfig::default();
-    let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
-    let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-    let addr = listener.local_addr();
-    let spd = server.alloc_pd();
-    let echo = tokio::spawn(async move {
-        let inbox = spd.alloc_mr(8, Access::LOCAL_WRITE)?;
-        let cq = spd.device().create_cq(64);
-        let first = RecvWr {
-            wr_id: 0,
-            sgl: vec![inbox.local(..)],
-        };
-        let qp = listener
-            .accept()
-            .await?
-            .accept(&spd, QpConfig::new(&cq).recv(first), b"")
-            .await?;
-        for i in 0..n {
-            let wc = cq.next().await?;
-            if !wc.wc.is_ok() {
-                return Err::<(), Error>(format!("echo receive: {:?}", wc.wc.status).into());
-            }
-            if i + 1 < n {
-                qp.post_recv(RecvWr {
-                    wr_id: 0,
-                    sgl: vec![inbox.local(..)],
-                })?;
-            }
-            qp.send(Bytes::from_static(b"pongpong")).await?;
-        }
-        Ok(())
-    });
-    let cpd = client.alloc_pd();
-    let cq = client.create_cq(64);
-    let qp = client
-        .connect(&cpd, addr, QpConfig::new(&cq), b"")
-        .await?
-        .qp;
-    let inbox = cpd.alloc_mr(8, Access::LOCAL_WRITE)?;
-    let ping = Bytes::from_static(b"pingping");
-    let meter = Meter::start();
-    for _ in 0..n {
-        let (pong, sent) = tokio::join!(qp.recv(&inbox), qp.send(ping.clone()));
-        sent?;
-        pong?;
-    }
-    let run = meter.stop();
-    echo.await??;
     qp.disconnect();
     Ok(run)
 }
