@@ -21,6 +21,23 @@ struct State {
     remote: Option<RemoteBuf>,
 }
 
+impl State {
+    /// Records a bind of `sge` of `mr` under `stag`; returns the window as the peer names it.
+    fn bind(&mut self, stag: STag, mr: &Mr, sge: &Sge) -> RemoteBuf {
+        let remote = RemoteBuf {
+            stag,
+            to: sge.to,
+            len: sge.len,
+        };
+        *self = Self {
+            stag,
+            bound: Some(mr.clone()),
+            remote: Some(remote),
+        };
+        remote
+    }
+}
+
 struct Inner {
     pd: Pd,
     ty: MwType,
@@ -124,17 +141,7 @@ impl Mw {
                 None,
             )
             .map_err(|e| MemError::tpt("bind", state.stag, e))?;
-        let remote = RemoteBuf {
-            stag,
-            to: sge.to,
-            len: sge.len,
-        };
-        *state = State {
-            stag,
-            bound: Some(mr.clone()),
-            remote: Some(remote),
-        };
-        Ok(remote)
+        Ok(state.bind(stag, mr, &sge))
     }
 
     /// The bind work request for this **type 2** window over octets `range` of `mr` with
@@ -163,17 +170,7 @@ impl Mw {
             len: sge.len.into(),
             access,
         });
-        let remote = RemoteBuf {
-            stag,
-            to: sge.to,
-            len: sge.len,
-        };
-        *state = State {
-            stag,
-            bound: Some(mr.clone()),
-            remote: Some(remote),
-        };
-        Ok((op, remote))
+        Ok((op, state.bind(stag, mr, &sge)))
     }
 
     /// Unbinds the window (type 1 or 2): every later access through its STag fails, and
