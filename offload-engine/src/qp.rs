@@ -275,24 +275,23 @@ impl Qp {
     pub fn poll_input(&self) -> bool {
         let mut core = self.shared.lock();
         let core = &mut *core;
-        let Some(sock) = core.sock.clone() else {
-            return false;
-        };
         if core.rx_eof || !matches!(core.stream.state(), QpState::Rts | QpState::Closing) {
             return false;
         }
         core.polled_at = Some(std::time::Instant::now());
         // A read of the socket itself, not through tokio's readiness (which only the
-        // runtime's poller updates): the octets may have arrived a moment ago.
-        let mut scratch = std::mem::take(&mut core.poll_buf);
-        scratch.resize(POLL_READ, 0);
-        let read = (&*socket2::SockRef::from(&*sock)).read(&mut scratch);
+        // runtime's poller updates): the octets may have arrived a moment ago. Into the
+        // zeroed buffer kept for this, so that a poll that finds nothing costs no fill.
+        core.poll_buf.resize(POLL_READ, 0);
+        let read = match core.sock.as_deref() {
+            Some(sock) => (&*socket2::SockRef::from(sock)).read(&mut core.poll_buf),
+            None => return false,
+        };
         if let Ok(n) = read {
-            core.rx
-                .extend_from_slice(scratch.get(..n).unwrap_or_default());
+            let (rx, got) = (&mut core.rx, core.poll_buf.get(..n).unwrap_or_default());
+            rx.extend_from_slice(got);
             crate::driver::input_read(core, n);
         }
-        core.poll_buf = scratch;
         let got = matches!(read, Ok(n) if n > 0);
         if got {
             core.stream.handle_input(&mut core.rx, core.mem.as_mut());
