@@ -233,4 +233,14 @@ impl XorShift {
     pub fn range(&mut self, lo: usize, hi: usize) -> usize {
         lo + (self.next_u64() % ((hi - lo) as u64 + 1)) as usize
     }
+
+    /// `len` random octets.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            out.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
 }

@@ -55,20 +55,9 @@ async fn next_ok(cq: &Cq) -> Wc {
     wc
 }
 
-/// Reproducible pseudo-random octets (splitmix64) for `seed`.
+/// Reproducible pseudo-random octets for `seed`.
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
-    let mut out = vec![0; len];
-    for chunk in out.chunks_mut(8) {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let b = z.to_le_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
-    }
-    out
+    rdmap::testing::XorShift::new(seed).bytes(len)
 }
 
 fn wr(wr_id: u64, op: SendOp) -> SendWr {
