@@ -4,7 +4,7 @@
 //! |---|---|
 //! | [`Device`] | an RDMA device (today an embedded software RNIC); the entry point |
 //! | [`Pd`] | a protection domain: memory and queue pairs that may reach each other |
-//! | [`Mr`] | a registered memory region; the engine owns its octets |
+//! | [`Mr`] | a registered memory region: the application's memory, read and written in place |
 //! | [`Mw`] | a memory window: part of a region exposed under its own STag |
 //! | [`Cq`] | a completion queue, shared by many queue pairs |
 //! | [`Srq`] | a shared receive queue |
@@ -97,6 +97,7 @@ pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
 pub use qp::{Qp, QpConfig};
+pub use shm::{View, ViewMut};
 
 pub use mpa::RtrFlags;
 pub use offload_engine::tpt::{MwType, PdId, TptError};

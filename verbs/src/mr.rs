@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use offload_engine::tpt::Storage;
 use rdmap::{Access, FastReg, RemoteBuf, STag, SendOp, Sge};
+use shm::{View, ViewMut};
 
 use crate::error::MemError;
 use crate::pd::Pd;
@@ -24,6 +25,8 @@ struct State {
 
 struct Inner {
     pd: Pd,
+    /// The octets, which the application reaches in place.
+    mem: Arc<Storage>,
     state: Mutex<State>,
     /// `Some(max_len)` for a region allocated for fast registration.
     fast_reg: Option<usize>,
@@ -52,15 +55,28 @@ impl Drop for Inner {
 
 /// A registered memory region. Cheap to clone; clones share the region.
 ///
-/// The engine owns the octets (registration moved them in); the application reaches them
-/// with [`read`](Self::read) and [`write`](Self::write), names them in local work requests
-/// with [`local`](Self::local) ([`Sge`]), and hands them to the peer with
+/// The octets are the application's, reached in place: [`view`](Self::view) borrows them
+/// shared (`&[u8]`), [`view_mut`](Self::view_mut) exclusively (`&mut [u8]`); no copy is
+/// made either way. [`read`](Self::read) and [`write`](Self::write) copy out and in. Local
+/// work requests name them with [`local`](Self::local) ([`Sge`]), and the peer with
 /// [`remote`](Self::remote) ([`RemoteBuf`]). Offsets and ranges are octets from the start
 /// of the region, whatever its tagged offsets are.
 ///
+/// # Memory under remote access
+///
+/// RDMA memory can change at any moment: a peer's Write (or a Read Response, or a Send
+/// into a posted receive) lands whenever the connection delivers it. What Rust guarantees
+/// here: a view holds the region's lock, so while it lives nothing in this process changes
+/// the octets under it (a placement into the region waits for the view to be dropped), and
+/// nothing reads them while a `view_mut` lives. Keep views short, and never hold one
+/// across an `.await` that needs the engine to place into the same region (views are not
+/// `Send`, so a spawned future cannot). What RDMA leaves to the application: knowing when
+/// the peer's data is complete (a completion, a Send after the Write), and not changing a
+/// buffer under a posted Send or Write until it has completed.
+///
 /// Dropping the last clone deregisters the region (a window bound to it keeps a clone, so
-/// the region lives while the window is bound). [`deregister`](Self::deregister) does it
-/// explicitly and gives the octets back.
+/// the region lives while the window is bound) and returns its memory to the system.
+/// [`deregister`](Self::deregister) does it explicitly.
 #[derive(Clone)]
 pub struct Mr {
     inner: Arc<Inner>,
@@ -79,33 +95,32 @@ impl fmt::Debug for Mr {
 }
 
 impl Mr {
-    pub(crate) fn new(pd: Pd, stag: STag, to: u64, len: usize, access: Access) -> Self {
-        Self::with(
-            pd,
-            State {
-                stag,
-                to,
-                len,
-                access,
-            },
-            None,
-        )
+    pub(crate) fn new(pd: Pd, stag: STag, to: u64, access: Access, mem: Arc<Storage>) -> Self {
+        let state = State {
+            stag,
+            to,
+            len: mem.len(),
+            access,
+        };
+        Self::with(pd, state, None, mem)
     }
 
-    pub(crate) fn new_fast_reg(pd: Pd, stag: STag, max_len: usize) -> Self {
+    pub(crate) fn new_fast_reg(pd: Pd, stag: STag, mem: Arc<Storage>) -> Self {
         let state = State {
             stag,
             to: 0,
             len: 0,
             access: Access::NONE,
         };
-        Self::with(pd, state, Some(max_len))
+        let max_len = mem.len();
+        Self::with(pd, state, Some(max_len), mem)
     }
 
-    fn with(pd: Pd, state: State, fast_reg: Option<usize>) -> Self {
+    fn with(pd: Pd, state: State, fast_reg: Option<usize>, mem: Arc<Storage>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 pd,
+                mem,
                 state: Mutex::new(state),
                 fast_reg,
                 gone: AtomicBool::new(false),
@@ -208,6 +223,45 @@ impl Mr {
         })
     }
 
+    /// A shared view of octets `range`, in place (`&[u8]` through `Deref`; no copy). See
+    /// [Memory under remote access](Self#memory-under-remote-access): placements into the
+    /// region wait while the view lives. Of a fast-registration region, every octet it was
+    /// allocated with is viewable, registered or not.
+    pub fn view(&self, range: impl RangeBounds<usize>) -> Result<View<'_>, MemError> {
+        let (start, end) = span(&range, self.inner.mem.len());
+        self.inner
+            .mem
+            .view(start, end.saturating_sub(start))
+            .map_err(|e| self.out_of_range(e))
+    }
+
+    /// An exclusive view of octets `range`, in place (`&mut [u8]` through `DerefMut`; no
+    /// copy): fill a buffer before sending it, or consume a message where it landed.
+    /// Every other view of the region, and every placement into it, waits while it lives.
+    pub fn view_mut(&self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_>, MemError> {
+        let (start, end) = span(&range, self.inner.mem.len());
+        self.inner
+            .mem
+            .view_mut(start, end.saturating_sub(start))
+            .map_err(|e| self.out_of_range(e))
+    }
+
+    /// True if the region's memory is shared memory (from [`Pd::alloc_mr`](crate::Pd::alloc_mr)),
+    /// which another local process can map; false for memory handed over with
+    /// [`Pd::register`](crate::Pd::register).
+    pub fn is_shared_memory(&self) -> bool {
+        self.inner.mem.fd().is_some()
+    }
+
+    fn out_of_range(&self, e: shm::OutOfRange) -> MemError {
+        MemError::OutOfBounds {
+            stag: self.stag(),
+            offset: e.offset as u64,
+            len: e.len as u64,
+            region_len: e.region_len as u64,
+        }
+    }
+
     /// A copy of octets `range`.
     pub fn read(&self, range: impl RangeBounds<usize>) -> Result<Vec<u8>, MemError> {
         let s = self.inner.state();
@@ -251,33 +305,32 @@ impl Mr {
             .map_err(|e| self.access_error(&s, offset, data.len(), e))
     }
 
-    /// Deregisters the region and gives its octets back.
+    /// Deregisters the region and returns its memory to the system.
     ///
     /// The STag is invalid as soon as this future is first polled: every later access,
     /// local or remote, fails. Work that passed its checks before may still be copying;
-    /// the future waits for it (yielding to the runtime) and returns the octets once no
-    /// access holds them. Other clones of this `Mr` see [`MemError::Invalid`] from then
-    /// on. Fails with [`MemError::Tpt`] (nothing changed) while a window is bound to the
-    /// region: invalidate or drop the window first.
+    /// the future waits for it (yielding to the runtime) and returns once nothing of the
+    /// engine holds the memory any more. Other clones of this `Mr` see
+    /// [`MemError::Invalid`] from the TPT from then on, and keep the memory (for their
+    /// views) until the last of them is dropped. Fails with [`MemError::Tpt`] (nothing
+    /// changed) while a window is bound to the region: invalidate or drop the window first.
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: if the future is dropped after its first poll, the region is
-    /// deregistered all the same and its octets are freed (instead of returned) once the
-    /// work in flight lets go of them.
-    pub async fn deregister(self) -> Result<Vec<u8>, MemError> {
+    /// Cancel safe in the sense that nothing leaks: if the future is dropped after its
+    /// first poll, the region is deregistered all the same and its memory is freed once the
+    /// work in flight and the last clone let go of it.
+    pub async fn deregister(self) -> Result<(), MemError> {
         let s = self.inner.state();
         if self.inner.gone.swap(true, Ordering::AcqRel) {
             return Err(MemError::Invalid { stag: s.stag });
         }
-        let storage = match self.tpt().deregister(s.stag) {
-            Ok(storage) => storage,
-            Err(e) => {
-                self.inner.gone.store(false, Ordering::Release);
-                return Err(MemError::tpt("deregister", s.stag, e));
-            }
-        };
-        Ok(reclaim(storage).await)
+        if let Err(e) = self.tpt().deregister(s.stag) {
+            self.inner.gone.store(false, Ordering::Release);
+            return Err(MemError::tpt("deregister", s.stag, e));
+        }
+        quiesce(&self.inner.mem).await;
+        Ok(())
     }
 
     /// A fast registration of this region (allocated by [`Pd::alloc_fast_reg_mr`]) for
@@ -406,15 +459,12 @@ pub(crate) fn span(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize
     (start, end)
 }
 
-/// Waits until `storage` has no other reference (work in flight finished) and takes the
-/// octets. Yields to the runtime between tries, then backs off to short sleeps.
-async fn reclaim(mut storage: Arc<Storage>) -> Vec<u8> {
+/// Waits until `mem` has no reference but the region's own (the work in flight that had
+/// passed the TPT's checks is done). Yields to the runtime between tries, then backs off to
+/// short sleeps.
+async fn quiesce(mem: &Arc<Storage>) {
     let mut tries = 0u32;
-    loop {
-        match Storage::try_into_vec(storage) {
-            Ok(octets) => return octets,
-            Err(still) => storage = still,
-        }
+    while Arc::strong_count(mem) > 1 {
         tries = tries.saturating_add(1);
         if tries < 64 {
             tokio::task::yield_now().await;
@@ -438,15 +488,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reclaim_waits_for_work_in_flight() {
-        let storage = Arc::new(Storage::new(vec![1, 2, 3]));
+    async fn quiesce_waits_for_work_in_flight() {
+        let storage = Arc::new(Storage::adopt(vec![1u8, 2, 3]));
         let in_flight = Arc::clone(&storage);
-        let waiter = tokio::spawn(reclaim(storage));
+        let waiter = tokio::spawn(async move { quiesce(&storage).await });
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
         assert!(!waiter.is_finished(), "returned while work was in flight");
         drop(in_flight);
-        assert_eq!(waiter.await.unwrap(), vec![1, 2, 3]);
+        waiter.await.unwrap();
     }
 }

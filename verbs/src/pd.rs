@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use offload_engine::tpt::{Base, MwType, PdId};
+use offload_engine::tpt::{Base, MwType, PdId, Storage, TptError};
 use rdmap::{Access, STag};
 
 use crate::device::Device;
@@ -56,31 +56,41 @@ impl Pd {
         &self.inner.device
     }
 
-    /// Registers `data` as a **zero-based** region (tagged offsets `0..len`) with
-    /// `access`. The engine owns the octets from now on; [`Mr::read`], [`Mr::write`] and
-    /// [`Mr::deregister`] reach them.
+    /// Registers memory the application already has as a **zero-based** region (tagged
+    /// offsets `0..len`) with `access`, **without copying it**: a `Vec<u8>`, a `Box<[u8]>`,
+    /// a `BytesMut`, an array, or an aligned allocation of the application's own (any owner
+    /// whose [`AsMut`] names the same octets for as long as it lives). The region keeps the
+    /// owner and drops it when the last [`Mr`] clone is dropped; the octets are reached in
+    /// place with [`Mr::view`] and [`Mr::view_mut`].
     ///
     /// [`Access::LOCAL_READ`] is always added (as in every verbs API, local read is
     /// implied). Add [`Access::LOCAL_WRITE`] for regions that receive data (receive
     /// buffers, Read sinks, Atomic results) or that [`Mr::write`] fills.
-    pub fn register(&self, data: impl Into<Vec<u8>>, access: Access) -> Result<Mr, MemError> {
-        self.register_at(data.into(), Base::ZeroBased, access)
+    ///
+    /// [`alloc_mr`](Self::alloc_mr) allocates shared memory instead, which a local daemon
+    /// can map as well.
+    pub fn register<B>(&self, data: B, access: Access) -> Result<Mr, MemError>
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
+        self.register_at(Storage::adopt(data), Base::ZeroBased, access)
     }
 
-    /// Registers `data` as a region whose first octet has tagged offset `va` (virtual
-    /// address based, as hardware RNICs use by default): tagged offsets `va..va + len`.
-    pub fn register_va(
-        &self,
-        data: impl Into<Vec<u8>>,
-        va: u64,
-        access: Access,
-    ) -> Result<Mr, MemError> {
-        self.register_at(data.into(), Base::Va(va), access)
+    /// Registers `data` (without copying it, as [`register`](Self::register)) as a region
+    /// whose first octet has tagged offset `va` (virtual address based, as hardware RNICs
+    /// use by default): tagged offsets `va..va + len`.
+    pub fn register_va<B>(&self, data: B, va: u64, access: Access) -> Result<Mr, MemError>
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
+        self.register_at(Storage::adopt(data), Base::Va(va), access)
     }
 
-    /// Allocates and registers a zero-based region of `len` zeroed octets.
+    /// Allocates and registers a zero-based region of `len` zeroed octets: a page-aligned
+    /// mapping of anonymous shared memory (memfd), returned to the system when the region
+    /// is deregistered or its last [`Mr`] clone is dropped.
     pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr, MemError> {
-        self.register_at(vec![0; len], Base::ZeroBased, access)
+        self.register_at(alloc(len)?, Base::ZeroBased, access)
     }
 
     /// Allocates a region of `max_len` zeroed octets for fast registration. It is invalid
@@ -88,11 +98,12 @@ impl Pd {
     /// ([`Qp::fast_register`](crate::Qp::fast_register), or
     /// [`Mr::fast_reg_op`] and [`Qp::post_send`](crate::Qp::post_send)).
     pub fn alloc_fast_reg_mr(&self, max_len: usize) -> Result<Mr, MemError> {
+        let mem = Arc::new(alloc(max_len)?);
         let tpt = self.inner.device.engine().tpt();
         let stag = tpt
-            .alloc_fast_reg(self.id(), max_len)
+            .alloc_fast_reg_region(self.id(), mem.clone())
             .map_err(|e| MemError::tpt("alloc_fast_reg_mr", STag::default(), e))?;
-        Ok(Mr::new_fast_reg(self.clone(), stag, max_len))
+        Ok(Mr::new_fast_reg(self.clone(), stag, mem))
     }
 
     /// Allocates an unbound memory window of type `ty`.
@@ -109,18 +120,24 @@ impl Pd {
         Ok(Mw::new(self.clone(), stag, ty))
     }
 
-    fn register_at(&self, data: Vec<u8>, base: Base, access: Access) -> Result<Mr, MemError> {
+    fn register_at(&self, mem: Storage, base: Base, access: Access) -> Result<Mr, MemError> {
         let access = access | Access::LOCAL_READ;
-        let len = data.len();
+        let mem = Arc::new(mem);
         let tpt = self.inner.device.engine().tpt();
         let stag = tpt
-            .register(self.id(), data, base, access)
+            .register_region(self.id(), mem.clone(), base, access)
             .map_err(|e| MemError::tpt("register", STag::default(), e))?;
-        Ok(Mr::new(self.clone(), stag, base.start(), len, access))
+        Ok(Mr::new(self.clone(), stag, base.start(), access, mem))
     }
 
     /// True if `other` is this domain (or a clone of it).
     pub(crate) fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
+}
+
+/// `len` zeroed octets of shared memory.
+fn alloc(len: usize) -> Result<Storage, MemError> {
+    Storage::alloc(len)
+        .map_err(|_| MemError::tpt("alloc_mr", STag::default(), TptError::NoMemory { len }))
 }

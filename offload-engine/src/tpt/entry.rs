@@ -261,7 +261,7 @@ mod tests {
     use super::*;
 
     fn region(base: Base, len: usize, access: Access) -> Entry {
-        let storage = Arc::new(Storage::new(vec![0; len]));
+        let storage = Arc::new(Storage::adopt(vec![0u8; len]));
         Entry {
             pd: PdId::new(1),
             instance: 3,
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn region_addressing_cannot_wrap() {
-        let storage = Arc::new(Storage::new(vec![0; 16]));
+        let storage = Arc::new(Storage::adopt(vec![0u8; 16]));
         assert_eq!(
             Region::new(storage, Base::Va(u64::MAX - 8), Access::NONE).unwrap_err(),
             TptError::Bounds {

@@ -63,6 +63,11 @@ pub enum TptError {
     },
     /// Every tag index is in use.
     Exhausted,
+    /// The system refused memory for a region of this many octets.
+    NoMemory {
+        /// The length asked for.
+        len: usize,
+    },
 }
 
 impl TptError {
@@ -127,6 +132,11 @@ impl fmt::Display for TptError {
             Self::Exhausted => {
                 f.write_str("every TPT index is in use; deregister regions or deallocate windows")
             }
+            Self::NoMemory { len } => write!(
+                f,
+                "the system refused {len} octets of shared memory for the region; free \
+                 memory or register a smaller region"
+            ),
         }
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! One [`Tpt`] per engine holds every protection domain, memory region and memory window;
 //! every queue pair reaches it through its own [`QpMemory`] view, the [`rdmap::Memory`]
-//! its stream uses. Region octets live in engine-owned [`Storage`] (one `Arc` per region,
-//! aliased by its windows); tagged data is copied once, from the caller's slice straight
-//! into that storage.
+//! its stream uses. Region octets are a [`Storage`] (a `shm::Region`: a memfd mapping or
+//! memory the application handed over without a copy; one `Arc` per region, aliased by its
+//! windows, and held by the application too, which reads and writes it in place); tagged
+//! data is copied once, from the caller's slice straight into that storage.
 //!
 //! # STags
 //!
@@ -60,9 +61,9 @@
 //!   pair -> `NotAssociated` (Remote Protection 0x09); a fast-registration region without
 //!   remote rights -> `Rights` (Remote Protection 0x09); an ordinary region or a type 1
 //!   window -> `CannotInvalidate` (Remote Operation 0x09), as siw answers `-EINVAL`.
-//! * [`Tpt::deregister`] removes the entry at once and hands back the storage; work that
-//!   already passed the checks holds `Arc` clones while it copies, so the caller waits
-//!   until it holds the last one ([`Storage::try_into_vec`]).
+//! * [`Tpt::deregister`] removes the entry at once and hands back the table's `Arc` of the
+//!   storage; work that already passed the checks holds `Arc` clones while it copies, and
+//!   the octets go back to the system when the last clone is dropped.
 //!
 //! # One-touch windows and Table D under kernel TCP
 //!

@@ -9,7 +9,7 @@ use rdmap::AccessError;
 use super::entry::{Binding, Body, EntryInfo, Region, Requester, Span, Window};
 use super::error::TptError;
 use super::ids::{Base, MwType, PdId, QpId};
-use super::storage::Storage;
+use super::storage::{Storage, bounds};
 use super::table::Table;
 use super::view::QpMemory;
 
@@ -55,8 +55,8 @@ impl Tpt {
     }
 
     /// Registers `data` as a region of `pd` with `access`, addressed from `base`, and
-    /// returns its STag. The region is valid at once, reachable locally and (with remote
-    /// rights) remotely.
+    /// returns its STag: [`register_region`](Self::register_region) over the vector's own
+    /// octets, taken over without a copy.
     pub fn register(
         &self,
         pd: PdId,
@@ -64,19 +64,36 @@ impl Tpt {
         base: Base,
         access: Access,
     ) -> Result<STag, TptError> {
-        let region = Region::new(Arc::new(Storage::new(data)), base, access)?;
+        self.register_region(pd, Arc::new(Storage::adopt(data)), base, access)
+    }
+
+    /// Registers `storage` as a region of `pd` with `access`, addressed from `base`, and
+    /// returns its STag. The region is valid at once, reachable locally and (with remote
+    /// rights) remotely; the caller keeps its own `Arc` to reach the octets in place.
+    pub fn register_region(
+        &self,
+        pd: PdId,
+        storage: Arc<Storage>,
+        base: Base,
+        access: Access,
+    ) -> Result<STag, TptError> {
+        let region = Region::new(storage, base, access)?;
         self.table_mut().insert(pd, Body::Region(region))
     }
 
-    /// Allocates a region of `max_len` zeroed octets for fast registration. It is invalid
-    /// until a fast registration work request ([`rdmap::FastReg`]) of a queue pair of `pd`
-    /// arms it with an instance, tagged offset, length (at most `max_len`) and rights.
+    /// Allocates a region of `max_len` zeroed octets (a memfd mapping) for fast
+    /// registration: [`alloc_fast_reg_region`](Self::alloc_fast_reg_region).
     pub fn alloc_fast_reg(&self, pd: PdId, max_len: usize) -> Result<STag, TptError> {
-        let mut region = Region::new(
-            Arc::new(Storage::new(vec![0; max_len])),
-            Base::ZeroBased,
-            Access::NONE,
-        )?;
+        let storage = Storage::alloc(max_len).map_err(|_| TptError::NoMemory { len: max_len })?;
+        self.alloc_fast_reg_region(pd, Arc::new(storage))
+    }
+
+    /// Makes `storage` a region for fast registration, at most `storage.len()` octets. It
+    /// is invalid until a fast registration work request ([`rdmap::FastReg`]) of a queue
+    /// pair of `pd` arms it with an instance, tagged offset, length and rights.
+    pub fn alloc_fast_reg_region(&self, pd: PdId, storage: Arc<Storage>) -> Result<STag, TptError> {
+        let max_len = storage.len();
+        let mut region = Region::new(storage, Base::ZeroBased, Access::NONE)?;
         region.valid = false;
         region.span.len = 0;
         region.fast_reg = Some(max_len as u64);
@@ -88,8 +105,7 @@ impl Tpt {
     /// [`TptError::InUse`] while windows are bound to it.
     ///
     /// Work already past the checks may still be copying: it holds clones of the returned
-    /// `Arc`. The caller waits until it holds the last one ([`Storage::in_flight`] is 1,
-    /// [`Storage::try_into_vec`] succeeds) before it reuses the octets.
+    /// `Arc` (the strong count tells how many, besides the caller's own handles).
     pub fn deregister(&self, stag: STag) -> Result<Arc<Storage>, TptError> {
         let mut t = self.table_mut();
         let e = t.lookup(stag)?;
@@ -223,7 +239,7 @@ impl Tpt {
     pub fn read(&self, pd: PdId, stag: STag, to: u64, dst: &mut [u8]) -> Result<(), AccessError> {
         let who = Requester { pd, qp: None };
         let (storage, off) = self.resolve(who, stag, to, dst.len() as u64, Access::LOCAL_READ)?;
-        storage.read_at(off, dst)
+        storage.read_at(off, dst).map_err(bounds)
     }
 
     /// The application writes `src` at `to` of region `stag` of `pd`, with the ordered
@@ -231,7 +247,7 @@ impl Tpt {
     pub fn write(&self, pd: PdId, stag: STag, to: u64, src: &[u8]) -> Result<(), AccessError> {
         let who = Requester { pd, qp: None };
         let (storage, off) = self.resolve(who, stag, to, src.len() as u64, Access::LOCAL_WRITE)?;
-        storage.write_at(off, src)
+        storage.write_at(off, src).map_err(bounds)
     }
 
     /// A snapshot of the entry `stag` names (`None` if its index is free or it answers to

@@ -10,7 +10,7 @@ use rdmap::{AccessError, Bind, FastReg, Memory, RecvWr};
 use super::entry::{Binding, Body, Entry, Region, Requester, Window};
 use super::error::TptError;
 use super::ids::{MwType, PdId, QpId};
-use super::storage::Storage;
+use super::storage::{Storage, bounds};
 use super::verbs::{Tpt, fast_reg_span};
 
 /// The remote rights, any of which makes a fast-registration region remotely invalidatable.
@@ -110,7 +110,7 @@ impl Memory for QpMemory {
         access: Access,
     ) -> Result<(), AccessError> {
         let (storage, off) = self.resolve(stag, to, data.len() as u64, access)?;
-        storage.write_at(off, data)
+        storage.write_at(off, data).map_err(bounds)
     }
 
     fn read(
@@ -121,7 +121,7 @@ impl Memory for QpMemory {
         access: Access,
     ) -> Result<(), AccessError> {
         let (storage, off) = self.resolve(stag, to, dst.len() as u64, access)?;
-        storage.read_at(off, dst)
+        storage.read_at(off, dst).map_err(bounds)
     }
 
     fn read_append(
@@ -133,7 +133,7 @@ impl Memory for QpMemory {
         access: Access,
     ) -> Result<(), AccessError> {
         let (storage, off) = self.resolve(stag, to, len as u64, access)?;
-        storage.append_at(off, len, dst)
+        storage.append_to(off, len, dst).map_err(bounds)
     }
 
     fn atomic(
@@ -143,7 +143,7 @@ impl Memory for QpMemory {
         op: &mut dyn FnMut(u64) -> u64,
     ) -> Result<u64, AccessError> {
         let (storage, off) = self.resolve(stag, to, 8, Access::REMOTE_ATOMIC)?;
-        storage.update_u64(off, op)
+        storage.update_u64(off, op).map_err(bounds)
     }
 
     /// Send with Invalidate. In order: the entry is valid ([`AccessError::InvalidStag`]),

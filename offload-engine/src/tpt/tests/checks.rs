@@ -28,7 +28,7 @@ fn stale_instance_after_reregistration() {
     let (tpt, pd) = setup();
     let old = tpt.register(pd, vec![0; 8], Base::ZeroBased, RW).unwrap();
     let storage = tpt.deregister(old).unwrap();
-    assert_eq!(Storage::try_into_vec(storage).unwrap(), vec![0; 8]);
+    assert_eq!(&storage.view(0, 8).unwrap()[..], &[0; 8]);
     let new = tpt.register(pd, vec![5; 8], Base::ZeroBased, RW).unwrap();
     assert_eq!(new.index(), old.index(), "the index is reused");
     assert_eq!(
@@ -236,7 +236,7 @@ fn zero_based_and_va_regions() {
     assert_eq!(vi.to, 0x7f00_0000_1000);
     assert_eq!(bytes(&tpt, pd, zb), [0, 0, 1, 2, 0, 0, 0, 0]);
     assert_eq!(
-        Storage::try_into_vec(tpt.deregister(va).unwrap()).unwrap(),
+        &tpt.deregister(va).unwrap().view(0, 8).unwrap()[..],
         [0, 0, 3, 4, 0, 0, 0, 0]
     );
     let mut out = [0u8; 2];

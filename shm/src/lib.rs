@@ -1,0 +1,357 @@
+//! Registered memory: the octets of one memory region, shared by the application that owns
+//! them and the engine that places into them and sends from them. The one crate of the
+//! workspace with `unsafe` code; every other crate forbids it.
+//!
+//! A [`Region`] is either
+//! - **allocated** ([`Region::alloc`]): a page-aligned `MAP_SHARED` mapping of an anonymous
+//!   memory file (memfd). Its file descriptor ([`Region::fd`]) lets a second process (a
+//!   local `iwarpd`) map the same pages. The pages go back to the system when the last
+//!   [`Region`] handle is dropped (the mapping is unmapped and the memfd closed); or
+//! - **adopted** ([`Region::adopt`]): memory the application already has (`Vec<u8>`,
+//!   `Box<[u8]>`, `BytesMut`, an aligned allocation of its own), taken over without a copy
+//!   and dropped with the last handle.
+//!
+//! # The access rule, and what Rust guarantees
+//!
+//! RDMA memory can change at any moment: a peer's RDMA Write lands whenever it arrives,
+//! and a Read Response or a Send whenever the connection delivers it. The application does
+//! not own a region's octets in Rust's sense while remote access is granted. This crate
+//! keeps Rust's aliasing rules all the same, inside one process:
+//!
+//! - Every access goes through a view: [`Region::view`] (shared, `&[u8]`) or
+//!   [`Region::view_mut`] (exclusive, `&mut [u8]`). A view holds the region's lock, a
+//!   reader-writer lock, for as long as it lives. The engine's placements take an
+//!   exclusive view for the duration of one copy; its reads (a Send's gather list, a Read
+//!   Response) a shared one.
+//! - So while an application holds a view, nothing in this process changes the octets
+//!   under it: a placement into the region waits until the view is dropped. Views are
+//!   meant to be short (read a message, fill a buffer); a view held across an `.await` that
+//!   waits for the engine to place into the same region deadlocks, which is why views are
+//!   not `Send` (a spawned future cannot hold one across an `.await`).
+//! - The RDMA rule remains the application's: the octets a view shows are whatever the
+//!   last placement left. A region the peer may write can hold new data the next time it
+//!   is viewed; a buffer under a posted Send or Write must not be changed until the request
+//!   has completed, or the peer may get either version.
+//! - A second process that maps the memfd (daemon mode) is outside Rust's model: it writes
+//!   with its own copies, and this process sees them as it would see a DMA by hardware.
+//!   Only copies made here, under the lock, touch the octets from this process.
+//!
+//! # Audit
+//!
+//! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] (raw pointer to memory the
+//! region owns), the two slice constructions in the views (under the lock, bounds checked),
+//! and taking over and dropping an adopted owner. Each block has its `SAFETY:` comment.
+
+use std::any::Any;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::BytesMut;
+use memmap2::{MmapOptions, MmapRaw};
+
+/// An access outside the region.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OutOfRange {
+    /// Offset asked for.
+    pub offset: usize,
+    /// Length asked for.
+    pub len: usize,
+    /// The region's length.
+    pub region_len: usize,
+}
+
+impl fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "octets {}..+{} lie outside the region of {} octets",
+            self.offset, self.len, self.region_len
+        )
+    }
+}
+
+impl std::error::Error for OutOfRange {}
+
+/// What keeps a region's octets alive.
+enum Backing {
+    /// A memfd and its shared mapping (unmapped, then closed, on drop).
+    Mapped { file: File, _map: MmapRaw },
+    /// An owner the application handed over, leaked with [`Box::into_raw`] so that no
+    /// move of a `Box` ever retags the octets behind `Region::ptr`; rebuilt and dropped in
+    /// `Region::drop`.
+    Adopted(NonNull<dyn Any + Send + Sync>),
+    /// No octets (a zero-length region maps nothing).
+    Empty,
+}
+
+/// The octets of one memory region. See the [crate docs](crate) for the access rule.
+pub struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+    lock: RwLock<()>,
+    backing: Backing,
+}
+
+// SAFETY: `Region` owns the octets behind `ptr` (a mapping it created, or an owner that is
+// `Send + Sync` and was handed over for good); every access to them goes through a view
+// holding `lock`, so moving the region or sharing it between threads creates no
+// unsynchronized access.
+unsafe impl Send for Region {}
+// SAFETY: as above: `&Region` only hands out lock-holding views.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// A page-aligned, zero-filled region of `len` octets in a new memfd mapping, shareable
+    /// with another process through [`fd`](Self::fd). The pages are allocated on first
+    /// touch and returned to the system when the region is dropped.
+    pub fn alloc(len: usize) -> io::Result<Self> {
+        if len == 0 {
+            return Ok(Self::empty());
+        }
+        let memfd = memfd::MemfdOptions::default()
+            .close_on_exec(true)
+            .allow_sealing(true)
+            .create("iwarp-region")
+            .map_err(|e| match e {
+                memfd::Error::Create(e) | memfd::Error::AddSeals(e) | memfd::Error::GetSeals(e) => {
+                    e
+                }
+            })?;
+        let file = memfd.into_file();
+        file.set_len(len as u64)?;
+        let map = MmapOptions::new().len(len).map_raw(&file)?;
+        let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
+        Ok(Self {
+            ptr,
+            len,
+            lock: RwLock::new(()),
+            backing: Backing::Mapped { file, _map: map },
+        })
+    }
+
+    /// Takes over memory the application already has, without copying it: a `Vec<u8>`,
+    /// a `Box<[u8]>`, a `BytesMut`, or any owner whose [`AsMut`] names the same octets for
+    /// as long as it lives (an aligned allocation of its own). `as_mut` is called once,
+    /// here; the owner is dropped with the region.
+    pub fn adopt<B>(owner: B) -> Self
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
+        let raw: *mut B = Box::into_raw(Box::new(owner));
+        // SAFETY: `raw` comes from `Box::into_raw` just above: valid, aligned, and ours
+        // alone; the `&mut` lives only for this call.
+        let octets: &mut [u8] = unsafe { &mut *raw }.as_mut();
+        let (ptr, len) = (octets.as_mut_ptr(), octets.len());
+        let erased: *mut (dyn Any + Send + Sync) = raw;
+        let Some(owner) = NonNull::new(erased) else {
+            unreachable!("Box::into_raw is never null")
+        };
+        Self {
+            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
+            len,
+            lock: RwLock::new(()),
+            backing: Backing::Adopted(owner),
+        }
+    }
+
+    /// A region of no octets.
+    pub fn empty() -> Self {
+        Self {
+            ptr: NonNull::dangling(),
+            len: 0,
+            lock: RwLock::new(()),
+            backing: Backing::Empty,
+        }
+    }
+
+    /// Length in octets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a region of no octets.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The memfd behind an [`alloc`](Self::alloc)ated region, which another process can map
+    /// to reach the same pages; `None` for adopted memory.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.backing {
+            Backing::Mapped { file, .. } => Some(file.as_fd()),
+            _ => None,
+        }
+    }
+
+    /// A shared view of `[offset, offset + len)`. Exclusive views (and the engine's
+    /// placements) wait while it lives.
+    pub fn view(&self, offset: usize, len: usize) -> Result<View<'_>, OutOfRange> {
+        self.check(offset, len)?;
+        let guard = self.lock.read().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: `check` proved `offset + len <= self.len`, so the range lies inside the
+        // `self.len` octets behind `ptr`, which live as long as `self`. The shared lock is
+        // held for the slice's whole life, so no `&mut` to these octets exists meanwhile.
+        let octets =
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().wrapping_add(offset), len) };
+        Ok(View {
+            octets,
+            _guard: guard,
+        })
+    }
+
+    /// An exclusive view of `[offset, offset + len)`: every other view of the region (and
+    /// every placement into it) waits while it lives.
+    pub fn view_mut(&self, offset: usize, len: usize) -> Result<ViewMut<'_>, OutOfRange> {
+        self.check(offset, len)?;
+        let guard = self.lock.write().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: the range lies inside the region (`check`), and the exclusive lock is held
+        // for the slice's whole life, so no other reference to these octets exists.
+        let start = self.ptr.as_ptr().wrapping_add(offset);
+        // SAFETY: (continued) `start` is `offset` octets into the region, inside it.
+        let octets = unsafe { std::slice::from_raw_parts_mut(start, len) };
+        Ok(ViewMut {
+            octets,
+            _guard: guard,
+        })
+    }
+
+    /// Copies `[offset, offset + dst.len())` into `dst`.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfRange> {
+        dst.copy_from_slice(&self.view(offset, dst.len())?);
+        Ok(())
+    }
+
+    /// Appends `[offset, offset + len)` to `dst` (one copy, no zero-fill first).
+    pub fn append_to(
+        &self,
+        offset: usize,
+        len: usize,
+        dst: &mut BytesMut,
+    ) -> Result<(), OutOfRange> {
+        dst.extend_from_slice(&self.view(offset, len)?);
+        Ok(())
+    }
+
+    /// Copies `src` to `[offset, offset + src.len())`.
+    pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), OutOfRange> {
+        self.view_mut(offset, src.len())?.copy_from_slice(src);
+        Ok(())
+    }
+
+    /// Replaces the little-endian `u64` at `offset` with `op(original)` under the exclusive
+    /// lock (atomic with respect to every other access from this process) and returns the
+    /// original.
+    pub fn update_u64(
+        &self,
+        offset: usize,
+        op: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, OutOfRange> {
+        let mut view = self.view_mut(offset, 8)?;
+        let word: &mut [u8; 8] = match (&mut *view).try_into() {
+            Ok(w) => w,
+            Err(_) => unreachable!("a view of 8 octets"),
+        };
+        let orig = u64::from_le_bytes(*word);
+        *word = op(orig).to_le_bytes();
+        Ok(orig)
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), OutOfRange> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(OutOfRange {
+                offset,
+                len,
+                region_len: self.len,
+            }),
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Backing::Adopted(owner) = self.backing {
+            // SAFETY: `owner` came from `Box::into_raw` in `adopt` and is rebuilt exactly
+            // once, here; no view can exist (they borrow `self`).
+            drop(unsafe { Box::from_raw(owner.as_ptr()) });
+        }
+        // A mapping is unmapped by `MmapRaw`'s drop, then the memfd closed by `File`'s.
+    }
+}
+
+impl Default for Region {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl fmt::Debug for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.backing {
+            Backing::Mapped { .. } => "memfd",
+            Backing::Adopted(_) => "adopted",
+            Backing::Empty => "empty",
+        };
+        f.debug_struct("Region")
+            .field("len", &self.len)
+            .field("backing", &kind)
+            .finish()
+    }
+}
+
+/// A shared view of part of a [`Region`] (derefs to `&[u8]`). Not `Send`: drop it before
+/// awaiting anything that may need the engine to place into the same region.
+pub struct View<'a> {
+    octets: &'a [u8],
+    _guard: RwLockReadGuard<'a, ()>,
+}
+
+impl Deref for View<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.octets
+    }
+}
+
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("View")
+            .field("len", &self.octets.len())
+            .finish()
+    }
+}
+
+/// An exclusive view of part of a [`Region`] (derefs to `&mut [u8]`). Not `Send`.
+pub struct ViewMut<'a> {
+    octets: &'a mut [u8],
+    _guard: RwLockWriteGuard<'a, ()>,
+}
+
+impl Deref for ViewMut<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.octets
+    }
+}
+
+impl DerefMut for ViewMut<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.octets
+    }
+}
+
+impl fmt::Debug for ViewMut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ViewMut")
+            .field("len", &self.octets.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

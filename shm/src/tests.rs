@@ -1,0 +1,138 @@
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use super::*;
+
+fn rss_kib() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4
+}
+
+#[test]
+fn alloc_is_zeroed_page_aligned_and_shared_through_its_fd() {
+    let r = Region::alloc(10_000).unwrap();
+    assert_eq!(r.len(), 10_000);
+    assert!(r.view(0, 10_000).unwrap().iter().all(|&b| b == 0));
+    assert_eq!(r.view(0, 1).unwrap().as_ptr() as usize % 4096, 0);
+    r.write_at(4095, b"abc").unwrap();
+    // Another mapping of the memfd (here: a read through a duplicate of its descriptor)
+    // sees the same pages: what a local daemon will map.
+    let file = File::from(r.fd().unwrap().try_clone_to_owned().unwrap());
+    let mut got = [0u8; 3];
+    file.read_exact_at(&mut got, 4095).unwrap();
+    assert_eq!(&got, b"abc");
+    file.write_all_at(b"XY", 9998).unwrap();
+    let mut tail = [0u8; 2];
+    r.read_at(9998, &mut tail).unwrap();
+    assert_eq!(&tail, b"XY");
+}
+
+#[test]
+fn adopting_memory_does_not_copy_it() {
+    let mut v = vec![7u8; 1000];
+    let addr = v.as_mut_ptr() as usize;
+    let r = Region::adopt(v);
+    assert_eq!(r.view(0, 1).unwrap().as_ptr() as usize, addr);
+    assert!(r.fd().is_none());
+
+    let mut b: Box<[u8]> = vec![1u8; 64].into_boxed_slice();
+    let addr = b.as_mut_ptr() as usize;
+    let r = Region::adopt(b);
+    assert_eq!(r.view(0, 64).unwrap().as_ptr() as usize, addr);
+
+    let mut m = BytesMut::zeroed(128);
+    let addr = m.as_mut_ptr() as usize;
+    let r = Region::adopt(m);
+    assert_eq!(r.view(0, 0).unwrap().as_ptr() as usize, addr);
+    r.write_at(120, &[9; 8]).unwrap();
+    assert_eq!(&r.view(120, 8).unwrap()[..], &[9; 8]);
+}
+
+#[test]
+fn an_adopted_owner_is_dropped_with_the_region() {
+    struct Owner(Vec<u8>, #[allow(dead_code)] Arc<()>);
+    impl AsMut<[u8]> for Owner {
+        fn as_mut(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+    }
+    let alive = Arc::new(());
+    let r = Region::adopt(Owner(vec![0; 16], alive.clone()));
+    assert_eq!(Arc::strong_count(&alive), 2);
+    drop(r);
+    assert_eq!(Arc::strong_count(&alive), 1);
+}
+
+#[test]
+fn out_of_range_fails_cleanly() {
+    let r = Region::alloc(16).unwrap();
+    let err = r.write_at(14, &[0; 3]).unwrap_err();
+    assert_eq!(
+        err,
+        OutOfRange {
+            offset: 14,
+            len: 3,
+            region_len: 16
+        }
+    );
+    assert!(r.view(usize::MAX, 2).is_err());
+    assert!(r.update_u64(9, &mut |v| v).is_err());
+    assert!(r.view(16, 0).is_ok());
+    let e = Region::alloc(0).unwrap();
+    assert!(e.is_empty());
+    assert!(e.view(0, 0).unwrap().is_empty());
+    assert!(e.view(0, 1).is_err());
+}
+
+#[test]
+fn update_u64_is_little_endian_read_modify_write() {
+    let r = Region::alloc(16).unwrap();
+    r.write_at(8, &5u64.to_le_bytes()).unwrap();
+    assert_eq!(r.update_u64(8, &mut |v| v + 10).unwrap(), 5);
+    let mut w = [0u8; 8];
+    r.read_at(8, &mut w).unwrap();
+    assert_eq!(u64::from_le_bytes(w), 15);
+}
+
+#[test]
+fn views_exclude_concurrent_writers() {
+    // A writer fills the whole region with one value per round under an exclusive view;
+    // a reader's shared view must never see two values at once.
+    let r = Arc::new(Region::alloc(64 * 1024).unwrap());
+    let writer = {
+        let r = r.clone();
+        std::thread::spawn(move || {
+            for round in 0..2000u32 {
+                r.view_mut(0, r.len()).unwrap().fill(round as u8);
+            }
+        })
+    };
+    while !writer.is_finished() {
+        let v = r.view(0, r.len()).unwrap();
+        let first = v[0];
+        assert!(v.iter().all(|&b| b == first), "torn view");
+    }
+    writer.join().unwrap();
+}
+
+#[test]
+fn dropping_a_region_returns_its_pages() {
+    const LEN: usize = 256 << 20;
+    let before = rss_kib();
+    let r = Region::alloc(LEN).unwrap();
+    for off in (0..LEN).step_by(4096) {
+        r.write_at(off, &[1]).unwrap();
+    }
+    let touched = rss_kib();
+    assert!(
+        touched >= before + (LEN >> 10) * 9 / 10,
+        "pages were touched: {before} -> {touched} KiB"
+    );
+    drop(r);
+    let after = rss_kib();
+    assert!(
+        after < before + (LEN >> 10) / 10,
+        "pages returned on drop: {before} -> {touched} -> {after} KiB"
+    );
+}
