@@ -67,6 +67,20 @@ impl Tpt {
         self.register_region(pd, Arc::new(Storage::adopt(data)), base, access)
     }
 
+    /// Allocates `len` zeroed octets of shared memory (a memfd mapping, whose pages go
+    /// back to the system when the region is deregistered) and registers them as
+    /// [`register_region`](Self::register_region) does.
+    pub fn alloc_region(
+        &self,
+        pd: PdId,
+        len: usize,
+        base: Base,
+        access: Access,
+    ) -> Result<STag, TptError> {
+        let storage = Storage::alloc(len).map_err(|_| TptError::NoMemory { len })?;
+        self.register_region(pd, Arc::new(storage), base, access)
+    }
+
     /// Registers `storage` as a region of `pd` with `access`, addressed from `base`, and
     /// returns its STag. The region is valid at once, reachable locally and (with remote
     /// rights) remotely; the caller keeps its own `Arc` to reach the octets in place.

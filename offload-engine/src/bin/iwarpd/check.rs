@@ -302,7 +302,7 @@ impl Client {
     fn register(&self, len: usize) -> Result<STag, String> {
         self.engine
             .tpt()
-            .register(self.pd, vec![0; len], Base::ZeroBased, LOCAL)
+            .alloc_region(self.pd, len, Base::ZeroBased, LOCAL)
             .map_err(|e| format!("cannot register {len} octets locally: {e}"))
     }
 

@@ -156,17 +156,17 @@ async fn serve_conn(
     let pd = engine.alloc_pd();
     let depth = cfg.recv_depth as usize;
     let region = tpt
-        .register(
+        .alloc_region(
             pd,
-            vec![0; cfg.buffer_size as usize],
+            cfg.buffer_size as usize,
             Base::ZeroBased,
             TARGET_RIGHTS,
         )
         .map_err(|e| format!("cannot register the region: {e}"))?;
     let rx = tpt
-        .register(
+        .alloc_region(
             pd,
-            vec![0; cfg.recv_size as usize * depth],
+            cfg.recv_size as usize * depth,
             Base::ZeroBased,
             Access::LOCAL_READ | Access::LOCAL_WRITE,
         )
