@@ -59,7 +59,7 @@ pub use error::DdpError;
 pub use segment::SegmentRepr;
 pub use segmenter::{Segmenter, Span, max_payload};
 pub use stag::STag;
-pub use validate::{check_tagged_range, check_untagged};
+pub use validate::{check_tagged_range, check_untagged, tagged_offset};
 pub use wire::tagged::{TaggedPacket, TaggedRepr};
 pub use wire::untagged::{UntaggedPacket, UntaggedRepr};
 

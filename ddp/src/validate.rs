@@ -8,16 +8,28 @@ use crate::DdpError;
 ///
 /// * A zero-length segment always passes: STag and TO of a zero-length tagged
 ///   message are not checked (RFC 5041 §5.2).
-/// * [`DdpError::ToWrap`] (checked first) if `to + len` exceeds 2^64, i.e. the segment
-///   would address past the top of the 64-bit TO space. A segment whose last octet is
-///   exactly at TO 2^64 - 1 does not wrap.
-/// * [`DdpError::BaseBounds`] unless `base <= to` and `to + len <= base + region_len`.
-///   A region that itself extends past 2^64 is treated as ending there (u128
-///   arithmetic, no overflow).
+/// * Otherwise [`tagged_offset`] decides.
 pub fn check_tagged_range(to: u64, len: u32, base: u64, region_len: u64) -> Result<(), DdpError> {
     if len == 0 {
         return Ok(());
     }
+    tagged_offset(to, len.into(), base, region_len).map(|_| ())
+}
+
+/// The one tagged-bounds check of the stack (the TPT, the stream's Read Response
+/// placement and the tests all use it, so one access always gets one answer): where
+/// `[to, to + len)` starts inside a region covering `[base, base + region_len)`, as an
+/// offset from `base`.
+///
+/// * [`DdpError::ToWrap`] (checked first) if `to + len` exceeds 2^64, i.e. the access
+///   would address past the top of the 64-bit TO space. An access whose last octet is
+///   exactly at TO 2^64 - 1 (`to + len == 2^64`) does not wrap.
+/// * [`DdpError::BaseBounds`] unless `base <= to` and `to + len <= base + region_len`.
+///   A region that itself extends past 2^64 is treated as ending there. A zero-length
+///   access must lie inside the region too (its end may be the region's end).
+///
+/// All arithmetic is in `u128`: nothing overflows.
+pub fn tagged_offset(to: u64, len: u64, base: u64, region_len: u64) -> Result<u64, DdpError> {
     const TO_SPACE: u128 = 1 << 64;
     let end = u128::from(to) + u128::from(len);
     if end > TO_SPACE {
@@ -27,7 +39,7 @@ pub fn check_tagged_range(to: u64, len: u32, base: u64, region_len: u64) -> Resu
     if to < base || end > region_end {
         return Err(DdpError::BaseBounds);
     }
-    Ok(())
+    Ok(to - base)
 }
 
 /// Untagged checks for one segment of a message on a given queue, for an in-order
@@ -104,6 +116,31 @@ mod tests {
         assert_eq!(
             check_tagged_range(0, 1, BASE, LEN),
             Err(DdpError::BaseBounds)
+        );
+    }
+
+    #[test]
+    fn tagged_offset_is_strict_and_exact_at_the_top_of_the_to_space() {
+        assert_eq!(tagged_offset(BASE + 0x10, 0, BASE, LEN), Ok(0x10));
+        assert_eq!(tagged_offset(BASE + LEN, 0, BASE, LEN), Ok(LEN));
+        assert_eq!(
+            tagged_offset(BASE - 1, 0, BASE, LEN),
+            Err(DdpError::BaseBounds)
+        );
+        // The last octet at 2^64 - 1 does not wrap; one more does.
+        assert_eq!(tagged_offset(u64::MAX - 7, 8, u64::MAX - 15, 16), Ok(8));
+        assert_eq!(
+            tagged_offset(u64::MAX - 7, 9, u64::MAX - 15, 16),
+            Err(DdpError::ToWrap)
+        );
+        assert_eq!(tagged_offset(0, u64::MAX, 0, u64::MAX), Ok(0));
+        assert_eq!(
+            tagged_offset(1, u64::MAX, 0, u64::MAX),
+            Err(DdpError::BaseBounds)
+        );
+        assert_eq!(
+            tagged_offset(2, u64::MAX, 0, u64::MAX),
+            Err(DdpError::ToWrap)
         );
     }
 

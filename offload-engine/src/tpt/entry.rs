@@ -67,13 +67,11 @@ pub(super) struct Span {
 }
 
 impl Span {
-    /// Check (e) for an access of `len` octets at `to`: the storage offset of `to`.
+    /// Check (e) for an access of `len` octets at `to`: the storage offset of `to`
+    /// (DDP's one tagged-bounds check, [`ddp::tagged_offset`]).
     pub(super) fn locate(&self, to: u64, len: u64) -> Result<usize, AccessError> {
-        let end = to.checked_add(len).ok_or(AccessError::ToWrap)?;
-        if to < self.to || end > self.to + self.len {
-            return Err(AccessError::Bounds);
-        }
-        usize::try_from(to - self.to)
+        let rel = ddp::tagged_offset(to, len, self.to, self.len).map_err(range_error)?;
+        usize::try_from(rel)
             .ok()
             .and_then(|rel| self.offset.checked_add(rel))
             .ok_or(AccessError::Bounds)
@@ -236,12 +234,20 @@ impl Entry {
     }
 }
 
+/// The [`AccessError`] for a failed [`ddp::tagged_offset`].
+pub(super) fn range_error(e: ddp::DdpError) -> AccessError {
+    match e {
+        ddp::DdpError::ToWrap => AccessError::ToWrap,
+        _ => AccessError::Bounds,
+    }
+}
+
 impl Region {
-    /// A region over `storage` with the given addressing.
+    /// A region over `storage` with the given addressing (it may end exactly at 2^64).
     pub(super) fn new(storage: Arc<Storage>, base: Base, access: Access) -> Result<Self, TptError> {
         let len = storage.len() as u64;
         let to = base.start();
-        if to.checked_add(len).is_none() {
+        if ddp::tagged_offset(to, len, to, len).is_err() {
             return Err(TptError::Bounds { start: to, len });
         }
         Ok(Self {

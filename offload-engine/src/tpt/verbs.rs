@@ -320,9 +320,7 @@ impl fmt::Debug for Tpt {
 
 /// The span a fast registration arms: `[to, to + len)` over the first `len` octets.
 pub(super) fn fast_reg_span(to: u64, len: u64, max_len: u64) -> Result<Span, AccessError> {
-    if to.checked_add(len).is_none() {
-        return Err(AccessError::ToWrap);
-    }
+    ddp::tagged_offset(to, len, to, len).map_err(super::entry::range_error)?;
     if len > max_len {
         return Err(AccessError::Bounds);
     }

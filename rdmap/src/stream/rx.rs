@@ -237,24 +237,31 @@ impl Stream {
                 received,
             }) => {
                 let len = payload.len() as u32;
-                if !payload.is_empty() {
-                    let start = u128::from(sink.to);
-                    let end = start + u128::from(sink.len);
-                    let to = u128::from(t.to);
-                    if t.stag != sink.stag {
-                        Err(TermCode::from_ddp(DdpError::InvalidStag))
-                    } else if to < start || to + u128::from(len) > end {
-                        Err(TermCode::from_ddp(DdpError::BaseBounds))
-                    } else {
-                        mem.write(t.stag, t.to, payload, Access::LOCAL_WRITE)
+                if payload.is_empty() {
+                    // RFC 5041 §5.2: STag and TO of a zero-length segment are not checked.
+                    Ok((*seq, *received == sink.len))
+                } else if t.stag != sink.stag {
+                    Err(TermCode::from_ddp(DdpError::InvalidStag))
+                } else {
+                    // Strict placement: each segment continues exactly where the previous
+                    // one ended, inside the part of the sink still to be filled. A hole,
+                    // an overlap or an overrun is a bounds violation of that remainder
+                    // (DDP tagged 0x01), and nothing of the segment is placed.
+                    let expected = sink.to.checked_add(u64::from(*received));
+                    let left = sink.len - *received;
+                    match ddp::tagged_offset(t.to, len.into(), expected.unwrap_or(0), left.into()) {
+                        Err(e) => Err(TermCode::from_ddp(e)),
+                        Ok(gap) if gap != 0 || expected.is_none() => {
+                            Err(TermCode::from_ddp(DdpError::BaseBounds))
+                        }
+                        Ok(_) => mem
+                            .write(t.stag, t.to, payload, Access::LOCAL_WRITE)
                             .map_err(|e| e.tagged_term())
                             .map(|()| {
                                 *received += len;
                                 (*seq, *received == sink.len)
-                            })
+                            }),
                     }
-                } else {
-                    Ok((*seq, *received == sink.len))
                 }
             }
             _ => Err(TermCode::UNEXPECTED_OPCODE),

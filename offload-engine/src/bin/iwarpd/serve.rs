@@ -156,12 +156,7 @@ async fn serve_conn(
     let pd = engine.alloc_pd();
     let depth = cfg.recv_depth as usize;
     let region = tpt
-        .alloc_region(
-            pd,
-            cfg.buffer_size as usize,
-            Base::ZeroBased,
-            TARGET_RIGHTS,
-        )
+        .alloc_region(pd, cfg.buffer_size as usize, Base::ZeroBased, TARGET_RIGHTS)
         .map_err(|e| format!("cannot register the region: {e}"))?;
     let rx = tpt
         .alloc_region(

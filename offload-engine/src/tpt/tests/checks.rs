@@ -99,7 +99,6 @@ fn bounds_one_octet_past_either_end() {
 #[test]
 fn to_wrap_is_checked_before_bounds() {
     let (tpt, pd) = setup();
-    // The highest region: its end, u64::MAX, is still representable.
     let mr = tpt
         .register(pd, vec![0; 16], Base::Va(u64::MAX - 16), RW)
         .unwrap();
@@ -109,9 +108,10 @@ fn to_wrap_is_checked_before_bounds() {
         qp.check(mr, u64::MAX - 3, 8, Access::REMOTE_READ),
         Err(AccessError::ToWrap)
     );
+    // to + len == 2^64 does not wrap (DDP's one bounds check): past this region's end.
     assert_eq!(
         qp.check(mr, u64::MAX - 3, 4, Access::REMOTE_READ),
-        Err(AccessError::ToWrap)
+        Err(AccessError::Bounds)
     );
     let low = tpt.register(pd, vec![0; 16], Base::ZeroBased, RW).unwrap();
     assert_eq!(
@@ -122,11 +122,24 @@ fn to_wrap_is_checked_before_bounds() {
         qp.check(low, u64::MAX, 0, Access::REMOTE_READ),
         Err(AccessError::Bounds)
     );
-    // A region whose end would pass 2^64 - 1 cannot be registered.
+    // The highest region ends exactly at 2^64: its last octet is TO 2^64 - 1.
+    let top = tpt
+        .register(pd, vec![0; 16], Base::Va(u64::MAX - 15), RW)
+        .unwrap();
+    assert_eq!(qp.check(top, u64::MAX, 1, Access::REMOTE_READ), Ok(()));
     assert_eq!(
-        tpt.register(pd, vec![0; 16], Base::Va(u64::MAX - 15), RW),
+        qp.check(top, u64::MAX - 15, 16, Access::REMOTE_READ),
+        Ok(())
+    );
+    assert_eq!(
+        qp.check(top, u64::MAX, 2, Access::REMOTE_READ),
+        Err(AccessError::ToWrap)
+    );
+    // One past it cannot be registered.
+    assert_eq!(
+        tpt.register(pd, vec![0; 16], Base::Va(u64::MAX - 14), RW),
         Err(TptError::Bounds {
-            start: u64::MAX - 15,
+            start: u64::MAX - 14,
             len: 16
         })
     );

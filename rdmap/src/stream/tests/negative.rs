@@ -527,3 +527,114 @@ fn read_requests_beyond_the_ird_are_remote_operation_7() {
     p.drive();
     assert_terminated(&mut p, before, [0x02, 0x07], 0xc0);
 }
+
+/// B Reads 4000 octets from A (three segments at the default MULPDU); A's Read Responses
+/// are rewritten in flight by `tamper(segment index, ulpdu)`. Returns B's memory checksum
+/// before the Read, with the sink `stag(8)` (4096 octets of 0x11 at 0x9000) included.
+fn hostile_read_response(p: &mut Pair, tamper: impl Fn(usize, &mut Vec<u8>) + 'static) -> u64 {
+    p.b.mem.register(stag(8), 0x9000, 4096, 0x11, RW);
+    fixture(p);
+    let mut segment = 0;
+    p.tamper_ulpdus(move |_, u| {
+        // Tagged (T bit) Read Response (RDMAP opcode 0x2).
+        if u[0] & 0x80 != 0 && u[1] & 0x0f == 0x2 {
+            tamper(segment, u);
+            segment += 1;
+        }
+    });
+    // A (the Initiator) speaks first, so that B may send.
+    p.a.s.post_send(send(3, b"go")).unwrap();
+    p.drive();
+    let before = p.b.mem.checksum();
+    p.b.s
+        .post_send(read(
+            950,
+            remote(stag(7), 0x2000, 4000),
+            sge(stag(8), 0x9000, 4000),
+        ))
+        .unwrap();
+    p.drive();
+    before
+}
+
+/// Adds `delta` to the tagged offset (octets 6..14) of a tagged ULPDU.
+fn shift_to(u: &mut [u8], delta: i64) {
+    let to = u64::from_be_bytes(u[6..14].try_into().unwrap());
+    u[6..14].copy_from_slice(&to.wrapping_add_signed(delta).to_be_bytes());
+}
+
+#[test]
+fn a_read_response_with_a_hole_is_ddp_bounds_and_never_completes() {
+    let mut p = Pair::new(61);
+    let before = hostile_read_response(&mut p, |i, u| {
+        if i == 0 {
+            shift_to(u, 8);
+        }
+    });
+    let t = assert_terminated_by_b(&mut p, before);
+    assert_eq!(t.ddp_seg_len.map(|l| l > 1000), Some(true), "{t:?}");
+}
+
+#[test]
+fn an_overlapping_read_response_is_ddp_bounds_and_never_completes() {
+    let mut p = Pair::new(62);
+    p.b.mem.register(stag(8), 0x9000, 4096, 0x11, RW);
+    let mut expected = p.b.mem.bytes(stag(8)).to_vec();
+    hostile_read_response(&mut p, |i, u| {
+        if i == 1 {
+            shift_to(u, -10);
+        }
+    });
+    // The first segment was placed (A's zeros over B's 0x11); the second, which overlaps
+    // it by 10 octets, placed nothing.
+    let first =
+        p.b.mem
+            .bytes(stag(8))
+            .iter()
+            .take_while(|&&b| b == 0)
+            .count();
+    assert!(
+        first > 1000 && first < 2000,
+        "first segment: {first} octets"
+    );
+    expected[..first].fill(0);
+    assert_eq!(p.b.mem.bytes(stag(8)), &expected[..]);
+    let sent = p.b.term_sent().expect("B sent a Terminate");
+    assert_eq!(sent.code.to_wire(), [0x11, 0x01]);
+    assert_read_failed(&mut p);
+}
+
+#[test]
+fn a_read_response_past_the_sink_is_ddp_bounds() {
+    let mut p = Pair::new(63);
+    let before = hostile_read_response(&mut p, |i, u| {
+        if i == 0 {
+            // Far beyond the sink, where a u64 sum would wrap.
+            u[6..14].copy_from_slice(&(u64::MAX - 4).to_be_bytes());
+        }
+    });
+    let t = assert_terminated_by_b(&mut p, before);
+    assert_eq!(t.code.to_wire(), [0x11, 0x03], "TO wrap: {t:?}");
+}
+
+/// B sent a DDP tagged Terminate for the Read Response, placed nothing, and its Read
+/// completed in error (flushed), not successfully.
+fn assert_terminated_by_b(p: &mut Pair, before: u64) -> crate::wire::TerminateRepr {
+    let sent = p.b.term_sent().expect("B sent a Terminate");
+    assert_eq!(sent.code.to_wire()[0], 0x11, "DDP tagged: {:?}", sent.code);
+    assert_eq!(p.b.mem.checksum(), before, "nothing placed at B");
+    assert_eq!(p.a.term_received(), Some(sent.code));
+    assert_read_failed(p);
+    sent
+}
+
+fn assert_read_failed(p: &mut Pair) {
+    let read: Vec<_> =
+        p.b.completions()
+            .into_iter()
+            .filter(|w| w.wr_id == 950)
+            .collect();
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert_ne!(read[0].status, WcStatus::Success, "{read:?}");
+    assert_eq!(p.b.state(), QpState::Error);
+}
