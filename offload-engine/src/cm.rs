@@ -3,7 +3,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use mpa::{Handshake, HandshakeEvent, MpaConfig, MpaError, PeerParams};
@@ -11,9 +10,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use crate::conn::Qp;
 use crate::engine::{Engine, QpInit};
 use crate::pcap::Tap;
-use crate::qp::Qp;
 
 /// Why a connection could not be set up.
 #[derive(Debug)]
@@ -87,7 +86,7 @@ async fn exchange(
             Some(d) => match tokio::time::timeout_at(d.into(), read).await {
                 Ok(r) => r?,
                 Err(_) => {
-                    hs.handle_timeout(Instant::now());
+                    hs.handle_timeout(crate::conn::now());
                     continue;
                 }
             },
@@ -98,7 +97,7 @@ async fn exchange(
             return Err(ConnectError::Closed);
         }
         tap.received(rx.get(rx.len() - n..).unwrap_or_default());
-        hs.handle_input(rx, Instant::now());
+        hs.handle_input(rx, crate::conn::now());
     }
 }
 
@@ -117,7 +116,7 @@ impl Engine {
                 .map_err(|_| ConnectError::Timeout)??;
         self.config().socket.apply(&sock)?;
         let cfg = self.config().mpa.clone();
-        let mut hs = Handshake::initiator(cfg, private_data, Instant::now())
+        let mut hs = Handshake::initiator(cfg, private_data, crate::conn::now())
             .map_err(|e| ConnectError::Invalid(e.to_string()))?;
         let mut rx = BytesMut::new();
         let mut tap = self.tap(&sock, true);
@@ -190,7 +189,7 @@ impl Engine {
         self.config().socket.apply(&sock)?;
         let mut cfg = self.config().mpa.clone();
         cfg.timeout = MpaConfig::RESPONDER_TIMEOUT.min(cfg.timeout);
-        let mut hs = Handshake::responder(cfg, Instant::now());
+        let mut hs = Handshake::responder(cfg, crate::conn::now());
         let mut rx = BytesMut::new();
         let mut tap = self.tap(&sock, false);
         match exchange(&mut hs, &mut sock, &mut rx, &mut tap).await? {

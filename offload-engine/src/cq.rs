@@ -54,6 +54,8 @@ struct Ring {
     /// Armed by `req_notify`: the next completion (or the next solicited one) wakes
     /// `notified` waiters once.
     armed: Option<bool>,
+    /// An armed notification fired during the batch being pushed.
+    fired: bool,
     /// Tasks waiting in `poll_next`.
     wakers: Vec<Waker>,
 }
@@ -82,6 +84,7 @@ impl Cq {
                     entries: VecDeque::with_capacity(depth.min(4096)),
                     overrun: false,
                     armed: None,
+                    fired: false,
                     wakers: Vec::new(),
                 }),
                 event: Notify::new(),
@@ -166,27 +169,50 @@ impl Cq {
     }
 
     /// Adds a completion (the engine's side).
+    #[cfg(test)]
     pub(crate) fn push(&self, wc: Wc) {
+        self.push_batch(wc.qp, std::iter::once(wc.wc));
+    }
+
+    /// Adds the completions of one step of queue pair `qp`, in order, under one lock, and
+    /// wakes the waiters once (the engine's side).
+    pub(crate) fn push_batch(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {
         let (fire, wakers) = {
             let mut ring = self.lock();
-            let fire = ring
-                .armed
-                .is_some_and(|solicited_only| !solicited_only || wc.wc.solicited || !wc.wc.is_ok());
-            if fire {
-                ring.armed = None;
+            let mut any = false;
+            for wc in wcs {
+                any = true;
+                let fire = ring
+                    .armed
+                    .is_some_and(|solicited_only| !solicited_only || wc.solicited || !wc.is_ok());
+                if fire {
+                    ring.armed = None;
+                    ring.fired = true;
+                }
+                if ring.entries.len() >= self.inner.depth {
+                    if !ring.overrun {
+                        tracing::warn!(depth = self.inner.depth, "completion queue overrun");
+                    }
+                    ring.overrun = true;
+                } else {
+                    ring.entries.push_back(Wc { qp, wc });
+                }
             }
-            if ring.entries.len() >= self.inner.depth {
-                ring.overrun = true;
-                tracing::warn!(depth = self.inner.depth, "completion queue overrun");
-            } else {
-                ring.entries.push_back(wc);
+            if !any {
+                return;
             }
+            let fire = std::mem::take(&mut ring.fired);
             (fire, std::mem::take(&mut ring.wakers))
         };
         wakers.into_iter().for_each(Waker::wake);
         if fire {
             self.inner.event.notify_one();
         }
+    }
+
+    /// True if `other` is this queue (or a clone of it).
+    pub fn same_queue(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {

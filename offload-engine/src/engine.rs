@@ -2,21 +2,20 @@
 //! as tokio tasks.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use mpa::{MpaConfig, Negotiated};
-use rdmap::{RecvWr, Stream, StreamConfig, TermCode, Transmit};
+use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, watch};
 
 use crate::cm::ConnectError;
+use crate::conn::{Io, Qp, QpNum, Shared, State};
 use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
-use crate::qp::{Core, Qp, QpNum, Shared};
 use crate::tpt::{PdId, QpId, Tpt};
 
 /// Settings of an engine.
@@ -184,7 +183,7 @@ impl Engine {
         }
         let sock = Arc::new(sock);
         let qp = self.make_qp(&init, stream, &sock, tap, leftover);
-        crate::driver::spawn(qp.shared.clone(), sock);
+        crate::conn::spawn(qp.shared.clone(), sock);
         Ok(qp)
     }
 
@@ -201,7 +200,7 @@ impl Engine {
         let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
         let sock = Arc::new(sock);
         let qp = self.make_qp(init, stream, &sock, tap, BytesMut::new());
-        crate::driver::spawn(qp.shared, sock);
+        crate::conn::spawn(qp.shared, sock);
     }
 
     fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
@@ -223,31 +222,16 @@ impl Engine {
         let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
         let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
-        let (ended, _) = watch::channel(None);
+        let state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx);
+        let shared = Shared::new(
+            num,
+            state,
+            init.send_cq.clone(),
+            init.recv_cq.clone(),
+            self.inner.tpt.clone(),
+        );
         let qp = Qp {
-            shared: Arc::new(Shared {
-                num,
-                core: Mutex::new(Core {
-                    stream,
-                    mem: Box::new(mem),
-                    end: None,
-                    tap,
-                    sock: Some(sock.clone()),
-                    rx,
-                    rx_eof: false,
-                    poll_buf: Vec::new(),
-                    polled_at: None,
-                    tx_busy: false,
-                    pushed: Transmit::new(),
-                }),
-                wake: Notify::new(),
-                send_cq: init.send_cq.clone(),
-                recv_cq: init.recv_cq.clone(),
-                ended,
-                waiters: Mutex::new(HashMap::new()),
-                next_notify: AtomicU64::new(0),
-                tpt: self.inner.tpt.clone(),
-            }),
+            shared: Arc::new(shared),
         };
         let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
         qps.retain(|_, w| w.strong_count() > 0);

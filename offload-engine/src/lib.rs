@@ -24,19 +24,17 @@
 #![forbid(unsafe_code)]
 
 mod cm;
+mod conn;
 mod cq;
-mod driver;
 mod engine;
 mod net;
 mod pcap;
-mod push;
-mod qp;
 pub mod tpt;
 
 pub use cm::{ConnectError, Incoming, Listener};
+pub use conn::{NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
 pub use net::SocketOptions;
 pub use pcap::CaptureTap;
-pub use qp::{NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use rdmap;

@@ -1,24 +1,18 @@
-//! Queue pairs: the application's handle, and the state its IO driver shares with it.
+//! [`Qp`], the application's handle of a connected queue pair, and [`Shared`], what it
+//! and the connection's driver share.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Read as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::BytesMut;
-use rdmap::{
-    Completion, Event, Memory, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode,
-    Transmit, WrId,
-};
-use tokio::net::TcpStream;
+use rdmap::{Completion, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode, WrId};
 use tokio::sync::{Notify, oneshot, watch};
 
-use crate::cq::{Cq, Wc};
-use crate::pcap::Tap;
-
-/// The most [`Qp::poll_input`] reads at a time.
-const POLL_READ: usize = 64 * 1024;
+use super::io::Read;
+use super::state::State;
+use crate::cq::Cq;
 
 /// Work request ids with this bit set are reserved for requests whose completion goes to
 /// a future ([`Qp::post_send_notify`]); applications use ids below it.
@@ -59,47 +53,17 @@ impl fmt::Display for QpEnd {
     }
 }
 
-/// The mutable half: the protocol state machine, this QP's view of memory, and what the
-/// inline push path needs to write to the socket itself.
-pub(crate) struct Core {
-    pub(crate) stream: Stream,
-    pub(crate) mem: Box<dyn Memory + Send>,
-    pub(crate) end: Option<QpEnd>,
-    /// The connection's capture (every octet written or read is recorded under this lock).
-    pub(crate) tap: Tap,
-    /// The socket, while the driver runs; `None` once it has ended.
-    pub(crate) sock: Option<Arc<TcpStream>>,
-    /// Octets read and not yet consumed by the stream (a partial FPDU).
-    pub(crate) rx: BytesMut,
-    /// The peer's FIN was read.
-    pub(crate) rx_eof: bool,
-    /// [`Qp::poll_input`]'s read buffer (allocated on its first use).
-    pub(crate) poll_buf: Vec<u8>,
-    /// When the application last polled the input itself: while it keeps polling, the
-    /// driver does not wait for the socket to be readable (it would only be woken to
-    /// find the input taken).
-    pub(crate) polled_at: Option<std::time::Instant>,
-    /// True while the driver holds octets not yet written: then only the driver writes,
-    /// so the push path must not put anything on the wire ahead of them.
-    pub(crate) tx_busy: bool,
-    /// What the push path produced but the socket did not take; the driver sends it next.
-    pub(crate) pushed: Transmit,
-}
-
-impl fmt::Debug for Core {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Core")
-            .field("stream", &self.stream)
-            .field("end", &self.end)
-            .finish_non_exhaustive()
-    }
+thread_local! {
+    /// The completions one delivery hands out: a vector kept per thread and swapped with
+    /// the connection's under the lock, so a steady stream of deliveries allocates nothing.
+    static SPARE: Cell<Vec<Completion>> = const { Cell::new(Vec::new()) };
 }
 
 /// What the application handle and the driver share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) num: QpNum,
-    pub(crate) core: Mutex<Core>,
+    state: Mutex<State>,
     /// Wakes the driver: new work was posted.
     pub(crate) wake: Notify,
     pub(crate) send_cq: Cq,
@@ -114,64 +78,84 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn new(
+        num: QpNum,
+        state: State,
+        send_cq: Cq,
+        recv_cq: Cq,
+        tpt: Arc<crate::tpt::Tpt>,
+    ) -> Self {
+        Self {
+            num,
+            state: Mutex::new(state),
+            wake: Notify::new(),
+            send_cq,
+            recv_cq,
+            ended: watch::channel(None).0,
+            waiters: Mutex::new(HashMap::new()),
+            next_notify: AtomicU64::new(0),
+            tpt,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Releases the lock, then delivers what the locked step collected
+    /// ([`State::collect`]): completions to their futures and completion queues (in one
+    /// batch per queue), and the end of the connection to [`Qp::closed`].
+    pub(crate) fn unlock(&self, mut st: MutexGuard<'_, State>) {
+        if st.ready.is_empty() && st.publish_end.is_none() {
+            return;
+        }
+        let mut batch = SPARE.take();
+        std::mem::swap(&mut batch, &mut st.ready);
+        let end = st.publish_end.take();
+        drop(st);
+        self.deliver(&mut batch);
+        SPARE.set(batch);
+        if let Some(end) = end {
+            self.ended.send_replace(Some(end));
+        }
     }
 
     fn lock_waiters(&self) -> MutexGuard<'_, HashMap<(Queue, WrId), oneshot::Sender<Completion>>> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Moves the stream's events to the completion queues and records how it ended.
-    /// Call with the core locked, after every call into the stream.
-    pub(crate) fn dispatch(&self, core: &mut Core) {
-        while let Some(ev) = core.stream.poll_event() {
-            match ev {
-                Event::Completion(wc) => {
-                    if wc.wr_id & NOTIFY_BIT != 0 {
-                        if let Some(tx) = self.lock_waiters().remove(&(wc.queue, wc.wr_id)) {
-                            let _ = tx.send(wc);
-                            continue;
-                        }
+    /// Hands `batch` out (emptying it): requests posted with a future get their
+    /// completion there, the rest go to the completion queues, one push per queue.
+    fn deliver(&self, batch: &mut Vec<Completion>) {
+        if batch.iter().any(|wc| wc.wr_id & NOTIFY_BIT != 0) {
+            let mut waiters = self.lock_waiters();
+            batch.retain(|wc| {
+                if wc.wr_id & NOTIFY_BIT == 0 {
+                    return true;
+                }
+                match waiters.remove(&(wc.queue, wc.wr_id)) {
+                    Some(tx) => {
+                        let _ = tx.send(wc.clone());
+                        false
                     }
-                    let cq = match wc.queue {
-                        Queue::Send => &self.send_cq,
-                        Queue::Recv => &self.recv_cq,
-                    };
-                    cq.push(Wc { qp: self.num, wc });
+                    None => true,
                 }
-                Event::TerminateSent(t) => {
-                    tracing::info!(qp = %self.num, code = %t.code, "sent Terminate");
-                    core.end.get_or_insert(QpEnd::Terminated(t.code));
-                }
-                Event::TerminateReceived(t) => {
-                    tracing::info!(qp = %self.num, code = %t.code, "peer sent Terminate");
-                    core.end.get_or_insert(QpEnd::TerminatedByPeer(t.code));
-                }
-                Event::StateChanged(s) => {
-                    tracing::debug!(qp = %self.num, state = ?s, "state");
-                    match s {
-                        QpState::Idle => {
-                            core.end.get_or_insert(QpEnd::Closed);
-                        }
-                        QpState::Error => {
-                            core.end.get_or_insert(QpEnd::ConnectionLost);
-                        }
-                        _ => {}
-                    }
-                    if let Some(end) = core
-                        .end
-                        .filter(|_| matches!(s, QpState::Idle | QpState::Error))
-                    {
-                        self.ended.send_replace(Some(end));
-                    }
-                }
-                Event::PeerClosed => {
-                    core.end.get_or_insert(QpEnd::Closed);
-                }
-                other => tracing::trace!(qp = %self.num, event = ?other, "event"),
-            }
+            });
         }
+        if self.send_cq.same_queue(&self.recv_cq) {
+            self.send_cq.push_batch(self.num, batch.drain(..));
+        } else {
+            let recv = &self.recv_cq;
+            self.send_cq.push_batch(
+                self.num,
+                batch.iter().filter(|wc| wc.queue == Queue::Send).cloned(),
+            );
+            recv.push_batch(
+                self.num,
+                batch.drain(..).filter(|wc| wc.queue == Queue::Recv),
+            );
+        }
+        batch.clear();
     }
 }
 
@@ -208,7 +192,7 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        let small = wr.op.payload_len() <= crate::push::PUSH_MAX_PAYLOAD;
+        let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
         self.post(Queue::Send, small, |s| s.post_send(wr))
     }
 
@@ -235,7 +219,7 @@ impl Qp {
         let (id, rx) = self.register_waiter(Queue::Send);
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
-        let small = wr.op.payload_len() <= crate::push::PUSH_MAX_PAYLOAD;
+        let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
         self.post(Queue::Send, small, |s| s.post_send(wr))
             .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
         Ok(rx)
@@ -273,35 +257,29 @@ impl Qp {
     /// blocks; output the input calls for (Read Responses, a Terminate) and the end of the
     /// connection stay with the driver.
     pub fn poll_input(&self) -> bool {
-        let mut core = self.shared.lock();
-        let core = &mut *core;
-        if core.rx_eof || !matches!(core.stream.state(), QpState::Rts | QpState::Closing) {
+        let mut st = self.shared.lock();
+        if st.rx_eof || !matches!(st.stream.state(), QpState::Rts | QpState::Closing) {
             return false;
         }
-        core.polled_at = Some(std::time::Instant::now());
-        // A read of the socket itself, not through tokio's readiness (which only the
-        // runtime's poller updates): the octets may have arrived a moment ago. Into the
-        // zeroed buffer kept for this, so that a poll that finds nothing costs no fill.
-        core.poll_buf.resize(POLL_READ, 0);
-        let read = match core.sock.as_deref() {
-            Some(sock) => (&*socket2::SockRef::from(sock)).read(&mut core.poll_buf),
-            None => return false,
+        st.polled_at = Some(super::now());
+        let read = {
+            let st = &mut *st;
+            st.io.read_now(&mut st.poll_buf, &mut st.rx)
         };
-        if let Ok(n) = read {
-            let (rx, got) = (&mut core.rx, core.poll_buf.get(..n).unwrap_or_default());
-            rx.extend_from_slice(got);
-            crate::driver::input_read(core, n);
+        if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
+            st.rx_eof = true;
         }
-        let got = matches!(read, Ok(n) if n > 0);
+        let got = matches!(read, Ok(Read::Data(_)));
         if got {
-            core.stream.handle_input(&mut core.rx, core.mem.as_mut());
-            self.shared.dispatch(core);
+            st.process_input();
+            st.collect(self.shared.num);
         }
         // An error, the FIN, a state change or output to send: the driver's work.
-        let driver = matches!(&read, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock)
-            || core.rx_eof
-            || core.stream.state() != QpState::Rts
-            || core.stream.wants_transmit();
+        let driver = read.is_err()
+            || st.rx_eof
+            || st.stream.state() != QpState::Rts
+            || st.stream.wants_transmit();
+        self.shared.unlock(st);
         if driver {
             self.shared.wake.notify_one();
         }
@@ -311,10 +289,10 @@ impl Qp {
     /// Starts a graceful close: posted send work finishes, then the connection closes.
     /// Returns at once; [`closed`](Self::closed) waits for the end.
     pub fn disconnect(&self) {
-        let mut core = self.shared.lock();
-        core.stream.close(std::time::Instant::now());
-        self.shared.dispatch(&mut core);
-        drop(core);
+        let mut st = self.shared.lock();
+        st.stream.close(super::now());
+        st.collect(self.shared.num);
+        self.shared.unlock(st);
         self.shared.wake.notify_one();
     }
 
@@ -335,7 +313,7 @@ impl Qp {
         }
     }
 
-    /// Runs a post under the core lock. A receive only queues a buffer: the driver has
+    /// Runs a post under the connection's lock. A receive only queues a buffer: the driver has
     /// nothing to do for it. A `small` send onto an idle send queue goes out on this
     /// thread (the push path); a large one, or one behind work in flight, is sent by the
     /// driver, pipelined and batched with the rest.
@@ -345,16 +323,16 @@ impl Qp {
         small: bool,
         f: impl FnOnce(&mut Stream) -> Result<(), PostError>,
     ) -> Result<(), PostError> {
-        let mut core = self.shared.lock();
-        let push = small && core.stream.outstanding_sends() == 0;
-        f(&mut core.stream)?;
+        let mut st = self.shared.lock();
+        let push = small && st.stream.outstanding_sends() == 0;
+        f(&mut st.stream)?;
         let wake = match queue {
             Queue::Recv => false,
-            Queue::Send if push => crate::push::push(&mut core),
+            Queue::Send if push => super::push::push(&mut st),
             Queue::Send => true,
         };
-        self.shared.dispatch(&mut core);
-        drop(core);
+        st.collect(self.shared.num);
+        self.shared.unlock(st);
         if wake {
             self.shared.wake.notify_one();
         }

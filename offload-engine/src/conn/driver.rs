@@ -1,0 +1,165 @@
+//! The driver of one connected queue pair: one tokio task per connection (the quinn
+//! `ConnectionDriver` shape). Each turn of its loop processes input, produces output,
+//! runs the timers and delivers what the step produced, with the lock held only for the
+//! protocol work and released before anything is delivered or awaited.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf as _, BytesMut};
+use rdmap::{QpState, Transmit};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::handle::Shared;
+use super::io::Read;
+
+/// Octets queued for the socket before the driver stops asking the stream for more.
+const TX_HIGH_WATER: usize = 256 * 1024;
+/// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
+/// driver leaves reading to it. If it stops polling, the driver reads again after this.
+const POLL_MUTE: Duration = Duration::from_millis(1);
+/// After this side is done (Terminate sent or graceful close drained), how long to wait
+/// for the peer's FIN before dropping the connection.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Runs the connection until it ends. Octets that arrived together with the MPA
+/// handshake and belong to FPDU mode are in `State::rx` already (and in the capture).
+/// `sock` is the driver's own reference, for readiness only: reads and writes go through
+/// the state's [`Io`](super::io::Io).
+pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
+    let span = tracing::debug_span!("qp", qp = %shared.num, peer = ?sock.peer_addr().ok());
+    tokio::spawn(
+        async move {
+            let result = run(&shared, &sock).await;
+            // Whatever happened, the stream ends flushed; the socket closes on drop.
+            let mut st = shared.lock();
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection failed");
+                st.end.get_or_insert(super::QpEnd::ConnectionLost);
+            }
+            if !matches!(st.stream.state(), QpState::Error | QpState::Idle) {
+                st.stream.handle_eof(&mut BytesMut::new());
+            }
+            st.collect(shared.num);
+            st.publish_end = None;
+            let end = st.end.unwrap_or(super::QpEnd::ConnectionLost);
+            let tap = st.io.close();
+            shared.unlock(st);
+            drop(sock);
+            // Type 2 windows bound to this queue pair die with it.
+            let released = shared.tpt.release_qp(crate::tpt::QpId::from(shared.num.0));
+            if released > 0 {
+                tracing::debug!(released, "unbound type 2 windows");
+            }
+            // The capture ends (FIN, last ACKs, flushed) before anyone learns of the end.
+            drop(tap);
+            shared.ended.send_replace(Some(end));
+        }
+        .instrument(span),
+    );
+}
+
+async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
+    // Octets the driver must write, in order: what a post's push left over first.
+    let mut out = Transmit::new();
+    let mut shut_down = false;
+    let mut linger_until: Option<Instant> = None;
+    loop {
+        // Process -> transmit, under the lock; deliver once it is released.
+        let (deadline, eof, muted_until) = {
+            let mut st = shared.lock();
+            st.process_input();
+            if st.rx_eof {
+                let st = &mut *st;
+                st.stream.handle_eof(&mut st.rx);
+            }
+            if out.is_empty() && !st.pushed.is_empty() {
+                std::mem::swap(&mut out, &mut st.pushed);
+            }
+            if out.len() < TX_HIGH_WATER {
+                let st = &mut *st;
+                let _ = st
+                    .stream
+                    .poll_transmit(st.mem.as_mut(), &mut out, TX_HIGH_WATER);
+            }
+            if shut_down && !out.is_empty() {
+                // Nothing can be sent after TCP's sending half is shut down.
+                tracing::debug!(octets = out.len(), "output after close discarded");
+                out.advance(out.len());
+            }
+            st.tx_busy = !out.is_empty();
+            st.collect(shared.num);
+            let done = match st.stream.state() {
+                QpState::Error | QpState::Idle => true,
+                QpState::Closing => st.stream.is_drained(),
+                _ => false,
+            };
+            let now = Instant::now();
+            if done && out.is_empty() && !shut_down {
+                shut_down = true;
+                st.io.shutdown_write();
+                linger_until = Some(now + LINGER);
+            }
+            // While the application polls the input itself, the driver does not wait
+            // for readability: every message would wake it only to find the input taken.
+            let muted_until = st
+                .polled_at
+                .map(|t| Instant::from_std(t + POLL_MUTE))
+                .filter(|&u| u > now);
+            let step = (st.stream.poll_timeout(), st.rx_eof, muted_until);
+            shared.unlock(st);
+            step
+        };
+        if eof && out.is_empty() {
+            return Ok(());
+        }
+        let timer = [deadline.map(Instant::from_std), linger_until, muted_until]
+            .into_iter()
+            .flatten()
+            .min();
+        tokio::select! {
+            r = sock.readable(), if !eof && muted_until.is_none() => {
+                r?;
+                let mut st = shared.lock();
+                let st = &mut *st;
+                if st.io.read(&mut st.rx)? == Read::Eof {
+                    st.rx_eof = true;
+                }
+            }
+            w = sock.writable(), if !out.is_empty() => {
+                w?;
+                let mut st = shared.lock();
+                let n = {
+                    let st = &mut *st;
+                    st.io.write(&mut st.stream, &mut out)?
+                };
+                st.tx_busy = !out.is_empty();
+                if n > 0 {
+                    st.collect(shared.num);
+                }
+                shared.unlock(st);
+            }
+            () = shared.wake.notified() => {}
+            () = sleep_until(timer) => {
+                let now = Instant::now();
+                if linger_until.is_some_and(|l| now >= l) {
+                    return Ok(());
+                }
+                let mut st = shared.lock();
+                st.stream.handle_timeout(now.into_std());
+                st.collect(shared.num);
+                shared.unlock(st);
+            }
+        }
+    }
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

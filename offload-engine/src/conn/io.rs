@@ -1,0 +1,140 @@
+//! [`Io`]: the socket and the capture of one connection. Only this module reads, writes or
+//! shuts the socket, and every octet it moves is recorded in the capture in the same
+//! order, whoever (the driver, a posting thread, a polling thread) asked for it.
+
+use std::io::{self, IoSlice, Read as _};
+use std::sync::Arc;
+
+use bytes::{Buf as _, BytesMut};
+use rdmap::{Stream, Transmit};
+use tokio::net::TcpStream;
+
+use crate::pcap::Tap;
+
+/// The room a driver read gets. The buffer stays small, and so in the cache: a partial
+/// FPDU left at the end of a read is moved to the front to make room (a larger buffer that
+/// moved it less often measured slower).
+const RX_CHUNK: usize = 64 * 1024;
+/// The most [`Io::read_now`] reads at a time.
+const POLL_READ: usize = 64 * 1024;
+
+/// The socket (while the connection runs) and its capture.
+#[derive(Debug)]
+pub(crate) struct Io {
+    sock: Option<Arc<TcpStream>>,
+    tap: Tap,
+}
+
+/// What a read found.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// This many octets were appended.
+    Data(usize),
+    /// Nothing was there.
+    Nothing,
+    /// The peer's FIN.
+    Eof,
+}
+
+impl Io {
+    pub(crate) fn new(sock: Arc<TcpStream>, tap: Tap) -> Self {
+        Self {
+            sock: Some(sock),
+            tap,
+        }
+    }
+
+    /// False once the connection has ended and the socket is gone.
+    pub(crate) fn is_open(&self) -> bool {
+        self.sock.is_some()
+    }
+
+    /// One non-blocking read into `rx` through tokio's readiness (the driver's read).
+    pub(crate) fn read(&mut self, rx: &mut BytesMut) -> io::Result<Read> {
+        let Some(sock) = self.sock.as_deref() else {
+            return Ok(Read::Nothing);
+        };
+        rx.reserve(RX_CHUNK);
+        match sock.try_read_buf(rx) {
+            Ok(n) => Ok(self.record(rx, n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One read of the socket itself, not through tokio's readiness (which only the
+    /// runtime's poller updates: the octets may have arrived a moment ago), for an
+    /// application polling its input. Into `buf`, kept zeroed so that a poll that finds
+    /// nothing costs no fill, then appended to `rx`.
+    pub(crate) fn read_now(&mut self, buf: &mut Vec<u8>, rx: &mut BytesMut) -> io::Result<Read> {
+        let Some(sock) = self.sock.as_deref() else {
+            return Ok(Read::Nothing);
+        };
+        buf.resize(POLL_READ, 0);
+        match (&*socket2::SockRef::from(sock)).read(buf) {
+            Ok(n) => {
+                rx.extend_from_slice(buf.get(..n).unwrap_or_default());
+                Ok(self.record(rx, n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The capture's view of a read that appended `n` octets to `rx` (0: the FIN).
+    fn record(&mut self, rx: &BytesMut, n: usize) -> Read {
+        if n == 0 {
+            self.tap.received_fin();
+            return Read::Eof;
+        }
+        let fresh = rx.len() - n;
+        self.tap.received(rx.get(fresh..).unwrap_or_default());
+        Read::Data(n)
+    }
+
+    /// Writes as much of the front of `out` as the socket takes now (vectored, never
+    /// blocking), records it, drops it from `out` and tells the stream (send completions
+    /// may follow). Returns the octets written: 0 when the socket is full (its readiness
+    /// is then cleared, so the driver's `writable()` waits for room).
+    pub(crate) fn write(&mut self, stream: &mut Stream, out: &mut Transmit) -> io::Result<usize> {
+        let Some(sock) = self.sock.as_deref() else {
+            return Ok(0);
+        };
+        let mut slices = [IoSlice::new(&[]); 64];
+        let cnt = out.chunks_vectored(&mut slices);
+        let n = match sock.try_write_vectored(&slices[..cnt]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut left = n;
+        for s in &slices[..cnt] {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(s.len());
+            self.tap.sent(s.get(..take).unwrap_or_default());
+            left -= take;
+        }
+        out.advance(n);
+        stream.handle_written(n);
+        Ok(n)
+    }
+
+    /// Shuts down the sending half (TCP FIN) and records it.
+    pub(crate) fn shutdown_write(&mut self) {
+        if let Some(sock) = self.sock.as_deref() {
+            if let Err(e) = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Write) {
+                tracing::debug!(error = %e, "shutdown");
+            }
+        }
+        self.tap.sent_fin();
+    }
+
+    /// Ends the connection's IO: the socket is dropped (closed once the driver lets go of
+    /// its own reference) and the capture is returned, to be finished outside the lock.
+    pub(crate) fn close(&mut self) -> Tap {
+        self.sock = None;
+        std::mem::take(&mut self.tap)
+    }
+}

@@ -1,0 +1,35 @@
+//! One connected queue pair, split the way quinn splits a connection from its driver:
+//!
+//! - [`state`]: `State`, everything behind the connection's lock: the protocol stream, the
+//!   queue pair's view of memory, octets read and not yet consumed, the push path's
+//!   leftovers, and the completions waiting to be delivered;
+//! - [`io`]: `Io`, the only code that touches the socket and the capture (reads, vectored
+//!   writes, the FIN), so that the capture sees every octet in the order the socket did;
+//! - [`driver`]: the connection's task, one loop of process -> transmit -> timers ->
+//!   deliver;
+//! - [`push`]: the inline push policy (a small send onto an idle send queue is written by
+//!   the posting thread);
+//! - [`handle`]: [`Qp`], the application's handle.
+//!
+//! Completions, per-request futures and the end of the connection are delivered after the
+//! lock is released, never from inside it ([`Shared::unlock`]): a woken task that posts at
+//! once does not find the lock held. Completions go to a completion queue in batches (one
+//! lock and one wake-up for everything a step produced). The engine reads one clock,
+//! tokio's, so that timers run in paused time in tests.
+
+mod driver;
+mod handle;
+mod io;
+mod push;
+mod state;
+
+pub(crate) use driver::spawn;
+pub(crate) use handle::Shared;
+pub use handle::{NOTIFY_BIT, Qp, QpEnd, QpNum};
+pub(crate) use io::Io;
+pub(crate) use state::State;
+
+/// The engine's one clock: tokio's, so that paused time in tests moves every timer.
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}

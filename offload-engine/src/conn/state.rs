@@ -1,0 +1,116 @@
+//! [`State`]: what the connection's lock protects, and the step that turns the stream's
+//! events into deliveries.
+
+use std::fmt;
+
+use bytes::BytesMut;
+use rdmap::{Completion, Event, Memory, QpState, Stream, Transmit};
+
+use super::handle::{QpEnd, QpNum};
+use super::io::Io;
+
+/// The mutable half of a connection: the protocol state machine, this queue pair's view of
+/// memory, the IO part, and what waits for delivery.
+pub(crate) struct State {
+    pub(crate) stream: Stream,
+    pub(crate) mem: Box<dyn Memory + Send>,
+    /// The socket and the capture ([`Io`] alone touches them).
+    pub(crate) io: Io,
+    /// How the connection ended, once known.
+    pub(crate) end: Option<QpEnd>,
+    /// Octets read and not yet consumed by the stream (a partial FPDU).
+    pub(crate) rx: BytesMut,
+    /// The peer's FIN was read.
+    pub(crate) rx_eof: bool,
+    /// [`Qp::poll_input`](super::Qp::poll_input)'s read buffer (allocated on first use).
+    pub(crate) poll_buf: Vec<u8>,
+    /// When the application last polled the input itself: while it keeps polling, the
+    /// driver does not wait for the socket to be readable (it would only be woken to find
+    /// the input taken).
+    pub(crate) polled_at: Option<std::time::Instant>,
+    /// True while the driver holds octets not yet written: then only the driver writes,
+    /// so the push path must not put anything on the wire ahead of them.
+    pub(crate) tx_busy: bool,
+    /// What the push path produced but the socket did not take; the driver sends it next.
+    pub(crate) pushed: Transmit,
+    /// Completions produced under the lock, delivered after it is released.
+    pub(crate) ready: Vec<Completion>,
+    /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
+    /// released.
+    pub(crate) publish_end: Option<QpEnd>,
+}
+
+impl State {
+    /// A connection in its first state: `stream` over `mem`, with `rx` already read (the
+    /// octets that came with the MPA handshake).
+    pub(crate) fn new(stream: Stream, mem: Box<dyn Memory + Send>, io: Io, rx: BytesMut) -> Self {
+        Self {
+            stream,
+            mem,
+            io,
+            end: None,
+            rx,
+            rx_eof: false,
+            poll_buf: Vec::new(),
+            polled_at: None,
+            tx_busy: false,
+            pushed: Transmit::new(),
+            ready: Vec::new(),
+            publish_end: None,
+        }
+    }
+
+    /// Feeds the octets read so far to the stream (placement happens here).
+    pub(crate) fn process_input(&mut self) {
+        if !self.rx.is_empty() {
+            self.stream.handle_input(&mut self.rx, self.mem.as_mut());
+        }
+    }
+
+    /// Moves the stream's events into `ready` and records how the connection ended. Call
+    /// with the lock held after every call into the stream; the lock's holder then
+    /// releases it with [`Shared::unlock`](super::Shared::unlock), which delivers.
+    pub(crate) fn collect(&mut self, num: QpNum) {
+        while let Some(ev) = self.stream.poll_event() {
+            match ev {
+                Event::Completion(wc) => self.ready.push(wc),
+                Event::TerminateSent(t) => {
+                    tracing::info!(qp = %num, code = %t.code, "sent Terminate");
+                    self.end.get_or_insert(QpEnd::Terminated(t.code));
+                }
+                Event::TerminateReceived(t) => {
+                    tracing::info!(qp = %num, code = %t.code, "peer sent Terminate");
+                    self.end.get_or_insert(QpEnd::TerminatedByPeer(t.code));
+                }
+                Event::StateChanged(s) => {
+                    tracing::debug!(qp = %num, state = ?s, "state");
+                    match s {
+                        QpState::Idle => {
+                            self.end.get_or_insert(QpEnd::Closed);
+                        }
+                        QpState::Error => {
+                            self.end.get_or_insert(QpEnd::ConnectionLost);
+                        }
+                        _ => {}
+                    }
+                    if matches!(s, QpState::Idle | QpState::Error) {
+                        self.publish_end = self.end;
+                    }
+                }
+                Event::PeerClosed => {
+                    self.end.get_or_insert(QpEnd::Closed);
+                }
+                other => tracing::trace!(qp = %num, event = ?other, "event"),
+            }
+        }
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("State")
+            .field("stream", &self.stream)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}
