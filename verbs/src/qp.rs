@@ -153,6 +153,18 @@ impl Qp {
         self.inner.qp.post_send(wr)
     }
 
+    /// Queues the send-queue work requests of `wrs` in order, without waiting, under one
+    /// lock and with one wake-up of the engine (verbs' linked list of work requests), so
+    /// that they go out together, many per system call: how a bandwidth loop posts. On an
+    /// error, `(queued, error)`: the first `queued` requests were queued, the next one
+    /// failed, the rest were not tried.
+    pub fn post_send_batch<I>(&self, wrs: I) -> Result<(), (usize, PostError)>
+    where
+        I: IntoIterator<Item = SendWr>,
+    {
+        self.inner.qp.post_send_batch(wrs)
+    }
+
     /// Queues a receive buffer without waiting. Its completion goes to the receive CQ.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         self.inner.qp.post_recv(wr)

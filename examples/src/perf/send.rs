@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use verbs::{Cq, Mr, Pd, Qp, RecvWr, RemoteBuf, STag, WcStatus};
-use verbs::{Payload, SendFlags, SendOp};
+use verbs::{Payload, SendOp};
 
 use super::bw::{Limits, pipeline};
 use super::progress::Progress;
@@ -89,6 +89,7 @@ pub async fn client(
     lim: Limits,
     progress: Option<Progress>,
     qp: Qp,
+    cq: Cq,
     credit: Mr,
     payload: Mr,
     size: usize,
@@ -104,15 +105,11 @@ pub async fn client(
         let sent = (base + posted) as u32;
         Ok(sent.wrapping_sub(credits) < window)
     };
-    let make = move || {
-        let qp = qp.clone();
-        let op = SendOp::Send {
-            data: Payload::Sgl(vec![sge]),
-            invalidate: None,
-        };
-        async move { qp.exec(op, SendFlags::NONE).await }
+    let make = move || SendOp::Send {
+        data: Payload::Sgl(vec![sge]),
+        invalidate: None,
     };
-    pipeline(lim, progress, gate, make).await
+    pipeline(lim, progress, &qp, &cq, gate, make).await
 }
 
 /// What ends the server's receive loop.

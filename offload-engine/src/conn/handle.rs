@@ -196,6 +196,28 @@ impl Qp {
         self.post(Queue::Send, small, |s| s.post_send(wr))
     }
 
+    /// Queues the work requests of `wrs` in order, under one lock and with one wake-up of
+    /// the driver (verbs' linked list of work requests): the driver then sends them
+    /// together, many FPDUs per system call. On an error, `(queued, error)`: the first
+    /// `queued` requests were queued, the next one failed and the rest were not tried.
+    pub fn post_send_batch<I>(&self, wrs: I) -> Result<(), (usize, PostError)>
+    where
+        I: IntoIterator<Item = SendWr>,
+    {
+        let mut queued = 0;
+        self.post(Queue::Send, false, |s| {
+            for wr in wrs {
+                if wr.wr_id & NOTIFY_BIT != 0 {
+                    return Err(PostError::ReservedWrId);
+                }
+                s.post_send(wr)?;
+                queued += 1;
+            }
+            Ok(())
+        })
+        .map_err(|e| (queued, e))
+    }
+
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         if wr.wr_id & NOTIFY_BIT != 0 {
@@ -325,7 +347,8 @@ impl Qp {
     ) -> Result<(), PostError> {
         let mut st = self.shared.lock();
         let push = small && st.stream.outstanding_sends() == 0;
-        f(&mut st.stream)?;
+        // A batch that failed part-way queued its first requests: they still go out.
+        let result = f(&mut st.stream);
         let wake = match queue {
             Queue::Recv => false,
             Queue::Send if push => super::push::push(&mut st),
@@ -336,6 +359,6 @@ impl Qp {
         if wake {
             self.shared.wake.notify_one();
         }
-        Ok(())
+        result
     }
 }
