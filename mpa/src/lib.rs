@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod crc;
 mod deframer;
 mod error;
 mod framer;
@@ -52,7 +53,7 @@ pub mod wire;
 mod tests;
 
 pub use config::{MpaConfig, Negotiated, PeerParams, Role};
-pub use crc32c::{crc32c, crc32c_append};
+pub use crc::{crc32c, crc32c_append};
 pub use deframer::Deframer;
 pub use error::MpaError;
 pub use framer::Framer;
