@@ -190,16 +190,16 @@ impl Checker {
     fn tagged(&mut self, dir: Dir, ddp: &DdpInfo, op: Opcode, v: &mut impl FnMut(Check, String)) {
         let (stag, to) = (ddp.stag.unwrap_or(0), ddp.to.unwrap_or(0));
         let side = &mut self.sides[dir.index()];
-        if let Some((cur_op, cur_stag, next_to)) = side.tagged {
-            if (cur_op, cur_stag, next_to) != (u8::from(op), stag, to) {
-                v(
-                    Check::Offset,
-                    format!(
-                        "tagged message continues with STag {stag:#x} TO {to:#x}, \
+        if let Some((cur_op, cur_stag, next_to)) = side.tagged
+            && (cur_op, cur_stag, next_to) != (u8::from(op), stag, to)
+        {
+            v(
+                Check::Offset,
+                format!(
+                    "tagged message continues with STag {stag:#x} TO {to:#x}, \
                          expected STag {cur_stag:#x} TO {next_to:#x}"
-                    ),
-                );
-            }
+                ),
+            );
         }
         side.tagged = if ddp.last {
             None
@@ -303,10 +303,11 @@ impl Checker {
                 side.current[q] = Some((msn, mo + ddp.payload_len as u64));
             }
         }
-        if op.invalidates() && mo == 0 {
-            if let Some(s) = rd.inval_stag {
-                side.invalidated.insert(s);
-            }
+        if op.invalidates()
+            && mo == 0
+            && let Some(s) = rd.inval_stag
+        {
+            side.invalidated.insert(s);
         }
         let new_request = match (op, &rd.read_request, &rd.atomic) {
             (Opcode::ReadRequest, Some(r), _) => {

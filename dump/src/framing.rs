@@ -136,10 +136,10 @@ impl FpduFramer {
         }
         self.buf.extend_from_slice(data);
         loop {
-            if let State::Resync { .. } = self.state {
-                if !self.resync(frame, out) {
-                    return;
-                }
+            if let State::Resync { .. } = self.state
+                && !self.resync(frame, out)
+            {
+                return;
             }
             match self.next_fpdu(frame) {
                 Some(fpdu) => out.push(FramerEvent::Fpdu(fpdu)),
@@ -222,7 +222,7 @@ impl FpduFramer {
     /// Frames one FPDU from the front of the buffer, if complete.
     fn next_fpdu(&mut self, frame: u64) -> Option<RawFpdu> {
         let pos = self.buf_pos;
-        let lead = if self.markers && pos % MARKER_PERIOD == 0 {
+        let lead = if self.markers && pos.is_multiple_of(MARKER_PERIOD) {
             MARKER_LEN
         } else {
             0

@@ -32,7 +32,7 @@ impl fmt::Display for Size {
         const UNITS: [(&str, usize); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
         for (unit, scale) in UNITS {
             if self.0 >= scale {
-                return if self.0 % scale == 0 {
+                return if self.0.is_multiple_of(scale) {
                     write!(f, "{} {unit}", self.0 / scale)
                 } else {
                     write!(f, "{:.1} {unit}", self.0 as f64 / scale as f64)

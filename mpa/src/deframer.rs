@@ -86,7 +86,7 @@ impl Deframer {
     }
 
     fn decode_one(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, MpaError> {
-        let lead = if self.markers && self.pos % MARKER_PERIOD == 0 {
+        let lead = if self.markers && self.pos.is_multiple_of(MARKER_PERIOD) {
             MARKER_LEN
         } else {
             0

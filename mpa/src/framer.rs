@@ -181,7 +181,7 @@ impl Framer {
 
     fn encode_with_markers(&mut self, body: &[&[u8]], dst: &mut BytesMut) {
         let mut crc = 0u32;
-        if self.pos % MARKER_PERIOD == 0 {
+        if self.pos.is_multiple_of(MARKER_PERIOD) {
             // Between FPDUs (or at SeqStart): FPDUPTR 0, covered by this FPDU's CRC.
             self.put_marker(0, dst, &mut crc);
         }
@@ -189,7 +189,7 @@ impl Framer {
         for piece in body {
             let mut data = *piece;
             while !data.is_empty() {
-                if self.pos % MARKER_PERIOD == 0 {
+                if self.pos.is_multiple_of(MARKER_PERIOD) {
                     self.put_marker(self.pos - hdr, dst, &mut crc);
                 }
                 let room = (MARKER_PERIOD - self.pos % MARKER_PERIOD) as usize;
@@ -198,7 +198,7 @@ impl Framer {
                 data = rest;
             }
         }
-        if self.pos % MARKER_PERIOD == 0 {
+        if self.pos.is_multiple_of(MARKER_PERIOD) {
             // Between PAD and CRC.
             self.put_marker(self.pos - hdr, dst, &mut crc);
         }

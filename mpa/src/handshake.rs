@@ -157,11 +157,10 @@ impl Handshake {
         if let State::AwaitFrame {
             deadline: Some(deadline),
         } = self.state
+            && now >= deadline
         {
-            if now >= deadline {
-                tracing::debug!(role = ?self.role, "MPA handshake timed out");
-                self.fail(MpaError::ConnectionLost, None);
-            }
+            tracing::debug!(role = ?self.role, "MPA handshake timed out");
+            self.fail(MpaError::ConnectionLost, None);
         }
     }
 

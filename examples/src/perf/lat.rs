@@ -239,7 +239,7 @@ async fn spin<T>(
             return Ok(Some(v));
         }
         polls += 1;
-        if polls % POLLS_PER_CLOCK == 0 {
+        if polls.is_multiple_of(POLLS_PER_CLOCK) {
             let now = Instant::now();
             if lim.deadline.is_some_and(|d| now >= d) {
                 return Ok(None);

@@ -199,11 +199,11 @@ where
         at.push(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
         received += 1;
         qp.post_recv(inbox.wr(wc.wc.wr_id))?;
-        if received % every == 0 {
+        if received.is_multiple_of(every) {
             write_count(received).await?;
         }
     }
-    if received % every != 0 {
+    if !received.is_multiple_of(every) {
         write_count(received).await?;
     }
     Ok(at)

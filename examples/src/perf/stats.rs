@@ -41,7 +41,7 @@ impl LatStats {
         let var = deltas.iter().map(|d| (d - avg) * (d - avg)).sum::<f64>() / n as f64;
         let at = |i: usize| deltas.get(i.min(n - 1)).copied().unwrap_or(0.0);
         // perftest's get_median: the mean of the two middle samples for an even count.
-        let typical = if n % 2 == 0 {
+        let typical = if n.is_multiple_of(2) {
             (at(n / 2 - 1) + at(n / 2)) / 2.0
         } else {
             at(n / 2)

@@ -253,17 +253,19 @@ impl Session {
             self.done_sent = action.is_some();
             return Ok(action.unwrap_or_else(|| self.wait(Stall::Credits)));
         }
-        if self.credits.grant_due() && !self.peer_bye {
-            if let Some(action) = self.send(Body::Credit, 0) {
-                self.stats.credit_msgs += 1;
-                return Ok(action);
-            }
+        if self.credits.grant_due()
+            && !self.peer_bye
+            && let Some(action) = self.send(Body::Credit, 0)
+        {
+            self.stats.credit_msgs += 1;
+            return Ok(action);
         }
-        if self.done_sent && self.inbound_complete() {
-            if let Some(action) = self.send(Body::Bye, 0) {
-                self.bye_sent = true;
-                return Ok(action);
-            }
+        if self.done_sent
+            && self.inbound_complete()
+            && let Some(action) = self.send(Body::Bye, 0)
+        {
+            self.bye_sent = true;
+            return Ok(action);
         }
         Ok(match stall {
             Some(why) => self.wait(why),

@@ -64,7 +64,7 @@ fn random_chunkings() {
     for (name, stream, markers, want) in streams() {
         for _ in 0..200 {
             let cuts = random_cuts(&mut rng, stream.len(), 64);
-            let mut d = Deframer::new(markers, rng.next() % 2 == 0);
+            let mut d = Deframer::new(markers, rng.next().is_multiple_of(2));
             check(deframe_cuts(&mut d, &stream, &cuts), &want, name);
         }
     }

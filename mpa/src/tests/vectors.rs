@@ -303,7 +303,7 @@ fn reference_encode(seq_start: u32, ulpdus: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>, V
     let mut out = Vec::new();
     let (mut markers, mut starts) = (Vec::new(), Vec::new());
     let mut seq = seq_start;
-    let at_marker = |s: u32| s.wrapping_sub(seq_start) % 512 == 0;
+    let at_marker = |s: u32| s.wrapping_sub(seq_start).is_multiple_of(512);
     for u in ulpdus {
         starts.push(seq);
         let mut covered = Vec::new();

@@ -32,7 +32,7 @@ pub fn wire_len(pos: u64, ulpdu_len: usize, markers: bool) -> usize {
         return body + CRC_LEN;
     }
     let mut p = pos;
-    if p % MARKER_PERIOD == 0 {
+    if p.is_multiple_of(MARKER_PERIOD) {
         p += MARKER_LEN as u64;
     }
     let mut end = p + body as u64;

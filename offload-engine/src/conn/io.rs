@@ -123,10 +123,10 @@ impl Io {
 
     /// Shuts down the sending half (TCP FIN) and records it.
     pub(crate) fn shutdown_write(&mut self) {
-        if let Some(sock) = self.sock.as_deref() {
-            if let Err(e) = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Write) {
-                tracing::debug!(error = %e, "shutdown");
-            }
+        if let Some(sock) = self.sock.as_deref()
+            && let Err(e) = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Write)
+        {
+            tracing::debug!(error = %e, "shutdown");
         }
         self.tap.sent_fin();
     }

@@ -136,10 +136,10 @@ impl Stream {
             }
         };
         // DDP: the queue number must exist (RFC 5041 §7.2 untagged check 1).
-        if let SegmentRepr::Untagged(u) = &seg {
-            if u.qn > 3 {
-                return self.fatal(TermCode::from_ddp(DdpError::InvalidQn), Some(ulpdu), None);
-            }
+        if let SegmentRepr::Untagged(u) = &seg
+            && u.qn > 3
+        {
+            return self.fatal(TermCode::from_ddp(DdpError::InvalidQn), Some(ulpdu), None);
         }
         let ctrl = RdmapControl::parse(seg.rsvd_ulp());
         if ctrl.version != RDMAP_VERSION {
@@ -378,10 +378,11 @@ impl Stream {
     /// A new incoming message with no receive of this queue pair posted takes one from the
     /// shared receive queue, if the queue pair draws on one.
     fn refill_from_srq(&mut self, mem: &mut dyn Memory) {
-        if self.rx.current.is_none() && self.rx.recv.is_empty() {
-            if let Some(wr) = mem.take_shared_recv() {
-                self.rx.recv.push_back(wr);
-            }
+        if self.rx.current.is_none()
+            && self.rx.recv.is_empty()
+            && let Some(wr) = mem.take_shared_recv()
+        {
+            self.rx.recv.push_back(wr);
         }
     }
 
@@ -482,10 +483,10 @@ impl Stream {
             return self.fatal(TermCode::OP_UNSPECIFIED, Some(ulpdu), None);
         };
         // RFC 5040 §5.2.1: nothing about the source is checked for a zero-length Read.
-        if req.size > 0 {
-            if let Err(e) = mem.check(req.src_stag, req.src_to, req.size, Access::REMOTE_READ) {
-                return self.fatal(e.rdmap_term(), Some(ulpdu), Some(req.to_bytes()));
-            }
+        if req.size > 0
+            && let Err(e) = mem.check(req.src_stag, req.src_to, req.size, Access::REMOTE_READ)
+        {
+            return self.fatal(e.rdmap_term(), Some(ulpdu), Some(req.to_bytes()));
         }
         self.tx.irq.push_back(IrqEntry::Read(req));
     }

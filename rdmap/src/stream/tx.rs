@@ -214,12 +214,12 @@ impl TxState {
 
     /// Marks request `seq` finished with `status`.
     pub(super) fn finish(&mut self, seq: u64, status: WcStatus, atomic_orig: Option<u64>) {
-        if let Some(e) = self.entry(seq) {
-            if !e.done {
-                e.done = true;
-                e.wc.status = status;
-                e.wc.atomic_orig = atomic_orig;
-            }
+        if let Some(e) = self.entry(seq)
+            && !e.done
+        {
+            e.done = true;
+            e.wc.status = status;
+            e.wc.atomic_orig = atomic_orig;
         }
     }
 
@@ -341,23 +341,24 @@ impl Stream {
         header.emit(&mut hbuf[..hlen]);
 
         let range = msg.off as usize..(msg.off + seg_len) as usize;
-        if let Source::Bytes(b) = &msg.src {
-            if range.len() >= ZERO_COPY_MIN && !self.framer.markers() {
-                // Header and trailer into the arena, the payload chained by reference.
-                let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
-                let chained = self.framer.encode_chained(
-                    &hbuf[..hlen],
-                    &b[range.clone()],
-                    head,
-                    &mut self.tx.tail,
-                );
-                debug_assert!(chained, "markers are off");
-                out.push_chained(b.slice(range));
-                out.arena(self.tx.tail.len())
-                    .extend_from_slice(&self.tx.tail);
-                self.tx.tail.clear();
-                return self.segment_sent(msg, seg_len, last);
-            }
+        if let Source::Bytes(b) = &msg.src
+            && range.len() >= ZERO_COPY_MIN
+            && !self.framer.markers()
+        {
+            // Header and trailer into the arena, the payload chained by reference.
+            let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
+            let chained = self.framer.encode_chained(
+                &hbuf[..hlen],
+                &b[range.clone()],
+                head,
+                &mut self.tx.tail,
+            );
+            debug_assert!(chained, "markers are off");
+            out.push_chained(b.slice(range));
+            out.arena(self.tx.tail.len())
+                .extend_from_slice(&self.tx.tail);
+            self.tx.tail.clear();
+            return self.segment_sent(msg, seg_len, last);
         }
         let dst = out.arena(self.framer.wire_len(hlen + seg_len as usize));
         let header = &hbuf[..hlen];

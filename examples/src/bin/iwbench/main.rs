@@ -354,11 +354,11 @@ async fn connected(crc: bool, len: usize) -> Result<(Qp, Cq, RemoteBuf, Mr, Devi
     let token = target.remote().encode();
     let scq = server.create_cq(64);
     tokio::spawn(async move {
-        if let Ok(inc) = listener.accept().await {
-            if let Ok(qp) = inc.accept(&spd, QpConfig::new(&scq), &token).await {
-                let _keep = (target, scq);
-                qp.closed().await;
-            }
+        if let Ok(inc) = listener.accept().await
+            && let Ok(qp) = inc.accept(&spd, QpConfig::new(&scq), &token).await
+        {
+            let _keep = (target, scq);
+            qp.closed().await;
         }
     });
     let cpd = client.alloc_pd();
@@ -447,10 +447,10 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
     let mut qps = Vec::with_capacity(n);
     let mut connecting = JoinSet::new();
     for i in 0..n {
-        if i >= SETUP_IN_FLIGHT {
-            if let Some(qp) = connecting.join_next().await {
-                qps.push(qp??);
-            }
+        if i >= SETUP_IN_FLIGHT
+            && let Some(qp) = connecting.join_next().await
+        {
+            qps.push(qp??);
         }
         let (client, cpd, ccq) = (client.clone(), cpd.clone(), ccq.clone());
         connecting.spawn(async move {

@@ -136,10 +136,10 @@ impl Client {
         let mut scratch = vec![0; size as usize];
         let start = Instant::now();
         for i in 0..count {
-            if inflight.len() == window {
-                if let Some(r) = inflight.pop_front() {
-                    self.finish_round(r, local, window, &mut scratch).await?;
-                }
+            if inflight.len() == window
+                && let Some(r) = inflight.pop_front()
+            {
+                self.finish_round(r, local, window, &mut scratch).await?;
             }
             let data = Bytes::from(pattern(u64::from(i), size as usize));
             let dst = remote.slice((i % slots) * size, size);
@@ -237,10 +237,10 @@ impl Client {
         let mut scratch = vec![0; msg as usize];
         let start = Instant::now();
         for j in 0..count {
-            if inflight.len() == window {
-                if let Some(m) = inflight.pop_front() {
-                    self.finish_echo(m, rx, &mut scratch, &recv).await?;
-                }
+            if inflight.len() == window
+                && let Some(m) = inflight.pop_front()
+            {
+                self.finish_echo(m, rx, &mut scratch, &recv).await?;
             }
             let data = Bytes::from(pattern(u64::from(j) | 1 << 40, msg as usize));
             self.post_unsignaled(

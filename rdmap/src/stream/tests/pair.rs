@@ -227,14 +227,14 @@ impl Pair {
     fn transmit_a(&mut self) -> bool {
         let Some(mut out) = self.a.transmit(&mut self.rng) else {
             // A is idle: release what a raw tamper held back, rewritten as a whole.
-            if let Some(t) = &mut self.raw_tamper {
-                if !self.raw_hold.is_empty() {
-                    let mut held = self.raw_hold.split();
-                    t(self.a_pos, &mut held);
-                    self.a_pos += held.len() as u64;
-                    self.a_to_b.extend_from_slice(&held);
-                    return true;
-                }
+            if let Some(t) = &mut self.raw_tamper
+                && !self.raw_hold.is_empty()
+            {
+                let mut held = self.raw_hold.split();
+                t(self.a_pos, &mut held);
+                self.a_pos += held.len() as u64;
+                self.a_to_b.extend_from_slice(&held);
+                return true;
             }
             return false;
         };
