@@ -110,6 +110,20 @@ impl Cq {
         Ok(n)
     }
 
+    /// Hands up to `max` completions to `f`, oldest first, without waiting; returns how
+    /// many (for a layer above that converts them without an intermediate vector).
+    pub fn poll_with(&self, max: usize, mut f: impl FnMut(Wc)) -> Result<usize, CqError> {
+        let mut ring = self.lock();
+        if ring.overrun {
+            return Err(CqError::Overrun {
+                depth: self.inner.depth,
+            });
+        }
+        let n = max.min(ring.entries.len());
+        ring.entries.drain(..n).for_each(&mut f);
+        Ok(n)
+    }
+
     /// The next completion, waiting for one.
     ///
     /// # Cancel safety

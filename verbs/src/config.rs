@@ -21,8 +21,8 @@ use offload_engine::{CaptureTap, EngineConfig};
 ///     .ird_ord(32, 32)
 ///     .queue_depths(1024, 1024)
 ///     .connect_timeout(Duration::from_secs(3));
-/// assert!(!cfg.engine().mpa.crc);
-/// assert_eq!(cfg.engine().stream.sq_depth, 1024);
+/// assert!(!cfg.mpa().crc);
+/// assert_eq!(cfg.mpa().ird, 32);
 /// ```
 ///
 /// Values are checked when they are used: an MPA revision other than 1 or 2 or an IRD/ORD
@@ -39,18 +39,20 @@ impl DeviceConfig {
         Self::default()
     }
 
-    /// The engine configuration, read-only.
-    pub fn engine(&self) -> &EngineConfig {
+    /// What MPA asks for on every connection (revision, CRC, markers, IRD/ORD,
+    /// peer-to-peer RTR, handshake timeout), read-only: the setters below change it.
+    pub fn mpa(&self) -> &mpa::MpaConfig {
+        &self.engine.mpa
+    }
+
+    /// The engine configuration, read-only (inside the crate: tests).
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &EngineConfig {
         &self.engine
     }
 
-    /// The engine configuration, for knobs without a setter here.
-    pub fn engine_mut(&mut self) -> &mut EngineConfig {
-        &mut self.engine
-    }
-
     /// The engine configuration, by value (what the embedded engine is built from).
-    pub fn into_engine(self) -> EngineConfig {
+    pub(crate) fn into_engine(self) -> EngineConfig {
         self.engine
     }
 
@@ -142,16 +144,10 @@ impl DeviceConfig {
     /// Capture every connection of the device to a pcapng file at `path` (created now,
     /// truncated if it exists), for Wireshark/tshark: synthesized Ethernet/IP/TCP headers
     /// around the exact MPA octets sent and received (see
-    /// [`CaptureTap`](offload_engine::CaptureTap)). Fails if the file cannot be created.
+    /// the crate docs of `offload-engine`). Fails if the file cannot be created.
     pub fn pcap(mut self, path: impl AsRef<Path>) -> io::Result<Self> {
         self.engine.pcap = Some(CaptureTap::create(path)?);
         Ok(self)
-    }
-}
-
-impl From<EngineConfig> for DeviceConfig {
-    fn from(engine: EngineConfig) -> Self {
-        Self { engine }
     }
 }
 

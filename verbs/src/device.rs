@@ -6,11 +6,24 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use offload_engine::{ConnectError, Cq, Engine, Srq};
+use offload_engine::Engine;
+use tokio::net::ToSocketAddrs;
 
 use crate::config::DeviceConfig;
+use crate::cq::{Cq, Srq};
+use crate::error::ConnectError;
 use crate::pd::Pd;
 use crate::qp::{Qp, QpConfig};
+
+/// A device's counters, from [`Device::stats`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceStats {
+    /// Queue pairs whose connection is still running or whose handle is held.
+    pub queue_pairs: usize,
+    /// Live entries of the memory table: regions and windows.
+    pub memory_entries: usize,
+}
 
 /// An RDMA device: the entry point of the API. Cheap to clone; clones share the device.
 ///
@@ -33,9 +46,17 @@ impl Device {
         }
     }
 
-    /// The engine underneath, for what this API does not cover yet.
-    pub fn engine(&self) -> &Engine {
+    /// The engine underneath (the embedded backend; not part of the API).
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The device's counters.
+    pub fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            queue_pairs: self.engine.qps().len(),
+            memory_entries: self.engine.tpt().len(),
+        }
     }
 
     /// True if `other` is this device (or a clone of it).
@@ -62,14 +83,26 @@ impl Device {
         Srq::new()
     }
 
-    /// Listens for iWARP connections on `addr` (port 0 picks a free port; see
-    /// [`Listener::local_addr`]).
+    /// Listens for iWARP connections on `addr`: a socket address, or a `"host:port"` whose
+    /// host name is resolved (the first address that binds is used), as tokio's
+    /// `TcpListener::bind` takes. Port 0 picks a free port; see [`Listener::local_addr`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: if the future is dropped, no socket stays bound.
-    pub async fn listen(&self, addr: SocketAddr) -> io::Result<Listener> {
-        let inner = self.engine.listen(addr).await?;
+    pub async fn listen(&self, addr: impl ToSocketAddrs) -> io::Result<Listener> {
+        let mut last = None;
+        let mut bound = None;
+        for a in tokio::net::lookup_host(addr).await? {
+            match self.engine.listen(a).await {
+                Ok(l) => {
+                    bound = Some(l);
+                    break;
+                }
+                Err(e) => last = Some(io::Error::new(e.kind(), format!("{a}: {e}"))),
+            }
+        }
+        let inner = bound.ok_or_else(|| last.unwrap_or_else(nothing_resolved))?;
         Ok(Listener {
             inner: Arc::new(inner),
             device: self.clone(),
@@ -78,6 +111,9 @@ impl Device {
 
     /// Connects to an iWARP listener at `addr`: TCP, then the MPA Request/Reply carrying
     /// `private_data` (at most 512 octets) each way, then a queue pair of `pd` in RTS.
+    /// `addr` is a socket address or a `"host:port"` whose host name is resolved, as
+    /// tokio's `TcpStream::connect` takes: each address it resolves to is tried in turn
+    /// until a TCP connection is made.
     ///
     /// Private data is the place to hand the peer a [`RemoteBuf`](crate::RemoteBuf)
     /// ([`RemoteBuf::encode`](crate::RemoteBuf::encode), 16 octets).
@@ -92,15 +128,31 @@ impl Device {
     pub async fn connect(
         &self,
         pd: &Pd,
-        addr: SocketAddr,
+        addr: impl ToSocketAddrs,
         qp: QpConfig,
         private_data: &[u8],
     ) -> Result<Connected, ConnectError> {
         self.check_pd(pd)?;
-        let (inner, private_data) = self
-            .engine
-            .connect(addr, qp.to_init(pd.id()), private_data)
-            .await?;
+        let mut last = None;
+        let mut connected = None;
+        for a in tokio::net::lookup_host(addr).await? {
+            match self
+                .engine
+                .connect(a, qp.to_init(pd.engine_id()), private_data)
+                .await
+            {
+                Ok(c) => {
+                    connected = Some(c);
+                    break;
+                }
+                // Only TCP failures move on to the next address; an MPA answer is final.
+                Err(offload_engine::ConnectError::Io(e)) => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some((inner, private_data)) = connected else {
+            return Err(ConnectError::Io(last.unwrap_or_else(nothing_resolved)));
+        };
         Ok(Connected {
             qp: Qp::new(inner, pd.clone()),
             private_data,
@@ -220,7 +272,10 @@ impl Incoming {
         private_data: &[u8],
     ) -> Result<Qp, ConnectError> {
         self.device.check_pd(pd)?;
-        let inner = self.inner.accept(qp.to_init(pd.id()), private_data).await?;
+        let inner = self
+            .inner
+            .accept(qp.to_init(pd.engine_id()), private_data)
+            .await?;
         Ok(Qp::new(inner, pd.clone()))
     }
 
@@ -232,6 +287,14 @@ impl Incoming {
     /// Cancel safe in the sense that nothing leaks: dropping the future closes the
     /// connection (the peer may then see it fail instead of being rejected).
     pub async fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
-        self.inner.reject(private_data).await
+        Ok(self.inner.reject(private_data).await?)
     }
+}
+
+/// The error for a host name that resolved to no address.
+fn nothing_resolved() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "the address resolved to nothing",
+    )
 }

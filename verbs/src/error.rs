@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use offload_engine::tpt::TptError;
 use rdmap::{Access, AccessError, Completion, PostError, STag, TermCode, WcOpcode, WcStatus};
 
@@ -52,12 +53,22 @@ pub enum MemError {
         /// What the operation needs.
         expected: &'static str,
     },
-    /// The engine's memory table refused the verb.
-    Tpt {
-        /// The verb.
-        op: &'static str,
-        /// Why.
-        error: TptError,
+    /// The object is still in use (a region with windows bound to it, a protection
+    /// domain with objects in it).
+    InUse {
+        /// The object.
+        stag: STag,
+        /// What still uses it.
+        what: &'static str,
+        /// How many.
+        count: usize,
+    },
+    /// Every memory table entry of the device is in use.
+    Exhausted,
+    /// The system refused shared memory for a region of this many octets.
+    NoMemory {
+        /// The length asked for.
+        len: usize,
     },
 }
 
@@ -95,7 +106,24 @@ impl MemError {
             }
             TptError::PdMismatch { .. } => Self::WrongDomain { stag },
             TptError::WrongKind { expected, .. } => Self::WrongKind { stag, expected },
-            error => Self::Tpt { op, error },
+            TptError::InUse { what, count } => Self::InUse { stag, what, count },
+            TptError::Bounds { start, len } => Self::OutOfBounds {
+                stag,
+                offset: start,
+                len,
+                region_len: 0,
+            },
+            TptError::Rights { missing } => Self::MissingRights {
+                stag,
+                offset: 0,
+                missing,
+            },
+            TptError::NoMemory { len } => Self::NoMemory { len },
+            TptError::Exhausted => Self::Exhausted,
+            other => {
+                tracing::debug!(op, error = %other, "memory verb refused");
+                Self::Invalid { stag }
+            }
         }
     }
 }
@@ -135,15 +163,90 @@ impl fmt::Display for MemError {
             Self::WrongKind { stag, expected } => {
                 write!(f, "STag {stag} is not {expected}")
             }
-            Self::Tpt { op, error } => write!(f, "{op} failed: {error}"),
+            Self::InUse { stag, what, count } => write!(
+                f,
+                "{stag} is still in use by {count} {what}; release them first"
+            ),
+            Self::Exhausted => f.write_str(
+                "every memory table entry is in use; deregister regions or drop windows",
+            ),
+            Self::NoMemory { len } => write!(
+                f,
+                "the system refused {len} octets of shared memory for the region; free \
+                 memory or register a smaller region"
+            ),
         }
     }
 }
 
-impl std::error::Error for MemError {
+impl std::error::Error for MemError {}
+
+/// Why a connection could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// TCP failed (refused, unreachable, reset), or the host name did not resolve.
+    Io(std::io::Error),
+    /// No MPA answer in time.
+    Timeout,
+    /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
+    Mpa(mpa::MpaError),
+    /// The peer rejected the connection, with this private data.
+    Rejected {
+        /// The peer's private data.
+        private_data: Bytes,
+    },
+    /// The peer closed the connection during the MPA exchange.
+    Closed,
+    /// The request could not be built (for example private data over 512 octets).
+    Invalid(String),
+}
+
+impl From<offload_engine::ConnectError> for ConnectError {
+    fn from(e: offload_engine::ConnectError) -> Self {
+        use offload_engine::ConnectError as E;
+        match e {
+            E::Io(e) => Self::Io(e),
+            E::Timeout => Self::Timeout,
+            E::Mpa(e) => Self::Mpa(e),
+            E::Rejected { private_data } => Self::Rejected { private_data },
+            E::Closed => Self::Closed,
+            E::Invalid(why) => Self::Invalid(why),
+            other => Self::Invalid(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for ConnectError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "TCP: {e}"),
+            Self::Timeout => {
+                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
+            }
+            Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
+            Self::Rejected { private_data } => write!(
+                f,
+                "the peer rejected the connection ({} octets of private data)",
+                private_data.len()
+            ),
+            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
+            Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Tpt { error, .. } => Some(error),
+            Self::Io(e) => Some(e),
+            Self::Mpa(e) => Some(e),
             _ => None,
         }
     }
@@ -320,8 +423,7 @@ mod tests {
             count: 1,
         };
         let e = MemError::tpt("deregister", stag, busy);
-        assert!(e.to_string().starts_with("deregister failed"), "{e}");
-        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().contains("in use by 1 bound windows"), "{e}");
     }
 
     #[test]

@@ -82,6 +82,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod cq;
 mod device;
 mod error;
 mod mr;
@@ -89,19 +90,20 @@ mod mw;
 mod ops;
 mod pd;
 mod qp;
+mod types;
 
 pub use config::DeviceConfig;
-pub use device::{Connected, Device, Incoming, Listener};
-pub use error::{MemError, WcError};
+pub use cq::{Cq, CqError, Srq, Wc};
+pub use device::{Connected, Device, DeviceStats, Incoming, Listener};
+pub use error::{ConnectError, MemError, WcError};
 pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
-pub use qp::{Qp, QpConfig};
+pub use qp::{Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
+pub use types::{MwType, PdId, QpEnd, QpNum};
 
 pub use mpa::RtrFlags;
-pub use offload_engine::tpt::{MwType, PdId, TptError};
-pub use offload_engine::{ConnectError, Cq, CqError, EngineConfig, QpEnd, QpNum, Srq, Wc};
 pub use rdmap::{
     Access, Completion, FastReg, Payload, PostError, QpState, RecvWr, RemoteBuf, STag, SendFlags,
     SendOp, SendWr, Sge, TermCode, WcOpcode, WcStatus, WrId,
@@ -110,8 +112,6 @@ pub use rdmap::{
 /// The `bytes` crate, re-exported so applications need no direct dependency for
 /// [`Bytes`](bytes::Bytes).
 pub use bytes;
-/// The engine underneath ([`Device::engine`]), for what this API does not cover yet.
-pub use offload_engine;
 
 #[cfg(test)]
 mod tests {

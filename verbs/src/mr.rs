@@ -284,7 +284,7 @@ impl Mr {
         let s = self.check(offset, dst.len())?;
         self.tpt()
             .read(
-                self.pd().id(),
+                self.pd().engine_id(),
                 s.stag,
                 s.to.wrapping_add(offset as u64),
                 dst,
@@ -297,7 +297,7 @@ impl Mr {
         let s = self.check(offset, data.len())?;
         self.tpt()
             .write(
-                self.pd().id(),
+                self.pd().engine_id(),
                 s.stag,
                 s.to.wrapping_add(offset as u64),
                 data,
@@ -312,7 +312,7 @@ impl Mr {
     /// the future waits for it (yielding to the runtime) and returns once nothing of the
     /// engine holds the memory any more. Other clones of this `Mr` see
     /// [`MemError::Invalid`] from the TPT from then on, and keep the memory (for their
-    /// views) until the last of them is dropped. Fails with [`MemError::Tpt`] (nothing
+    /// views) until the last of them is dropped. Fails with [`MemError::InUse`] (nothing
     /// changed) while a window is bound to the region: invalidate or drop the window first.
     ///
     /// # Cancel safety

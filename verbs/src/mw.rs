@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::RangeBounds;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use offload_engine::tpt::MwType;
+use crate::types::MwType;
 use rdmap::{Access, Bind, RemoteBuf, STag, SendOp, Sge};
 
 use crate::error::MemError;

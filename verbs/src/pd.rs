@@ -3,17 +3,18 @@
 use std::fmt;
 use std::sync::Arc;
 
-use offload_engine::tpt::{Base, MwType, PdId, Storage, TptError};
+use offload_engine::tpt::{Base, Storage, TptError};
 use rdmap::{Access, STag};
 
 use crate::device::Device;
 use crate::error::MemError;
 use crate::mr::Mr;
 use crate::mw::Mw;
+use crate::types::{MwType, PdId};
 
 struct Inner {
     device: Device,
-    id: PdId,
+    id: offload_engine::tpt::PdId,
 }
 
 impl Drop for Inner {
@@ -46,8 +47,13 @@ impl Pd {
         }
     }
 
-    /// The domain's number in the engine.
+    /// The domain's number, unique within its device.
     pub fn id(&self) -> PdId {
+        PdId(self.inner.id.get())
+    }
+
+    /// The domain as the engine numbers it.
+    pub(crate) fn engine_id(&self) -> offload_engine::tpt::PdId {
         self.inner.id
     }
 
@@ -101,7 +107,7 @@ impl Pd {
         let mem = Arc::new(alloc(max_len)?);
         let tpt = self.inner.device.engine().tpt();
         let stag = tpt
-            .alloc_fast_reg_region(self.id(), mem.clone())
+            .alloc_fast_reg_region(self.engine_id(), mem.clone())
             .map_err(|e| MemError::tpt("alloc_fast_reg_mr", STag::default(), e))?;
         Ok(Mr::new_fast_reg(self.clone(), stag, mem))
     }
@@ -115,7 +121,7 @@ impl Pd {
     pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
         let tpt = self.inner.device.engine().tpt();
         let stag = tpt
-            .alloc_mw(self.id(), ty)
+            .alloc_mw(self.engine_id(), ty.into())
             .map_err(|e| MemError::tpt("alloc_mw", STag::default(), e))?;
         Ok(Mw::new(self.clone(), stag, ty))
     }
@@ -125,7 +131,7 @@ impl Pd {
         let mem = Arc::new(mem);
         let tpt = self.inner.device.engine().tpt();
         let stag = tpt
-            .register_region(self.id(), mem.clone(), base, access)
+            .register_region(self.engine_id(), mem.clone(), base, access)
             .map_err(|e| MemError::tpt("register", STag::default(), e))?;
         Ok(Mr::new(self.clone(), stag, base.start(), access, mem))
     }

@@ -4,12 +4,25 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use offload_engine::tpt::PdId;
-use offload_engine::{Cq, QpEnd, QpInit, QpNum, Srq};
+use offload_engine::QpInit;
 use rdmap::{PostError, QpState, RecvWr, SendWr};
 
+use crate::cq::{Cq, Srq};
 use crate::mr::Mr;
 use crate::pd::Pd;
+use crate::types::{QpEnd, QpNum};
+
+/// A queue pair's counters, from [`Qp::stats`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QpStats {
+    /// FPDUs transmitted.
+    pub fpdus_sent: u64,
+    /// FPDUs received.
+    pub fpdus_received: u64,
+    /// Payload octets placed into local memory.
+    pub bytes_placed: u64,
+}
 
 /// What a new queue pair is made of: where its completions go, and an optional shared
 /// receive queue.
@@ -58,10 +71,10 @@ impl QpConfig {
         self
     }
 
-    pub(crate) fn to_init(&self, pd: PdId) -> QpInit {
-        let mut init = QpInit::new(pd, &self.send_cq);
-        init.recv_cq = self.recv_cq.clone();
-        init.srq = self.srq.clone();
+    pub(crate) fn to_init(&self, pd: offload_engine::tpt::PdId) -> QpInit {
+        let mut init = QpInit::new(pd, &self.send_cq.inner);
+        init.recv_cq = self.recv_cq.inner.clone();
+        init.srq = self.srq.as_ref().map(|s| s.inner.clone());
         init.recvs = self.recvs.clone();
         init
     }
@@ -91,7 +104,7 @@ impl Drop for Inner {
 ///   never wait and fail fast ([`PostError::QueueFull`], [`PostError::Closing`]);
 ///   completions of signaled requests (and of every failed one) go to the completion
 ///   queues of the [`QpConfig`]. Work request ids with the top bit set
-///   ([`offload_engine::NOTIFY_BIT`]) are reserved for the async methods and refused
+///   (2^63 and above) are reserved for the async methods and refused
 ///   ([`PostError::ReservedWrId`]).
 /// * **Async methods** ([`send`](Self::send), [`write`](Self::write),
 ///   [`read`](Self::read), [`recv`](Self::recv), ...): each posts one request whose
@@ -128,7 +141,17 @@ impl Qp {
 
     /// Its number, unique within its device.
     pub fn num(&self) -> QpNum {
-        self.inner.qp.num()
+        self.inner.qp.num().into()
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> QpStats {
+        let s = self.inner.qp.stats();
+        QpStats {
+            fpdus_sent: s.fpdus_sent,
+            fpdus_received: s.fpdus_received,
+            bytes_placed: s.bytes_placed,
+        }
     }
 
     /// The current state: [`QpState::Rts`] while connected.
@@ -183,20 +206,16 @@ impl Qp {
     ///
     /// Cancel safe.
     pub async fn closed(&self) -> QpEnd {
-        self.inner.qp.closed().await
+        self.inner.qp.closed().await.into()
     }
 
     /// Busy-poll mode: processes what the connection's socket holds right now on this
     /// thread, so a completion appears without waiting for the driver task. Call it in a
     /// loop that spins on [`Cq::poll`](crate::Cq::poll) (as perftest's latency tests
     /// spin). Returns true if anything arrived; never blocks. See
-    /// [`offload_engine::Qp::poll_input`].
+    /// Never blocks; output the input calls for (Read Responses, a Terminate) and the end
+    /// of the connection stay with the engine's driver.
     pub fn poll_input(&self) -> bool {
         self.inner.qp.poll_input()
-    }
-
-    /// The engine's queue pair underneath.
-    pub fn engine_qp(&self) -> &offload_engine::Qp {
-        &self.inner.qp
     }
 }

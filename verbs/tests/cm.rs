@@ -97,3 +97,34 @@ async fn shared_receive_queue_feeds_queue_pairs() {
         assert!(text == b"first" || text == b"second", "{text:?}");
     }
 }
+
+#[tokio::test]
+async fn host_names_resolve_for_listen_and_connect() {
+    let (server, client) = (
+        Host::new(DeviceConfig::default()),
+        Host::new(DeviceConfig::default()),
+    );
+    let listener = server.device.listen("localhost:0").await.unwrap();
+    let port = listener.local_addr().port();
+    let (spd, scq) = (server.pd.clone(), server.cq.clone());
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await.unwrap();
+        inc.accept(&spd, QpConfig::new(&scq), b"").await.unwrap()
+    });
+    let conn = client
+        .device
+        .connect(
+            &client.pd,
+            format!("localhost:{port}"),
+            QpConfig::new(&client.cq),
+            b"hi",
+        )
+        .await
+        .unwrap();
+    let sqp = accepting.await.unwrap();
+    assert_eq!(conn.qp.state(), QpState::Rts);
+    assert_eq!(client.device.stats().queue_pairs, 1);
+    assert_eq!(conn.qp.stats().fpdus_sent, 0);
+    conn.qp.disconnect();
+    assert_eq!(sqp.closed().await, QpEnd::Closed);
+}

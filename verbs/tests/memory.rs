@@ -5,7 +5,7 @@ mod common;
 
 use bytes::Bytes;
 use common::{ALL, Host, connect, pair, pattern};
-use verbs::{Access, DeviceConfig, MemError, MwType, QpEnd, RemoteBuf, TptError, WcStatus};
+use verbs::{Access, DeviceConfig, MemError, MwType, QpEnd, RemoteBuf, WcStatus};
 
 #[tokio::test]
 async fn the_peer_writes_in_place_and_deregister_revokes_access() {
@@ -33,18 +33,18 @@ async fn the_peer_writes_in_place_and_deregister_revokes_access() {
 #[tokio::test]
 async fn dropping_the_last_handles_releases_the_entries() {
     let host = Host::new(DeviceConfig::default());
-    let tpt = host.device.engine().tpt().clone();
-    let before = tpt.len();
+    let entries = || host.device.stats().memory_entries;
+    let before = entries();
     let mr = host.pd.alloc_mr(64, ALL).unwrap();
     let clone = mr.clone();
     let mw = host.pd.alloc_mw(MwType::One).unwrap();
     mw.bind(&mr, 0..16, Access::REMOTE_READ).unwrap();
-    assert_eq!(tpt.len(), before + 2);
+    assert_eq!(entries(), before + 2);
     drop(mr);
     drop(clone);
-    assert_eq!(tpt.len(), before + 2, "the bound window keeps the region");
+    assert_eq!(entries(), before + 2, "the bound window keeps the region");
     drop(mw);
-    assert_eq!(tpt.len(), before, "window, then region, released");
+    assert_eq!(entries(), before, "window, then region, released");
 }
 
 #[tokio::test]
@@ -57,8 +57,9 @@ async fn deregister_refuses_while_a_window_is_bound() {
     assert!(
         matches!(
             err,
-            MemError::Tpt {
-                error: TptError::InUse { .. },
+            MemError::InUse {
+                what: "bound windows",
+                count: 1,
                 ..
             }
         ),

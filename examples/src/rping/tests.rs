@@ -68,17 +68,14 @@ fn command_line() {
     );
     assert!(o.crc && o.p2p && o.first_delay.is_zero());
     let e = o.device_config();
-    assert_eq!(
-        (e.engine().mpa.rev, e.engine().mpa.ird, e.engine().mpa.ord),
-        (2, 1, 1)
-    );
-    assert!(e.engine().mpa.crc && e.engine().mpa.p2p);
+    assert_eq!((e.mpa().rev, e.mpa().ird, e.mpa().ord), (2, 1, 1));
+    assert!(e.mpa().crc && e.mpa().p2p);
 
     let s = Opts::parse(args("-s -p 9000 -P")).unwrap().unwrap();
     assert_eq!(s.socket_addr().to_string(), "0.0.0.0:9000");
     assert!(s.persistent && !s.crc);
     assert_eq!(s.first_delay, Duration::from_millis(200));
-    assert!(!s.device_config().engine().mpa.crc, "CRC off unless --crc");
+    assert!(!s.device_config().mpa().crc, "CRC off unless --crc");
 
     assert_eq!(Opts::parse(args("-h")).unwrap(), None);
     assert!(Opts::parse(args("-c")).is_err(), "client without -a");
@@ -102,7 +99,7 @@ fn command_line() {
 async fn loopback(client: Opts, server: Opts) -> (client::ClientStats, server::ServerStats) {
     let dev = Device::open(server.device_config());
     let listener = dev
-        .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0).into())
+        .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
         .unwrap();
     let port = listener.local_addr().port();

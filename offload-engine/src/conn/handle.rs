@@ -181,6 +181,11 @@ impl Qp {
         self.shared.lock().stream.state()
     }
 
+    /// The stream's counters (FPDUs sent and received, octets placed).
+    pub fn stats(&self) -> rdmap::StreamStats {
+        self.shared.lock().stream.stats()
+    }
+
     /// The negotiated inbound and outbound Read/Atomic limits (IRD, ORD).
     pub fn ird_ord(&self) -> (u16, u16) {
         self.shared.lock().stream.ird_ord()
