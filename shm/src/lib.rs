@@ -107,8 +107,9 @@ unsafe impl Sync for Region {}
 
 impl Region {
     /// A page-aligned, zero-filled region of `len` octets in a new memfd mapping, shareable
-    /// with another process through [`fd`](Self::fd). The pages are allocated on first
-    /// touch and returned to the system when the region is dropped.
+    /// with another process through [`fd`](Self::fd). The pages are allocated now (as an
+    /// RNIC pins a region's pages at registration) and returned to the system when the
+    /// region is dropped.
     pub fn alloc(len: usize) -> io::Result<Self> {
         if len == 0 {
             return Ok(Self::empty());
@@ -124,7 +125,9 @@ impl Region {
             })?;
         let file = memfd.into_file();
         file.set_len(len as u64)?;
-        let map = MmapOptions::new().len(len).map_raw(&file)?;
+        // Faulted in now, as an RNIC pins a region's pages at registration: a transfer
+        // into a fresh region then pays no page fault per 4 KiB.
+        let map = MmapOptions::new().len(len).populate().map_raw(&file)?;
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
         Ok(Self {
             ptr,
