@@ -84,6 +84,17 @@ impl Srq {
     }
 }
 
+/// A queue pair's stream takes receives from its shared receive queue through this, one
+/// at a time under the queue's lock (queue pairs sharing it are never serialized longer).
+impl rdmap::SharedRecv for Srq {
+    fn take(&mut self) -> Option<RecvWr> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+}
+
 /// What a new queue pair is made of. Start from [`QpInit::new`] and set fields (or use
 /// struct update syntax), so new fields do not break callers.
 #[derive(Clone, Debug)]
@@ -220,9 +231,9 @@ impl Engine {
         rx: BytesMut,
     ) -> Qp {
         let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
-        let mut mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
-        mem.srq = init.srq.as_ref().map(|s| s.queue.clone());
-        let state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx);
+        let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
+        let mut state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx);
+        state.srq = init.srq.clone();
         let shared = Shared::new(
             num,
             state,

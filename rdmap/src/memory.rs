@@ -1,8 +1,7 @@
 //! The seam between the stream and registered memory.
 //!
 //! The stream never owns memory. Every placement, every read of local data, every
-//! invalidation, registration and bind it executes, and receives from a shared receive
-//! queue go through [`Memory`], which the engine implements over its TPT (one view
+//! invalidation, registration and bind it executes goes through [`Memory`], which the engine implements over its TPT (one view
 //! per queue pair, so it knows the QP's protection domain) and tests implement over plain
 //! vectors ([`crate::testing::VecMemory`]).
 //!
@@ -18,6 +17,29 @@ use ddp::{Access, DdpError, STag};
 
 use crate::term::TermCode;
 use crate::work::{Bind, FastReg, RecvWr};
+
+/// A shared receive queue as one stream sees it: the receives it takes, oldest first,
+/// when its own receive queue is empty ([`Stream::handle_input_srq`](crate::Stream::handle_input_srq)).
+pub trait SharedRecv {
+    /// The next receive, if any is posted.
+    fn take(&mut self) -> Option<RecvWr>;
+}
+
+/// No shared receive queue.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct NoSharedRecv;
+
+impl SharedRecv for NoSharedRecv {
+    fn take(&mut self) -> Option<RecvWr> {
+        None
+    }
+}
+
+impl SharedRecv for std::collections::VecDeque<RecvWr> {
+    fn take(&mut self) -> Option<RecvWr> {
+        self.pop_front()
+    }
+}
 
 /// Registered memory as seen by one stream.
 pub trait Memory {
@@ -86,12 +108,6 @@ pub trait Memory {
 
     /// Binds a type 2 memory window to this queue pair, for a bind work request.
     fn bind(&mut self, bind: &Bind) -> Result<(), AccessError>;
-
-    /// A receive from the shared receive queue this queue pair draws on, when its own
-    /// receive queue is empty. The default has none.
-    fn take_shared_recv(&mut self) -> Option<RecvWr> {
-        None
-    }
 
     /// Called when the last segment of a tagged message that targeted `stag` was placed:
     /// the hook for one-touch windows. The default does nothing.

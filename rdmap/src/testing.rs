@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use ddp::{Access, STag};
 
 use crate::memory::{AccessError, Memory};
-use crate::work::{Bind, FastReg, RecvWr};
+use crate::work::{Bind, FastReg};
 
 /// One registered region of a [`VecMemory`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,8 +34,6 @@ pub struct VecMemory {
     regions: HashMap<u32, Region>,
     /// STags passed to [`Memory::message_placed`], in order.
     pub placed: Vec<STag>,
-    /// A shared receive queue, handed out by [`Memory::take_shared_recv`].
-    pub shared_recv: std::collections::VecDeque<RecvWr>,
 }
 
 impl VecMemory {
@@ -194,10 +192,6 @@ impl Memory for VecMemory {
     /// Windows alias region storage, which plain vectors cannot express.
     fn bind(&mut self, _bind: &Bind) -> Result<(), AccessError> {
         Err(AccessError::InvalidStag)
-    }
-
-    fn take_shared_recv(&mut self) -> Option<RecvWr> {
-        self.shared_recv.pop_front()
     }
 
     fn message_placed(&mut self, stag: STag) {

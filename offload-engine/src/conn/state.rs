@@ -8,12 +8,15 @@ use rdmap::{Completion, Event, Memory, QpState, Stream, Transmit};
 
 use super::handle::{QpEnd, QpNum};
 use super::io::Io;
+use crate::engine::Srq;
 
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
 /// memory, the IO part, and what waits for delivery.
 pub(crate) struct State {
     pub(crate) stream: Stream,
     pub(crate) mem: Box<dyn Memory + Send>,
+    /// The shared receive queue this queue pair draws on, an input of the stream.
+    pub(crate) srq: Option<Srq>,
     /// The socket and the capture ([`Io`] alone touches them).
     pub(crate) io: Io,
     /// How the connection ended, once known.
@@ -47,6 +50,7 @@ impl State {
         Self {
             stream,
             mem,
+            srq: None,
             io,
             end: None,
             rx,
@@ -62,8 +66,14 @@ impl State {
 
     /// Feeds the octets read so far to the stream (placement happens here).
     pub(crate) fn process_input(&mut self) {
-        if !self.rx.is_empty() {
-            self.stream.handle_input(&mut self.rx, self.mem.as_mut());
+        if self.rx.is_empty() {
+            return;
+        }
+        match &mut self.srq {
+            Some(srq) => self
+                .stream
+                .handle_input_srq(&mut self.rx, self.mem.as_mut(), srq),
+            None => self.stream.handle_input(&mut self.rx, self.mem.as_mut()),
         }
     }
 

@@ -1,11 +1,10 @@
 //! [`QpMemory`]: one queue pair's view of the TPT, the [`rdmap::Memory`] its stream uses.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use ddp::{Access, STag};
-use rdmap::{AccessError, Bind, FastReg, Memory, RecvWr};
+use rdmap::{AccessError, Bind, FastReg, Memory};
 
 use super::entry::{Binding, Body, Entry, Region, Requester, Window};
 use super::error::TptError;
@@ -26,20 +25,12 @@ pub struct QpMemory {
     tpt: Arc<Tpt>,
     pd: PdId,
     qp: QpId,
-    /// The shared receive queue this queue pair draws on when its own receive queue is
-    /// empty ([`Memory::take_shared_recv`] pops from the front).
-    pub srq: Option<Arc<Mutex<VecDeque<RecvWr>>>>,
 }
 
 impl QpMemory {
-    /// A view for queue pair `qp` of domain `pd`, with no shared receive queue.
+    /// A view for queue pair `qp` of domain `pd`.
     pub fn new(tpt: Arc<Tpt>, pd: PdId, qp: QpId) -> Self {
-        Self {
-            tpt,
-            pd,
-            qp,
-            srq: None,
-        }
+        Self { tpt, pd, qp }
     }
 
     /// The protection domain of the queue pair.
@@ -263,13 +254,6 @@ impl Memory for QpMemory {
         };
         t.attach(bind.mw.index(), binding, bind.mw.instance());
         Ok(())
-    }
-
-    fn take_shared_recv(&mut self) -> Option<RecvWr> {
-        let srq = self.srq.as_ref()?;
-        srq.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front()
     }
 
     /// The last segment of an RDMA Write to `stag` was placed: a one-touch window is used

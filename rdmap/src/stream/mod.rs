@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mpa::{Deframer, Framer, Negotiated, Role, Rtr, RtrFlags};
 
-use crate::memory::Memory;
+use crate::memory::{Memory, NoSharedRecv, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
@@ -282,13 +282,27 @@ impl Stream {
 
     /// Feeds bytes read from TCP. Consumes whole FPDUs from `src`; a partial FPDU stays
     /// there for the next call. Places data through `mem`. Call `poll_transmit` and
-    /// `poll_event` afterwards.
+    /// `poll_event` afterwards. For a queue pair without a shared receive queue:
+    /// [`handle_input_srq`](Self::handle_input_srq) with [`NoSharedRecv`].
     pub fn handle_input(&mut self, src: &mut BytesMut, mem: &mut dyn Memory) {
+        self.handle_input_srq(src, mem, &mut NoSharedRecv);
+    }
+
+    /// [`handle_input`](Self::handle_input) for a queue pair that draws on a shared
+    /// receive queue: a Send or Immediate Data that finds this stream's own receive queue
+    /// empty takes a receive from `srq`. The queue is shared by many streams, so it is an
+    /// input of the call, not state of the stream.
+    pub fn handle_input_srq(
+        &mut self,
+        src: &mut BytesMut,
+        mem: &mut dyn Memory,
+        srq: &mut dyn SharedRecv,
+    ) {
         while self.rx.accepting() {
             match self.deframer.decode(src) {
                 Ok(Some(ulpdu)) => {
                     self.stats.fpdus_received += 1;
-                    self.on_ulpdu(&ulpdu, mem);
+                    self.on_ulpdu(&ulpdu, mem, srq);
                 }
                 Ok(None) => return,
                 Err(e) => {

@@ -9,7 +9,7 @@ use mpa::RtrFlags;
 use super::tx::{Flush, IrqEntry, OrqEntry};
 use super::{Event, QpState, Stream};
 use crate::atomic;
-use crate::memory::Memory;
+use crate::memory::{Memory, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
@@ -127,7 +127,12 @@ fn scatter(
 
 impl Stream {
     /// Validates and executes one incoming DDP segment.
-    pub(super) fn on_ulpdu(&mut self, ulpdu: &[u8], mem: &mut dyn Memory) {
+    pub(super) fn on_ulpdu(
+        &mut self,
+        ulpdu: &[u8],
+        mem: &mut dyn Memory,
+        srq: &mut dyn SharedRecv,
+    ) {
         let (seg, payload) = match SegmentRepr::parse(ulpdu) {
             Ok(x) => x,
             Err(e) => {
@@ -176,9 +181,13 @@ impl Stream {
                 Opcode::AtomicResponse => self.on_atomic_response(&u, payload, ulpdu, mem),
                 Opcode::Terminate => self.on_terminate(&u, payload, ulpdu),
                 Opcode::ImmediateData | Opcode::ImmediateDataSe => {
-                    self.on_immediate(&u, op, payload, ulpdu, mem)
+                    self.refill_from_srq(srq);
+                    self.on_immediate(&u, op, payload, ulpdu)
                 }
-                _ => self.on_send(&u, op, payload, ulpdu, mem),
+                _ => {
+                    self.refill_from_srq(srq);
+                    self.on_send(&u, op, payload, ulpdu, mem)
+                }
             },
         }
     }
@@ -297,7 +306,6 @@ impl Stream {
         mem: &mut dyn Memory,
     ) {
         let len = payload.len() as u32;
-        self.refill_from_srq(mem);
         let (expected, cap) = match &self.rx.current {
             Some(c) => (c.msn, Some(c.cap)),
             None => (
@@ -377,25 +385,17 @@ impl Stream {
 
     /// A new incoming message with no receive of this queue pair posted takes one from the
     /// shared receive queue, if the queue pair draws on one.
-    fn refill_from_srq(&mut self, mem: &mut dyn Memory) {
+    fn refill_from_srq(&mut self, srq: &mut dyn SharedRecv) {
         if self.rx.current.is_none()
             && self.rx.recv.is_empty()
-            && let Some(wr) = mem.take_shared_recv()
+            && let Some(wr) = srq.take()
         {
             self.rx.recv.push_back(wr);
         }
     }
 
     /// Immediate Data (RFC 7306 §6): exactly 8 octets, one segment, consumes a receive.
-    fn on_immediate(
-        &mut self,
-        u: &UntaggedRepr,
-        op: Opcode,
-        payload: &[u8],
-        ulpdu: &[u8],
-        mem: &mut dyn Memory,
-    ) {
-        self.refill_from_srq(mem);
+    fn on_immediate(&mut self, u: &UntaggedRepr, op: Opcode, payload: &[u8], ulpdu: &[u8]) {
         // Immediate Data is not placed: the receive only has to exist (RFC 7306 §6.2), and
         // a wrong length is an RDMAP error, not a DDP one (wire-format.md §5.7).
         let cap = self.rx.recv.front().map(|_| u32::MAX);

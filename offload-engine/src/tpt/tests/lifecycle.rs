@@ -91,29 +91,6 @@ fn deregistration_waits_for_work_in_flight() {
 }
 
 #[test]
-fn shared_receive_queue_pops_in_order() {
-    let (tpt, pd) = setup();
-    let mut qp = tpt.view(pd, QpId::new(1));
-    assert_eq!(qp.take_shared_recv(), None);
-    let srq = Arc::new(Mutex::new(VecDeque::from([
-        RecvWr {
-            wr_id: 1,
-            sgl: vec![],
-        },
-        RecvWr {
-            wr_id: 2,
-            sgl: vec![],
-        },
-    ])));
-    qp.srq = Some(Arc::clone(&srq));
-    let mut other = tpt.view(pd, QpId::new(2));
-    other.srq = Some(srq);
-    assert_eq!(qp.take_shared_recv().map(|w| w.wr_id), Some(1));
-    assert_eq!(other.take_shared_recv().map(|w| w.wr_id), Some(2));
-    assert_eq!(qp.take_shared_recv(), None);
-}
-
-#[test]
 fn tpt_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tpt>();

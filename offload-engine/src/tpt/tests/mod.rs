@@ -1,11 +1,10 @@
 //! Tests of the TPT through its verbs and through queue pair views.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread;
 
 use ddp::{Access, DdpError, STag};
-use rdmap::{AccessError, Bind, FastReg, Memory, RecvWr, Sge, TermCode};
+use rdmap::{AccessError, Bind, FastReg, Memory, Sge, TermCode};
 
 use super::*;
 

@@ -677,9 +677,7 @@ fn shared_receive_queue_feeds_a_stream_without_its_own_receives() {
     let mut p = Pair::new(19);
     p.b.mem.register(stag(1), 0, 256, 0, RW);
     for i in 0..3 {
-        p.b.mem
-            .shared_recv
-            .push_back(recv(50 + i, stag(1), i * 64, 64));
+        p.b.srq.push_back(recv(50 + i, stag(1), i * 64, 64));
     }
     p.b.s.post_recv(recv(7, stag(1), 192, 64)).unwrap();
     for i in 0..3u8 {
@@ -692,5 +690,5 @@ fn shared_receive_queue_feeds_a_stream_without_its_own_receives() {
         vec![7, 50, 51],
         "own receives first, then the shared queue"
     );
-    assert_eq!(p.b.mem.shared_recv.len(), 1);
+    assert_eq!(p.b.srq.len(), 1);
 }

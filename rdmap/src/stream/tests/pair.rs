@@ -28,6 +28,8 @@ struct Reframe {
 pub(super) struct Side {
     pub(super) s: Stream,
     pub(super) mem: VecMemory,
+    /// The shared receive queue this side draws on.
+    pub(super) srq: std::collections::VecDeque<crate::RecvWr>,
     pub(super) inbox: BytesMut,
     pub(super) events: Vec<Event>,
     /// Every octet this side transmitted in FPDU mode.
@@ -157,6 +159,7 @@ impl Pair {
         let side = |n: &Negotiated, inbox| Side {
             s: Stream::new(sc.clone(), n),
             mem: VecMemory::new(),
+            srq: std::collections::VecDeque::new(),
             inbox,
             events: Vec::new(),
             sent: Vec::new(),
@@ -267,7 +270,8 @@ impl Pair {
         }
         let n = rng.range(1, max.min(wire.len()));
         side.inbox.extend_from_slice(&wire.split_to(n));
-        side.s.handle_input(&mut side.inbox, &mut side.mem);
+        side.s
+            .handle_input_srq(&mut side.inbox, &mut side.mem, &mut side.srq);
         side.events
             .extend(std::iter::from_fn(|| side.s.poll_event()));
         true
