@@ -80,7 +80,7 @@ pub mod wire;
 mod work;
 
 pub use ddp::{Access, STag};
-pub use memory::{AccessError, Memory, NoSharedRecv, SharedRecv};
+pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
 pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit};
 pub use term::TermCode;
 pub use work::{

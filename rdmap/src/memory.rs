@@ -41,7 +41,9 @@ impl SharedRecv for std::collections::VecDeque<RecvWr> {
     }
 }
 
-/// Registered memory as seen by one stream.
+/// Registered memory as seen by one stream: placement of incoming data, reads of local
+/// data for transmission, Atomics and the peer's invalidation. The work requests that only
+/// change the table are [`LocalOps`].
 pub trait Memory {
     /// Checks that `[to, to + len)` of `stag` may be accessed with every right in `access`,
     /// without touching it.
@@ -100,6 +102,19 @@ pub trait Memory {
     /// or window associated with this stream that allows remote invalidation.
     fn invalidate(&mut self, stag: STag) -> Result<(), AccessError>;
 
+    /// Called when the last segment of a tagged message that targeted `stag` was placed:
+    /// the hook for one-touch windows. The default does nothing.
+    fn message_placed(&mut self, stag: STag) {
+        let _ = stag;
+    }
+}
+
+/// The local operations of a queue pair: work requests that change the memory table and
+/// put nothing on the wire. They run in send-queue order from
+/// [`Stream::poll_transmit`](crate::Stream::poll_transmit), never because of a peer's
+/// message, which is why [`Stream::handle_input`](crate::Stream::handle_input) takes a
+/// [`Memory`] without them.
+pub trait LocalOps {
     /// Invalidates `stag` for a Local Invalidate work request of this queue pair.
     fn local_invalidate(&mut self, stag: STag) -> Result<(), AccessError>;
 
@@ -108,13 +123,12 @@ pub trait Memory {
 
     /// Binds a type 2 memory window to this queue pair, for a bind work request.
     fn bind(&mut self, bind: &Bind) -> Result<(), AccessError>;
-
-    /// Called when the last segment of a tagged message that targeted `stag` was placed:
-    /// the hook for one-touch windows. The default does nothing.
-    fn message_placed(&mut self, stag: STag) {
-        let _ = stag;
-    }
 }
+
+/// Placement and local operations together: what the transmit side needs.
+pub trait MemoryOps: Memory + LocalOps {}
+
+impl<T: Memory + LocalOps + ?Sized> MemoryOps for T {}
 
 /// Why an access to registered memory failed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use ddp::{Access, STag};
 
-use crate::memory::{AccessError, Memory};
+use crate::memory::{AccessError, LocalOps, Memory};
 use crate::work::{Bind, FastReg};
 
 /// One registered region of a [`VecMemory`].
@@ -169,6 +169,12 @@ impl Memory for VecMemory {
         Ok(())
     }
 
+    fn message_placed(&mut self, stag: STag) {
+        self.placed.push(stag);
+    }
+}
+
+impl LocalOps for VecMemory {
     fn local_invalidate(&mut self, stag: STag) -> Result<(), AccessError> {
         self.invalidate(stag)
     }
@@ -192,10 +198,6 @@ impl Memory for VecMemory {
     /// Windows alias region storage, which plain vectors cannot express.
     fn bind(&mut self, _bind: &Bind) -> Result<(), AccessError> {
         Err(AccessError::InvalidStag)
-    }
-
-    fn message_placed(&mut self, stag: STag) {
-        self.placed.push(stag);
     }
 }
 

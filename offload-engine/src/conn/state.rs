@@ -4,7 +4,7 @@
 use std::fmt;
 
 use bytes::BytesMut;
-use rdmap::{Completion, Event, Memory, QpState, Stream, Transmit};
+use rdmap::{Completion, Event, MemoryOps, QpState, Stream, Transmit};
 
 use super::handle::{QpEnd, QpNum};
 use super::io::Io;
@@ -14,7 +14,7 @@ use crate::engine::Srq;
 /// memory, the IO part, and what waits for delivery.
 pub(crate) struct State {
     pub(crate) stream: Stream,
-    pub(crate) mem: Box<dyn Memory + Send>,
+    pub(crate) mem: Box<dyn MemoryOps + Send>,
     /// The shared receive queue this queue pair draws on, an input of the stream.
     pub(crate) srq: Option<Srq>,
     /// The socket and the capture ([`Io`] alone touches them).
@@ -46,7 +46,12 @@ pub(crate) struct State {
 impl State {
     /// A connection in its first state: `stream` over `mem`, with `rx` already read (the
     /// octets that came with the MPA handshake).
-    pub(crate) fn new(stream: Stream, mem: Box<dyn Memory + Send>, io: Io, rx: BytesMut) -> Self {
+    pub(crate) fn new(
+        stream: Stream,
+        mem: Box<dyn MemoryOps + Send>,
+        io: Io,
+        rx: BytesMut,
+    ) -> Self {
         Self {
             stream,
             mem,

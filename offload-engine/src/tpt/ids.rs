@@ -103,7 +103,7 @@ pub enum MwType {
     /// of its protection domain; cannot be invalidated remotely.
     One,
     /// Type 2: bound by a bind work request on a queue pair's send queue
-    /// ([`rdmap::Memory::bind`]) and usable only through that queue pair; invalidated by
+    /// ([`rdmap::LocalOps::bind`]) and usable only through that queue pair; invalidated by
     /// Local Invalidate or by the peer's Send with Invalidate.
     Two,
 }

@@ -41,13 +41,13 @@
 //! window rights no wider than the region's. Type 1 windows ([`MwType::One`]) are bound by
 //! [`Tpt::bind_mw`] (rebinding replaces the old binding), unbound by
 //! [`Tpt::invalidate_local`], and usable by every queue pair of the domain. Type 2 windows
-//! are bound by a bind work request (`Memory::bind` on a queue pair's view), must be
+//! are bound by a bind work request (`LocalOps::bind` on a queue pair's view), must be
 //! unbound first, and are usable only through that queue pair. Invalidating a region
 //! unbinds its windows; deregistering a region with bound windows fails.
 //!
 //! # Invalidation
 //!
-//! * Local Invalidate work request (`Memory::local_invalidate`): fast-registration regions
+//! * Local Invalidate work request (`LocalOps::local_invalidate`): fast-registration regions
 //!   and type 2 windows (bound to this queue pair, if bound) of the queue pair's domain.
 //!   Ordinary regions are deregistered and type 1 windows unbound by the verb instead
 //!   (`CannotInvalidate`). Invalidating an already invalid entry is accepted.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use ddp::{Access, STag};
-use rdmap::{AccessError, Bind, FastReg, Memory};
+use rdmap::{AccessError, Bind, FastReg, LocalOps, Memory};
 
 use super::entry::{Binding, Body, Entry, Region, Requester, Window};
 use super::error::TptError;
@@ -168,6 +168,34 @@ impl Memory for QpMemory {
         Ok(())
     }
 
+    /// The last segment of an RDMA Write to `stag` was placed: a one-touch window is used
+    /// up now (Table D row 4; see the module docs for why it is the only row that occurs).
+    fn message_placed(&mut self, stag: STag) {
+        let hit = {
+            let t = self.tpt.table();
+            t.entry(stag).is_some_and(|e| self.is_one_touch(e, stag))
+        };
+        if !hit {
+            return;
+        }
+        let mut t = self.tpt.table_mut();
+        // Re-check under the write lock: another thread may have changed the entry.
+        if !t.entry(stag).is_some_and(|e| self.is_one_touch(e, stag)) {
+            return;
+        }
+        t.unbind(stag.index());
+        if let Some(Entry {
+            body: Body::Window(w),
+            ..
+        }) = t.entry_mut(stag)
+        {
+            w.touched = true;
+        }
+        tracing::debug!(qp = %self.qp, %stag, "one-touch window used up");
+    }
+}
+
+impl LocalOps for QpMemory {
     /// Local Invalidate work request. In order: the index has an entry
     /// ([`AccessError::InvalidStag`]), it is a fast-registration region or a type 2 window
     /// ([`AccessError::CannotInvalidate`]; ordinary regions are deregistered, type 1
@@ -254,31 +282,5 @@ impl Memory for QpMemory {
         };
         t.attach(bind.mw.index(), binding, bind.mw.instance());
         Ok(())
-    }
-
-    /// The last segment of an RDMA Write to `stag` was placed: a one-touch window is used
-    /// up now (Table D row 4; see the module docs for why it is the only row that occurs).
-    fn message_placed(&mut self, stag: STag) {
-        let hit = {
-            let t = self.tpt.table();
-            t.entry(stag).is_some_and(|e| self.is_one_touch(e, stag))
-        };
-        if !hit {
-            return;
-        }
-        let mut t = self.tpt.table_mut();
-        // Re-check under the write lock: another thread may have changed the entry.
-        if !t.entry(stag).is_some_and(|e| self.is_one_touch(e, stag)) {
-            return;
-        }
-        t.unbind(stag.index());
-        if let Some(Entry {
-            body: Body::Window(w),
-            ..
-        }) = t.entry_mut(stag)
-        {
-            w.touched = true;
-        }
-        tracing::debug!(qp = %self.qp, %stag, "one-touch window used up");
     }
 }

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mpa::{Deframer, Framer, Negotiated, Role, Rtr, RtrFlags};
 
-use crate::memory::{Memory, NoSharedRecv, SharedRecv};
+use crate::memory::{Memory, MemoryOps, NoSharedRecv, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
@@ -377,7 +377,12 @@ impl Stream {
     /// Call it after every input or command, and whenever the socket has room again; report
     /// what the socket accepted with [`handle_written`](Self::handle_written).
     #[must_use]
-    pub fn poll_transmit(&mut self, mem: &mut dyn Memory, out: &mut Transmit, max: usize) -> usize {
+    pub fn poll_transmit(
+        &mut self,
+        mem: &mut dyn MemoryOps,
+        out: &mut Transmit,
+        max: usize,
+    ) -> usize {
         let start = out.len();
         while out.len() - start < max {
             if !self.transmit_one(mem, out) {

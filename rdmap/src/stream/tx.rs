@@ -9,7 +9,7 @@ use mpa::Rtr;
 
 use super::transmit::{Transmit, ZERO_COPY_MIN};
 use super::{QpState, Stream};
-use crate::memory::Memory;
+use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
 use crate::wire::{
     ATOMIC_REQUEST_LEN, AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl,
@@ -320,7 +320,7 @@ fn payload_source(p: Payload) -> Source {
 
 impl Stream {
     /// Emits one FPDU if there is anything to send. Returns false when idle or blocked.
-    pub(super) fn transmit_one(&mut self, mem: &mut dyn Memory, out: &mut Transmit) -> bool {
+    pub(super) fn transmit_one(&mut self, mem: &mut dyn MemoryOps, out: &mut Transmit) -> bool {
         if self.tx.current.is_none() {
             match self.next_message(mem) {
                 Some(m) => self.tx.current = Some(m),
@@ -440,7 +440,7 @@ impl Stream {
 
     /// Picks the next message: a Terminate, the RTR, a response owed to the peer, then the
     /// send queue.
-    fn next_message(&mut self, mem: &mut dyn Memory) -> Option<OutMsg> {
+    fn next_message(&mut self, mem: &mut dyn MemoryOps) -> Option<OutMsg> {
         if let Some(term) = self.tx.term.take() {
             let msn = self.tx.next_msn(2);
             let len = term.buffer_len();
@@ -504,7 +504,7 @@ impl Stream {
 
     /// Executes the Local Invalidate, fast registration and bind requests at the head of
     /// the send queue, stopping at the first request that needs the wire (or a fence).
-    fn run_local_head(&mut self, mem: &mut dyn Memory) {
+    fn run_local_head(&mut self, mem: &mut dyn MemoryOps) {
         while let Some(wr) = self.tx.sq.front() {
             let fenced = wr.flags.contains(SendFlags::FENCE) && !self.tx.orq.is_empty();
             if fenced || !is_local_only(&wr.op) {
@@ -763,7 +763,7 @@ fn is_local_only(op: &SendOp) -> bool {
 
 /// Runs a request that only touches local memory (Local Invalidate, fast registration,
 /// window bind); `None` for requests that put a message on the wire.
-fn execute_local(op: &SendOp, mem: &mut dyn Memory) -> Option<Result<(), WcStatus>> {
+fn execute_local(op: &SendOp, mem: &mut dyn MemoryOps) -> Option<Result<(), WcStatus>> {
     let done = match op {
         SendOp::LocalInvalidate { stag } => mem.local_invalidate(*stag),
         SendOp::FastRegister(fr) => mem.fast_register(fr),

@@ -4,7 +4,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 
 use ddp::{Access, DdpError, STag};
-use rdmap::{AccessError, Bind, FastReg, Memory, Sge, TermCode};
+use rdmap::{AccessError, Bind, FastReg, LocalOps, Memory, Sge, TermCode};
 
 use super::*;
 
