@@ -32,7 +32,7 @@ mod pcap;
 pub mod tpt;
 
 pub use cm::{ConnectError, Incoming, Listener};
-pub use conn::{NOTIFY_BIT, Qp, QpEnd, QpNum};
+pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
 pub use net::SocketOptions;

@@ -271,20 +271,16 @@ pub enum WcError {
         /// What is wrong with the memory.
         error: MemError,
     },
-    /// The request completed with an error status.
+    /// The request completed with an error status (every posted request completes: when
+    /// the queue pair ends, what is outstanding completes as flushed).
     Failed(Box<Completion>),
-    /// The queue pair went away before the request completed (its completion was lost).
-    Abandoned {
-        /// What was asked for.
-        op: WcOpcode,
-    },
 }
 
 impl WcError {
     /// The operation.
     pub fn opcode(&self) -> WcOpcode {
         match self {
-            Self::Post { op, .. } | Self::Mem { op, .. } | Self::Abandoned { op } => *op,
+            Self::Post { op, .. } | Self::Mem { op, .. } => *op,
             Self::Failed(wc) => wc.opcode,
         }
     }
@@ -359,10 +355,6 @@ impl fmt::Display for WcError {
                 }
                 Ok(())
             }
-            Self::Abandoned { op } => write!(
-                f,
-                "{op:?} abandoned: the queue pair went away before it completed"
-            ),
         }
     }
 }

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use rdmap::{
     Access, Completion, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
 };
-use tokio::sync::oneshot;
 
 use crate::error::{MemError, WcError};
 use crate::mr::Mr;
@@ -18,11 +17,12 @@ use crate::mw::Mw;
 use crate::qp::Qp;
 
 /// The outcome of a request whose completion was routed to `rx`.
-async fn finish(op: WcOpcode, rx: oneshot::Receiver<Completion>) -> Result<Completion, WcError> {
-    match rx.await {
-        Ok(wc) if wc.is_ok() => Ok(wc),
-        Ok(wc) => Err(WcError::Failed(Box::new(wc))),
-        Err(_) => Err(WcError::Abandoned { op }),
+async fn finish(rx: offload_engine::CompletionFuture) -> Result<Completion, WcError> {
+    let wc = rx.await;
+    if wc.is_ok() {
+        Ok(wc)
+    } else {
+        Err(WcError::Failed(Box::new(wc)))
     }
 }
 
@@ -54,7 +54,7 @@ impl Qp {
             .qp
             .post_send_notify(wr)
             .map_err(|error| WcError::Post { op: code, error })?;
-        finish(code, rx).await
+        finish(rx).await
     }
 
     /// Sends `data` into the peer's next posted receive buffer.
@@ -232,7 +232,7 @@ impl Qp {
             .qp
             .post_recv_notify(RecvWr { wr_id: 0, sgl })
             .map_err(|error| WcError::Post { op, error })?;
-        finish(op, rx).await
+        finish(rx).await
     }
 
     /// Binds the **type 2** window `mw` to octets `range` of `mr` with `access`, on this

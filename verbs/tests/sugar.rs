@@ -141,3 +141,37 @@ async fn sugar_and_cq_requests_mix_in_order() {
     );
     assert_eq!(sink.read(..).unwrap(), pattern(1 << 16, 9));
 }
+
+/// A dropped per-request future does not cancel its request, and its completion goes
+/// nowhere (not to the CQ); many requests in sequence reuse the same slots.
+#[tokio::test]
+async fn a_dropped_future_still_runs_and_its_completion_is_discarded() {
+    let (c, s) = pair().await;
+    let inbox = s.pd().alloc_mr(64, Access::LOCAL_WRITE).unwrap();
+    let recv = s.qp.recv(inbox.local(..4));
+    let mut recv = Box::pin(recv);
+    // Polled once (posted), then dropped before the Send arrives.
+    assert!(futures::poll!(recv.as_mut()).is_pending());
+    drop(recv);
+    c.qp.send(Bytes::from_static(b"lost")).await.unwrap();
+    // The next receive sees the next message: the first one landed in the dropped one.
+    let (got, _) = tokio::join!(s.qp.recv(inbox.local(8..12)), async {
+        c.qp.send(Bytes::from_static(b"seen")).await.unwrap()
+    });
+    assert_eq!(got.unwrap().byte_len, 4);
+    assert_eq!(inbox.read(..4).unwrap(), b"lost", "the dropped receive ran");
+    assert_eq!(inbox.read(8..12).unwrap(), b"seen");
+    assert!(
+        s.cq().is_empty() && c.cq().is_empty(),
+        "nothing went to a CQ"
+    );
+    for i in 0..1000u32 {
+        // `join!` polls the receive first, so it is posted before the Send goes out.
+        let (got, sent) = tokio::join!(
+            s.qp.recv(inbox.local(..4)),
+            c.qp.send(Bytes::copy_from_slice(&i.to_be_bytes()))
+        );
+        sent.unwrap_or_else(|e| panic!("send {i}: {e}"));
+        assert_eq!(got.unwrap().byte_len, 4);
+    }
+}

@@ -2,16 +2,15 @@
 //! and the connection's driver share.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdmap::{Completion, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode, WrId};
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, watch};
 
 use super::io::Read;
 use super::state::State;
+use super::waiters::{CompletionFuture, Waiters};
 use crate::cq::Cq;
 
 /// Work request ids with this bit set are reserved for requests whose completion goes to
@@ -71,8 +70,7 @@ pub(crate) struct Shared {
     /// The end, once known.
     pub(crate) ended: watch::Sender<Option<QpEnd>>,
     /// Requests whose completion goes to a future instead of a CQ.
-    pub(crate) waiters: Mutex<HashMap<(Queue, WrId), oneshot::Sender<Completion>>>,
-    pub(crate) next_notify: AtomicU64,
+    pub(crate) waiters: Waiters,
     /// The engine's TPT, to release this queue pair's type 2 windows when it ends.
     pub(crate) tpt: Arc<crate::tpt::Tpt>,
 }
@@ -92,8 +90,7 @@ impl Shared {
             send_cq,
             recv_cq,
             ended: watch::channel(None).0,
-            waiters: Mutex::new(HashMap::new()),
-            next_notify: AtomicU64::new(0),
+            waiters: Waiters::default(),
             tpt,
         }
     }
@@ -120,28 +117,13 @@ impl Shared {
         }
     }
 
-    fn lock_waiters(&self) -> MutexGuard<'_, HashMap<(Queue, WrId), oneshot::Sender<Completion>>> {
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Hands `batch` out (emptying it): requests posted with a future get their
     /// completion there, the rest go to the completion queues, one push per queue.
     fn deliver(&self, batch: &mut Vec<Completion>) {
-        if batch.iter().any(|wc| wc.wr_id & NOTIFY_BIT != 0) {
-            let mut waiters = self.lock_waiters();
-            batch.retain(|wc| {
-                if wc.wr_id & NOTIFY_BIT == 0 {
-                    return true;
-                }
-                match waiters.remove(&(wc.queue, wc.wr_id)) {
-                    Some(tx) => {
-                        let _ = tx.send(wc.clone());
-                        false
-                    }
-                    None => true,
-                }
-            });
-        }
+        // A completion whose future took it leaves the batch (it is a few plain words:
+        // the clone copies, it does not allocate).
+        batch
+            .retain(|wc| wc.wr_id & NOTIFY_BIT == 0 || self.waiters.complete(wc.clone()).is_some());
         if self.send_cq.same_queue(&self.recv_cq) {
             self.send_cq.push_batch(self.num, batch.drain(..));
         } else {
@@ -239,41 +221,24 @@ impl Qp {
     ///
     /// Dropping the returned receiver does not cancel the request: it still runs, and its
     /// completion is discarded.
-    pub fn post_send_notify(
-        &self,
-        mut wr: SendWr,
-    ) -> Result<oneshot::Receiver<Completion>, PostError> {
-        let (id, rx) = self.register_waiter(Queue::Send);
+    pub fn post_send_notify(&self, mut wr: SendWr) -> Result<CompletionFuture, PostError> {
+        let id = self.shared.waiters.register();
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
         let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
         self.post(Queue::Send, small, |s| s.post_send(wr))
-            .inspect_err(|_| self.forget_waiter(Queue::Send, id))?;
-        Ok(rx)
+            .inspect_err(|_| self.shared.waiters.forget(id))?;
+        Ok(CompletionFuture::new(self.shared.clone(), id))
     }
 
     /// Posts a receive whose completion goes to the returned future instead of the
     /// receive CQ (see [`post_send_notify`](Self::post_send_notify)).
-    pub fn post_recv_notify(
-        &self,
-        mut wr: RecvWr,
-    ) -> Result<oneshot::Receiver<Completion>, PostError> {
-        let (id, rx) = self.register_waiter(Queue::Recv);
+    pub fn post_recv_notify(&self, mut wr: RecvWr) -> Result<CompletionFuture, PostError> {
+        let id = self.shared.waiters.register();
         wr.wr_id = id;
         self.post(Queue::Recv, false, |s| s.post_recv(wr))
-            .inspect_err(|_| self.forget_waiter(Queue::Recv, id))?;
-        Ok(rx)
-    }
-
-    fn register_waiter(&self, queue: Queue) -> (WrId, oneshot::Receiver<Completion>) {
-        let id = NOTIFY_BIT | self.shared.next_notify.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.shared.lock_waiters().insert((queue, id), tx);
-        (id, rx)
-    }
-
-    fn forget_waiter(&self, queue: Queue, id: WrId) {
-        self.shared.lock_waiters().remove(&(queue, id));
+            .inspect_err(|_| self.shared.waiters.forget(id))?;
+        Ok(CompletionFuture::new(self.shared.clone(), id))
     }
 
     /// Busy-poll mode: reads what the socket holds right now and processes it on the

@@ -22,12 +22,14 @@ mod handle;
 mod io;
 mod push;
 mod state;
+mod waiters;
 
 pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
 pub use handle::{NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub(crate) use io::Io;
 pub(crate) use state::State;
+pub use waiters::CompletionFuture;
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.
 pub(crate) fn now() -> std::time::Instant {

@@ -1,0 +1,232 @@
+//! Requests whose completion goes to a future ([`Qp::post_send_notify`](super::Qp::post_send_notify)):
+//! a slab of slots reused from one request to the next, so the per-request futures of the
+//! async API allocate nothing once the slab has grown to the most requests in flight.
+//!
+//! A request's work request id names its slot: [`NOTIFY_BIT`](super::NOTIFY_BIT), a 31-bit
+//! generation (bumped each time the slot is reused, so a stale id never matches) and the
+//! 32-bit slot index.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use rdmap::{Completion, WrId};
+
+use super::handle::{NOTIFY_BIT, Shared};
+
+#[derive(Debug)]
+enum Slot {
+    Free,
+    /// Posted; the future's waker once it has been polled.
+    Waiting(Option<Waker>),
+    /// Completed; the future has not taken it yet.
+    Done(Completion),
+    /// The future was dropped first: the completion is dropped when it comes.
+    Abandoned,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    slots: Vec<(u32, Slot)>,
+    free: Vec<u32>,
+}
+
+/// The slab of one queue pair.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    inner: Mutex<Slots>,
+}
+
+fn split(id: WrId) -> (usize, u32) {
+    (
+        (id & 0xFFFF_FFFF) as usize,
+        ((id >> 32) as u32) & 0x7FFF_FFFF,
+    )
+}
+
+impl Waiters {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for a request about to be posted; its work request id.
+    pub(crate) fn register(&self) -> WrId {
+        let mut s = self.lock();
+        let index = match s.free.pop() {
+            Some(i) => i,
+            None => {
+                s.slots.push((0, Slot::Free));
+                (s.slots.len() - 1) as u32
+            }
+        };
+        let entry = &mut s.slots[index as usize];
+        entry.0 = (entry.0 + 1) & 0x7FFF_FFFF;
+        entry.1 = Slot::Waiting(None);
+        NOTIFY_BIT | (u64::from(entry.0) << 32) | u64::from(index)
+    }
+
+    /// Hands `wc` to its future; gives it back if no live slot has its id.
+    pub(crate) fn complete(&self, wc: Completion) -> Option<Completion> {
+        let (index, generation) = split(wc.wr_id);
+        let mut s = self.lock();
+        let Some((g, slot)) = s.slots.get_mut(index) else {
+            return Some(wc);
+        };
+        if *g != generation {
+            return Some(wc);
+        }
+        match std::mem::replace(slot, Slot::Free) {
+            Slot::Waiting(waker) => {
+                *slot = Slot::Done(wc);
+                drop(s);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                None
+            }
+            Slot::Abandoned => {
+                s.free.push(index as u32);
+                None
+            }
+            other => {
+                *slot = other;
+                Some(wc)
+            }
+        }
+    }
+
+    /// Releases the slot of `id`: its request was never posted, or its future is gone.
+    pub(crate) fn release(&self, id: WrId) {
+        let (index, generation) = split(id);
+        let mut s = self.lock();
+        let Some((g, slot)) = s.slots.get_mut(index) else {
+            return;
+        };
+        if *g != generation {
+            return;
+        }
+        match slot {
+            Slot::Waiting(_) => *slot = Slot::Abandoned,
+            Slot::Done(_) => {
+                *slot = Slot::Free;
+                s.free.push(index as u32);
+            }
+            Slot::Free | Slot::Abandoned => {}
+        }
+    }
+
+    /// Forgets a slot whose request was refused (never posted).
+    pub(crate) fn forget(&self, id: WrId) {
+        let (index, generation) = split(id);
+        let mut s = self.lock();
+        if let Some((g, slot)) = s.slots.get_mut(index)
+            && *g == generation
+        {
+            *slot = Slot::Free;
+            s.free.push(index as u32);
+        }
+    }
+
+    fn poll(&self, id: WrId, cx: &mut Context<'_>) -> Poll<Completion> {
+        let (index, _) = split(id);
+        let mut s = self.lock();
+        let Some((_, slot)) = s.slots.get_mut(index) else {
+            return Poll::Pending;
+        };
+        match std::mem::replace(slot, Slot::Free) {
+            Slot::Done(wc) => {
+                s.free.push(index as u32);
+                Poll::Ready(wc)
+            }
+            Slot::Waiting(w) => {
+                let waker = match w {
+                    Some(w) if w.will_wake(cx.waker()) => w,
+                    _ => cx.waker().clone(),
+                };
+                *slot = Slot::Waiting(Some(waker));
+                Poll::Pending
+            }
+            other => {
+                *slot = other;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The completion of one request posted with
+/// [`Qp::post_send_notify`](super::Qp::post_send_notify) or
+/// [`Qp::post_recv_notify`](super::Qp::post_recv_notify).
+///
+/// # Cancel safety
+///
+/// Dropping it does not cancel the request: it still runs, and its completion is
+/// discarded.
+#[derive(Debug)]
+pub struct CompletionFuture {
+    shared: Arc<Shared>,
+    id: WrId,
+    done: bool,
+}
+
+impl CompletionFuture {
+    pub(crate) fn new(shared: Arc<Shared>, id: WrId) -> Self {
+        Self {
+            shared,
+            id,
+            done: false,
+        }
+    }
+}
+
+impl Future for CompletionFuture {
+    type Output = Completion;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion> {
+        let ready = self.shared.waiters.poll(self.id, cx);
+        if ready.is_ready() {
+            self.done = true;
+        }
+        ready
+    }
+}
+
+impl Drop for CompletionFuture {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.waiters.release(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdmap::{Queue, WcOpcode, WcStatus};
+
+    fn wc(id: WrId) -> Completion {
+        Completion::new(id, Queue::Send, WcOpcode::Send, WcStatus::Success)
+    }
+
+    #[test]
+    fn slots_are_reused_and_stale_ids_never_match() {
+        let w = Waiters::default();
+        let a = w.register();
+        assert!(w.complete(wc(a)).is_none());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(w.poll(a, &mut cx), Poll::Ready(c) if c.wr_id == a));
+        let b = w.register();
+        assert_eq!(b & 0xFFFF_FFFF, a & 0xFFFF_FFFF, "the slot is reused");
+        assert_ne!(a, b, "under a new generation");
+        assert!(w.complete(wc(a)).is_some(), "a stale id goes elsewhere");
+        // Abandoned before completion: the completion is dropped, the slot freed.
+        w.release(b);
+        assert!(w.complete(wc(b)).is_none());
+        let c = w.register();
+        assert_eq!(c & 0xFFFF_FFFF, a & 0xFFFF_FFFF);
+        w.forget(c);
+        assert_eq!(w.lock().slots.len(), 1, "one slot served every request");
+    }
+}
