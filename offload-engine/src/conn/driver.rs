@@ -44,6 +44,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
                 st.stream.handle_eof(&mut BytesMut::new());
             }
             st.collect(shared.num);
+            // Published below, once the capture has ended.
             st.publish_end = None;
             let end = st.end.unwrap_or(super::QpEnd::ConnectionLost);
             let tap = st.io.close();
