@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod connect_error;
 mod crc;
 mod deframer;
 mod error;
@@ -53,6 +54,7 @@ pub mod wire;
 mod tests;
 
 pub use config::{MpaConfig, Negotiated, PeerParams, Role};
+pub use connect_error::ConnectError;
 pub use crc::{crc32c, crc32c_append};
 pub use deframer::Deframer;
 pub use error::MpaError;

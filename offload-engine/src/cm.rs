@@ -5,7 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
-use mpa::{Handshake, HandshakeEvent, MpaConfig, MpaError, PeerParams};
+use mpa::{ConnectError, Handshake, HandshakeEvent, MpaConfig, PeerParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -13,54 +13,6 @@ use tokio::sync::mpsc;
 use crate::conn::Qp;
 use crate::engine::{Engine, QpInit};
 use crate::pcap::Tap;
-
-/// Why a connection could not be set up.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// TCP failed (refused, unreachable, reset).
-    Io(io::Error),
-    /// No MPA answer in time.
-    Timeout,
-    /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
-    Mpa(MpaError),
-    /// The peer rejected the connection, with this private data.
-    Rejected {
-        /// The peer's private data.
-        private_data: Bytes,
-    },
-    /// The peer closed the connection during the MPA exchange.
-    Closed,
-    /// The request could not be built (for example private data over 512 octets).
-    Invalid(String),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "TCP: {e}"),
-            Self::Timeout => {
-                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
-            }
-            Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
-            Self::Rejected { private_data } => write!(
-                f,
-                "the peer rejected the connection ({} octets of private data)",
-                private_data.len()
-            ),
-            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
-            Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {}
-
-impl From<io::Error> for ConnectError {
-    fn from(e: io::Error) -> Self {
-        Self::Io(e)
-    }
-}
 
 /// Runs `hs` over `sock` until it yields an event that ends this phase; `tap` records the
 /// octets written and read.

@@ -11,12 +11,12 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
 use tokio::net::TcpStream;
 
-use crate::cm::ConnectError;
 use crate::conn::{Io, Qp, QpNum, Shared, State};
 use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
 use crate::tpt::{PdId, QpId, Tpt};
+use mpa::ConnectError;
 
 /// Settings of an engine.
 #[derive(Clone, Debug)]

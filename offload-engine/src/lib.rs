@@ -31,10 +31,11 @@ mod net;
 mod pcap;
 pub mod tpt;
 
-pub use cm::{ConnectError, Incoming, Listener};
+pub use cm::{Incoming, Listener};
 pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
+pub use mpa::ConnectError;
 pub use net::SocketOptions;
 pub use pcap::CaptureTap;
 pub use rdmap;

@@ -73,6 +73,7 @@
 
 pub mod atomic;
 mod memory;
+mod qp;
 mod stream;
 pub mod term;
 pub mod testing;
@@ -81,6 +82,7 @@ mod work;
 
 pub use ddp::{Access, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
+pub use qp::{QpEnd, QpNum};
 pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit};
 pub use term::TermCode;
 pub use work::{

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use rdmap::{Completion, RecvWr};
 
-use crate::types::QpNum;
+use rdmap::QpNum;
 
 /// A work completion: what finished and how, and the queue pair it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,10 +20,7 @@ pub struct Wc {
 
 impl From<offload_engine::Wc> for Wc {
     fn from(w: offload_engine::Wc) -> Self {
-        Self {
-            qp: w.qp.into(),
-            wc: w.wc,
-        }
+        Self { qp: w.qp, wc: w.wc }
     }
 }
 

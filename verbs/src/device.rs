@@ -11,9 +11,9 @@ use tokio::net::ToSocketAddrs;
 
 use crate::config::DeviceConfig;
 use crate::cq::{Cq, Srq};
-use crate::error::ConnectError;
 use crate::pd::Pd;
 use crate::qp::{Qp, QpConfig};
+use mpa::ConnectError;
 
 /// A device's counters, from [`Device::stats`].
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -146,8 +146,8 @@ impl Device {
                     break;
                 }
                 // Only TCP failures move on to the next address; an MPA answer is final.
-                Err(offload_engine::ConnectError::Io(e)) => last = Some(e),
-                Err(e) => return Err(e.into()),
+                Err(ConnectError::Io(e)) => last = Some(e),
+                Err(e) => return Err(e),
             }
         }
         let Some((inner, private_data)) = connected else {
@@ -287,7 +287,7 @@ impl Incoming {
     /// Cancel safe in the sense that nothing leaks: dropping the future closes the
     /// connection (the peer may then see it fail instead of being rejected).
     pub async fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
-        Ok(self.inner.reject(private_data).await?)
+        self.inner.reject(private_data).await
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use bytes::Bytes;
 use offload_engine::tpt::TptError;
 use rdmap::{Access, AccessError, Completion, PostError, STag, TermCode, WcOpcode, WcStatus};
 
@@ -180,77 +179,6 @@ impl fmt::Display for MemError {
 }
 
 impl std::error::Error for MemError {}
-
-/// Why a connection could not be set up.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// TCP failed (refused, unreachable, reset), or the host name did not resolve.
-    Io(std::io::Error),
-    /// No MPA answer in time.
-    Timeout,
-    /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
-    Mpa(mpa::MpaError),
-    /// The peer rejected the connection, with this private data.
-    Rejected {
-        /// The peer's private data.
-        private_data: Bytes,
-    },
-    /// The peer closed the connection during the MPA exchange.
-    Closed,
-    /// The request could not be built (for example private data over 512 octets).
-    Invalid(String),
-}
-
-impl From<offload_engine::ConnectError> for ConnectError {
-    fn from(e: offload_engine::ConnectError) -> Self {
-        use offload_engine::ConnectError as E;
-        match e {
-            E::Io(e) => Self::Io(e),
-            E::Timeout => Self::Timeout,
-            E::Mpa(e) => Self::Mpa(e),
-            E::Rejected { private_data } => Self::Rejected { private_data },
-            E::Closed => Self::Closed,
-            E::Invalid(why) => Self::Invalid(why),
-            other => Self::Invalid(other.to_string()),
-        }
-    }
-}
-
-impl From<std::io::Error> for ConnectError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Io(e)
-    }
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "TCP: {e}"),
-            Self::Timeout => {
-                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
-            }
-            Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
-            Self::Rejected { private_data } => write!(
-                f,
-                "the peer rejected the connection ({} octets of private data)",
-                private_data.len()
-            ),
-            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
-            Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io(e) => Some(e),
-            Self::Mpa(e) => Some(e),
-            _ => None,
-        }
-    }
-}
 
 /// Why a work request whose completion goes to a future (the async methods of
 /// [`Qp`](crate::Qp)) did not succeed.

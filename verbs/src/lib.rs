@@ -95,18 +95,18 @@ mod types;
 pub use config::DeviceConfig;
 pub use cq::{Cq, CqError, Srq, Wc};
 pub use device::{Connected, Device, DeviceStats, Incoming, Listener};
-pub use error::{ConnectError, MemError, WcError};
+pub use error::{MemError, WcError};
 pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
 pub use qp::{Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
-pub use types::{MwType, PdId, QpEnd, QpNum};
+pub use types::{MwType, PdId};
 
-pub use mpa::RtrFlags;
+pub use mpa::{ConnectError, RtrFlags};
 pub use rdmap::{
-    Access, Completion, FastReg, Payload, PostError, QpState, RecvWr, RemoteBuf, STag, SendFlags,
-    SendOp, SendWr, Sge, TermCode, WcOpcode, WcStatus, WrId,
+    Access, Completion, FastReg, Payload, PostError, QpEnd, QpNum, QpState, RecvWr, RemoteBuf,
+    STag, SendFlags, SendOp, SendWr, Sge, TermCode, WcOpcode, WcStatus, WrId,
 };
 
 /// The `bytes` crate, re-exported so applications need no direct dependency for

@@ -10,7 +10,7 @@ use rdmap::{PostError, QpState, RecvWr, SendWr};
 use crate::cq::{Cq, Srq};
 use crate::mr::Mr;
 use crate::pd::Pd;
-use crate::types::{QpEnd, QpNum};
+use rdmap::{QpEnd, QpNum};
 
 /// A queue pair's counters, from [`Qp::stats`].
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -141,7 +141,7 @@ impl Qp {
 
     /// Its number, unique within its device.
     pub fn num(&self) -> QpNum {
-        self.inner.qp.num().into()
+        self.inner.qp.num()
     }
 
     /// Its counters.
@@ -206,7 +206,7 @@ impl Qp {
     ///
     /// Cancel safe.
     pub async fn closed(&self) -> QpEnd {
-        self.inner.qp.closed().await.into()
+        self.inner.qp.closed().await
     }
 
     /// Busy-poll mode: processes what the connection's socket holds right now on this

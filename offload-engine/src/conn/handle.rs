@@ -2,10 +2,9 @@
 //! and the connection's driver share.
 
 use std::cell::Cell;
-use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rdmap::{Completion, PostError, QpState, Queue, RecvWr, SendWr, Stream, TermCode, WrId};
+use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr, Stream, WrId};
 use tokio::sync::{Notify, watch};
 
 use super::io::Read;
@@ -16,41 +15,6 @@ use crate::cq::Cq;
 /// Work request ids with this bit set are reserved for requests whose completion goes to
 /// a future ([`Qp::post_send_notify`]); applications use ids below it.
 pub const NOTIFY_BIT: WrId = 1 << 63;
-
-/// A queue pair number, unique within one engine.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QpNum(pub u32);
-
-impl fmt::Display for QpNum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "qp{}", self.0)
-    }
-}
-
-/// How a queue pair ended.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum QpEnd {
-    /// Both sides closed gracefully.
-    Closed,
-    /// The peer sent this Terminate.
-    TerminatedByPeer(TermCode),
-    /// This side detected a fatal error and sent this Terminate.
-    Terminated(TermCode),
-    /// The TCP connection failed or the peer closed it without a graceful close.
-    ConnectionLost,
-}
-
-impl fmt::Display for QpEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Closed => f.write_str("closed gracefully"),
-            Self::TerminatedByPeer(c) => write!(f, "the peer sent a Terminate: {c}"),
-            Self::Terminated(c) => write!(f, "sent a Terminate: {c}"),
-            Self::ConnectionLost => f.write_str("the TCP connection was lost"),
-        }
-    }
-}
 
 thread_local! {
     /// The completions one delivery hands out: a vector kept per thread and swapped with

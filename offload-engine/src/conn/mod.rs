@@ -26,8 +26,9 @@ mod waiters;
 
 pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
-pub use handle::{NOTIFY_BIT, Qp, QpEnd, QpNum};
+pub use handle::{NOTIFY_BIT, Qp};
 pub(crate) use io::Io;
+pub use rdmap::{QpEnd, QpNum};
 pub(crate) use state::State;
 pub use waiters::CompletionFuture;
 

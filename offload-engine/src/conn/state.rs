@@ -4,9 +4,8 @@
 use std::fmt;
 
 use bytes::BytesMut;
-use rdmap::{Completion, Event, MemoryOps, QpState, Stream, Transmit};
+use rdmap::{Completion, Event, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
 
-use super::handle::{QpEnd, QpNum};
 use super::io::Io;
 use crate::engine::Srq;
 

@@ -1,0 +1,63 @@
+//! [`ConnectError`]: why setting up a connection failed, from TCP through the MPA
+//! exchange. It lives here, beside [`MpaError`], so that the engine and the verbs API name
+//! one type.
+
+use bytes::Bytes;
+
+use crate::MpaError;
+
+/// Why a connection could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// TCP failed (refused, unreachable, reset).
+    Io(std::io::Error),
+    /// No MPA answer in time.
+    Timeout,
+    /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
+    Mpa(MpaError),
+    /// The peer rejected the connection, with this private data.
+    Rejected {
+        /// The peer's private data.
+        private_data: Bytes,
+    },
+    /// The peer closed the connection during the MPA exchange.
+    Closed,
+    /// The request could not be built (for example private data over 512 octets).
+    Invalid(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "TCP: {e}"),
+            Self::Timeout => {
+                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
+            }
+            Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
+            Self::Rejected { private_data } => write!(
+                f,
+                "the peer rejected the connection ({} octets of private data)",
+                private_data.len()
+            ),
+            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
+            Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            Self::Mpa(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for ConnectError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}

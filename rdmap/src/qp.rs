@@ -1,0 +1,40 @@
+//! A queue pair's number and how it ended: the names the engine and the verbs API share.
+
+use core::fmt;
+
+use crate::term::TermCode;
+
+/// A queue pair number, unique within one engine (one device).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QpNum(pub u32);
+
+impl fmt::Display for QpNum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "qp{}", self.0)
+    }
+}
+
+/// How a queue pair ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QpEnd {
+    /// Both sides closed gracefully.
+    Closed,
+    /// The peer sent this Terminate.
+    TerminatedByPeer(TermCode),
+    /// This side detected a fatal error and sent this Terminate.
+    Terminated(TermCode),
+    /// The TCP connection failed or the peer closed it without a graceful close.
+    ConnectionLost,
+}
+
+impl fmt::Display for QpEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Closed => f.write_str("closed gracefully"),
+            Self::TerminatedByPeer(c) => write!(f, "the peer sent a Terminate: {c}"),
+            Self::Terminated(c) => write!(f, "sent a Terminate: {c}"),
+            Self::ConnectionLost => f.write_str("the TCP connection was lost"),
+        }
+    }
+}
