@@ -54,8 +54,6 @@ struct Ring {
     /// Armed by `req_notify`: the next completion (or the next solicited one) wakes
     /// `notified` waiters once.
     armed: Option<bool>,
-    /// An armed notification fired during the batch being pushed.
-    fired: bool,
     /// Tasks waiting in `poll_next`.
     wakers: Vec<Waker>,
 }
@@ -84,7 +82,6 @@ impl Cq {
                     entries: VecDeque::with_capacity(depth.min(4096)),
                     overrun: false,
                     armed: None,
-                    fired: false,
                     wakers: Vec::new(),
                 }),
                 event: Notify::new(),
@@ -193,15 +190,15 @@ impl Cq {
     pub(crate) fn push_batch(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {
         let (fire, wakers) = {
             let mut ring = self.lock();
-            let mut any = false;
+            let (mut any, mut fire) = (false, false);
             for wc in wcs {
                 any = true;
-                let fire = ring
+                if ring
                     .armed
-                    .is_some_and(|solicited_only| !solicited_only || wc.solicited || !wc.is_ok());
-                if fire {
+                    .is_some_and(|solicited_only| !solicited_only || wc.solicited || !wc.is_ok())
+                {
                     ring.armed = None;
-                    ring.fired = true;
+                    fire = true;
                 }
                 if ring.entries.len() >= self.inner.depth {
                     if !ring.overrun {
@@ -215,7 +212,6 @@ impl Cq {
             if !any {
                 return;
             }
-            let fire = std::mem::take(&mut ring.fired);
             (fire, std::mem::take(&mut ring.wakers))
         };
         wakers.into_iter().for_each(Waker::wake);

@@ -44,7 +44,7 @@ impl Limits {
 /// signaled, so every completion is timestamped), at most `lim.depth` in flight, posting
 /// only while `gate(posted)` allows it, and completions taken from `cq` in batches (the
 /// task sleeps on the CQ when nothing is there, so it leaves the core to the engine's
-/// driver instead of spinning against it). No task, future or allocation per operation.
+/// driver instead of spinning against it). No task or future per operation.
 /// Returns their timestamps.
 pub async fn pipeline<G, M>(
     lim: Limits,
@@ -60,13 +60,12 @@ where
 {
     let mut tl = Timeline::default();
     let mut posted = 0u64;
-    let mut inflight = 0usize;
     let mut stalled_since: Option<Instant> = None;
     let mut wcs = Vec::with_capacity(lim.depth.max(1));
     loop {
         // Every free slot at once, in one post: the engine sends them together.
         let first = posted;
-        while inflight + ((posted - first) as usize) < lim.depth && lim.more(posted) {
+        while posted - (tl.completed.len() as u64) < lim.depth as u64 && lim.more(posted) {
             if !gate(posted)? {
                 break;
             }
@@ -82,9 +81,8 @@ where
             });
             qp.post_send_batch(wrs)
                 .map_err(|(n, e)| format!("posting operation {}: {e}", first + n as u64 + 1))?;
-            inflight += (posted - first) as usize;
         }
-        if inflight == 0 {
+        if posted == tl.completed.len() as u64 {
             if !lim.more(posted) {
                 break;
             }
@@ -125,7 +123,6 @@ where
                 .into());
             }
             tl.completed.push(now);
-            inflight -= 1;
         }
         if let Some(p) = progress.as_mut() {
             p.tick(tl.completed.len() as u64);

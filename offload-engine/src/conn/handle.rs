@@ -101,7 +101,6 @@ impl Shared {
                 batch.drain(..).filter(|wc| wc.queue == Queue::Recv),
             );
         }
-        batch.clear();
     }
 }
 

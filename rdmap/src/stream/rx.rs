@@ -256,20 +256,19 @@ impl Stream {
                     // one ended, inside the part of the sink still to be filled. A hole,
                     // an overlap or an overrun is a bounds violation of that remainder
                     // (DDP tagged 0x01), and nothing of the segment is placed.
-                    let expected = sink.to.checked_add(u64::from(*received));
-                    let left = sink.len - *received;
-                    match ddp::tagged_offset(t.to, len.into(), expected.unwrap_or(0), left.into()) {
-                        Err(e) => Err(TermCode::from_ddp(e)),
-                        Ok(gap) if gap != 0 || expected.is_none() => {
-                            Err(TermCode::from_ddp(DdpError::BaseBounds))
-                        }
-                        Ok(_) => mem
+                    let rest = sink.to.checked_add(u64::from(*received));
+                    let left = u64::from(sink.len - *received);
+                    match rest.map(|at| ddp::tagged_offset(t.to, len.into(), at, left)) {
+                        Some(Ok(0)) => mem
                             .write(t.stag, t.to, payload, Access::LOCAL_WRITE)
                             .map_err(|e| e.tagged_term())
                             .map(|()| {
                                 *received += len;
                                 (*seq, *received == sink.len)
                             }),
+                        Some(Err(e)) => Err(TermCode::from_ddp(e)),
+                        // A hole before the segment.
+                        _ => Err(TermCode::from_ddp(DdpError::BaseBounds)),
                     }
                 }
             }
