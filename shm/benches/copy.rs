@@ -35,7 +35,8 @@ fn rate(r: &Region, src: &[u8], budget: Duration) -> f64 {
     while start.elapsed() < budget {
         for _ in 0..64 {
             let at = (i % 4) * 16384;
-            r.write_at(at, black_box(&src[at..at + 16384])).expect("in range");
+            r.write_at(at, black_box(&src[at..at + 16384]))
+                .expect("in range");
             octets += 16384;
             i += 1;
         }
