@@ -92,6 +92,10 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     let got = s.cq().next().await.unwrap();
     assert_eq!((got.wc.wr_id, got.wc.byte_len), (1, 1000));
     assert_eq!(&inbox.view(..).unwrap()[..], &pattern(1000, 4)[..]);
+    // The counters saw it: one FPDU out of the client, 1000 octets placed at the server.
+    assert!(c.qp.stats().fpdus_sent >= 1, "{:?}", c.qp.stats());
+    assert_eq!(s.qp.stats().bytes_placed, 1000, "{:?}", s.qp.stats());
+    assert!(s.qp.stats().fpdus_received >= 1);
 }
 
 #[tokio::test]
