@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use ddp::SegmentRepr;
 use mpa::{Deframer, Negotiated};
 use rdmap::testing::VecMemory;
@@ -241,7 +241,7 @@ impl StreamHarness {
                 return;
             }
             assert_eq!(n, out.len(), "poll_transmit count");
-            let bytes = out.copy_to_bytes(out.remaining());
+            let bytes = out.take(out.len());
             self.check_output(&bytes);
             self.stream.handle_written(n);
         }

@@ -148,6 +148,37 @@ impl Framer {
         true
     }
 
+    /// Like [`encode_chained`](Self::encode_chained), for a payload that is only read when
+    /// the FPDU is written to the socket (in place, from memory that may still change until
+    /// then): appends `ULPDU_Length ++ header` to `head` and returns the [`Trailer`] that
+    /// makes `PAD ++ CRC` from the payload octets actually sent. The stream position
+    /// advances by the whole FPDU now.
+    ///
+    /// Only without markers: with markers it writes nothing and returns `None`.
+    pub fn encode_deferred(
+        &mut self,
+        header: &[u8],
+        payload_len: usize,
+        head: &mut BytesMut,
+    ) -> Option<Trailer> {
+        if self.markers {
+            return None;
+        }
+        let len = header.len() + payload_len;
+        debug_assert!(len <= usize::from(u16::MAX), "ULPDU of {len} octets");
+        let length = (len as u16).to_be_bytes();
+        head.reserve(length.len() + header.len());
+        head.extend_from_slice(&length);
+        head.extend_from_slice(header);
+        self.pos += self.wire_len(len) as u64;
+        Some(Trailer {
+            crc: self
+                .crc
+                .then(|| crc32c_append(crate::crc32c(&length), header)),
+            pad: pad_len(len) as u8,
+        })
+    }
+
     /// Octets an FPDU with a ULPDU of `ulpdu_len` octets would take on the wire at the
     /// current position, markers included.
     pub fn wire_len(&self, ulpdu_len: usize) -> usize {
@@ -224,6 +255,43 @@ impl Framer {
     }
 }
 
+/// The `PAD ++ CRC` of an FPDU whose payload is read when it is written
+/// ([`Framer::encode_deferred`]): it holds the CRC of the octets before the payload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Trailer {
+    /// The CRC so far (length and header), or `None` when CRCs are off.
+    crc: Option<u32>,
+    pad: u8,
+}
+
+impl Trailer {
+    /// The most octets a trailer takes: 3 of PAD and the CRC.
+    pub const MAX_LEN: usize = 3 + CRC_LEN;
+
+    /// Octets of `PAD ++ CRC`.
+    pub fn len(&self) -> usize {
+        usize::from(self.pad) + CRC_LEN
+    }
+
+    /// Never empty (the CRC field is always there); for clippy's `len` rule.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes `PAD ++ CRC` for `payload` (the octets sent) to the front of `dst` and returns
+    /// how many it wrote ([`len`](Self::len)).
+    pub fn finish(&self, payload: &[u8], dst: &mut [u8; Self::MAX_LEN]) -> usize {
+        let pad = &ZEROS[..usize::from(self.pad)];
+        let crc = self
+            .crc
+            .map_or(0, |c| crc32c_append(crc32c_append(c, payload), pad));
+        let (p, rest) = dst.split_at_mut(pad.len());
+        p.copy_from_slice(pad);
+        rest[..CRC_LEN].copy_from_slice(&crc.to_le_bytes());
+        self.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +364,33 @@ mod tests {
         let (mut head, mut tail) = (BytesMut::new(), BytesMut::new());
         assert!(!m.encode_chained(b"", b"x", &mut head, &mut tail));
         assert!(head.is_empty() && tail.is_empty() && m.position() == 0);
+    }
+
+    #[test]
+    fn deferred_trailer_matches_encode() {
+        for crc in [false, true] {
+            for len in [0usize, 1, 2, 3, 4, 513, 4096] {
+                let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+                let (mut a, mut b) = (Framer::new(false, crc), Framer::new(false, crc));
+                let mut whole = BytesMut::new();
+                a.encode(b"hdr", &payload, &mut whole);
+                let mut head = BytesMut::new();
+                let trailer = b.encode_deferred(b"hdr", len, &mut head).unwrap();
+                let mut tail = [0u8; Trailer::MAX_LEN];
+                let n = trailer.finish(&payload, &mut tail);
+                assert_eq!(n, trailer.len());
+                let mut joined = head.to_vec();
+                joined.extend_from_slice(&payload);
+                joined.extend_from_slice(&tail[..n]);
+                assert_eq!(&whole[..], &joined[..], "crc {crc} len {len}");
+                assert_eq!(a.position(), b.position());
+            }
+        }
+        assert!(
+            Framer::new(true, true)
+                .encode_deferred(b"", 1, &mut BytesMut::new())
+                .is_none()
+        );
     }
 
     #[test]

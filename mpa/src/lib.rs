@@ -58,7 +58,7 @@ pub use connect_error::ConnectError;
 pub use crc::{crc32c, crc32c_append};
 pub use deframer::Deframer;
 pub use error::MpaError;
-pub use framer::Framer;
+pub use framer::{Framer, Trailer};
 pub use handshake::{Handshake, HandshakeEvent};
 pub use rtr::{Rtr, RtrFlags};
 

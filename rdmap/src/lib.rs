@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use bytes::{Buf, Bytes, BytesMut};
+//! use bytes::{Bytes, BytesMut};
 //! use mpa::{Handshake, HandshakeEvent, MpaConfig};
 //! use rdmap::testing::VecMemory;
 //! use rdmap::{Access, Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Stream, StreamConfig, Transmit};
@@ -63,7 +63,7 @@
 //!
 //! let mut out = Transmit::new();
 //! let n = a.poll_transmit(&mut mem_a, &mut out, usize::MAX);
-//! let mut wire = BytesMut::from(out.copy_to_bytes(n).as_ref()); // what TCP would carry
+//! let mut wire = BytesMut::from(out.take(n).as_ref()); // what TCP would carry
 //! a.handle_written(n); // the socket took every octet
 //! b.handle_input(&mut wire, &mut mem_b);
 //! assert_eq!(&mem_b.bytes(target)[..9], b"one-sided");

@@ -11,7 +11,10 @@
 
 use core::fmt;
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
+use shm::Region;
 
 use ddp::{Access, DdpError, STag};
 
@@ -86,6 +89,22 @@ pub trait Memory {
             dst.truncate(start);
         }
         result
+    }
+
+    /// Where `[to, to + len)` of `stag` lies in shared registered memory, after the checks
+    /// for `access`: the region and the offset in it, so that the transmit path can send
+    /// the octets in place, read only when the socket takes them. `None` (the default) when
+    /// the memory is not such a region; the stream then copies with
+    /// [`read_append`](Self::read_append).
+    fn in_place(
+        &mut self,
+        stag: STag,
+        to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Option<(Arc<Region>, usize)>, AccessError> {
+        let _ = (stag, to, len, access);
+        Ok(None)
     }
 
     /// Runs a 64-bit read-modify-write on the 8 octets at `to` (little-endian in memory) with

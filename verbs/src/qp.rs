@@ -22,6 +22,9 @@ pub struct QpStats {
     pub fpdus_received: u64,
     /// Payload octets placed into local memory.
     pub bytes_placed: u64,
+    /// Payload octets sent straight from registered memory, with no copy (large enough
+    /// segments of Sends, Writes and Read Responses without MPA markers).
+    pub bytes_sent_in_place: u64,
 }
 
 /// What a new queue pair is made of: where its completions go, and an optional shared
@@ -151,6 +154,7 @@ impl Qp {
             fpdus_sent: s.fpdus_sent,
             fpdus_received: s.fpdus_received,
             bytes_placed: s.bytes_placed,
+            bytes_sent_in_place: s.bytes_sent_in_place,
         }
     }
 

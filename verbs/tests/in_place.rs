@@ -96,6 +96,8 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     assert!(c.qp.stats().fpdus_sent >= 1, "{:?}", c.qp.stats());
     assert_eq!(s.qp.stats().bytes_placed, 1000, "{:?}", s.qp.stats());
     assert!(s.qp.stats().fpdus_received >= 1);
+    // Sent from the region itself: no copy in between.
+    assert_eq!(c.qp.stats().bytes_sent_in_place, 1000, "{:?}", c.qp.stats());
 }
 
 #[tokio::test]

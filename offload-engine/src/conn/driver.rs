@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf as _, BytesMut};
+use bytes::BytesMut;
 use rdmap::{QpState, Transmit};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -89,7 +89,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             if shut_down && !out.is_empty() {
                 // Nothing can be sent after TCP's sending half is shut down.
                 tracing::debug!(octets = out.len(), "output after close discarded");
-                out.advance(out.len());
+                out.discard(out.len());
             }
             st.tx_busy = !out.is_empty();
             st.collect(shared.num);

@@ -2,10 +2,10 @@
 //! shuts the socket, and every octet it moves is recorded in the capture in the same
 //! order, whoever (the driver, a posting thread, a polling thread) asked for it.
 
-use std::io::{self, IoSlice, Read as _};
+use std::io::{self, Read as _};
 use std::sync::Arc;
 
-use bytes::{Buf as _, BytesMut};
+use bytes::BytesMut;
 use rdmap::{Stream, Transmit};
 use tokio::net::TcpStream;
 
@@ -100,25 +100,26 @@ impl Io {
         let Some(sock) = self.sock.as_deref() else {
             return Ok(0);
         };
-        let mut slices = [IoSlice::new(&[]); 64];
-        let cnt = out.chunks_vectored(&mut slices);
-        let n = match sock.try_write_vectored(&slices[..cnt]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        let mut left = n;
-        for s in &slices[..cnt] {
-            if left == 0 {
-                break;
+        let tap = &mut self.tap;
+        let written = out.write_with(|slices| {
+            let n = match sock.try_write_vectored(slices) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) => return Err(e),
+            };
+            let mut left = n;
+            for s in slices {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(s.len());
+                tap.sent(s.get(..take).unwrap_or_default());
+                left -= take;
             }
-            let take = left.min(s.len());
-            self.tap.sent(s.get(..take).unwrap_or_default());
-            left -= take;
-        }
-        out.advance(n);
-        stream.handle_written(n);
-        Ok(n)
+            Ok(n)
+        })?;
+        stream.handle_written(written);
+        Ok(written)
     }
 
     /// Shuts down the sending half (TCP FIN) and records it.

@@ -127,6 +127,16 @@ impl Memory for QpMemory {
         storage.append_to(off, len, dst).map_err(bounds)
     }
 
+    fn in_place(
+        &mut self,
+        stag: STag,
+        to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Option<(Arc<Storage>, usize)>, AccessError> {
+        self.resolve(stag, to, len as u64, access).map(Some)
+    }
+
     fn atomic(
         &mut self,
         stag: STag,

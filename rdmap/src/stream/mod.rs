@@ -149,6 +149,8 @@ pub struct StreamStats {
     pub fpdus_received: u64,
     /// Payload octets placed into local memory.
     pub bytes_placed: u64,
+    /// Payload octets sent straight from registered shared memory, with no copy.
+    pub bytes_sent_in_place: u64,
 }
 
 /// One RDMAP stream in FPDU mode: RDMAP over DDP over MPA for one connection, sans-IO.

@@ -360,6 +360,22 @@ impl Stream {
             self.tx.tail.clear();
             return self.segment_sent(msg, seg_len, last);
         }
+        if range.len() >= ZERO_COPY_MIN
+            && !self.framer.markers()
+            && let Some((stag, to, access)) = in_place_source(&msg, range.len())
+            && let Ok(Some((region, at))) = mem.in_place(stag, to, range.len(), access)
+        {
+            // Header into the arena; payload, PAD and CRC when the socket takes them.
+            let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
+            if let Some(trailer) = self
+                .framer
+                .encode_deferred(&hbuf[..hlen], range.len(), head)
+            {
+                out.push_in_place(region, at, range.len(), trailer);
+                self.stats.bytes_sent_in_place += range.len() as u64;
+                return self.segment_sent(msg, seg_len, last);
+            }
+        }
         let dst = out.arena(self.framer.wire_len(hlen + seg_len as usize));
         let header = &hbuf[..hlen];
         let len = seg_len as usize;
@@ -802,6 +818,31 @@ fn check_payload(mem: &dyn Memory, p: &Payload) -> Result<u32, WcStatus> {
 
 /// Reads `dst.len()` octets starting at `off` of the message described by `sgl`.
 /// Appends `len` octets of the gather list `sgl`, starting `off` octets in, to `dst`.
+/// The local memory a segment of `msg` reads, `len` octets at its offset, if it lies in
+/// one place (one SGE, or the range a Read Request names) and with the rights needed.
+fn in_place_source(msg: &OutMsg, len: usize) -> Option<(STag, u64, Access)> {
+    match &msg.src {
+        Source::Sgl(sgl) => {
+            let mut off = u64::from(msg.off);
+            let sge = sgl.iter().find(|sge| {
+                let inside = off < u64::from(sge.len);
+                if !inside {
+                    off -= u64::from(sge.len);
+                }
+                inside
+            })?;
+            (off + len as u64 <= u64::from(sge.len))
+                .then(|| (sge.stag, sge.to.wrapping_add(off), Access::LOCAL_READ))
+        }
+        Source::Remote(req) => Some((
+            req.src_stag,
+            req.src_to.wrapping_add(msg.off.into()),
+            Access::REMOTE_READ,
+        )),
+        _ => None,
+    }
+}
+
 fn gather(
     mem: &mut dyn Memory,
     sgl: &[Sge],
@@ -820,7 +861,7 @@ fn gather(
         let n = ((sge.len - off) as usize).min(len);
         mem.read_append(
             sge.stag,
-            sge.to + u64::from(off),
+            sge.to.wrapping_add(u64::from(off)),
             n,
             dst,
             Access::LOCAL_READ,

@@ -238,7 +238,7 @@ fn fence_waits_for_outstanding_reads() {
     );
     let n = out.len();
     p.a.s.handle_written(n);
-    let out = bytes::Buf::copy_to_bytes(&mut out, n);
+    let out = out.take(n);
     p.b.inbox.extend_from_slice(&out);
     p.b.s.handle_input(&mut p.b.inbox, &mut p.b.mem);
     p.drive();
@@ -585,7 +585,6 @@ fn close_that_the_peer_never_finishes_times_out() {
 
 #[test]
 fn large_payloads_are_chained_by_reference() {
-    use bytes::Buf;
     let mut p = Pair::new(17);
     p.b.mem.register(stag(4), 0, 8192, 0, RW);
     let data = Bytes::from(pattern(4000, 5));
@@ -602,20 +601,24 @@ fn large_payloads_are_chained_by_reference() {
     let mut out = crate::Transmit::new();
     let n = p.a.s.poll_transmit(&mut p.a.mem, &mut out, usize::MAX);
     // Three segments of 1440 octets (MULPDU 1454 - 14): header, payload, trailer each.
-    let mut slices = [std::io::IoSlice::new(&[]); 16];
-    let k = out.chunks_vectored(&mut slices);
-    let payload_chunks: Vec<_> = slices[..k].iter().filter(|s| s.len() >= 512).collect();
-    assert_eq!(payload_chunks.len(), 3);
-    for (i, s) in payload_chunks.iter().enumerate() {
-        let at = data.as_ptr().wrapping_add(i * 1440);
-        assert_eq!(
-            s.as_ptr(),
-            at,
-            "segment {i} points into the application's Bytes"
-        );
-    }
+    let mut wire = Vec::new();
+    out.write_with(|slices| {
+        let payload_chunks: Vec<_> = slices.iter().filter(|s| s.len() >= 512).collect();
+        assert_eq!(payload_chunks.len(), 3);
+        for (i, s) in payload_chunks.iter().enumerate() {
+            let at = data.as_ptr().wrapping_add(i * 1440);
+            assert_eq!(
+                s.as_ptr(),
+                at,
+                "segment {i} points into the application's Bytes"
+            );
+        }
+        slices.iter().for_each(|s| wire.extend_from_slice(s));
+        Ok(wire.len())
+    })
+    .unwrap();
+    assert!(out.is_empty());
     p.a.s.handle_written(n);
-    let wire = out.copy_to_bytes(n);
     p.b.inbox.extend_from_slice(&wire);
     p.b.s.handle_input(&mut p.b.inbox, &mut p.b.mem);
     assert_eq!(&p.b.mem.bytes(stag(4))[..4000], &data[..]);

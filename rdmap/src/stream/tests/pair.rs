@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use mpa::{Deframer, Framer, Handshake, HandshakeEvent, MpaConfig, Negotiated};
 
 use crate::testing::{VecMemory, XorShift};
@@ -51,7 +51,7 @@ impl Side {
             return None;
         }
         let k = rng.range(1, self.out.len());
-        let accepted = BytesMut::from(self.out.copy_to_bytes(k).as_ref());
+        let accepted = BytesMut::from(self.out.take(k).as_ref());
         self.s.handle_written(k);
         self.sent.extend_from_slice(&accepted);
         self.events
