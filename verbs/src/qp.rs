@@ -23,7 +23,7 @@ pub struct QpStats {
     /// Payload octets placed into local memory.
     pub bytes_placed: u64,
     /// Payload octets sent straight from registered memory, with no copy (large enough
-    /// segments of Sends, Writes and Read Responses without MPA markers).
+    /// segments, from 4 KiB, of Sends, Writes and Read Responses without MPA markers).
     pub bytes_sent_in_place: u64,
 }
 

@@ -69,15 +69,17 @@ async fn the_peer_writes_into_memory_the_application_handed_over() {
 
 #[tokio::test]
 async fn a_buffer_filled_in_place_is_sent_from_there() {
+    // One FPDU on loopback, large enough to be sent in place.
+    const LEN: usize = 10_000;
     let (c, s) = pair().await;
-    let inbox = s.pd().alloc_mr(1000, ALL).unwrap();
+    let inbox = s.pd().alloc_mr(LEN, ALL).unwrap();
     s.qp.post_recv(verbs::RecvWr {
         wr_id: 1,
         sgl: vec![inbox.local(..)],
     })
     .unwrap();
-    let src = c.pd().alloc_mr(1000, ALL).unwrap();
-    src.view_mut(..).unwrap().copy_from_slice(&pattern(1000, 4));
+    let src = c.pd().alloc_mr(LEN, ALL).unwrap();
+    src.view_mut(..).unwrap().copy_from_slice(&pattern(LEN, 4));
     c.qp.post_send(SendWr {
         wr_id: 2,
         op: SendOp::Send {
@@ -90,14 +92,19 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     let sent = c.cq().next().await.unwrap();
     assert_eq!((sent.wc.wr_id, sent.wc.status), (2, WcStatus::Success));
     let got = s.cq().next().await.unwrap();
-    assert_eq!((got.wc.wr_id, got.wc.byte_len), (1, 1000));
-    assert_eq!(&inbox.view(..).unwrap()[..], &pattern(1000, 4)[..]);
-    // The counters saw it: one FPDU out of the client, 1000 octets placed at the server.
+    assert_eq!((got.wc.wr_id, got.wc.byte_len), (1, LEN as u32));
+    assert_eq!(&inbox.view(..).unwrap()[..], &pattern(LEN, 4)[..]);
+    // The counters saw it: FPDUs out of the client, every octet placed at the server.
     assert!(c.qp.stats().fpdus_sent >= 1, "{:?}", c.qp.stats());
-    assert_eq!(s.qp.stats().bytes_placed, 1000, "{:?}", s.qp.stats());
+    assert_eq!(s.qp.stats().bytes_placed, LEN as u64, "{:?}", s.qp.stats());
     assert!(s.qp.stats().fpdus_received >= 1);
     // Sent from the region itself: no copy in between.
-    assert_eq!(c.qp.stats().bytes_sent_in_place, 1000, "{:?}", c.qp.stats());
+    assert_eq!(
+        c.qp.stats().bytes_sent_in_place,
+        LEN as u64,
+        "{:?}",
+        c.qp.stats()
+    );
 }
 
 #[tokio::test]

@@ -11,6 +11,11 @@ use shm::Region;
 
 /// Payloads at least this long are chained by reference instead of copied.
 pub(super) const ZERO_COPY_MIN: usize = 512;
+/// Segments of registered memory at least this long are sent in place; shorter ones are
+/// copied. On a veth at MTU 1500 (FPDUs of 1.4 KiB, three slices each in place) RDMA
+/// Write measured 11.9 Gbit/s copied against 10.4 in place; on loopback (FPDUs of up to
+/// 64 KiB) in place took Write from 0.64x to 0.96x of iperf3.
+pub(super) const IN_PLACE_MIN: usize = 4096;
 /// Room reserved in the arena at a time, so small FPDUs do not allocate one by one.
 const ARENA_CHUNK: usize = 64 * 1024;
 /// The most slices one write hands to the socket.

@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 use mpa::Rtr;
 
-use super::transmit::{Transmit, ZERO_COPY_MIN};
+use super::transmit::{IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
 use super::{QpState, Stream};
 use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
@@ -360,7 +360,7 @@ impl Stream {
             self.tx.tail.clear();
             return self.segment_sent(msg, seg_len, last);
         }
-        if range.len() >= ZERO_COPY_MIN
+        if range.len() >= IN_PLACE_MIN
             && !self.framer.markers()
             && let Some((stag, to, access)) = in_place_source(&msg, range.len())
             && let Ok(Some((region, at))) = mem.in_place(stag, to, range.len(), access)
