@@ -80,6 +80,28 @@ impl Deframer {
         }
     }
 
+    /// For a receiver that reads payloads straight into memory: the ULPDU_Length of the
+    /// FPDU that starts `src`, if [`decode`](Self::decode) would accept its length and it
+    /// is not all in `src` yet. Only with markers and CRC off (a payload read elsewhere
+    /// cannot be checked) and no error so far; otherwise `None`.
+    pub fn partial_len(&self, src: &[u8]) -> Option<usize> {
+        if self.markers || self.crc || self.error.is_some() {
+            return None;
+        }
+        let &[hi, lo] = src.get(..LENGTH_LEN)? else {
+            return None;
+        };
+        let len = u16::from_be_bytes([hi, lo]);
+        let ulen = usize::from(len);
+        (len <= self.max_ulpdu && src.len() < LENGTH_LEN + ulen).then_some(ulen)
+    }
+
+    /// Accounts for an FPDU with a ULPDU of `ulpdu_len` octets that the caller consumed
+    /// itself (after [`partial_len`](Self::partial_len)).
+    pub fn skip(&mut self, ulpdu_len: usize) {
+        self.pos += fpdu::wire_len(self.pos, ulpdu_len, self.markers) as u64;
+    }
+
     /// Octets consumed since SeqStart (markers included).
     pub fn position(&self) -> u64 {
         self.pos

@@ -83,7 +83,9 @@ mod work;
 pub use ddp::{Access, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
 pub use qp::{QpEnd, QpNum};
-pub use stream::{Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit};
+pub use stream::{
+    DirectTarget, Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
+};
 pub use term::TermCode;
 pub use work::{
     Bind, Completion, FastReg, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge,

@@ -25,6 +25,9 @@ pub struct QpStats {
     /// Payload octets sent straight from registered memory, with no copy (large enough
     /// segments, from 4 KiB, of Sends, Writes and Read Responses without MPA markers).
     pub bytes_sent_in_place: u64,
+    /// Payload octets read from the socket straight into registered memory, with no copy
+    /// (RDMA Writes from 8 KiB on connections without CRC or markers).
+    pub bytes_received_in_place: u64,
 }
 
 /// What a new queue pair is made of: where its completions go, and an optional shared
@@ -155,6 +158,7 @@ impl Qp {
             fpdus_received: s.fpdus_received,
             bytes_placed: s.bytes_placed,
             bytes_sent_in_place: s.bytes_sent_in_place,
+            bytes_received_in_place: s.bytes_received_in_place,
         }
     }
 

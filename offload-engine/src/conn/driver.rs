@@ -125,8 +125,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             r = sock.readable(), if !eof && muted_until.is_none() => {
                 r?;
                 let mut st = shared.lock();
-                let st = &mut *st;
-                if st.io.read(&mut st.rx)? == Read::Eof {
+                if st.read_input(false)? == Read::Eof {
                     st.rx_eof = true;
                 }
             }

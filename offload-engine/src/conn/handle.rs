@@ -217,10 +217,7 @@ impl Qp {
             return false;
         }
         st.polled_at = Some(super::now());
-        let read = {
-            let st = &mut *st;
-            st.io.read_now(&mut st.poll_buf, &mut st.rx)
-        };
+        let read = st.read_input(true);
         if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
             st.rx_eof = true;
         }

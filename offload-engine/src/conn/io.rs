@@ -6,7 +6,7 @@ use std::io::{self, Read as _};
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use rdmap::{Stream, Transmit};
+use rdmap::{DirectTarget, Stream, Transmit};
 use tokio::net::TcpStream;
 
 use crate::pcap::Tap;
@@ -75,6 +75,37 @@ impl Io {
             Ok(n) => {
                 rx.extend_from_slice(buf.get(..n).unwrap_or_default());
                 Ok(self.record(rx, n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One read straight into registered memory ([`Stream::direct_target`]): through
+    /// tokio's readiness for the driver, or of the socket itself (`now`) for an
+    /// application polling its input, as [`read`](Self::read) and
+    /// [`read_now`](Self::read_now).
+    pub(crate) fn read_direct(&mut self, to: &DirectTarget, now: bool) -> io::Result<Read> {
+        let Some(sock) = self.sock.as_deref() else {
+            return Ok(Read::Nothing);
+        };
+        let mut view = to
+            .region
+            .view_mut(to.offset, to.len)
+            .map_err(io::Error::other)?;
+        let read = if now {
+            (&*socket2::SockRef::from(sock)).read(&mut view)
+        } else {
+            sock.try_read(&mut view)
+        };
+        match read {
+            Ok(0) => {
+                self.tap.received_fin();
+                Ok(Read::Eof)
+            }
+            Ok(n) => {
+                self.tap.received(view.get(..n).unwrap_or_default());
+                Ok(Read::Data(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
             Err(e) => Err(e),

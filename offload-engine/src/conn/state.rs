@@ -1,12 +1,12 @@
 //! [`State`]: what the connection's lock protects, and the step that turns the stream's
 //! events into deliveries.
 
-use std::fmt;
+use std::{fmt, io};
 
 use bytes::BytesMut;
-use rdmap::{Completion, Event, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
+use rdmap::{Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
 
-use super::io::Io;
+use super::io::{Io, Read};
 use crate::engine::Srq;
 
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
@@ -65,6 +65,25 @@ impl State {
             pushed: Transmit::new(),
             ready: Vec::new(),
             publish_end: None,
+        }
+    }
+
+    /// One read of the socket: straight into registered memory when the stream has a
+    /// payload coming there ([`Stream::direct_target`]), otherwise into `rx`. `now`: the
+    /// application polls (the socket itself, not tokio's readiness).
+    pub(crate) fn read_input(&mut self, now: bool) -> io::Result<Read> {
+        let mem: &mut dyn Memory = self.mem.as_mut();
+        if let Some(to) = self.stream.direct_target(&mut self.rx, mem) {
+            let read = self.io.read_direct(&to, now)?;
+            if let Read::Data(n) = read {
+                self.stream.handle_direct(n);
+            }
+            return Ok(read);
+        }
+        if now {
+            self.io.read_now(&mut self.poll_buf, &mut self.rx)
+        } else {
+            self.io.read(&mut self.rx)
         }
     }
 

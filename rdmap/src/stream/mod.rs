@@ -24,6 +24,7 @@
 //! completions are reported in posting order, receive-queue completions in arrival order.
 //! A request that fails or is flushed always completes, signaled or not.
 
+mod direct;
 mod rx;
 mod transmit;
 mod tx;
@@ -39,6 +40,7 @@ use crate::term::TermCode;
 use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
 
+pub use direct::DirectTarget;
 use rx::RxState;
 pub use transmit::Transmit;
 use tx::{Flush, TxState};
@@ -151,6 +153,9 @@ pub struct StreamStats {
     pub bytes_placed: u64,
     /// Payload octets sent straight from registered shared memory, with no copy.
     pub bytes_sent_in_place: u64,
+    /// Payload octets read from the socket straight into registered memory, with no copy
+    /// ([`Stream::direct_target`]).
+    pub bytes_received_in_place: u64,
 }
 
 /// One RDMAP stream in FPDU mode: RDMAP over DDP over MPA for one connection, sans-IO.
@@ -300,6 +305,9 @@ impl Stream {
         mem: &mut dyn Memory,
         srq: &mut dyn SharedRecv,
     ) {
+        if self.rx.accepting() && !self.direct_input(src, mem) {
+            return;
+        }
         while self.rx.accepting() {
             match self.deframer.decode(src) {
                 Ok(Some(ulpdu)) => {
@@ -357,6 +365,8 @@ impl Stream {
     pub fn handle_eof(&mut self, src: &mut BytesMut) {
         if let Err(e) = self.deframer.decode_eof(src) {
             tracing::debug!(error = %e, "partial FPDU at FIN");
+        } else if self.direct_pending() {
+            tracing::debug!("partial FPDU at FIN (payload placed directly)");
         }
         self.rx.eof = true;
         self.close_deadline = None;

@@ -40,6 +40,8 @@ pub(super) struct RxState {
     rtr: Option<RtrFlags>,
     stopped: bool,
     pub(super) eof: bool,
+    /// An RDMA Write segment whose payload is being read straight into memory.
+    pub(super) direct: Option<super::direct::Direct>,
 }
 
 impl RxState {
@@ -52,6 +54,7 @@ impl RxState {
             rtr: (responder && p2p).then_some(rtr),
             stopped: false,
             eof: false,
+            direct: None,
         }
     }
 
