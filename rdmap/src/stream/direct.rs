@@ -12,6 +12,7 @@ use shm::Region;
 
 use super::Stream;
 use crate::memory::Memory;
+use crate::term::TermCode;
 use crate::wire::{Opcode, RDMAP_VERSION, RdmapControl};
 
 /// The MPA ULPDU_Length field.
@@ -132,6 +133,10 @@ impl Stream {
         let k = (d.len - d.placed).min(src.len());
         if k > 0 {
             if d.region.write_at(d.offset + d.placed, &src[..k]).is_err() {
+                // Unreachable (the range was checked when the segment started), but never
+                // a stuck stream.
+                self.rx.direct = None;
+                self.fatal(TermCode::DDP_LOCAL_CATASTROPHIC, None, None);
                 return false;
             }
             src.advance(k);

@@ -824,15 +824,15 @@ fn in_place_source(msg: &OutMsg, len: usize) -> Option<(STag, u64, Access)> {
     match &msg.src {
         Source::Sgl(sgl) => {
             let mut off = u64::from(msg.off);
-            let sge = sgl.iter().find(|sge| {
-                let inside = off < u64::from(sge.len);
-                if !inside {
-                    off -= u64::from(sge.len);
+            for sge in sgl {
+                let sge_len = u64::from(sge.len);
+                if off < sge_len {
+                    return (off + len as u64 <= sge_len)
+                        .then(|| (sge.stag, sge.to.wrapping_add(off), Access::LOCAL_READ));
                 }
-                inside
-            })?;
-            (off + len as u64 <= u64::from(sge.len))
-                .then(|| (sge.stag, sge.to.wrapping_add(off), Access::LOCAL_READ))
+                off -= sge_len;
+            }
+            None
         }
         Source::Remote(req) => Some((
             req.src_stag,
