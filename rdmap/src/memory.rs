@@ -173,6 +173,15 @@ pub enum AccessError {
 }
 
 impl AccessError {
+    /// The access error for a range [`ddp::tagged_offset`] rejected: [`ToWrap`](Self::ToWrap)
+    /// for a range past 2^64, [`Bounds`](Self::Bounds) otherwise.
+    pub fn range(e: DdpError) -> Self {
+        match e {
+            DdpError::ToWrap => Self::ToWrap,
+            _ => Self::Bounds,
+        }
+    }
+
     /// The Terminate code for an access by an incoming tagged message (RDMA Write, Read
     /// Response): DDP tagged-buffer errors (RFC 5041 §7.2), except missing rights, which DDP
     /// has no code for and which RDMAP reports as a Remote Protection "access rights

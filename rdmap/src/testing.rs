@@ -99,16 +99,14 @@ impl VecMemory {
         if !r.associated {
             return Err(AccessError::NotAssociated);
         }
-        let end = to.checked_add(len).ok_or(AccessError::ToWrap)?;
-        if to < r.base || end > r.base + r.data.len() as u64 {
-            return Err(AccessError::Bounds);
-        }
+        let off =
+            ddp::tagged_offset(to, len, r.base, r.data.len() as u64).map_err(AccessError::range)?;
         if !r.access.contains(access) {
             return Err(AccessError::Rights {
                 missing: Access::from_bits_truncate(access.bits() & !r.access.bits()),
             });
         }
-        Ok((stag.index(), (to - r.base) as usize))
+        Ok((stag.index(), off as usize))
     }
 }
 
@@ -238,5 +236,33 @@ impl XorShift {
         }
         out.truncate(len);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same range check as the TPT (ddp's): an access whose last octet is at TO
+    /// 2^64 - 1 is inside a region that ends there, one octet more wraps.
+    #[test]
+    fn bounds_are_ddps_up_to_the_top_of_the_to_space() {
+        let mut m = VecMemory::new();
+        let stag = STag::new(1, 1);
+        m.register(stag, u64::MAX - 15, 16, 7, Access::REMOTE_READ);
+        let mut two = [0u8; 2];
+        assert_eq!(
+            m.read(stag, u64::MAX - 1, &mut two, Access::REMOTE_READ),
+            Ok(())
+        );
+        let mut three = [0u8; 3];
+        assert_eq!(
+            m.read(stag, u64::MAX - 1, &mut three, Access::REMOTE_READ),
+            Err(AccessError::ToWrap)
+        );
+        assert_eq!(
+            m.read(stag, u64::MAX - 16, &mut two, Access::REMOTE_READ),
+            Err(AccessError::Bounds)
+        );
     }
 }

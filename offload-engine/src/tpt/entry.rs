@@ -70,7 +70,7 @@ impl Span {
     /// Check (e) for an access of `len` octets at `to`: the storage offset of `to`
     /// (DDP's one tagged-bounds check, [`ddp::tagged_offset`]).
     pub(super) fn locate(&self, to: u64, len: u64) -> Result<usize, AccessError> {
-        let rel = ddp::tagged_offset(to, len, self.to, self.len).map_err(range_error)?;
+        let rel = ddp::tagged_offset(to, len, self.to, self.len).map_err(AccessError::range)?;
         usize::try_from(rel)
             .ok()
             .and_then(|rel| self.offset.checked_add(rel))
@@ -231,14 +231,6 @@ impl Entry {
             }
         }
         info
-    }
-}
-
-/// The [`AccessError`] for a failed [`ddp::tagged_offset`].
-pub(super) fn range_error(e: ddp::DdpError) -> AccessError {
-    match e {
-        ddp::DdpError::ToWrap => AccessError::ToWrap,
-        _ => AccessError::Bounds,
     }
 }
 

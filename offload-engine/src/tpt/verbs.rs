@@ -320,7 +320,7 @@ impl fmt::Debug for Tpt {
 
 /// The span a fast registration arms: `[to, to + len)` over the first `len` octets.
 pub(super) fn fast_reg_span(to: u64, len: u64, max_len: u64) -> Result<Span, AccessError> {
-    ddp::tagged_offset(to, len, to, len).map_err(super::entry::range_error)?;
+    ddp::tagged_offset(to, len, to, len).map_err(AccessError::range)?;
     if len > max_len {
         return Err(AccessError::Bounds);
     }
