@@ -117,44 +117,16 @@ impl Framer {
     }
 
     /// Zero-copy variant of [`encode`](Self::encode) for large payloads (the h2 "chained
-    /// data" idea): appends `ULPDU_Length ++ header` to `head` and `PAD ++ CRC` to `tail`,
-    /// and leaves `payload` where it is. Sending `head`, `payload`, `tail` back to back (a
-    /// vectored write) puts exactly the octets of [`encode`](Self::encode) on the wire.
+    /// data" idea): appends `ULPDU_Length ++ header` to `head`, leaves the payload where it
+    /// is and returns the [`Trailer`] that makes `PAD ++ CRC` from the payload octets. The
+    /// payload may be read only when the FPDU is written (in place, from memory that may
+    /// change until then): the trailer is made from the octets actually sent. Sending
+    /// `head`, payload and trailer back to back (a vectored write) puts exactly the octets
+    /// of [`encode`](Self::encode) on the wire. The stream position advances by the whole
+    /// FPDU now.
     ///
-    /// Only without markers (they would have to be inserted into the payload): with markers
-    /// it writes nothing and returns false; use [`encode`](Self::encode) then.
-    #[must_use]
-    pub fn encode_chained(
-        &mut self,
-        header: &[u8],
-        payload: &[u8],
-        head: &mut BytesMut,
-        tail: &mut BytesMut,
-    ) -> bool {
-        if self.markers {
-            return false;
-        }
-        let len = header.len() + payload.len();
-        debug_assert!(len <= usize::from(u16::MAX), "ULPDU of {len} octets");
-        let pad = &ZEROS[..pad_len(len)];
-        let length = (len as u16).to_be_bytes();
-        head.reserve(length.len() + header.len());
-        head.extend_from_slice(&length);
-        head.extend_from_slice(header);
-        tail.reserve(pad.len() + CRC_LEN);
-        tail.extend_from_slice(pad);
-        tail.put_u32_le(self.crc_of(&length, header, payload, pad));
-        self.pos += self.wire_len(len) as u64;
-        true
-    }
-
-    /// Like [`encode_chained`](Self::encode_chained), for a payload that is only read when
-    /// the FPDU is written to the socket (in place, from memory that may still change until
-    /// then): appends `ULPDU_Length ++ header` to `head` and returns the [`Trailer`] that
-    /// makes `PAD ++ CRC` from the payload octets actually sent. The stream position
-    /// advances by the whole FPDU now.
-    ///
-    /// Only without markers: with markers it writes nothing and returns `None`.
+    /// Only without markers (they would have to be inserted into the payload): with
+    /// markers it writes nothing and returns `None`; use [`encode`](Self::encode) then.
     pub fn encode_deferred(
         &mut self,
         header: &[u8],
@@ -344,32 +316,9 @@ mod tests {
     }
 
     #[test]
-    fn chained_equals_encode() {
-        for crc in [true, false] {
-            for len in [0usize, 1, 2, 3, 14, 1000] {
-                let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
-                let (mut a, mut b) = (Framer::new(false, crc), Framer::new(false, crc));
-                let mut whole = BytesMut::new();
-                a.encode(b"hdr", &payload, &mut whole);
-                let (mut head, mut tail) = (BytesMut::new(), BytesMut::new());
-                assert!(b.encode_chained(b"hdr", &payload, &mut head, &mut tail));
-                let mut joined = head.to_vec();
-                joined.extend_from_slice(&payload);
-                joined.extend_from_slice(&tail);
-                assert_eq!(&whole[..], &joined[..]);
-                assert_eq!(a.position(), b.position());
-            }
-        }
-        let mut m = Framer::new(true, true);
-        let (mut head, mut tail) = (BytesMut::new(), BytesMut::new());
-        assert!(!m.encode_chained(b"", b"x", &mut head, &mut tail));
-        assert!(head.is_empty() && tail.is_empty() && m.position() == 0);
-    }
-
-    #[test]
-    fn deferred_trailer_matches_encode() {
+    fn deferred_equals_encode() {
         for crc in [false, true] {
-            for len in [0usize, 1, 2, 3, 4, 513, 4096] {
+            for len in [0usize, 1, 2, 3, 4, 14, 513, 1000, 4096] {
                 let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
                 let (mut a, mut b) = (Framer::new(false, crc), Framer::new(false, crc));
                 let mut whole = BytesMut::new();
@@ -386,11 +335,10 @@ mod tests {
                 assert_eq!(a.position(), b.position());
             }
         }
-        assert!(
-            Framer::new(true, true)
-                .encode_deferred(b"", 1, &mut BytesMut::new())
-                .is_none()
-        );
+        let mut m = Framer::new(true, true);
+        let mut head = BytesMut::new();
+        assert!(m.encode_deferred(b"", 1, &mut head).is_none());
+        assert!(head.is_empty() && m.position() == 0);
     }
 
     #[test]

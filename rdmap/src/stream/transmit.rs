@@ -41,6 +41,19 @@ pub struct Transmit {
     chained: usize,
 }
 
+/// A payload sent by reference ([`Transmit::push_chained`]).
+#[derive(Debug)]
+pub(super) enum Chained {
+    /// An application's immutable octets.
+    Bytes(Bytes),
+    /// `[off, off + len)` of registered memory, read when written.
+    InPlace {
+        region: Arc<Region>,
+        off: usize,
+        len: usize,
+    },
+}
+
 /// A piece of the output before the arena.
 #[derive(Debug)]
 enum Chunk {
@@ -94,26 +107,24 @@ impl Transmit {
         &mut self.arena
     }
 
-    /// Appends `payload` by reference, after what the arena holds so far.
-    pub(super) fn push_chained(&mut self, payload: Bytes) {
-        self.push(Chunk::Bytes(payload));
-    }
-
-    /// Appends `[off, off + len)` of `region`, read when written, and then `trailer`'s PAD
-    /// and CRC of those octets.
-    pub(super) fn push_in_place(
-        &mut self,
-        region: Arc<Region>,
-        off: usize,
-        len: usize,
-        trailer: Trailer,
-    ) {
-        self.push(Chunk::InPlace(InPlace {
-            region,
-            off,
-            len,
-            trailer,
-        }));
+    /// Appends `payload` by reference, after what the arena holds so far (its FPDU's
+    /// header), then `trailer`'s PAD and CRC of it: at once for `Bytes`, which cannot
+    /// change, when written for memory in place.
+    pub(super) fn push_chained(&mut self, payload: Chained, trailer: Trailer) {
+        match payload {
+            Chained::Bytes(b) => {
+                let mut tail = [0u8; Trailer::MAX_LEN];
+                let n = trailer.finish(&b, &mut tail);
+                self.push(Chunk::Bytes(b));
+                self.arena(n).extend_from_slice(&tail[..n]);
+            }
+            Chained::InPlace { region, off, len } => self.push(Chunk::InPlace(InPlace {
+                region,
+                off,
+                len,
+                trailer,
+            })),
+        }
     }
 
     fn push(&mut self, chunk: Chunk) {
@@ -285,7 +296,7 @@ mod tests {
     fn chain_keeps_order_and_counts() {
         let mut t = Transmit::new();
         t.arena(3).extend_from_slice(b"abc");
-        t.push_chained(Bytes::from_static(b"DEFG"));
+        t.push(Chunk::Bytes(Bytes::from_static(b"DEFG")));
         t.arena(2).extend_from_slice(b"hi");
         assert_eq!(t.len(), 9);
         let mut seen = 0;
@@ -325,7 +336,14 @@ mod tests {
                 let payload = regions[r].view(off, len).unwrap().to_vec();
                 copied.encode(&header, &payload, &mut expected);
                 let trailer = deferred.encode_deferred(&header, len, t.arena(20)).unwrap();
-                t.push_in_place(regions[r].clone(), off, len, trailer);
+                t.push_chained(
+                    Chained::InPlace {
+                        region: regions[r].clone(),
+                        off,
+                        len,
+                    },
+                    trailer,
+                );
                 copied.encode(b"small", b"x", &mut expected);
                 deferred.encode(b"small", b"x", t.arena(16));
             }

@@ -2,12 +2,13 @@
 //! the peer (IRQ), segmentation and FPDU emission.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 use mpa::Rtr;
 
-use super::transmit::{IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
+use super::transmit::{Chained, IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
 use super::{QpState, Stream};
 use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
@@ -124,8 +125,6 @@ pub(super) struct TxState {
     pub(super) written: u64,
     pub(super) wait_written: VecDeque<(u64, u64)>,
     pub(super) drained_reported: bool,
-    /// PAD and CRC of a chained FPDU, before they are copied behind its payload.
-    tail: BytesMut,
 }
 
 impl TxState {
@@ -145,7 +144,6 @@ impl TxState {
             written: 0,
             wait_written: VecDeque::new(),
             drained_reported: false,
-            tail: BytesMut::new(),
         }
     }
 
@@ -341,38 +339,17 @@ impl Stream {
         header.emit(&mut hbuf[..hlen]);
 
         let range = msg.off as usize..(msg.off + seg_len) as usize;
-        if let Source::Bytes(b) = &msg.src
-            && range.len() >= ZERO_COPY_MIN
-            && !self.framer.markers()
-        {
-            // Header and trailer into the arena, the payload chained by reference.
-            let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
-            let chained = self.framer.encode_chained(
-                &hbuf[..hlen],
-                &b[range.clone()],
-                head,
-                &mut self.tx.tail,
-            );
-            debug_assert!(chained, "markers are off");
-            out.push_chained(b.slice(range));
-            out.arena(self.tx.tail.len())
-                .extend_from_slice(&self.tx.tail);
-            self.tx.tail.clear();
-            return self.segment_sent(msg, seg_len, last);
-        }
-        if range.len() >= IN_PLACE_MIN
-            && !self.framer.markers()
-            && let Some((stag, to, access)) = in_place_source(&msg, range.len())
-            && let Ok(Some((region, at))) = mem.in_place(stag, to, range.len(), access)
-        {
-            // Header into the arena; payload, PAD and CRC when the socket takes them.
+        if let Some(payload) = chained_payload(&msg, range.clone(), mem, self.framer.markers()) {
+            // Header into the arena; the payload by reference, its PAD and CRC behind it.
             let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
             if let Some(trailer) = self
                 .framer
                 .encode_deferred(&hbuf[..hlen], range.len(), head)
             {
-                out.push_in_place(region, at, range.len(), trailer);
-                self.stats.bytes_sent_in_place += range.len() as u64;
+                if matches!(payload, Chained::InPlace { .. }) {
+                    self.stats.bytes_sent_in_place += range.len() as u64;
+                }
+                out.push_chained(payload, trailer);
                 return self.segment_sent(msg, seg_len, last);
             }
         }
@@ -818,29 +795,48 @@ fn check_payload(mem: &dyn Memory, p: &Payload) -> Result<u32, WcStatus> {
 
 /// Reads `dst.len()` octets starting at `off` of the message described by `sgl`.
 /// Appends `len` octets of the gather list `sgl`, starting `off` octets in, to `dst`.
-/// The local memory a segment of `msg` reads, `len` octets at its offset, if it lies in
-/// one place (one SGE, or the range a Read Request names) and with the rights needed.
-fn in_place_source(msg: &OutMsg, len: usize) -> Option<(STag, u64, Access)> {
-    match &msg.src {
-        Source::Sgl(sgl) => {
-            let mut off = u64::from(msg.off);
-            for sge in sgl {
-                let sge_len = u64::from(sge.len);
-                if off < sge_len {
-                    return (off + len as u64 <= sge_len)
-                        .then(|| (sge.stag, sge.to.wrapping_add(off), Access::LOCAL_READ));
-                }
-                off -= sge_len;
-            }
-            None
-        }
-        Source::Remote(req) => Some((
-            req.src_stag,
-            req.src_to.wrapping_add(msg.off.into()),
-            Access::REMOTE_READ,
-        )),
-        _ => None,
+/// The payload of the segment `range` of `msg`, to be chained by reference rather than
+/// copied into the FPDU: an application's `Bytes` from 512 octets, or registered memory
+/// from 4 KiB when it lies in one place (one SGE, or the range a Read Request names) with
+/// the rights needed. Never with markers (they would go inside the payload).
+fn chained_payload(
+    msg: &OutMsg,
+    range: Range<usize>,
+    mem: &mut dyn MemoryOps,
+    markers: bool,
+) -> Option<Chained> {
+    let len = range.len();
+    if markers || len < ZERO_COPY_MIN {
+        return None;
     }
+    let (stag, to, access) = match &msg.src {
+        Source::Bytes(b) => return Some(Chained::Bytes(b.slice(range))),
+        _ if len < IN_PLACE_MIN => return None,
+        Source::Sgl(sgl) => {
+            let (stag, to) = within_one_sge(sgl, range.start as u64, len)?;
+            (stag, to, Access::LOCAL_READ)
+        }
+        Source::Remote(req) => (
+            req.src_stag,
+            req.src_to.wrapping_add(range.start as u64),
+            Access::REMOTE_READ,
+        ),
+        Source::Empty | Source::Inline(..) => return None,
+    };
+    let (region, off) = mem.in_place(stag, to, len, access).ok()??;
+    Some(Chained::InPlace { region, off, len })
+}
+
+/// Where `[off, off + len)` of the gather list `sgl` lies, if inside one element.
+fn within_one_sge(sgl: &[Sge], mut off: u64, len: usize) -> Option<(STag, u64)> {
+    for sge in sgl {
+        let sge_len = u64::from(sge.len);
+        if off < sge_len {
+            return (off + len as u64 <= sge_len).then(|| (sge.stag, sge.to.wrapping_add(off)));
+        }
+        off -= sge_len;
+    }
+    None
 }
 
 fn gather(

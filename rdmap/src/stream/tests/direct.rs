@@ -12,21 +12,23 @@ use shm::Region;
 use super::pair::Pair;
 use super::{RW, pattern, recv, send, stag, write};
 use crate::memory::{AccessError, Memory};
+use crate::testing::VecMemory;
 use crate::{QpState, RemoteBuf, StreamConfig, Transmit};
 
-/// One shared-memory region under one STag, at tagged offset 0.
+/// One shared-memory region under one STag, at tagged offset 0; [`VecMemory`] runs the
+/// checks (its own octets are unused).
 struct OneRegion {
-    stag: STag,
+    checks: VecMemory,
     region: Arc<Region>,
-    access: Access,
 }
 
 impl OneRegion {
     fn new(len: usize, access: Access) -> Self {
+        let mut checks = VecMemory::new();
+        checks.register(stag(7), 0, len, 0, access);
         Self {
-            stag: stag(7),
+            checks,
             region: Arc::new(Region::alloc(len).unwrap()),
-            access,
         }
     }
 
@@ -37,16 +39,9 @@ impl OneRegion {
         len: usize,
         access: Access,
     ) -> Result<usize, AccessError> {
-        if stag != self.stag {
-            return Err(AccessError::InvalidStag);
-        }
-        let off = ddp::tagged_offset(to, len as u64, 0, self.region.len() as u64)
-            .map_err(|_| AccessError::Bounds)? as usize;
-        let missing = access.difference(self.access);
-        if !missing.is_empty() {
-            return Err(AccessError::Rights { missing });
-        }
-        Ok(off)
+        let len = u32::try_from(len).map_err(|_| AccessError::Bounds)?;
+        self.checks.check(stag, to, len, access)?;
+        Ok(to as usize)
     }
 }
 
