@@ -117,3 +117,125 @@ async fn poll_input_completes_receives_without_the_driver() {
     let _ = done_tx.send(());
     peer.join().expect("peer thread");
 }
+
+/// Without CRC, a polling application reads the rest of a large RDMA Write straight into
+/// the region too, as the driver does (the driver cannot run here). The peer sends a Send
+/// and the start of a 32 KiB Write, waits until the Send completed, then sends the rest of
+/// the Write and a second Send.
+#[tokio::test(flavor = "current_thread")]
+async fn poll_input_reads_a_large_write_straight_into_memory() {
+    const LEN: usize = 32 * 1024;
+    let payload: Vec<u8> = (0..LEN).map(|i| (i * 7 + 1) as u8).collect();
+    let listener =
+        std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stag_tx, stag_rx) = mpsc::channel::<u32>();
+    let (rest_tx, rest_rx) = mpsc::channel();
+    let expected = payload.clone();
+    let peer = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("peer runtime");
+        rt.block_on(async move {
+            listener.set_nonblocking(true).expect("nonblocking");
+            let listener = TcpListener::from_std(listener).expect("listener");
+            let mut cfg = mpa::MpaConfig::default();
+            cfg.crc = false;
+            let (mut sock, _, negotiated) = common::fake_responder_with(listener, cfg).await;
+            assert!(!negotiated.crc, "CRC off on both sides");
+            let stag = rdmap::STag::from(stag_rx.recv().expect("stag"));
+            let mut framer = Framer::from_negotiated(&negotiated);
+            let send = |framer: &mut Framer, msn: u32, out: &mut BytesMut| {
+                let h = SegmentRepr::Untagged(UntaggedRepr {
+                    last: true,
+                    rsvd_ulp: RdmapControl::new(Opcode::Send).emit(),
+                    rsvd_ulp_ext: 0,
+                    qn: 0,
+                    msn,
+                    mo: 0,
+                });
+                let mut hbuf = vec![0; h.header_len()];
+                h.emit(&mut hbuf);
+                framer.encode(&hbuf, b"note", out);
+            };
+            let mut first = BytesMut::new();
+            send(&mut framer, 1, &mut first);
+            let w = SegmentRepr::Tagged(ddp::TaggedRepr {
+                last: true,
+                rsvd_ulp: RdmapControl::new(Opcode::RdmaWrite).emit(),
+                stag,
+                to: 0,
+            });
+            let mut hbuf = vec![0; w.header_len()];
+            w.emit(&mut hbuf);
+            let mut write = BytesMut::new();
+            framer.encode(&hbuf, &expected, &mut write);
+            let cut = first.len() + 2 + hbuf.len() + 1000;
+            first.extend_from_slice(&write);
+            send(&mut framer, 2, &mut first);
+            sock.write_all(&first[..cut])
+                .await
+                .expect("write the start");
+            rest_rx.recv().expect("rest");
+            sock.write_all(&first[cut..]).await.expect("write the rest");
+            let _ = rest_rx.recv();
+        });
+    });
+
+    let mut cfg = EngineConfig::default();
+    cfg.mpa.crc = false;
+    let engine = Engine::new(cfg);
+    let (pd, cq) = (engine.alloc_pd(), Cq::new(64));
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(pd, &cq), b"")
+        .await
+        .expect("connect");
+    let tpt = engine.tpt();
+    let inbox = tpt
+        .alloc_region(pd, 64, Base::ZeroBased, Access::LOCAL_WRITE)
+        .expect("inbox");
+    let target = tpt
+        .alloc_region(
+            pd,
+            LEN,
+            Base::ZeroBased,
+            Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .expect("target");
+    for i in 0..2 {
+        qp.post_recv(RecvWr {
+            wr_id: i,
+            sgl: vec![Sge {
+                stag: inbox,
+                to: i * 32,
+                len: 32,
+            }],
+        })
+        .expect("post_recv");
+    }
+    stag_tx.send(target.into()).expect("stag");
+
+    // Spin without awaiting: only poll_input can move the input along.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        assert!(Instant::now() < deadline, "completions so far: {got:?}");
+        qp.poll_input();
+        let before = got.len();
+        cq.poll(&mut got, 8).expect("cq");
+        if before == 0 && !got.is_empty() {
+            rest_tx.send(()).expect("rest");
+        }
+    }
+    let mut placed = vec![0; LEN];
+    tpt.read(pd, target, 0, &mut placed).expect("read back");
+    assert!(placed == payload, "the Write landed whole");
+    let st = qp.stats();
+    assert!(
+        st.bytes_received_in_place > (LEN - 2000) as u64,
+        "the rest of the Write was read straight into the region: {st:?}"
+    );
+    let _ = rest_tx.send(());
+    peer.join().expect("peer thread");
+}

@@ -89,7 +89,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             if shut_down && !out.is_empty() {
                 // Nothing can be sent after TCP's sending half is shut down.
                 tracing::debug!(octets = out.len(), "output after close discarded");
-                out.discard(out.len());
+                out.clear();
             }
             st.tx_busy = !out.is_empty();
             st.collect(shared.num);

@@ -9,8 +9,16 @@ use tokio::net::{TcpListener, TcpStream};
 /// Accepts one connection and runs the MPA responder on it; returns the socket, the
 /// octets read past the Request, and the negotiated settings.
 pub(crate) async fn fake_responder(listener: TcpListener) -> (TcpStream, BytesMut, Negotiated) {
+    fake_responder_with(listener, MpaConfig::default()).await
+}
+
+/// [`fake_responder`] with the responder's MPA settings `cfg`.
+pub(crate) async fn fake_responder_with(
+    listener: TcpListener,
+    cfg: MpaConfig,
+) -> (TcpStream, BytesMut, Negotiated) {
     let (mut sock, _) = listener.accept().await.expect("accept");
-    let mut hs = Handshake::responder(MpaConfig::default(), Instant::now());
+    let mut hs = Handshake::responder(cfg, Instant::now());
     let mut rx = BytesMut::new();
     loop {
         let mut out = BytesMut::new();

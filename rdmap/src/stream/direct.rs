@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 use ddp::{Access, SegmentRepr, TAGGED_HEADER_LEN, TaggedRepr};
+use mpa::wire::fpdu::{CRC_LEN, LENGTH_LEN};
 use shm::Region;
 
 use super::Stream;
@@ -15,10 +16,6 @@ use crate::memory::Memory;
 use crate::term::TermCode;
 use crate::wire::{Opcode, RDMAP_VERSION, RdmapControl};
 
-/// The MPA ULPDU_Length field.
-const LENGTH_LEN: usize = 2;
-/// The CRC field, present (as zeros) with CRCs off.
-const CRC_LEN: usize = 4;
 /// The least payload still to come for a read straight into memory to be worth its own
 /// system call (shorter rests are read with the octets behind them).
 const DIRECT_MIN: usize = 8192;
@@ -151,15 +148,7 @@ impl Stream {
         self.rx.direct = None;
         self.deframer.skip(ulpdu_len);
         self.stats.fpdus_received += 1;
-        self.stats.bytes_placed += len as u64;
-        if seg.last {
-            mem.message_placed(seg.stag);
-        }
+        self.write_placed(&seg, len, mem);
         true
-    }
-
-    /// True while a segment's payload is being placed directly (a partial FPDU).
-    pub(super) fn direct_pending(&self) -> bool {
-        self.rx.direct.is_some()
     }
 }

@@ -365,7 +365,7 @@ impl Stream {
     pub fn handle_eof(&mut self, src: &mut BytesMut) {
         if let Err(e) = self.deframer.decode_eof(src) {
             tracing::debug!(error = %e, "partial FPDU at FIN");
-        } else if self.direct_pending() {
+        } else if self.rx.direct.is_some() {
             tracing::debug!("partial FPDU at FIN (payload placed directly)");
         }
         self.rx.eof = true;

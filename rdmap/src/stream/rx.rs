@@ -225,7 +225,13 @@ impl Stream {
         if let Err(e) = mem.write(t.stag, t.to, payload, Access::REMOTE_WRITE) {
             return self.fatal(e.tagged_term(), Some(ulpdu), None);
         }
-        self.stats.bytes_placed += payload.len() as u64;
+        self.write_placed(t, payload.len(), mem);
+    }
+
+    /// An RDMA Write segment's `len` payload octets are in memory (copied, or read there
+    /// directly): it counts, and the last one completes its message.
+    pub(super) fn write_placed(&mut self, t: &TaggedRepr, len: usize, mem: &mut dyn Memory) {
+        self.stats.bytes_placed += len as u64;
         if t.last {
             mem.message_placed(t.stag);
         }

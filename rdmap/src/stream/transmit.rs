@@ -282,9 +282,11 @@ impl Transmit {
         out.freeze()
     }
 
-    /// Drops the first `n` octets unwritten (at most [`len`](Self::len)).
-    pub fn discard(&mut self, n: usize) {
-        let _ = self.take(n);
+    /// Drops every octet unwritten (nothing in place is read).
+    pub fn clear(&mut self) {
+        self.chunks.clear();
+        self.arena.clear();
+        self.chained = 0;
     }
 }
 
@@ -309,6 +311,12 @@ mod tests {
         assert_eq!((seen, n), (3, 4));
         assert_eq!(&t.take(5)[..], b"EFGhi");
         assert!(t.is_empty());
+        t.arena(3).extend_from_slice(b"xyz");
+        t.push(Chunk::Bytes(Bytes::from_static(b"uvw")));
+        t.clear();
+        assert_eq!(t.len(), 0);
+        t.arena(2).extend_from_slice(b"ok");
+        assert_eq!(&t.take(9)[..], b"ok");
     }
 
     /// FPDUs in place, between copied ones, from two regions, written in short pieces of
