@@ -1,4 +1,5 @@
-//! The CRC32c (mpa's, against the `crc32c` crate at 1 KiB and 64 KiB), then FPDU framing
+//! The CRC32c (`crc-fast` against the `crc32c` crate from 64 octets to 64 KiB: where
+//! mpa uses which), then FPDU framing
 //! throughput: `Framer::encode` and `Deframer::decode` of 16 KiB ULPDUs, CRC on,
 //! markers off, each compared with bare `crc32c` over the same bytes measured in the same
 //! run.
@@ -41,20 +42,23 @@ fn main() {
         "mpa FPDU bench: ULPDU {ULPDU} octets, CRC on, markers off, {budget:?} per measurement"
     );
 
-    // (0) The CRC itself: mpa's (crc-fast up to 256 octets and from 2 KiB, the crc32c
-    // crate in between) against the crc32c crate alone, from a header to 64 KiB.
+    // (0) The CRC itself, the two implementations mpa chooses between at each size
+    // (src/crc.rs: crc-fast up to 256 octets and from 2 KiB, the crc32c crate between),
+    // from a header to 64 KiB.
     let big: Vec<u8> = (0..64 * 1024).map(|i| (i * 31 + 7) as u8).collect();
-    for len in [64, 512, 1460, 64 * 1024] {
-        let ours = measure(budget, || {
-            black_box(crc32c(black_box(&big[..len])));
+    for len in [64, 256, 512, 1460, 2048, 64 * 1024] {
+        let fast = measure(budget, || {
+            black_box(crc_fast::checksum(
+                crc_fast::CrcAlgorithm::Crc32Iscsi,
+                black_box(&big[..len]),
+            ));
             len
         });
-        let theirs = measure(budget, || {
+        let crate_loop = measure(budget, || {
             black_box(::crc32c::crc32c(black_box(&big[..len])));
             len
         });
-        let name = format!("crc {len}");
-        report(&name, ours, "crate", theirs);
+        report(&format!("crc-fast {len}"), fast, "crc32c", crate_loop);
     }
 
     // (1) encode alone vs one crc32c pass.

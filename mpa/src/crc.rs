@@ -1,13 +1,13 @@
 //! CRC32c (Castagnoli), the MPA FPDU CRC (RFC 5044 §4.1; little-endian on the wire, see
 //! the framer).
 //!
-//! Two well-kept implementations, each where it is fastest (measured on the development
-//! VM, an AMD EPYC with SSE 4.2 and PCLMULQDQ): `crc-fast`'s fusion of carry-less
-//! multiplication and the `crc32` instruction up to 256 octets (headers, small messages:
-//! 3.6 against 2.0 GB/s at 64 octets) and from 2 KiB (8.2 against 5.9 GB/s at 64 KiB,
-//! where the CRC is half the CPU time of an RDMA Write), and `crc32c`'s three-way `crc32`
-//! loop in between (5.0 against 3.6 GB/s at 512 octets, 5.6 against 5.2 at an MTU-1500
-//! FPDU).
+//! Two well-kept implementations, each where it is fastest (`cargo bench -p mpa` on the
+//! development VM, an AMD EPYC with SSE 4.2 and PCLMULQDQ): `crc-fast`'s fusion of
+//! carry-less multiplication and the `crc32` instruction up to 256 octets (headers, small
+//! messages: 2.9 against 1.8 GB/s at 64 octets) and from 2 KiB (7.5 against 5.3 GB/s at
+//! 64 KiB, where the CRC is half the CPU time of an RDMA Write), and `crc32c`'s three-way
+//! `crc32` loop in between (4.9 against 3.5 GB/s at 512 octets, 5.3 against 4.9 at an
+//! MTU-1500 FPDU).
 
 use crc_fast::{CrcAlgorithm, Digest};
 
