@@ -12,9 +12,10 @@ use mpa::wire::fpdu::{CRC_LEN, LENGTH_LEN};
 use shm::Region;
 
 use super::Stream;
+use super::rx::check_segment;
 use crate::memory::Memory;
 use crate::term::TermCode;
-use crate::wire::{Opcode, RDMAP_VERSION, RdmapControl};
+use crate::wire::Opcode;
 
 /// The least payload still to come for a read straight into memory to be worth its own
 /// system call (shorter rests are read with the octets behind them).
@@ -73,13 +74,9 @@ impl Stream {
         }
         let ulpdu_len = self.deframer.partial_len(src)?;
         let header = src.get(LENGTH_LEN..LENGTH_LEN + TAGGED_HEADER_LEN)?;
-        let Ok((SegmentRepr::Tagged(seg), _)) = SegmentRepr::parse(header) else {
+        let Ok((SegmentRepr::Tagged(seg), _, Opcode::RdmaWrite)) = check_segment(header) else {
             return None;
         };
-        let ctrl = RdmapControl::parse(seg.rsvd_ulp);
-        if ctrl.version != RDMAP_VERSION || ctrl.opcode != Opcode::RdmaWrite {
-            return None;
-        }
         let len = ulpdu_len - TAGGED_HEADER_LEN;
         let have = src.len() - LENGTH_LEN - TAGGED_HEADER_LEN;
         if len - have < DIRECT_MIN {

@@ -128,6 +128,35 @@ fn scatter(
     Ok(())
 }
 
+/// The DDP and RDMAP header checks every incoming segment passes first, in order (RFC
+/// 5041 §7.2, RFC 5040 §4.8): the segment, its payload and its opcode, or the Terminate
+/// code and whether the Terminate copies the segment's header.
+pub(super) fn check_segment(
+    ulpdu: &[u8],
+) -> Result<(SegmentRepr, &[u8], Opcode), (TermCode, bool)> {
+    let (seg, payload) =
+        SegmentRepr::parse(ulpdu).map_err(|e| (TermCode::from_ddp(e), e != DdpError::Truncated))?;
+    // DDP: the queue number must exist (untagged check 1).
+    if let SegmentRepr::Untagged(u) = &seg
+        && u.qn > 3
+    {
+        return Err((TermCode::from_ddp(DdpError::InvalidQn), true));
+    }
+    let ctrl = RdmapControl::parse(seg.rsvd_ulp());
+    if ctrl.version != RDMAP_VERSION {
+        return Err((TermCode::INVALID_RDMAP_VERSION, true));
+    }
+    let op = ctrl.opcode;
+    let fits = match &seg {
+        SegmentRepr::Tagged(_) => op.is_tagged(),
+        SegmentRepr::Untagged(u) => !op.is_tagged() && op.queue() == Some(u.qn),
+    };
+    if !fits {
+        return Err((TermCode::UNEXPECTED_OPCODE, true));
+    }
+    Ok((seg, payload, op))
+}
+
 impl Stream {
     /// Validates and executes one incoming DDP segment.
     pub(super) fn on_ulpdu(
@@ -136,31 +165,10 @@ impl Stream {
         mem: &mut dyn Memory,
         srq: &mut dyn SharedRecv,
     ) {
-        let (seg, payload) = match SegmentRepr::parse(ulpdu) {
+        let (seg, payload, op) = match check_segment(ulpdu) {
             Ok(x) => x,
-            Err(e) => {
-                let copy = (e != DdpError::Truncated).then_some(ulpdu);
-                return self.fatal(TermCode::from_ddp(e), copy, None);
-            }
+            Err((code, copy)) => return self.fatal(code, copy.then_some(ulpdu), None),
         };
-        // DDP: the queue number must exist (RFC 5041 §7.2 untagged check 1).
-        if let SegmentRepr::Untagged(u) = &seg
-            && u.qn > 3
-        {
-            return self.fatal(TermCode::from_ddp(DdpError::InvalidQn), Some(ulpdu), None);
-        }
-        let ctrl = RdmapControl::parse(seg.rsvd_ulp());
-        if ctrl.version != RDMAP_VERSION {
-            return self.fatal(TermCode::INVALID_RDMAP_VERSION, Some(ulpdu), None);
-        }
-        let op = ctrl.opcode;
-        let fits = match &seg {
-            SegmentRepr::Tagged(_) => op.is_tagged(),
-            SegmentRepr::Untagged(u) => !op.is_tagged() && op.queue() == Some(u.qn),
-        };
-        if !fits {
-            return self.fatal(TermCode::UNEXPECTED_OPCODE, Some(ulpdu), None);
-        }
         if !self.rx.peer_started && op != Opcode::Terminate {
             if !self.first_fpdu(&seg, op, payload) {
                 return self.fatal(TermCode::llp(MPA_NO_MATCHING_RTR), None, None);
