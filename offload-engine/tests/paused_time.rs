@@ -48,7 +48,8 @@ async fn a_silent_responder_times_out_after_exactly_the_mpa_timeout() {
 #[tokio::test(start_paused = true)]
 async fn a_close_the_peer_never_answers_ends_after_the_linger() {
     let (l, addr) = listener().await;
-    let peer = tokio::spawn(async move { common::fake_responder(l).await.0 });
+    let peer =
+        tokio::spawn(async move { common::fake_responder(l, mpa::MpaConfig::default()).await.0 });
     let engine = Engine::new(EngineConfig::default());
     let cq = Cq::new(4);
     let (qp, _) = engine

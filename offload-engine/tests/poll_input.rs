@@ -9,21 +9,25 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use ddp::{SegmentRepr, UntaggedRepr};
-use mpa::Framer;
+use mpa::{Framer, MpaConfig, Negotiated};
 use offload_engine::tpt::Base;
 use offload_engine::{Cq, Engine, EngineConfig, QpInit};
 use rdmap::wire::{Opcode, RdmapControl};
 use rdmap::{Access, RecvWr, Sge, WcStatus};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 mod common;
 
 const MESSAGES: [&[u8]; 3] = [b"first", b"second message", b"third"];
 
-/// The peer: accepts, runs MPA, waits for `go`, sends the three Sends on queue 0, and
-/// keeps the connection open until `done`.
-fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Receiver<()>) {
+/// Runs `body` on the socket of a hand-run MPA responder (settings `cfg`) on a runtime of
+/// its own, on the calling thread.
+fn run_peer<F, Fut>(listener: std::net::TcpListener, cfg: MpaConfig, body: F)
+where
+    F: FnOnce(TcpStream, Negotiated) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -31,26 +35,43 @@ fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Rec
     rt.block_on(async move {
         listener.set_nonblocking(true).expect("nonblocking");
         let listener = TcpListener::from_std(listener).expect("listener");
-        let (mut sock, _, negotiated) = common::fake_responder(listener).await;
-        go.recv().expect("go");
-        let mut framer = Framer::from_negotiated(&negotiated);
-        let mut out = BytesMut::new();
-        for (i, m) in MESSAGES.iter().enumerate() {
-            let header = SegmentRepr::Untagged(UntaggedRepr {
-                last: true,
-                rsvd_ulp: RdmapControl::new(Opcode::Send).emit(),
-                rsvd_ulp_ext: 0,
-                qn: 0,
-                msn: i as u32 + 1,
-                mo: 0,
-            });
-            let mut hbuf = vec![0; header.header_len()];
-            header.emit(&mut hbuf);
-            framer.encode(&hbuf, m, &mut out);
-        }
-        sock.write_all(&out).await.expect("write the Sends");
-        let _ = done.recv();
+        let (sock, _, negotiated) = common::fake_responder(listener, cfg).await;
+        body(sock, negotiated).await;
     });
+}
+
+/// Appends the FPDU of a one-segment Send of `data` with MSN `msn` on queue 0.
+fn send_fpdu(framer: &mut Framer, msn: u32, data: &[u8], out: &mut BytesMut) {
+    let header = SegmentRepr::Untagged(UntaggedRepr {
+        last: true,
+        rsvd_ulp: RdmapControl::new(Opcode::Send).emit(),
+        rsvd_ulp_ext: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    });
+    let mut hbuf = vec![0; header.header_len()];
+    header.emit(&mut hbuf);
+    framer.encode(&hbuf, data, out);
+}
+
+/// The peer: accepts, runs MPA, waits for `go`, sends the three Sends on queue 0, and
+/// keeps the connection open until `done`.
+fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Receiver<()>) {
+    run_peer(
+        listener,
+        MpaConfig::default(),
+        |mut sock, negotiated| async move {
+            go.recv().expect("go");
+            let mut framer = Framer::from_negotiated(&negotiated);
+            let mut out = BytesMut::new();
+            for (i, m) in MESSAGES.iter().enumerate() {
+                send_fpdu(&mut framer, i as u32 + 1, m, &mut out);
+            }
+            sock.write_all(&out).await.expect("write the Sends");
+            let _ = done.recv();
+        },
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -133,34 +154,14 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
     let (rest_tx, rest_rx) = mpsc::channel();
     let expected = payload.clone();
     let peer = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("peer runtime");
-        rt.block_on(async move {
-            listener.set_nonblocking(true).expect("nonblocking");
-            let listener = TcpListener::from_std(listener).expect("listener");
-            let mut cfg = mpa::MpaConfig::default();
-            cfg.crc = false;
-            let (mut sock, _, negotiated) = common::fake_responder_with(listener, cfg).await;
+        let mut cfg = MpaConfig::default();
+        cfg.crc = false;
+        run_peer(listener, cfg, |mut sock, negotiated| async move {
             assert!(!negotiated.crc, "CRC off on both sides");
             let stag = rdmap::STag::from(stag_rx.recv().expect("stag"));
             let mut framer = Framer::from_negotiated(&negotiated);
-            let send = |framer: &mut Framer, msn: u32, out: &mut BytesMut| {
-                let h = SegmentRepr::Untagged(UntaggedRepr {
-                    last: true,
-                    rsvd_ulp: RdmapControl::new(Opcode::Send).emit(),
-                    rsvd_ulp_ext: 0,
-                    qn: 0,
-                    msn,
-                    mo: 0,
-                });
-                let mut hbuf = vec![0; h.header_len()];
-                h.emit(&mut hbuf);
-                framer.encode(&hbuf, b"note", out);
-            };
             let mut first = BytesMut::new();
-            send(&mut framer, 1, &mut first);
+            send_fpdu(&mut framer, 1, b"note", &mut first);
             let w = SegmentRepr::Tagged(ddp::TaggedRepr {
                 last: true,
                 rsvd_ulp: RdmapControl::new(Opcode::RdmaWrite).emit(),
@@ -173,7 +174,7 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
             framer.encode(&hbuf, &expected, &mut write);
             let cut = first.len() + 2 + hbuf.len() + 1000;
             first.extend_from_slice(&write);
-            send(&mut framer, 2, &mut first);
+            send_fpdu(&mut framer, 2, b"note", &mut first);
             sock.write_all(&first[..cut])
                 .await
                 .expect("write the start");

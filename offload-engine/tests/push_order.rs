@@ -41,7 +41,7 @@ async fn pushed_and_driven_octets_keep_their_order() {
         .set_recv_buffer_size(4096)
         .expect("SO_RCVBUF");
     let addr = listener.local_addr().expect("addr");
-    let peer = tokio::spawn(common::fake_responder(listener));
+    let peer = tokio::spawn(common::fake_responder(listener, mpa::MpaConfig::default()));
 
     let mut cfg = EngineConfig::default();
     cfg.socket.send_buffer = Some(4096);

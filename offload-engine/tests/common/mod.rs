@@ -6,14 +6,9 @@ use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Accepts one connection and runs the MPA responder on it; returns the socket, the
-/// octets read past the Request, and the negotiated settings.
-pub(crate) async fn fake_responder(listener: TcpListener) -> (TcpStream, BytesMut, Negotiated) {
-    fake_responder_with(listener, MpaConfig::default()).await
-}
-
-/// [`fake_responder`] with the responder's MPA settings `cfg`.
-pub(crate) async fn fake_responder_with(
+/// Accepts one connection and runs the MPA responder (settings `cfg`) on it; returns the
+/// socket, the octets read past the Request, and the negotiated settings.
+pub(crate) async fn fake_responder(
     listener: TcpListener,
     cfg: MpaConfig,
 ) -> (TcpStream, BytesMut, Negotiated) {
