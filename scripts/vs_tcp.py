@@ -6,6 +6,7 @@ targets of BENCHMARKS.md. Nothing here is a test: it only prints numbers.
     scripts/vs_tcp.py                  # loopback, 3 rounds of 5 s per line
     scripts/vs_tcp.py --netns          # two network namespaces joined by a veth, MTU 1500 (root)
     scripts/vs_tcp.py --only write,rate --secs 3 --rounds 5
+    scripts/vs_tcp.py --netns --large-fpdus   # both iwperf sides offer FPDUs above one segment
 
 Lines (the server runs in one process, the client in another; with --netns each in its
 own namespace):
@@ -102,8 +103,12 @@ def pair(path, server, client, settle=0.4):
             srv.wait()
 
 
+# Extra iwperf flags of this run, on both sides (--large-fpdus).
+IWPERF_EXTRA = []
+
+
 def iwperf(path, test, args, secs, port):
-    base = [IWPERF, test, "-p", str(port)] + args
+    base = [IWPERF, test, "-p", str(port)] + args + IWPERF_EXTRA
     out = pair(path, base, base + ["-D", str(secs), "--json", path.server_addr])
     line = next(l for l in out.splitlines() if l.startswith("{"))
     return json.loads(line)
@@ -157,7 +162,11 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--only", default="write,read,write-nocrc,rate,lat")
     p.add_argument("--port", type=int, default=19500)
+    p.add_argument("--large-fpdus", action="store_true",
+                   help="pass --large-fpdus to both iwperf sides (FPDUs above one TCP segment)")
     a = p.parse_args()
+    if a.large_fpdus:
+        IWPERF_EXTRA.append("--large-fpdus")
     for tool in ("iperf3", "sockperf"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             sys.exit(f"vs_tcp: {tool} is not installed: apt-get install -y iperf3 sockperf")
@@ -166,7 +175,9 @@ def main():
     sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"], cwd=ROOT)
     path = Path(a.netns)
     try:
-        print(f"vs_tcp: {path.kind}, {a.rounds} rounds of {a.secs} s per line, alternating, medians")
+        fpdus = "large FPDUs" if a.large_fpdus else "segment-sized FPDUs"
+        print(f"vs_tcp: {path.kind}, {fpdus}, {a.rounds} rounds of {a.secs} s per line, "
+              "alternating, medians")
         for i, line in enumerate(a.only.split(",")):
             ours, base = [], []
             unit = ""

@@ -64,7 +64,7 @@ pub struct FrameInfo {
     pub crc: bool,
     /// R bit.
     pub reject: bool,
-    /// Reserved flag bits (must be 0).
+    /// Reserved flag bits (sent as 0 but for 0x08, siw's large-FPDU bit).
     pub res: u8,
     /// RFC 6581 enhanced block present.
     pub enhanced: bool,
@@ -292,8 +292,12 @@ fn frame_flags(f: &FrameInfo) -> String {
         "rev {} M={} C={} R={}",
         f.rev, f.markers as u8, f.crc as u8, f.reject as u8
     );
-    if f.res != 0 {
-        let _ = write!(s, " res={:#x}", f.res);
+    if f.res & mpa::wire::frame::FLAG_LARGE_FPDUS != 0 {
+        s.push_str(" large-FPDUs(siw 0x08)");
+    }
+    let res = f.res & !mpa::wire::frame::FLAG_LARGE_FPDUS;
+    if res != 0 {
+        let _ = write!(s, " res={res:#x}");
     }
     if f.enhanced {
         let _ = write!(

@@ -40,6 +40,12 @@ pub enum Role {
 ///   types it accepts (an empty set is treated as `WRITE`, since an RFC 6581 Responder must
 ///   support at least one).
 /// * `timeout`: how long to wait for the peer's frame.
+/// * `large_fpdus`: offer (Initiator) or accept (Responder) FPDUs larger than one TCP
+///   segment with Linux siw's experimental bit
+///   ([`FLAG_LARGE_FPDUS`](crate::wire::frame::FLAG_LARGE_FPDUS)). Default off: RFC 5044
+///   wants every FPDU to fit one segment so that hardware can place segments as they come
+///   (Intel and Marvell RNICs rely on it); between two software stacks, FPDUs of up to
+///   64 KiB cost a CRC call, a header and a gather entry per 64 KiB instead of per 1.4 KiB.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MpaConfig {
@@ -59,6 +65,8 @@ pub struct MpaConfig {
     pub rtr: RtrFlags,
     /// How long to wait for the peer's Request or Reply.
     pub timeout: Duration,
+    /// Offer or accept FPDUs larger than one TCP segment (siw's experimental bit).
+    pub large_fpdus: bool,
 }
 
 impl MpaConfig {
@@ -92,6 +100,7 @@ impl Default for MpaConfig {
             p2p: false,
             rtr: RtrFlags::WRITE | RtrFlags::READ,
             timeout: Self::INITIATOR_TIMEOUT,
+            large_fpdus: false,
         }
     }
 }
@@ -124,6 +133,8 @@ pub struct Negotiated {
     pub rtr: RtrFlags,
     /// Our MPA role.
     pub role: Role,
+    /// Both frames carried siw's large-FPDU bit: our FPDUs need not fit one TCP segment.
+    pub large_fpdus: bool,
 }
 
 /// What the peer's Request or Reply frame said.
@@ -146,6 +157,8 @@ pub struct PeerParams {
     pub p2p: bool,
     /// RTR flags of the enhanced block (empty when the A bit is clear or there is no block).
     pub rtr: RtrFlags,
+    /// siw's large-FPDU bit.
+    pub large_fpdus: bool,
     /// The ULP private data (without the enhanced block).
     pub private_data: Bytes,
 }

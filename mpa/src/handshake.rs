@@ -99,6 +99,7 @@ impl Handshake {
             markers: cfg.markers,
             crc: cfg.crc,
             reject: false,
+            large_fpdus: cfg.large_fpdus,
             rev: cfg.rev,
             enhanced: block,
             private_data,
@@ -177,6 +178,7 @@ impl Handshake {
             markers: self.cfg.markers,
             crc: plan.crc,
             reject: false,
+            large_fpdus: plan.negotiated.large_fpdus,
             rev: if plan.block.is_some() { 2 } else { 1 },
             enhanced: plan.block,
             private_data,
@@ -205,6 +207,7 @@ impl Handshake {
             markers: self.cfg.markers,
             crc: self.cfg.crc || request.crc,
             reject: true,
+            large_fpdus: false,
             rev: if block.is_some() { 2 } else { 1 },
             enhanced: block,
             private_data,
@@ -373,6 +376,7 @@ fn peer_params(repr: &FrameRepr<'_>, bytes: &Bytes) -> PeerParams {
             Some(b) if p2p => b.rtr,
             _ => RtrFlags::NONE,
         },
+        large_fpdus: repr.large_fpdus,
         private_data: bytes.slice(pd_start..),
     }
 }

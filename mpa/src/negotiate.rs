@@ -45,6 +45,7 @@ pub(crate) fn responder(cfg: &MpaConfig, req: &PeerParams) -> ResponderPlan {
         p2p: false,
         rtr: RtrFlags::NONE,
         role: Role::Responder,
+        large_fpdus: cfg.large_fpdus && req.large_fpdus,
     };
     let (Some(peer_ird), Some(peer_ord)) = (req.ird, req.ord) else {
         return ResponderPlan {
@@ -140,6 +141,7 @@ pub(crate) fn initiator(
         p2p: false,
         rtr: RtrFlags::NONE,
         role: Role::Initiator,
+        large_fpdus: cfg.large_fpdus && rep.large_fpdus,
     };
     let (Some(peer_ird), Some(peer_ord)) = (rep.ird, rep.ord) else {
         return Ok(n);
@@ -178,6 +180,7 @@ mod tests {
             ord: Some(ord),
             p2p,
             rtr,
+            large_fpdus: false,
             private_data: bytes::Bytes::new(),
         }
     }

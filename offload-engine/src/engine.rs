@@ -214,8 +214,13 @@ impl Engine {
         crate::conn::spawn(qp.shared, sock);
     }
 
+    /// The stream settings of a new connection: FPDUs fit one TCP segment (RFC 5044's
+    /// EMSS rule: `mpa::mulpdu`) unless both sides agreed to larger ones.
     fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
         let mut cfg = self.inner.cfg.stream.clone();
+        if negotiated.large_fpdus {
+            return cfg;
+        }
         if let Some(mss) = SocketOptions::mss(sock) {
             cfg.mulpdu = cfg.mulpdu.min(mpa::mulpdu(mss, negotiated.markers_tx));
         }

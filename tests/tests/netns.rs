@@ -719,3 +719,138 @@ fn protection_failures_terminate_one_queue_pair_and_spare_the_others() {
     client.join();
     server.join();
 }
+
+/// One connection across the veth with `server_large`/`client_large` as each side's
+/// large-FPDU setting: the client Writes `LEN` octets and Reads them back (so the server
+/// sends Read Responses), then Sends "done". Returns, for (client, server), the largest
+/// ULPDU each sends and the FPDUs each sent.
+fn large_fpdu_run(
+    net: &tests::netns::TwoHosts,
+    port: u16,
+    server_large: bool,
+    client_large: bool,
+) -> [(u16, u64); 2] {
+    const LEN: usize = 256 * 1024;
+    let server_addr = SocketAddr::from((net.a().addr(), port));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let config = |large: bool| {
+        let mut cfg = EngineConfig::default();
+        cfg.mpa.large_fpdus = large;
+        cfg
+    };
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(config(server_large));
+            let listener = engine.listen(server_addr).await.expect("listen on host a");
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.expect("a connection request");
+            let pd = engine.alloc_pd();
+            let region = engine
+                .tpt()
+                .register(pd, vec![0; LEN], Base::ZeroBased, ALL)
+                .unwrap();
+            let inbox = engine
+                .tpt()
+                .register(pd, vec![0; 64], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let cq = Cq::new(8);
+            let srq = Srq::new();
+            srq.post_recv(recv(0, inbox, 0, 64));
+            let init = QpInit {
+                srq: Some(srq),
+                ..QpInit::new(pd, &cq)
+            };
+            let qp = inc
+                .accept(
+                    init,
+                    &RemoteBuf {
+                        stag: region,
+                        to: 0,
+                        len: LEN as u32,
+                    }
+                    .encode(),
+                )
+                .await
+                .expect("accept");
+            assert_eq!(next_ok(&cq).await.wc.byte_len, 4);
+            assert!(
+                read_mem(&engine, pd, region, 0, LEN) == pattern(11, LEN),
+                "the Write arrived intact"
+            );
+            let out = (qp.mulpdu(), qp.stats().fpdus_sent);
+            qp.closed().await;
+            out
+        })
+    });
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(config(client_large));
+            let pd = engine.alloc_pd();
+            let cq = Cq::new(8);
+            let (qp, private) = engine
+                .connect(server_addr, QpInit::new(pd, &cq), b"")
+                .await
+                .expect("connect from host b");
+            let remote = RemoteBuf::decode(&private).expect("a RemoteBuf");
+            let local = engine
+                .tpt()
+                .register(pd, vec![0; LEN], Base::ZeroBased, LOCAL)
+                .unwrap();
+            qp.post_send(wr(1, write(pattern(11, LEN), remote)))
+                .unwrap();
+            let src = remote;
+            let dst = Sge {
+                stag: local,
+                to: 0,
+                len: LEN as u32,
+            };
+            qp.post_send(wr(2, SendOp::Read { src, dst })).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 1);
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 2);
+            assert!(
+                read_mem(&engine, pd, local, 0, LEN) == pattern(11, LEN),
+                "the Read brought it back intact"
+            );
+            let out = (qp.mulpdu(), qp.stats().fpdus_sent);
+            qp.post_send(wr(3, send(&b"done"[..]))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 3);
+            qp.disconnect();
+            qp.closed().await;
+            out
+        })
+    });
+    [client.join(), server.join()]
+}
+
+#[test]
+fn large_fpdus_cross_a_1500_octet_mtu_only_when_both_sides_offer_them() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    // What one segment of this link holds (MSS 1448 with timestamps, 1460 without).
+    let segment = mpa::mulpdu(1460, false);
+    for (i, (server, client)) in [(true, true), (true, false), (false, true), (false, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let sides = ["client", "server"];
+        let got = large_fpdu_run(&net, PORT + 1 + i as u16, server, client);
+        report(format_args!(
+            "large FPDUs server {server} client {client}: (MULPDU, FPDUs sent) {got:?}"
+        ));
+        for (side, (mulpdu, fpdus)) in sides.into_iter().zip(got) {
+            if server && client {
+                assert_eq!(mulpdu, mpa::MAX_ULPDU, "{side}: both offered");
+                // 256 KiB (Write or Read Responses) in 64 KiB FPDUs, plus a few small ones.
+                assert!(fpdus <= 12, "{side}: {fpdus} FPDUs");
+            } else {
+                assert!(
+                    mulpdu <= segment,
+                    "{side}: MULPDU {mulpdu} with no agreement"
+                );
+                assert!(fpdus >= 256 * 1024 / 1460, "{side}: {fpdus} FPDUs");
+            }
+        }
+    }
+}

@@ -172,6 +172,13 @@ impl Qp {
         self.inner.qp.ird_ord()
     }
 
+    /// The most octets (DDP header and payload) this side puts in one FPDU: what one TCP
+    /// segment holds on this path, or up to 64 KiB when both sides agreed to
+    /// [large FPDUs](crate::DeviceConfig::large_fpdus).
+    pub fn mulpdu(&self) -> u16 {
+        self.inner.qp.mulpdu()
+    }
+
     /// Its protection domain.
     pub fn pd(&self) -> &Pd {
         &self.inner.pd

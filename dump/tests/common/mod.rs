@@ -55,6 +55,7 @@ fn mpa_frame(
         markers,
         crc,
         reject: false,
+        large_fpdus: false,
         rev: if e.is_some() { 2 } else { 1 },
         enhanced: e.map(|(ird, ord, p2p, rtr)| EnhancedRepr { p2p, rtr, ird, ord }),
         private_data: b"",

@@ -34,6 +34,9 @@ usage: iwperf TEST [options] [server-address]
   --report_gbits    report Gb/s instead of MB/s
   --json            print one JSON object per result line instead of the table
   --crc             ask for MPA CRC
+  --large-fpdus     offer FPDUs larger than one TCP segment (siw's experimental MPA
+                    bit; used only if the peer offers it too: another iwperf with
+                    this flag, or siw built with try_gso)
   --first-delay MS  client: wait MS after each MPA Reply before the first FPDU
                     (siw hazard A; default 200, 0 = off)
   --timeout SECS    per-step timeout (default 30)
@@ -175,6 +178,8 @@ pub struct Opts {
     pub json: bool,
     /// `--crc`.
     pub crc: bool,
+    /// `--large-fpdus`.
+    pub large_fpdus: bool,
     /// `--first-delay`.
     pub first_delay: Duration,
     /// Per-step timeout.
@@ -200,6 +205,7 @@ impl Opts {
             gbits: false,
             json: false,
             crc: false,
+            large_fpdus: false,
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(30),
         }
@@ -234,6 +240,7 @@ impl Opts {
                 "--report_gbits" => o.gbits = true,
                 "--json" => o.json = true,
                 "--crc" => o.crc = true,
+                "--large-fpdus" => o.large_fpdus = true,
                 "-d" => {
                     val("-d")?;
                 }
@@ -338,6 +345,7 @@ impl Opts {
             .mpa_revision(2)
             .ird_ord(ird, ord)
             .crc(self.crc)
+            .large_fpdus(self.large_fpdus)
             .markers(false)
             .queue_depths(QUEUE_DEPTH, QUEUE_DEPTH)
             .p2p(false, RtrFlags::NONE)

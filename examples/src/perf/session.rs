@@ -176,13 +176,19 @@ impl Session {
             self.peer_version.version
         ));
         let (ird, ord) = self.links.first().map_or((0, 0), |l| l.qp.ird_ord());
+        let mulpdu = self.links.first().map_or(0, |l| l.qp.mulpdu());
         p.info(&format!(
             " Transport: IW  QPs: {}  TX depth: {}  Inline: {}[B] (recorded only)  \
-             IRD/ORD: {ird}/{ord}  CRC: {}",
+             IRD/ORD: {ird}/{ord}  CRC: {}  FPDU: up to {mulpdu}[B]{}",
             opts.qps,
             opts.tx_depth,
             opts.inline_size,
-            if opts.crc { "asked" } else { "off" }
+            if opts.crc { "asked" } else { "off" },
+            if opts.large_fpdus {
+                " (large asked)"
+            } else {
+                ""
+            }
         ));
         for (side, list) in [("local", mine), ("remote", rem)] {
             for d in list {

@@ -334,6 +334,63 @@ fn initiator_gets(init_cfg: MpaConfig, bytes: &[u8]) -> (Handshake, BytesMut) {
     (h, rx)
 }
 
+/// One Request and one Reply by hand: the flags octet of each and both sides' outcome.
+fn large_fpdus_exchange(init: bool, resp: bool) -> (u8, u8, bool, bool) {
+    let now = Instant::now();
+    let mut i = Handshake::initiator(
+        MpaConfig {
+            large_fpdus: init,
+            ..cfg()
+        },
+        b"",
+        now,
+    )
+    .unwrap();
+    let mut r = Handshake::responder(
+        MpaConfig {
+            large_fpdus: resp,
+            ..cfg()
+        },
+        now,
+    );
+    let mut req = BytesMut::new();
+    assert!(i.poll_transmit(&mut req));
+    let req_flags = req[16];
+    r.handle_input(&mut req, now);
+    assert!(matches!(
+        r.poll_event(),
+        Some(HandshakeEvent::Request { .. })
+    ));
+    r.accept(b"").unwrap();
+    let mut rep = BytesMut::new();
+    assert!(r.poll_transmit(&mut rep));
+    let rep_flags = rep[16];
+    i.handle_input(&mut rep, now);
+    let (ni, _) = established(&[i.poll_event().unwrap()]);
+    let (nr, _) = established(&[r.poll_event().unwrap()]);
+    (req_flags, rep_flags, ni.large_fpdus, nr.large_fpdus)
+}
+
+#[test]
+fn large_fpdus_only_when_both_frames_carry_the_bit() {
+    // C=1 S=1 is 0x50; siw's bit adds 0x08.
+    assert_eq!(large_fpdus_exchange(true, true), (0x58, 0x58, true, true));
+    // Offered, not accepted: the Reply does not carry it, neither side uses it.
+    assert_eq!(
+        large_fpdus_exchange(true, false),
+        (0x58, 0x50, false, false)
+    );
+    // Not offered: a willing Responder never sets it on its own.
+    assert_eq!(
+        large_fpdus_exchange(false, true),
+        (0x50, 0x50, false, false)
+    );
+    assert_eq!(
+        large_fpdus_exchange(false, false),
+        (0x50, 0x50, false, false)
+    );
+}
+
 #[test]
 fn insufficient_ird() {
     let block = crate::wire::enhanced::EnhancedRepr {
@@ -347,6 +404,7 @@ fn insufficient_ird() {
         markers: false,
         crc: true,
         reject: false,
+        large_fpdus: false,
         rev: 2,
         enhanced: Some(block),
         private_data: b"",

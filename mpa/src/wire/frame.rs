@@ -3,7 +3,7 @@
 //! ```text
 //! offset size field
 //! 0      16   Key   "MPA ID Req Frame" / "MPA ID Rep Frame"
-//! 16     1    flags M=0x80 C=0x40 R=0x20 S=0x10 Res=0x0f
+//! 16     1    flags M=0x80 C=0x40 R=0x20 S=0x10 Res=0x0f (0x08: siw's large-FPDU bit)
 //! 17     1    Rev   1 (RFC 5044) or 2 (RFC 6581)
 //! 18     2    PD_Length (big-endian), 0..=512
 //! 20     n    Private Data (starts with the 4-octet enhanced block when S=1)
@@ -29,6 +29,11 @@ pub const FLAG_REJECT: u8 = 0x20;
 pub const FLAG_ENHANCED: u8 = 0x10;
 /// Reserved bits: sent as 0, never checked (siw uses 0x08 for an experiment).
 pub const FLAG_RES: u8 = 0x0f;
+/// Linux siw's experimental `MPA_RR_FLAG_GSO_EXP` (0x0800 of its big-endian flags word),
+/// a reserved bit to RFC 5044: "my FPDUs may be larger than one TCP segment, and I take
+/// such FPDUs from you". Used only when both frames carry it; a standard peer never sets
+/// it and ignores it, so an offer costs nothing.
+pub const FLAG_LARGE_FPDUS: u8 = 0x08;
 /// Lowest revision accepted (Rev 0, pre-IETF RDMAC, is rejected).
 pub const REV_MIN: u8 = 1;
 /// Highest revision understood (RFC 6581).
@@ -166,6 +171,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.rev() >= 2 && self.enhanced()
     }
 
+    /// siw's large-FPDU bit ([`FLAG_LARGE_FPDUS`], one of the reserved bits).
+    pub fn large_fpdus(&self) -> bool {
+        self.flags() & FLAG_LARGE_FPDUS != 0
+    }
+
     /// The reserved bits (0x0f of the flags octet).
     pub fn res(&self) -> u8 {
         self.flags() & FLAG_RES
@@ -227,6 +237,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_flag(FLAG_ENHANCED, on);
     }
 
+    /// Sets siw's large-FPDU bit.
+    pub fn set_large_fpdus(&mut self, on: bool) {
+        self.set_flag(FLAG_LARGE_FPDUS, on);
+    }
+
     /// Sets the reserved bits (masked to 0x0f).
     pub fn set_res(&mut self, res: u8) {
         let flags = self.flags();
@@ -262,6 +277,8 @@ pub struct FrameRepr<'a> {
     pub crc: bool,
     /// R bit (meaningful in a Reply only).
     pub reject: bool,
+    /// siw's large-FPDU bit ([`FLAG_LARGE_FPDUS`]).
+    pub large_fpdus: bool,
     /// Rev (1 or 2).
     pub rev: u8,
     /// The enhanced block; `Some` exactly when the frame is Rev 2 with S=1.
@@ -292,6 +309,7 @@ impl<'a> FrameRepr<'a> {
             markers: packet.markers(),
             crc: packet.crc(),
             reject: packet.reject(),
+            large_fpdus: packet.large_fpdus(),
             rev: packet.rev(),
             enhanced,
             private_data,
@@ -314,7 +332,8 @@ impl<'a> FrameRepr<'a> {
     }
 
     /// Writes the frame into the first [`buffer_len`](Self::buffer_len) octets. The S bit is
-    /// set exactly when `enhanced` is `Some`; reserved bits are written as 0. The caller
+    /// set exactly when `enhanced` is `Some`; reserved bits are written as 0 but for
+    /// [`FLAG_LARGE_FPDUS`] when `large_fpdus`. The caller
     /// keeps [`pd_length`](Self::pd_length) within 512 (the handshake checks it).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         debug_assert!(self.pd_length() <= MAX_PRIVATE_DATA);
@@ -324,6 +343,7 @@ impl<'a> FrameRepr<'a> {
         packet.set_crc(self.crc);
         packet.set_reject(self.reject);
         packet.set_enhanced(self.enhanced.is_some());
+        packet.set_large_fpdus(self.large_fpdus);
         packet.set_rev(self.rev);
         packet.set_pd_length(self.pd_length() as u16);
         let pd = packet.private_data_mut();

@@ -136,6 +136,12 @@ impl Qp {
         self.shared.lock().stream.ird_ord()
     }
 
+    /// The largest ULPDU this side sends in one FPDU: what one TCP segment holds, unless
+    /// both sides agreed to large FPDUs.
+    pub fn mulpdu(&self) -> u16 {
+        self.shared.lock().stream.mulpdu()
+    }
+
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {

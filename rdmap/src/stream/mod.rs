@@ -436,6 +436,11 @@ impl Stream {
         (self.ird, self.ord)
     }
 
+    /// The largest ULPDU (DDP header and payload) this side puts in one FPDU.
+    pub fn mulpdu(&self) -> u16 {
+        self.cfg.mulpdu
+    }
+
     /// Send-queue work requests posted and not yet completed (queued or in flight).
     pub fn outstanding_sends(&self) -> usize {
         self.tx.outstanding()

@@ -37,6 +37,11 @@ static V2_REQ_NONEG: [u8; 24] = [
     0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
     0x50, 0x02, 0x00, 0x04, 0x3f, 0xff, 0x3f, 0xff,
 ];
+// V2 Reply C=1 S=1 with siw's large-FPDU bit (flags 0x58, siw's 0x5802 word), IRD=ORD=16.
+static V2_REP_LARGE: [u8; 24] = [
+    0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x70, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+    0x58, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10,
+];
 
 fn v1(kind: FrameKind, markers: bool, reject: bool, pd: &[u8]) -> FrameRepr<'_> {
     FrameRepr {
@@ -44,6 +49,7 @@ fn v1(kind: FrameKind, markers: bool, reject: bool, pd: &[u8]) -> FrameRepr<'_> 
         markers,
         crc: true,
         reject,
+        large_fpdus: false,
         rev: 1,
         enhanced: None,
         private_data: pd,
@@ -56,6 +62,7 @@ fn v2(kind: FrameKind, block: EnhancedRepr, pd: &[u8]) -> FrameRepr<'_> {
         markers: false,
         crc: true,
         reject: false,
+        large_fpdus: false,
         rev: 2,
         enhanced: Some(block),
         private_data: pd,
@@ -126,6 +133,22 @@ fn all_vectors() -> Vec<(&'static [u8], FrameRepr<'static>)> {
                 b"",
             ),
         ),
+        (
+            &V2_REP_LARGE[..],
+            FrameRepr {
+                large_fpdus: true,
+                ..v2(
+                    FrameKind::Reply,
+                    EnhancedRepr {
+                        p2p: false,
+                        rtr: RtrFlags::NONE,
+                        ird: 16,
+                        ord: 16,
+                    },
+                    b"",
+                )
+            },
+        ),
     ]
 }
 
@@ -140,6 +163,7 @@ fn deconstruct() {
     assert!(p.enhanced());
     assert!(p.has_enhanced_block());
     assert_eq!(p.res(), 0);
+    assert!(!p.large_fpdus());
     assert_eq!(p.rev(), 2);
     assert_eq!(p.pd_length(), 9);
     assert_eq!(p.private_data(), &V2_REQ[20..]);
@@ -149,6 +173,9 @@ fn deconstruct() {
     assert!(p.reject() && p.crc() && !p.markers() && !p.enhanced());
     assert_eq!((p.rev(), p.pd_length()), (1, 0));
     assert!(Packet::new_unchecked(&V1_REQ_MARKERS[..]).markers());
+    let p = Packet::new_unchecked(&V2_REP_LARGE[..]);
+    assert!(p.large_fpdus() && p.crc() && p.enhanced() && !p.reject());
+    assert_eq!(p.res(), 0x08);
 }
 
 #[test]
@@ -254,10 +281,20 @@ fn enhanced_bit_rules() {
 
 #[test]
 fn reserved_bits_ignored() {
-    // siw sets 0x08 in octet 16.
+    // siw sets 0x08 in octet 16: read as the large-FPDU offer, nothing else changes.
     let gso = with(&V2_REQ, |p| p.set_res(0x08));
     assert_eq!(gso[16], 0x58);
     let r = FrameRepr::parse(&Packet::new_unchecked(&gso[..])).unwrap();
+    assert_eq!(
+        r,
+        FrameRepr {
+            large_fpdus: true,
+            ..all_vectors()[3].1
+        }
+    );
+    // The other three reserved bits mean nothing.
+    let res = with(&V2_REQ, |p| p.set_res(0x07));
+    let r = FrameRepr::parse(&Packet::new_unchecked(&res[..])).unwrap();
     assert_eq!(r, all_vectors()[3].1);
     let all = with(&V1_REQ_HELLO, |p| p.set_res(0x0f));
     assert!(FrameRepr::parse(&Packet::new_unchecked(&all[..])).is_ok());

@@ -42,6 +42,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("max_qps", "connections served at once (more are rejected)"),
     ("crc", "ask for MPA CRC32c (boolean)"),
     ("markers", "ask the peer to insert MPA markers (boolean)"),
+    (
+        "large_fpdus",
+        "offer FPDUs larger than one TCP segment, siw's experimental bit (boolean)",
+    ),
     ("mpa_revision", "MPA revision: 1 or 2"),
     ("ird", "inbound RDMA Read/Atomic limit (0..=16383)"),
     ("ord", "outbound RDMA Read/Atomic limit (0..=16383)"),
@@ -84,6 +88,8 @@ pub(crate) struct Config {
     pub(crate) crc: bool,
     /// MPA M bit.
     pub(crate) markers: bool,
+    /// Offer siw's large-FPDU bit.
+    pub(crate) large_fpdus: bool,
     /// MPA revision, 1 or 2.
     pub(crate) mpa_revision: u8,
     /// Local IRD.
@@ -110,6 +116,7 @@ impl Default for Config {
             max_qps: 64,
             crc: true,
             markers: false,
+            large_fpdus: false,
             mpa_revision: 2,
             ird: 16,
             ord: 16,
@@ -241,6 +248,7 @@ impl Config {
             "max_qps" => self.max_qps = number(1, 1 << 20)? as usize,
             "crc" => self.crc = boolean()?,
             "markers" => self.markers = boolean()?,
+            "large_fpdus" => self.large_fpdus = boolean()?,
             "p2p" => self.p2p = boolean()?,
             "mpa_revision" => self.mpa_revision = number(1, 2)? as u8,
             "ird" => self.ird = number(0, MAX_IRD_ORD)? as u16,
@@ -284,6 +292,7 @@ impl Config {
         cfg.mpa.rev = self.mpa_revision;
         cfg.mpa.crc = self.crc;
         cfg.mpa.markers = self.markers;
+        cfg.mpa.large_fpdus = self.large_fpdus;
         cfg.mpa.ird = self.ird;
         cfg.mpa.ord = self.ord;
         cfg.mpa.p2p = self.p2p;
@@ -346,6 +355,7 @@ mod tests {
              max_qps = 3\n\
              crc = off\n\
              markers = yes\n\
+             large-fpdus = on\n\
              mpa_revision = 1\n\
              IRD = 4\n\
              ord = 0\n\
@@ -361,13 +371,14 @@ mod tests {
             (8 << 20, 32, 4096)
         );
         assert_eq!(c.max_qps, 3);
-        assert!(!c.crc && c.markers && c.p2p);
+        assert!(!c.crc && c.markers && c.large_fpdus && c.p2p);
         assert_eq!((c.mpa_revision, c.ird, c.ord), (1, 4, 0));
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
         assert_eq!(c.log.as_deref(), Some("offload_engine=debug"));
         assert_eq!(c.pcap, Some(PathBuf::from("/tmp/iwarpd.pcapng")));
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));
+        assert!(e.mpa.large_fpdus);
         assert_eq!((e.mpa.ird, e.mpa.ord, e.mpa.p2p), (4, 0, true));
         assert_eq!(e.connect_timeout, Duration::from_secs(3));
     }

@@ -51,6 +51,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         max_qps = cfg.max_qps,
         crc = cfg.crc,
         markers = cfg.markers,
+        large_fpdus = cfg.large_fpdus,
         mpa_revision = cfg.mpa_revision,
         ird = cfg.ird,
         ord = cfg.ord,
