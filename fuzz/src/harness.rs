@@ -200,7 +200,7 @@ impl StreamHarness {
             let wr_id = self.next_id();
             let wr = RecvWr {
                 wr_id,
-                sgl: vec![
+                sgl: [
                     Sge {
                         stag: regions::LOCAL,
                         to: regions::LOCAL_BASE + slot,
@@ -211,7 +211,7 @@ impl StreamHarness {
                         to: regions::LOCAL_BASE + slot + 512,
                         len: 256,
                     },
-                ],
+                ].into(),
             };
             if self.stream.post_recv(wr).is_err() {
                 return;
@@ -381,7 +381,7 @@ fn send_work(plan: Plan) -> Vec<SendOp> {
             invalidate: None,
         });
         ops.push(SendOp::Send {
-            data: Payload::Sgl(vec![local(5000, 700)]),
+            data: Payload::Sgl([local(5000, 700)].into()),
             invalidate: Some(regions::INVALIDATE),
         });
     }
@@ -391,7 +391,7 @@ fn send_work(plan: Plan) -> Vec<SendOp> {
             dst: remote(regions::WRITE_ONLY, 0, 256),
         });
         ops.push(SendOp::Write {
-            data: Payload::Sgl(vec![local(6000, 300), local(7000, 300)]),
+            data: Payload::Sgl([local(6000, 300), local(7000, 300)].into()),
             dst: remote(regions::ALL, 0x1100, 600),
         });
     }

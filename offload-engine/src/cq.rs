@@ -7,6 +7,7 @@ use std::task::{Context, Poll, Waker};
 
 use futures::Stream;
 use rdmap::Completion;
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 
 use crate::QpNum;
@@ -55,7 +56,9 @@ struct Ring {
     /// `notified` waiters once.
     armed: Option<bool>,
     /// Tasks waiting in `poll_next`.
-    wakers: Vec<Waker>,
+    /// Tasks awaiting an entry; inline, so waking them and registering again allocates
+    /// nothing.
+    wakers: SmallVec<[Waker; 2]>,
 }
 
 #[derive(Debug)]
@@ -82,7 +85,7 @@ impl Cq {
                     entries: VecDeque::with_capacity(depth.min(4096)),
                     overrun: false,
                     armed: None,
-                    wakers: Vec::new(),
+                    wakers: SmallVec::new(),
                 }),
                 event: Notify::new(),
             }),

@@ -107,11 +107,12 @@ async fn exercise(ci: mpa::MpaConfig, cr: mpa::MpaConfig) {
     let sqp = accept.await.unwrap();
     sqp.post_recv(RecvWr {
         wr_id: 1,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: sbuf,
             to: 0,
             len: 1024,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();

@@ -94,11 +94,12 @@ async fn send_write_read_atomic_over_loopback() {
     // Send into a posted receive.
     s.qp.post_recv(RecvWr {
         wr_id: 10,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: sbuf,
             to: 0x10_0000,
             len: 4096,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     let msg = pattern(3000, 1);
@@ -197,11 +198,12 @@ async fn a_bad_stag_terminates_both_sides_and_flushes() {
         .unwrap();
     s.qp.post_recv(RecvWr {
         wr_id: 77,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: sbuf,
             to: 0,
             len: 64,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     let bad = STag::new(sbuf.index(), sbuf.instance().wrapping_add(1));
@@ -366,11 +368,12 @@ async fn per_request_futures_bypass_the_cq() {
     let recv =
         s.qp.post_recv_notify(RecvWr {
             wr_id: 0,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag: sbuf,
                 to: 0,
                 len: 64,
-            }],
+            }]
+            .into(),
         })
         .unwrap();
     let sent =
@@ -415,11 +418,12 @@ async fn receives_posted_at_accept_catch_the_first_send() {
             let mut init = QpInit::new(spd, &scq);
             init.recvs = vec![RecvWr {
                 wr_id: 3,
-                sgl: vec![Sge {
+                sgl: [Sge {
                     stag: buf,
                     to: 0,
                     len: 64,
-                }],
+                }]
+                .into(),
             }];
             listener
                 .accept()

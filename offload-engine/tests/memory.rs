@@ -248,11 +248,12 @@ async fn type2_window_is_bound_by_a_work_request_to_one_qp() {
     // Send with Invalidate of the window from its own peer.
     sqp.post_recv(RecvWr {
         wr_id: 5,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: mr,
             to: 0,
             len: 64,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     cqp.post_send(send(6, b"done", Some(win), SendFlags::NONE))
@@ -298,11 +299,12 @@ async fn fast_registration_and_remote_invalidate() {
         .unwrap();
     sqp.post_recv(RecvWr {
         wr_id: 2,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: buf,
             to: 0,
             len: 64,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     cqp.post_send(send(3, b"", Some(stag), SendFlags::NONE))
@@ -328,11 +330,12 @@ async fn ordinary_region_cannot_be_invalidated_remotely() {
         .unwrap();
     sqp.post_recv(RecvWr {
         wr_id: 2,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: mr,
             to: 0,
             len: 64,
-        }],
+        }]
+        .into(),
     })
     .unwrap();
     cqp.post_send(send(3, b"", Some(mr), SendFlags::NONE))
@@ -352,11 +355,12 @@ async fn shared_receive_queue_serves_several_qps_and_solicited_events_fire() {
     for i in 0..8u64 {
         srq.post_recv(RecvWr {
             wr_id: 100 + i,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag: buf,
                 to: i * 64,
                 len: 64,
-            }],
+            }]
+            .into(),
         });
     }
     let (a, _sa) = connect(&c, &s, Some(srq.clone())).await;
@@ -564,11 +568,12 @@ async fn every_protection_failure_terminates_only_its_own_qp() {
         if name != "no posted receive" {
             sqp.post_recv(RecvWr {
                 wr_id: 42,
-                sgl: vec![Sge {
+                sgl: [Sge {
                     stag: recv_buf,
                     to: 0,
                     len: 64,
-                }],
+                }]
+                .into(),
             })
             .unwrap();
         }

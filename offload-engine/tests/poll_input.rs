@@ -101,11 +101,12 @@ async fn poll_input_completes_receives_without_the_driver() {
     for i in 0..MESSAGES.len() {
         qp.post_recv(RecvWr {
             wr_id: i as u64,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag,
                 to: (i * 64) as u64,
                 len: 64,
-            }],
+            }]
+            .into(),
         })
         .expect("post_recv");
     }
@@ -207,11 +208,12 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
     for i in 0..2 {
         qp.post_recv(RecvWr {
             wr_id: i,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag: inbox,
                 to: i * 32,
                 len: 32,
-            }],
+            }]
+            .into(),
         })
         .expect("post_recv");
     }

@@ -74,6 +74,7 @@
 pub mod atomic;
 mod memory;
 mod qp;
+mod sgl;
 mod stream;
 pub mod term;
 pub mod testing;
@@ -83,6 +84,7 @@ mod work;
 pub use ddp::{Access, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
 pub use qp::{QpEnd, QpNum};
+pub use sgl::{SGL_INLINE, Sgl};
 pub use stream::{
     DirectTarget, Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
 };

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use ddp::{Access, STag};
 
+use crate::Sgl;
 use crate::term::TermCode;
 
 /// An application-chosen identifier echoed back in the completion of a work request.
@@ -95,7 +96,7 @@ pub enum Payload {
     Bytes(Bytes),
     /// A gather list of local registered memory, read with local-read access when the
     /// message is transmitted.
-    Sgl(Vec<Sge>),
+    Sgl(Sgl),
 }
 
 impl Payload {
@@ -287,7 +288,7 @@ pub struct RecvWr {
     /// Echoed in the completion.
     pub wr_id: WrId,
     /// Where the message is placed, in order; written with local-write access.
-    pub sgl: Vec<Sge>,
+    pub sgl: Sgl,
 }
 
 /// Which queue a completion belongs to.

@@ -85,7 +85,7 @@ fn write(data: impl Into<Bytes>, dst: RemoteBuf) -> SendOp {
 fn recv(wr_id: u64, stag: STag, to: u64, len: u32) -> RecvWr {
     RecvWr {
         wr_id,
-        sgl: vec![Sge { stag, to, len }],
+        sgl: [Sge { stag, to, len }].into(),
     }
 }
 

@@ -45,7 +45,7 @@
 //!     let shared = spd.alloc_mr(64 << 10, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
 //!     let inbox = spd.alloc_mr(256, Access::LOCAL_WRITE)?;
 //!     let (scq, srq) = (server.create_cq(16), server.create_srq());
-//!     srq.post_recv(RecvWr { wr_id: 7, sgl: vec![inbox.local(..)] });
+//!     srq.post_recv(RecvWr { wr_id: 7, sgl: [inbox.local(..)].into() });
 //!     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
 //!     let addr = listener.local_addr();
 //!     let advert = shared.remote().encode();
@@ -106,7 +106,7 @@ pub use types::{MwType, PdId};
 pub use mpa::{ConnectError, RtrFlags};
 pub use rdmap::{
     Access, Completion, FastReg, Payload, PostError, QpEnd, QpNum, QpState, RecvWr, RemoteBuf,
-    STag, SendFlags, SendOp, SendWr, Sge, TermCode, WcOpcode, WcStatus, WrId,
+    SGL_INLINE, STag, SendFlags, SendOp, SendWr, Sge, Sgl, TermCode, WcOpcode, WcStatus, WrId,
 };
 
 /// The `bytes` crate, re-exported so applications need no direct dependency for

@@ -8,7 +8,8 @@ use std::ops::RangeBounds;
 
 use bytes::Bytes;
 use rdmap::{
-    Access, Completion, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
+    Access, Completion, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, Sgl,
+    WcOpcode,
 };
 
 use crate::error::{MemError, WcError};
@@ -80,10 +81,10 @@ impl Qp {
     /// # Cancel safety
     ///
     /// Not cancel safe (see [`exec`](Self::exec)).
-    pub async fn send_sgl(&self, sgl: Vec<Sge>) -> Result<Completion, WcError> {
+    pub async fn send_sgl(&self, sgl: impl Into<Sgl>) -> Result<Completion, WcError> {
         self.exec(
             SendOp::Send {
-                data: Payload::Sgl(sgl),
+                data: Payload::Sgl(sgl.into()),
                 invalidate: None,
             },
             SendFlags::NONE,
@@ -217,7 +218,7 @@ impl Qp {
     /// back. If the future is dropped, the next message still lands in the buffer, but
     /// its completion is discarded, so the application never learns of it.
     pub async fn recv(&self, dst: impl Into<Sge>) -> Result<Completion, WcError> {
-        self.recv_sgl(vec![dst.into()]).await
+        self.recv_sgl(dst.into()).await
     }
 
     /// Posts a receive that scatters one message over `sgl`, in order, and waits for it.
@@ -225,8 +226,9 @@ impl Qp {
     /// # Cancel safety
     ///
     /// **Not cancel safe** (see [`recv`](Self::recv)).
-    pub async fn recv_sgl(&self, sgl: Vec<Sge>) -> Result<Completion, WcError> {
+    pub async fn recv_sgl(&self, sgl: impl Into<Sgl>) -> Result<Completion, WcError> {
         let op = WcOpcode::Recv;
+        let sgl = sgl.into();
         let rx = self
             .inner
             .qp

@@ -42,11 +42,11 @@ async fn shared_receive_queue_feeds_queue_pairs() {
     let inbox = server.pd.alloc_mr(64, Access::LOCAL_WRITE).unwrap();
     srq.post_recv(RecvWr {
         wr_id: 1,
-        sgl: vec![inbox.local(..32)],
+        sgl: [inbox.local(..32)].into(),
     });
     srq.post_recv(RecvWr {
         wr_id: 2,
-        sgl: vec![inbox.local(32..)],
+        sgl: [inbox.local(32..)].into(),
     });
     let listener = server
         .device

@@ -75,7 +75,7 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     let inbox = s.pd().alloc_mr(LEN, ALL).unwrap();
     s.qp.post_recv(verbs::RecvWr {
         wr_id: 1,
-        sgl: vec![inbox.local(..)],
+        sgl: [inbox.local(..)].into(),
     })
     .unwrap();
     let src = c.pd().alloc_mr(LEN, ALL).unwrap();
@@ -83,7 +83,7 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     c.qp.post_send(SendWr {
         wr_id: 2,
         op: SendOp::Send {
-            data: Payload::Sgl(vec![src.local(..)]),
+            data: Payload::Sgl([src.local(..)].into()),
             invalidate: None,
         },
         flags: SendFlags::SIGNALED,

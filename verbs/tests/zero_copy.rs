@@ -36,7 +36,7 @@ async fn memory_that_changes_while_it_is_sent_keeps_every_fpdu_valid() {
     for i in 0..40u64 {
         c.qp.exec(
             SendOp::Write {
-                data: Payload::Sgl(vec![src.local(..)]),
+                data: Payload::Sgl([src.local(..)].into()),
                 dst: target.remote(),
             },
             SendFlags::SIGNALED,
@@ -76,7 +76,7 @@ async fn without_crc_large_writes_are_read_straight_into_memory() {
     for (round, len) in [100usize, 9000, 65536, 70_001, LEN].into_iter().enumerate() {
         s.qp.post_recv(RecvWr {
             wr_id: round as u64,
-            sgl: vec![inbox.local(..)],
+            sgl: [inbox.local(..)].into(),
         })
         .unwrap();
         let data = pattern(len, round as u8 + 1);
@@ -116,7 +116,7 @@ async fn a_gather_list_over_two_regions_arrives_in_order() {
     let inbox = s.pd().alloc_mr(50_000, ALL).unwrap();
     s.qp.post_recv(RecvWr {
         wr_id: 5,
-        sgl: vec![inbox.local(..)],
+        sgl: [inbox.local(..)].into(),
     })
     .unwrap();
     c.qp.send_sgl(vec![a.local(..), b.local(..)]).await.unwrap();

@@ -237,7 +237,7 @@ async fn serve(listener: Listener, pd: Pd, target: RemoteBuf) -> Result<(usize, 
 fn repost(srq: &Srq, inbox: &Mr) {
     srq.post_recv(RecvWr {
         wr_id: 0,
-        sgl: vec![inbox.local(..)],
+        sgl: [inbox.local(..)].into(),
     });
 }
 

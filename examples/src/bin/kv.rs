@@ -132,7 +132,7 @@ async fn serve(listener: Listener, pd: Pd) -> Result<(), Error> {
     // A receive posted at accept time catches the first request, whenever it comes.
     let first = RecvWr {
         wr_id: 0,
-        sgl: vec![inbox.local(..)],
+        sgl: [inbox.local(..)].into(),
     };
     let incoming = listener.accept().await?;
     let qp = incoming
@@ -148,7 +148,7 @@ async fn serve(listener: Listener, pd: Pd) -> Result<(), Error> {
         let req = inbox.read(..wc.wc.byte_len as usize)?;
         qp.post_recv(RecvWr {
             wr_id: 0,
-            sgl: vec![inbox.local(..)],
+            sgl: [inbox.local(..)].into(),
         })?;
         let Some((&op, rest)) = req.split_first() else {
             return Ok(());

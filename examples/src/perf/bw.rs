@@ -156,7 +156,7 @@ pub async fn rdma(
             dst: sink,
         },
         _ => SendOp::Write {
-            data: Payload::Sgl(vec![sink]),
+            data: Payload::Sgl([sink].into()),
             dst,
         },
     };

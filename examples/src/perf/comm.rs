@@ -126,6 +126,6 @@ fn recv_wr(inbox: &Mr, slot: u64) -> RecvWr {
     let at = slot as usize * SLOT;
     RecvWr {
         wr_id: slot,
-        sgl: vec![inbox.local(at..at + SLOT)],
+        sgl: [inbox.local(at..at + SLOT)].into(),
     }
 }

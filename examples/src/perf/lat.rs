@@ -102,7 +102,7 @@ pub async fn write(
     let send = |sent: u64| async move {
         buf.write(size - 1, &[sent as u8])?;
         let op = SendOp::Write {
-            data: Payload::Sgl(vec![buf.local(..size)]),
+            data: Payload::Sgl([buf.local(..size)].into()),
             dst,
         };
         let res = step(
@@ -320,7 +320,7 @@ pub async fn send(
         let posted = qp.post_send(SendWr {
             wr_id: sent,
             op: SendOp::Send {
-                data: Payload::Sgl(vec![buf.local(..size)]),
+                data: Payload::Sgl([buf.local(..size)].into()),
                 invalidate: None,
             },
             flags: SendFlags::NONE,

@@ -63,7 +63,7 @@ impl Inbox {
         let at = (id as usize % self.slots) * self.slot;
         RecvWr {
             wr_id: id,
-            sgl: vec![self.mr.local(at..at + self.slot)],
+            sgl: [self.mr.local(at..at + self.slot)].into(),
         }
     }
 
@@ -106,7 +106,7 @@ pub async fn client(
         Ok(sent.wrapping_sub(credits) < window)
     };
     let make = move || SendOp::Send {
-        data: Payload::Sgl(vec![sge]),
+        data: Payload::Sgl([sge].into()),
         invalidate: None,
     };
     pipeline(lim, progress, &qp, &cq, gate, make).await

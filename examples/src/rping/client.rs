@@ -122,7 +122,7 @@ fn recv_wr(inbox: &Mr, slot: u64) -> RecvWr {
     let at = slot as usize * RECV_SLOT;
     RecvWr {
         wr_id: slot,
-        sgl: vec![inbox.local(at..at + RECV_SLOT)],
+        sgl: [inbox.local(at..at + RECV_SLOT)].into(),
     }
 }
 

@@ -85,7 +85,7 @@ impl Side {
         let at = slot as usize * MAX_MSG;
         RecvWr {
             wr_id: slot,
-            sgl: vec![self.inbox.local(at..at + MAX_MSG)],
+            sgl: [self.inbox.local(at..at + MAX_MSG)].into(),
         }
     }
 

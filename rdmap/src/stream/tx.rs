@@ -79,7 +79,7 @@ pub(super) enum IrqEntry {
 enum Source {
     Empty,
     Bytes(Bytes),
-    Sgl(Vec<Sge>),
+    Sgl(crate::Sgl),
     /// Local memory read with remote-read access on the peer's behalf (Read Response).
     Remote(ReadRequestRepr),
     Inline([u8; INLINE_MAX], usize),

@@ -121,11 +121,12 @@ pub(crate) async fn run(name: &str, ci: MpaConfig, cr: MpaConfig, dir: &Path) ->
     init.recvs = (0..8)
         .map(|i| RecvWr {
             wr_id: 100 + i,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag: sbuf,
                 to: 4096 * i,
                 len: 4096,
-            }],
+            }]
+            .into(),
         })
         .collect();
     let accept = tokio::spawn(async move {

@@ -231,6 +231,6 @@ impl End {
 fn recv_wr(inbox: &Mr) -> RecvWr {
     RecvWr {
         wr_id: 0,
-        sgl: vec![inbox.local(..)],
+        sgl: [inbox.local(..)].into(),
     }
 }

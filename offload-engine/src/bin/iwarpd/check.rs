@@ -222,11 +222,12 @@ impl Client {
         let rx = self.register(window * msg as usize)?;
         let recv = |slot: u64| RecvWr {
             wr_id: slot,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 stag: rx,
                 to: slot * u64::from(msg),
                 len: msg,
-            }],
+            }]
+            .into(),
         };
         for slot in 0..window as u64 {
             self.qp

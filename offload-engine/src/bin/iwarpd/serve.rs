@@ -253,11 +253,12 @@ async fn overrun(qp: &Qp, e: &offload_engine::CqError) -> QpEnd {
 fn recv_wr(rx: STag, i: usize, size: u32) -> RecvWr {
     RecvWr {
         wr_id: i as u64,
-        sgl: vec![Sge {
+        sgl: [Sge {
             stag: rx,
             to: i as u64 * u64::from(size),
             len: size,
-        }],
+        }]
+        .into(),
     }
 }
 

@@ -59,7 +59,7 @@ fn read(wr_id: u64, src: RemoteBuf, dst: Sge) -> SendWr {
 fn recv(wr_id: u64, stag: STag, to: u64, len: u32) -> RecvWr {
     RecvWr {
         wr_id,
-        sgl: vec![Sge { stag, to, len }],
+        sgl: [Sge { stag, to, len }].into(),
     }
 }
 

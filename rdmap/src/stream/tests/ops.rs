@@ -362,18 +362,19 @@ fn scatter_gather_lists_both_ways() {
     p.b.s
         .post_recv(RecvWr {
             wr_id: 1,
-            sgl: vec![
+            sgl: [
                 sge(stag(2), 900, 100),
                 sge(stag(2), 0, 400),
                 sge(stag(2), 500, 400),
-            ],
+            ]
+            .into(),
         })
         .unwrap();
     p.a.s
         .post_send(SendWr {
             wr_id: 1,
             op: SendOp::Send {
-                data: Payload::Sgl(vec![sge(stag(1), 0, 300), sge(stag(1), 600, 400)]),
+                data: Payload::Sgl([sge(stag(1), 0, 300), sge(stag(1), 600, 400)].into()),
                 invalidate: None,
             },
             flags: SendFlags::SIGNALED,
