@@ -3,9 +3,12 @@
 //! IRD/ORD (wire-format.md §2.3), with 0x3FFF meaning "no negotiation":
 //! * Responder ORD = min(own ORD, Initiator IRD); unchanged (and 0x3FFF in the Reply) when
 //!   the Initiator IRD is 0x3FFF.
-//! * Responder IRD = max(own IRD, Initiator ORD): the "relaxed" negotiation of siw, which
-//!   may raise the Responder IRD instead of rejecting; unchanged (and 0x3FFF in the Reply)
-//!   when the Initiator ORD is 0x3FFF. Raised to 1 when a Read RTR is selected and it is 0.
+//! * Responder IRD = own IRD, whatever the Initiator ORD asks: the configured IRD is a
+//!   limit (it bounds the inbound Reads queued per connection), so the Initiator must
+//!   lower its ORD to it (RFC 6581 §9.1). siw's "relaxed" negotiation raises its IRD to the
+//!   Initiator ORD instead; doing that would let any peer size our queue. The Reply carries
+//!   0x3FFF when the Initiator ORD is 0x3FFF. Raised to 1 when a Read RTR is selected and it
+//!   is 0 (the one raise the RFC allows).
 //! * Initiator ORD = min(own ORD, Responder IRD), unchanged when the Reply says 0x3FFF.
 //! * Initiator IRD stays as configured; if it is below the Responder ORD (neither being
 //!   0x3FFF) the result is [`MpaError::InsufficientIrd`] (Terminate code 6).
@@ -63,8 +66,7 @@ pub(crate) fn responder(cfg: &MpaConfig, req: &PeerParams) -> ResponderPlan {
     let (mut ird, mut ird_field) = if peer_ord == NO_NEGOTIATION {
         (cfg.ird, NO_NEGOTIATION)
     } else {
-        let ird = cfg.ird.max(peer_ord);
-        (ird, ird)
+        (cfg.ird, cfg.ird)
     };
     let rtr = if req.p2p {
         responder_rtr(cfg.rtr, req.rtr)
@@ -196,13 +198,20 @@ mod tests {
 
     #[test]
     fn responder_ird_ord() {
-        // ORD = min(own ORD, peer IRD); IRD = max(own IRD, peer ORD).
+        // ORD = min(own ORD, peer IRD); IRD = own IRD, however many Reads the peer asks.
         let p = responder(
             &cfg(4, 32, RtrFlags::WRITE),
             &req(8, 16, false, RtrFlags::NONE),
         );
-        assert_eq!((p.negotiated.ird, p.negotiated.ord), (16, 8));
-        assert_eq!(p.block.map(|b| (b.ird, b.ord)), Some((16, 8)));
+        assert_eq!((p.negotiated.ird, p.negotiated.ord), (4, 8));
+        assert_eq!(p.block.map(|b| (b.ird, b.ord)), Some((4, 8)));
+        // A Request asking for ORD 16382 against IRD 0 gets IRD 0.
+        let p = responder(
+            &cfg(0, 16, RtrFlags::WRITE),
+            &req(16, 16382, false, RtrFlags::NONE),
+        );
+        assert_eq!(p.negotiated.ird, 0);
+        assert_eq!(p.block.map(|b| b.ird), Some(0));
         // 0x3FFF leaves the value unchanged and is echoed.
         let p = responder(
             &cfg(4, 32, RtrFlags::WRITE),

@@ -269,10 +269,10 @@ fn ird_ord_negotiation() {
             ..cfg()
         },
     );
-    // Responder: ORD = min(16, 4), IRD = max(2, 8) (relaxed).
-    assert_eq!((nr.ird, nr.ord, nr.peer_ird, nr.peer_ord), (8, 4, 4, 8));
-    // Initiator: ORD <= responder IRD, IRD >= responder ORD.
-    assert_eq!((ni.ird, ni.ord, ni.peer_ird, ni.peer_ord), (4, 8, 8, 4));
+    // Responder: ORD = min(16, 4); IRD stays 2, its limit, though the Initiator asks 8.
+    assert_eq!((nr.ird, nr.ord, nr.peer_ird, nr.peer_ord), (2, 4, 4, 8));
+    // Initiator: ORD lowered to the responder IRD, IRD >= responder ORD.
+    assert_eq!((ni.ird, ni.ord, ni.peer_ird, ni.peer_ord), (4, 2, 2, 4));
     assert!(ni.ord <= nr.ird && nr.ord <= ni.ird);
 
     // 0x3FFF: no negotiation, values unchanged and echoed.
