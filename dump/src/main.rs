@@ -3,6 +3,7 @@
 //! Exit status: 0 clean, 1 protocol violation, 2 usage or read error, 3 warnings only
 //! (see the library documentation).
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,16 +58,26 @@ fn main() -> ExitCode {
             return exit(EXIT_USAGE);
         }
     };
-    if json {
+    let text = if json {
         match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => s + "\n",
             Err(e) => {
                 eprintln!("iwarp-dump: JSON: {e}");
                 return exit(EXIT_USAGE);
             }
         }
     } else {
-        print!("{}", report.render(verbose));
+        report.render(verbose)
+    };
+    match io::stdout().lock().write_all(text.as_bytes()) {
+        // A reader that stopped early (`iwarp-dump FILE -v | head`) is not an error: stop
+        // quietly, as Unix tools do, with the analysis's own status.
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("iwarp-dump: cannot write the report: {e}");
+            return exit(EXIT_USAGE);
+        }
     }
     exit(report.exit_code)
 }

@@ -232,3 +232,31 @@ pub fn checks(report: &Report, severity: Severity) -> Vec<Check> {
 pub fn violations(report: &Report) -> Vec<Check> {
     checks(report, Severity::Violation)
 }
+
+impl Conn {
+    /// Writes the connection as a classic pcap of Ethernet/IPv4/TCP frames.
+    pub fn write_pcap(&self, path: &std::path::Path) {
+        use etherparse::PacketBuilder;
+        use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = PcapWriter::with_header(file, PcapHeader::default()).unwrap();
+        for s in &self.segments {
+            let (std::net::SocketAddr::V4(src), std::net::SocketAddr::V4(dst)) = (s.src, s.dst)
+            else {
+                panic!("IPv4 only");
+            };
+            let mut tcp = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                .ipv4(src.ip().octets(), dst.ip().octets(), 64)
+                .tcp(src.port(), dst.port(), s.seq, 65535)
+                .ack(1);
+            if s.syn {
+                tcp = tcp.syn();
+            }
+            let mut frame = Vec::new();
+            tcp.write(&mut frame, &s.payload).unwrap();
+            let ts = std::time::Duration::from_millis(s.frame);
+            w.write_packet(&PcapPacket::new(ts, frame.len() as u32, &frame))
+                .unwrap();
+        }
+    }
+}

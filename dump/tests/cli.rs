@@ -1,0 +1,53 @@
+//! The `iwarp-dump` program as a user runs it, on a pcap file written for the test.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// A capture whose `-v` listing is far longer than a pipe holds.
+fn long_capture(path: &std::path::Path) {
+    let mut c = Conn::new(Options::default());
+    for msn in 1..=3000 {
+        c.fpdu(I, &send(msn, b"a message of some length"));
+    }
+    c.write_pcap(path);
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_it_quietly() {
+    let path = std::env::temp_dir().join(format!("iwarp-dump-cli-{}.pcap", std::process::id()));
+    long_capture(&path);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iwarp-dump"))
+        .arg(&path)
+        .arg("-v")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -c 100`: read a little, then close the pipe.
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+}
+
+#[test]
+fn the_whole_report_when_it_is_read() {
+    let path = std::env::temp_dir().join(format!("iwarp-dump-cli-all-{}.pcap", std::process::id()));
+    long_capture(&path);
+    let out = Command::new(env!("CARGO_BIN_EXE_iwarp-dump"))
+        .arg(&path)
+        .arg("-v")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3000"), "{}", &text[..text.len().min(2000)]);
+}
