@@ -7,12 +7,14 @@
 //! first, which an RFC 5044 MPA Responder such as ours may not do).
 //!
 //! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
-//! `siw.ko` and an initramfs). Without `IWARP_SIW_LAB=1` every test prints
-//! `SKIPPED: set IWARP_SIW_LAB=1 ...` and passes.
+//! `siw.ko` and an initramfs). Every test is `#[ignore]`d with that reason, so a plain
+//! `cargo test` lists them as ignored (never as passed); run them with `--ignored` and
+//! `IWARP_SIW_LAB=1`. Asked for with `--ignored` but without the variable, each fails and
+//! says what to set.
 //!
 //! ```text
 //! sudo IWARP_SIW_LAB=1 CARGO_TARGET_DIR=/tmp/target-siw \
-//!     cargo test -p tests --test siw -- --test-threads=1 --nocapture
+//!     cargo test -p tests --test siw -- --ignored --test-threads=1 --nocapture
 //! ```
 //!
 //! The test builds the tools itself with
@@ -48,14 +50,15 @@ const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// One lab at a time: they share the netns and the addresses.
 static LAB_LOCK: Mutex<()> = Mutex::new(());
 
-fn enabled() -> bool {
-    if std::env::var("IWARP_SIW_LAB").as_deref() == Ok("1") {
-        return true;
-    }
-    println!(
-        "SKIPPED: set IWARP_SIW_LAB=1 (as root) to run rping against Linux siw in the qemu lab"
+/// Fails the test, saying how to enable the lab, unless `IWARP_SIW_LAB=1` (the tests are
+/// `#[ignore]`d, so this runs only when they were asked for).
+fn require_lab() {
+    assert_eq!(
+        std::env::var("IWARP_SIW_LAB").as_deref(),
+        Ok("1"),
+        "the siw lab tests need IWARP_SIW_LAB=1 and root (they boot Linux siw in qemu): \
+         sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"
     );
-    false
 }
 
 fn lab_script() -> String {
@@ -229,9 +232,7 @@ fn run_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
 
 /// Our client against siw's `rping -s` (vm1) with siw module parameters `params`.
 fn client_against_siw(params: &str, extra: &[&str]) {
-    if !enabled() {
-        return;
-    }
+    require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
     let _lab = Lab::serve(240, params, None);
@@ -250,25 +251,27 @@ fn client_against_siw(params: &str, extra: &[&str]) {
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn our_client_siw_server_crc_off() {
     client_against_siw("", &[]);
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn our_client_siw_server_crc_on() {
     client_against_siw("mpa_crc_required=1", &["--crc"]);
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn our_client_siw_server_peer_to_peer() {
     client_against_siw("peer_to_peer=1", &["--p2p"]);
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn siw_client_our_server() {
-    if !enabled() {
-        return;
-    }
+    require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
     // The netns first, so our server listens before siw's rping connects.
@@ -321,9 +324,7 @@ fn perftest_client_against_siw(test: &str) {
 
 /// [`perftest_client_against_siw`] with the size/iteration flags `flags` on both sides.
 fn perftest_client_against_siw_with(test: &str, flags: &[&str]) {
-    if !enabled() {
-        return;
-    }
+    require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     let siw = format!("ib_{test} -d siw0 -F -R {}", flags.join(" "));
@@ -349,9 +350,7 @@ fn siw_perftest_client_our_server(test: &str) {
 
 /// [`siw_perftest_client_our_server`] with the size/iteration flags `flags` on both sides.
 fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
-    if !enabled() {
-        return;
-    }
+    require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     assert!(lab_command(&["net-up"]).status().expect("net-up").success());
@@ -385,35 +384,41 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_write_bw_both_roles() {
     perftest_client_against_siw("write_bw");
     siw_perftest_client_our_server("write_bw");
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_read_bw_both_roles() {
     perftest_client_against_siw("read_bw");
     siw_perftest_client_our_server("read_bw");
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_send_bw_both_roles() {
     perftest_client_against_siw("send_bw");
     siw_perftest_client_our_server("send_bw");
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_write_lat_client_role() {
     perftest_client_against_siw_with("write_lat", &["-n", "16"]);
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_read_lat_both_roles() {
     perftest_client_against_siw_with("read_lat", &["-n", "16"]);
     siw_perftest_client_our_server_with("read_lat", &["-n", "16"]);
 }
 
 #[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_send_lat_both_roles() {
     perftest_client_against_siw_with("send_lat", &["-n", "16"]);
     siw_perftest_client_our_server_with("send_lat", &["-n", "16"]);
