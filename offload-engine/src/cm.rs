@@ -12,7 +12,14 @@ use tokio::sync::mpsc;
 
 use crate::conn::Qp;
 use crate::engine::{Engine, QpInit};
+use crate::log_limit::LogLimit;
 use crate::pcap::Tap;
+use crate::pending::{Pending, Refused};
+
+/// Warnings about connections refused for the pending-handshake limits: a few per 10 s.
+static REFUSED: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
+/// Warnings about MPA Requests that were garbage, wrong, too long or never came.
+static BAD_REQUEST: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
 
 /// Runs `hs` over `sock` until it yields an event that ends this phase; `tap` records the
 /// octets written and read.
@@ -103,6 +110,8 @@ impl Engine {
         let local = tcp.local_addr()?;
         let (tx, rx) = mpsc::channel(64);
         let engine = self.clone();
+        let cfg = self.config();
+        let pending = Pending::new(cfg.max_pending_handshakes, cfg.max_pending_per_address);
         let task = tokio::spawn(async move {
             loop {
                 let (sock, peer) = match tcp.accept().await {
@@ -112,16 +121,40 @@ impl Engine {
                         continue;
                     }
                 };
+                let slot = match pending.enter(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        if let Some(left_out) = REFUSED.allow() {
+                            let limit = match why {
+                                Refused::Total(n) => format!("{n} handshakes in progress"),
+                                Refused::Address(n) => {
+                                    format!("{n} handshakes in progress from this address")
+                                }
+                            };
+                            tracing::warn!(
+                                %peer, left_out,
+                                "connection closed unanswered: {limit} already (EngineConfig::max_pending_*)"
+                            );
+                        }
+                        continue;
+                    }
+                };
                 // Each connection's MPA Request is read in its own task, so a slow or
                 // silent client cannot hold up the others.
                 let engine = engine.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    match engine.read_request(sock, peer).await {
+                    let request = engine.read_request(sock, peer).await;
+                    drop(slot);
+                    match request {
                         Ok(incoming) => {
                             let _ = tx.send(incoming).await;
                         }
-                        Err(e) => tracing::debug!(%peer, error = %e, "MPA request failed"),
+                        Err(e) => {
+                            if let Some(left_out) = BAD_REQUEST.allow() {
+                                tracing::warn!(%peer, error = %e, left_out, "MPA request refused");
+                            }
+                        }
                     }
                 });
             }

@@ -15,6 +15,7 @@ use crate::conn::{Io, Qp, QpNum, Shared, State};
 use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
+use crate::timeouts::Timeouts;
 use crate::tpt::{PdId, QpId, Tpt};
 use mpa::ConnectError;
 
@@ -32,9 +33,23 @@ pub struct EngineConfig {
     pub socket: SocketOptions,
     /// How long a TCP connect may take.
     pub connect_timeout: Duration,
+    /// How long a connection may go without progress, idle or with work outstanding.
+    pub timeouts: Timeouts,
+    /// The most connections a listener holds in the MPA handshake at once (accepted by
+    /// TCP, Request not yet complete); more are closed at once.
+    pub max_pending_handshakes: usize,
+    /// The most of those from one IP address, so one source cannot take them all.
+    pub max_pending_per_address: usize,
     /// Where to write a pcapng of every connection (`None`: no capture). See
     /// [`CaptureTap`] for what the capture holds.
     pub pcap: Option<CaptureTap>,
+}
+
+impl EngineConfig {
+    /// Default [`max_pending_handshakes`](Self::max_pending_handshakes).
+    pub const MAX_PENDING_HANDSHAKES: usize = 256;
+    /// Default [`max_pending_per_address`](Self::max_pending_per_address).
+    pub const MAX_PENDING_PER_ADDRESS: usize = 16;
 }
 
 impl Default for EngineConfig {
@@ -48,6 +63,9 @@ impl Default for EngineConfig {
             stream,
             socket: SocketOptions::default(),
             connect_timeout: Duration::from_secs(10),
+            timeouts: Timeouts::default(),
+            max_pending_handshakes: Self::MAX_PENDING_HANDSHAKES,
+            max_pending_per_address: Self::MAX_PENDING_PER_ADDRESS,
             pcap: None,
         }
     }
@@ -245,6 +263,7 @@ impl Engine {
             init.send_cq.clone(),
             init.recv_cq.clone(),
             self.inner.tpt.clone(),
+            self.inner.cfg.timeouts.clone(),
         );
         let qp = Qp {
             shared: Arc::new(shared),

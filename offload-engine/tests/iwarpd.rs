@@ -265,3 +265,110 @@ fn a_config_file_configures_the_daemon() {
     );
     assert!(d.log().contains("crc=false"), "{}", d.log());
 }
+
+/// A client speaking MPA by hand over a blocking socket: returns the socket after the
+/// handshake and a framer for its FPDUs.
+fn raw_client(addr: &str) -> (std::net::TcpStream, mpa::Framer) {
+    use std::io::Write;
+    let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+    let now = Instant::now();
+    let mut hs = mpa::Handshake::initiator(mpa::MpaConfig::default(), b"", now).unwrap();
+    let mut rx = bytes::BytesMut::new();
+    loop {
+        let mut out = bytes::BytesMut::new();
+        while hs.poll_transmit(&mut out) {}
+        sock.write_all(&out).unwrap();
+        if let Some(ev) = hs.poll_event() {
+            let mpa::HandshakeEvent::Established { negotiated, .. } = ev else {
+                panic!("handshake: {ev:?}");
+            };
+            assert!(
+                rx.is_empty(),
+                "the daemon sent nothing before our first FPDU"
+            );
+            return (
+                sock,
+                mpa::Framer::new(negotiated.markers_tx, negotiated.crc),
+            );
+        }
+        let mut buf = [0u8; 512];
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "the daemon closed during MPA");
+        rx.extend_from_slice(&buf[..n]);
+        hs.handle_input(&mut rx, now);
+    }
+}
+
+/// One Send FPDU (MSN `msn`, one segment).
+fn send_fpdu(framer: &mut mpa::Framer, msn: u32, payload: &[u8]) -> bytes::BytesMut {
+    let repr = ddp::UntaggedRepr {
+        last: true,
+        rsvd_ulp: rdmap::wire::RdmapControl::new(rdmap::wire::Opcode::Send).emit(),
+        rsvd_ulp_ext: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    };
+    let mut header = vec![0u8; repr.header_len()];
+    repr.emit(&mut ddp::UntaggedPacket::new_unchecked(&mut header[..]));
+    let mut out = bytes::BytesMut::new();
+    framer.encode(&header, payload, &mut out);
+    out
+}
+
+/// A client that sends and never reads its echoes: the daemon neither drops echoes nor
+/// logs a line per echo; it disconnects that client once more echoes wait than it has
+/// credits, says why in one line, and goes on serving others.
+#[test]
+fn a_client_that_never_reads_its_echoes_is_disconnected_with_the_reason() {
+    use std::io::Write;
+    let d = Daemon::start(&["--recv-depth", "16", "--stall-timeout", "0"]);
+    let (mut sock, mut framer) = raw_client(&d.addr);
+    let payload = vec![0x5a; 32 * 1024];
+    let mut msn = 1;
+    // Until the daemon hangs up (write error), or far more than any socket buffer holds;
+    // in bursts within the 16 credits, paced so the daemon reposts its receives.
+    while msn < 20_000 {
+        if sock
+            .write_all(&send_fpdu(&mut framer, msn, &payload))
+            .is_err()
+        {
+            break;
+        }
+        if msn % 8 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        msn += 1;
+    }
+    d.wait_log("reads its echoes");
+    let log = d.log();
+    assert_eq!(log.matches("reads its echoes").count(), 1, "{log}");
+    assert!(!log.contains("cannot post"), "{log}");
+    let out = check(&[&d.addr, "--count", "10"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// A client that completes the handshake and says nothing more is dropped after the
+/// daemon's idle timeout; one address cannot hold more than its share of connections.
+#[test]
+fn idle_clients_time_out_and_one_address_gets_its_share_only() {
+    let d = Daemon::start(&["--idle-timeout", "1", "--max-qps-per-address", "1"]);
+    let (mut sock, _) = raw_client(&d.addr);
+    // While the silent client holds its place, a second from the same address is refused.
+    let out = check(&[&d.addr, "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("max_qps_per_address"), "{err}");
+    // Then the silent one is dropped: EOF within a few seconds.
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let start = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = sock.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the daemon closed the idle connection");
+    assert!(start.elapsed() < Duration::from_secs(10));
+    d.wait_log("timed out");
+    // And the address is free again.
+    let out = check(&[&d.addr, "--count", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

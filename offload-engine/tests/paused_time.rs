@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use offload_engine::tpt::PdId;
 use offload_engine::{ConnectError, Cq, Engine, EngineConfig, QpEnd, QpInit};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -67,4 +68,193 @@ async fn a_close_the_peer_never_answers_ends_after_the_linger() {
     );
     assert_ne!(end, QpEnd::ConnectionLost, "{end}");
     drop(sock);
+}
+
+/// An engine with these liveness limits, connected to a hand-run peer that says nothing
+/// after the handshake unless the test makes it.
+async fn connected_to_silent_peer(
+    idle: Option<Duration>,
+    stall: Option<Duration>,
+) -> (Engine, PdId, offload_engine::Qp, Cq, tokio::net::TcpStream) {
+    let (l, addr) = listener().await;
+    let peer =
+        tokio::spawn(async move { common::fake_responder(l, mpa::MpaConfig::default()).await.0 });
+    let mut cfg = EngineConfig::default();
+    cfg.timeouts.idle = idle;
+    cfg.timeouts.stall = stall;
+    let engine = Engine::new(cfg);
+    let cq = Cq::new(16);
+    let pd = engine.alloc_pd();
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(pd, &cq), b"")
+        .await
+        .expect("connect");
+    let sock = peer.await.expect("peer");
+    (engine, pd, qp, cq, sock)
+}
+
+/// How long (on the paused clock) until the queue pair ends, and how; fails if it is
+/// still up after a day.
+async fn time_to_end(qp: &offload_engine::Qp) -> (Duration, QpEnd) {
+    let start = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(24 * 3600), qp.closed())
+        .await
+        .expect("the queue pair never timed out");
+    (start.elapsed(), end)
+}
+
+/// A peer that completes the handshake and then says nothing: with an idle limit, the
+/// connection ends after exactly that long; without one (an application's default), it
+/// stays up.
+#[tokio::test(start_paused = true)]
+async fn a_silent_peer_is_dropped_after_the_idle_timeout_only_when_one_is_set() {
+    let (_e, _pd, qp, _cq, sock) =
+        connected_to_silent_peer(Some(Duration::from_secs(30)), None).await;
+    let (waited, end) = time_to_end(&qp).await;
+    assert_eq!(end, QpEnd::TimedOut);
+    assert!(
+        waited >= Duration::from_secs(30) && waited < Duration::from_secs(31),
+        "{waited:?}"
+    );
+    drop(sock);
+
+    let (_e, _pd, qp, _cq, sock) =
+        connected_to_silent_peer(None, Some(Duration::from_secs(5))).await;
+    let quiet = tokio::time::timeout(Duration::from_secs(24 * 3600), qp.closed()).await;
+    assert!(quiet.is_err(), "an idle connection ended: {quiet:?}");
+    assert_eq!(qp.state(), rdmap::QpState::Rts);
+    drop(sock);
+}
+
+/// A peer that starts an FPDU (its header announces 1,000 octets) and stops after a few:
+/// the stall limit ends the queue pair; more octets arriving in time keep it alive.
+#[tokio::test(start_paused = true)]
+async fn a_partial_fpdu_that_stalls_ends_the_queue_pair_after_the_stall_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let stall = Duration::from_secs(5);
+    let (_e, _pd, qp, _cq, mut sock) = connected_to_silent_peer(None, Some(stall)).await;
+    let start = Instant::now();
+    // MPA length 1000, then the first octets of a DDP header.
+    sock.write_all(&[0x03, 0xe8, 0x41, 0x43, 0x00, 0x00])
+        .await
+        .unwrap();
+    // Three more octets, each within the limit: progress, so no timeout yet.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        sock.write_all(&[0]).await.unwrap();
+    }
+    let (_, end) = time_to_end(&qp).await;
+    let waited = start.elapsed();
+    assert_eq!(end, QpEnd::TimedOut);
+    assert!(
+        waited >= Duration::from_secs(12) + stall && waited < Duration::from_secs(13) + stall,
+        "ended {waited:?} after the first octet"
+    );
+}
+
+/// A Read the peer never answers is outstanding work: the stall limit ends the queue pair
+/// and the Read completes, flushed, instead of hanging for ever.
+#[tokio::test(start_paused = true)]
+async fn a_read_the_peer_never_answers_is_flushed_after_the_stall_timeout() {
+    use offload_engine::tpt::Base;
+    use rdmap::{Access, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
+    let (engine, pd, qp, cq, sock) = connected_to_silent_peer(
+        Some(Duration::from_secs(3600)),
+        Some(Duration::from_secs(5)),
+    )
+    .await;
+    let sink = engine
+        .tpt()
+        .register(pd, vec![0; 64], Base::ZeroBased, Access::LOCAL_WRITE)
+        .unwrap();
+    qp.post_send(SendWr {
+        wr_id: 7,
+        op: SendOp::Read {
+            src: RemoteBuf {
+                stag: STag::new(9, 0),
+                to: 0,
+                len: 64,
+            },
+            dst: Sge {
+                stag: sink,
+                to: 0,
+                len: 64,
+            },
+        },
+        flags: SendFlags::SIGNALED,
+    })
+    .unwrap();
+    let (waited, end) = time_to_end(&qp).await;
+    assert_eq!(end, QpEnd::TimedOut);
+    assert!(
+        waited >= Duration::from_secs(5) && waited < Duration::from_secs(6),
+        "{waited:?}"
+    );
+    let wc = cq.next().await.unwrap();
+    assert_eq!((wc.wc.wr_id, wc.wc.status), (7, WcStatus::Flushed));
+    drop(sock);
+}
+
+/// A TCP connection from `from` that never sends its MPA Request.
+async fn silent_client(from: [u8; 4], to: SocketAddr) -> tokio::net::TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(SocketAddr::from((from, 0))).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// True if the listener closed the connection at once (EOF without a word).
+async fn closed_at_once(sock: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_millis(500), sock.read(&mut b)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// Silent clients cannot take every handshake place: a listener holds at most
+/// `max_pending_per_address` of them from one address and `max_pending_handshakes` in
+/// all, closes the rest at once, and takes honest clients again once the silent ones
+/// timed out.
+#[tokio::test(start_paused = true)]
+async fn handshakes_in_progress_are_bounded_per_address_and_in_total() {
+    let mut cfg = EngineConfig::default();
+    cfg.max_pending_handshakes = 3;
+    cfg.max_pending_per_address = 2;
+    let server = Engine::new(cfg);
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let mut a1 = silent_client([127, 0, 0, 1], addr).await;
+    let a2 = silent_client([127, 0, 0, 1], addr).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut a3 = silent_client([127, 0, 0, 1], addr).await;
+    assert!(closed_at_once(&mut a3).await, "a third from one address");
+    assert!(
+        !closed_at_once(&mut a1).await,
+        "the first waits for its Request"
+    );
+    let b1 = silent_client([127, 0, 0, 2], addr).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut c1 = silent_client([127, 0, 0, 3], addr).await;
+    assert!(closed_at_once(&mut c1).await, "a fourth in all");
+    // The silent ones time out (5 s, the Responder's MPA limit); then an honest client
+    // gets in.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let client = Engine::new(EngineConfig::default());
+    let cq = Cq::new(4);
+    let accept = tokio::spawn(async move {
+        let inc = listener.accept().await.unwrap();
+        let pd = server.alloc_pd();
+        let cq = Cq::new(4);
+        inc.accept(QpInit::new(pd, &cq), b"").await.map(|_| ())
+    });
+    client
+        .connect(addr, QpInit::new(client.alloc_pd(), &cq), b"")
+        .await
+        .expect("an honest client after the silent ones left");
+    accept.await.unwrap().unwrap();
+    drop((a1, a2, b1));
 }

@@ -26,6 +26,8 @@ pub enum QpEnd {
     Terminated(TermCode),
     /// The TCP connection failed or the peer closed it without a graceful close.
     ConnectionLost,
+    /// Nothing moved for longer than the engine's idle or stall timeout allows.
+    TimedOut,
 }
 
 impl fmt::Display for QpEnd {
@@ -35,6 +37,9 @@ impl fmt::Display for QpEnd {
             Self::TerminatedByPeer(c) => write!(f, "the peer sent a Terminate: {c}"),
             Self::Terminated(c) => write!(f, "sent a Terminate: {c}"),
             Self::ConnectionLost => f.write_str("the TCP connection was lost"),
+            Self::TimedOut => f.write_str(
+                "nothing moved on the connection for longer than its idle or stall timeout",
+            ),
         }
     }
 }

@@ -131,6 +131,31 @@ impl DeviceConfig {
         self
     }
 
+    /// End a connection on which nothing moved for `timeout` while nothing was
+    /// outstanding (default `None`: a quiet connection stays up). Its queue pair then
+    /// ends with [`QpEnd::TimedOut`](crate::QpEnd::TimedOut).
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.engine.timeouts.idle = timeout;
+        self
+    }
+
+    /// End a connection on which nothing moved for `timeout` while work was outstanding:
+    /// a partial FPDU received, a request not complete, a response owed, octets TCP has
+    /// not taken (default 60 s; `None`: never). The queue pair ends in Error with
+    /// [`QpEnd::TimedOut`](crate::QpEnd::TimedOut) and its work is flushed.
+    pub fn stall_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.engine.timeouts.stall = timeout;
+        self
+    }
+
+    /// The most connections a listener holds in the MPA handshake at once, and the most
+    /// of those from one IP address (defaults 256 and 16); more are closed at once.
+    pub fn pending_handshakes(mut self, total: usize, per_address: usize) -> Self {
+        self.engine.max_pending_handshakes = total.max(1);
+        self.engine.max_pending_per_address = per_address.max(1);
+        self
+    }
+
     /// How long a graceful close may take before the connection counts as lost (default
     /// 10 s).
     pub fn close_timeout(mut self, timeout: Duration) -> Self {

@@ -70,7 +70,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
     let mut linger_until: Option<Instant> = None;
     loop {
         // Process -> transmit, under the lock; deliver once it is released.
-        let (deadline, eof, muted_until) = {
+        let (deadline, eof, muted_until, liveness) = {
             let mut st = shared.lock();
             st.process_input();
             if st.rx_eof {
@@ -110,17 +110,28 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 .polled_at
                 .map(|t| Instant::from_std(t + POLL_MUTE))
                 .filter(|&u| u > now);
-            let step = (st.stream.poll_timeout(), st.rx_eof, muted_until);
+            let liveness = (st.stream.state() == QpState::Rts)
+                .then(|| {
+                    let busy = !st.rx.is_empty() || !out.is_empty() || st.stream.has_outstanding();
+                    shared.timeouts.deadline(st.io.progress_at(), busy)
+                })
+                .flatten();
+            let step = (st.stream.poll_timeout(), st.rx_eof, muted_until, liveness);
             shared.unlock(st);
             step
         };
         if eof && out.is_empty() {
             return Ok(());
         }
-        let timer = [deadline.map(Instant::from_std), linger_until, muted_until]
-            .into_iter()
-            .flatten()
-            .min();
+        let timer = [
+            deadline.map(Instant::from_std),
+            linger_until,
+            muted_until,
+            liveness.map(|(at, _)| at),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         tokio::select! {
             r = sock.readable(), if !eof && muted_until.is_none() => {
                 r?;
@@ -147,6 +158,16 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 let now = Instant::now();
                 if linger_until.is_some_and(|l| now >= l) {
                     return Ok(());
+                }
+                if let Some((at, why)) = liveness
+                    && now >= at
+                {
+                    // The deadline came from this turn's state: nothing moved since.
+                    let mut st = shared.lock();
+                    st.end.get_or_insert(super::QpEnd::TimedOut);
+                    shared.unlock(st);
+                    tracing::info!(?why, "connection timed out: nothing moved; ending it");
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "liveness timeout"));
                 }
                 let mut st = shared.lock();
                 st.stream.handle_timeout(now.into_std());

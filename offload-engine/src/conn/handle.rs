@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) waiters: Waiters,
     /// The engine's TPT, to release this queue pair's type 2 windows when it ends.
     pub(crate) tpt: Arc<crate::tpt::Tpt>,
+    /// The engine's liveness limits, read by the driver.
+    pub(crate) timeouts: crate::Timeouts,
 }
 
 impl Shared {
@@ -46,6 +48,7 @@ impl Shared {
         send_cq: Cq,
         recv_cq: Cq,
         tpt: Arc<crate::tpt::Tpt>,
+        timeouts: crate::Timeouts,
     ) -> Self {
         Self {
             num,
@@ -56,6 +59,7 @@ impl Shared {
             ended: watch::channel(None).0,
             waiters: Waiters::default(),
             tpt,
+            timeouts,
         }
     }
 

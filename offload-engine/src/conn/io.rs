@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use rdmap::{DirectTarget, Stream, Transmit};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use crate::pcap::Tap;
 
@@ -23,6 +24,8 @@ const POLL_READ: usize = 64 * 1024;
 pub(crate) struct Io {
     sock: Option<Arc<TcpStream>>,
     tap: Tap,
+    /// When an octet last moved either way (the connection's liveness clock).
+    progress_at: Instant,
 }
 
 /// What a read found.
@@ -41,7 +44,13 @@ impl Io {
         Self {
             sock: Some(sock),
             tap,
+            progress_at: Instant::now(),
         }
+    }
+
+    /// When an octet was last read or written.
+    pub(crate) fn progress_at(&self) -> Instant {
+        self.progress_at
     }
 
     /// False once the connection has ended and the socket is gone.
@@ -105,6 +114,7 @@ impl Io {
             }
             Ok(n) => {
                 self.tap.received(view.get(..n).unwrap_or_default());
+                self.progress_at = Instant::now();
                 Ok(Read::Data(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
@@ -120,6 +130,7 @@ impl Io {
         }
         let fresh = rx.len() - n;
         self.tap.received(rx.get(fresh..).unwrap_or_default());
+        self.progress_at = Instant::now();
         Read::Data(n)
     }
 
@@ -149,6 +160,9 @@ impl Io {
             }
             Ok(n)
         })?;
+        if written > 0 {
+            self.progress_at = Instant::now();
+        }
         stream.handle_written(written);
         Ok(written)
     }

@@ -446,6 +446,14 @@ impl Stream {
         self.tx.outstanding()
     }
 
+    /// True while this side waits on something: a posted request not complete, a
+    /// response owed, octets not yet written, or an FPDU whose payload is being read
+    /// straight into memory. (A partial FPDU the caller still holds is the caller's to
+    /// count.)
+    pub fn has_outstanding(&self) -> bool {
+        self.tx.outstanding() > 0 || !self.tx.is_idle() || self.rx.direct.is_some()
+    }
+
     /// True if something is waiting to be transmitted right now.
     pub fn wants_transmit(&self) -> bool {
         self.tx.term.is_some() || (self.may_send() && self.tx.has_work())

@@ -40,6 +40,30 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "octets per receive: the largest Send that is echoed",
     ),
     ("max_qps", "connections served at once (more are rejected)"),
+    (
+        "max_qps_per_address",
+        "connections served at once from one IP address (more are rejected)",
+    ),
+    (
+        "max_pending_handshakes",
+        "connections in the MPA handshake at once (more are closed unanswered)",
+    ),
+    (
+        "max_pending_per_address",
+        "connections in the MPA handshake at once from one IP address",
+    ),
+    (
+        "idle_timeout",
+        "seconds a connection with nothing outstanding may stay silent (0: no limit)",
+    ),
+    (
+        "stall_timeout",
+        "seconds a connection with work outstanding may make no progress (0: no limit)",
+    ),
+    (
+        "keepalive",
+        "seconds of silence before TCP keepalive probes (0: off)",
+    ),
     ("crc", "ask for MPA CRC32c (boolean)"),
     ("markers", "ask the peer to insert MPA markers (boolean)"),
     (
@@ -84,6 +108,18 @@ pub(crate) struct Config {
     pub(crate) recv_size: u32,
     /// Connections served at once.
     pub(crate) max_qps: usize,
+    /// Connections served at once from one IP address.
+    pub(crate) max_qps_per_address: usize,
+    /// Connections in the MPA handshake at once.
+    pub(crate) max_pending_handshakes: usize,
+    /// Connections in the MPA handshake at once from one address.
+    pub(crate) max_pending_per_address: usize,
+    /// Idle limit (`None`: none).
+    pub(crate) idle_timeout: Option<Duration>,
+    /// Stall limit (`None`: none).
+    pub(crate) stall_timeout: Option<Duration>,
+    /// TCP keepalive idle time (`None`: off).
+    pub(crate) keepalive: Option<Duration>,
     /// MPA C bit.
     pub(crate) crc: bool,
     /// MPA M bit.
@@ -114,6 +150,12 @@ impl Default for Config {
             recv_depth: 16,
             recv_size: 64 << 10,
             max_qps: 64,
+            max_qps_per_address: 16,
+            max_pending_handshakes: EngineConfig::MAX_PENDING_HANDSHAKES,
+            max_pending_per_address: EngineConfig::MAX_PENDING_PER_ADDRESS,
+            idle_timeout: Some(Duration::from_secs(60)),
+            stall_timeout: Some(Duration::from_secs(30)),
+            keepalive: Some(Duration::from_secs(60)),
             crc: true,
             markers: false,
             large_fpdus: false,
@@ -246,6 +288,16 @@ impl Config {
             "recv_size" => self.recv_size = size(MAX_RECV)? as u32,
             "recv_depth" => self.recv_depth = number(1, 4096)? as u32,
             "max_qps" => self.max_qps = number(1, 1 << 20)? as usize,
+            "max_qps_per_address" => self.max_qps_per_address = number(1, 1 << 20)? as usize,
+            "max_pending_handshakes" => {
+                self.max_pending_handshakes = number(1, 1 << 20)? as usize;
+            }
+            "max_pending_per_address" => {
+                self.max_pending_per_address = number(1, 1 << 20)? as usize;
+            }
+            "idle_timeout" => self.idle_timeout = seconds(number(0, 1 << 20)?),
+            "stall_timeout" => self.stall_timeout = seconds(number(0, 1 << 20)?),
+            "keepalive" => self.keepalive = seconds(number(0, 1 << 20)?),
             "crc" => self.crc = boolean()?,
             "markers" => self.markers = boolean()?,
             "large_fpdus" => self.large_fpdus = boolean()?,
@@ -298,10 +350,20 @@ impl Config {
         cfg.mpa.p2p = self.p2p;
         cfg.mpa.timeout = self.connect_timeout;
         cfg.connect_timeout = self.connect_timeout;
+        cfg.max_pending_handshakes = self.max_pending_handshakes;
+        cfg.max_pending_per_address = self.max_pending_per_address;
+        cfg.timeouts.idle = self.idle_timeout;
+        cfg.timeouts.stall = self.stall_timeout;
+        cfg.socket.keepalive = self.keepalive;
         // Posted receives must fit the receive queue.
         cfg.stream.rq_depth = cfg.stream.rq_depth.max(self.recv_depth as usize);
         cfg
     }
+}
+
+/// `n` seconds, or `None` for 0 (no limit).
+fn seconds(n: u64) -> Option<Duration> {
+    (n > 0).then(|| Duration::from_secs(n))
 }
 
 /// What a key means, for error messages.

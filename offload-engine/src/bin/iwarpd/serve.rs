@@ -1,15 +1,19 @@
 //! The daemon: one engine, an accept loop, the remote-memory target service per
 //! connection, and a clean shutdown on SIGINT/SIGTERM.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::Write as _;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use offload_engine::tpt::{Base, PdId};
-use offload_engine::{Cq, Engine, Incoming, Qp, QpEnd, QpInit, Srq, Wc};
+use offload_engine::{Cq, Engine, Incoming, LogLimit, Qp, QpEnd, QpInit, Srq, Wc};
 use rdmap::{
-    Access, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    Access, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
 };
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
@@ -23,6 +27,9 @@ const TARGET_RIGHTS: Access = Access::LOCAL_READ
     .union(Access::LOCAL_WRITE)
     .union(Access::REMOTE_READ)
     .union(Access::REMOTE_WRITE);
+
+/// Warnings about rejected connections: a few per 10 s, then a count.
+static REJECTED: LogLimit = LogLimit::new(5, Duration::from_secs(10));
 
 /// What to do when no listen address was given.
 pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.g. --listen \
@@ -60,6 +67,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
 
     let cfg = Arc::new(cfg);
     let active = Arc::new(AtomicUsize::new(0));
+    let per_address = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut served = 0u64;
@@ -68,22 +76,44 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
             inc = listener.accept() => {
                 let inc = inc.map_err(|e| format!("the listener failed: {e}"))?;
                 let peer = inc.peer_addr();
-                if active.load(Ordering::Relaxed) >= cfg.max_qps {
-                    tracing::warn!(%peer, max_qps = cfg.max_qps, "rejecting: too many connections");
+                let from_peer = per_address.lock().unwrap_or_else(|e| e.into_inner())
+                    .get(&peer.ip()).copied().unwrap_or(0);
+                let refusal: Option<&'static [u8]> = if active.load(Ordering::Relaxed) >= cfg.max_qps {
+                    Some(b"iwarpd: too many connections (max_qps)")
+                } else if from_peer >= cfg.max_qps_per_address {
+                    Some(b"iwarpd: too many connections from your address (max_qps_per_address)")
+                } else {
+                    None
+                };
+                if let Some(why) = refusal {
+                    if let Some(left_out) = REJECTED.allow() {
+                        tracing::warn!(
+                            %peer, left_out, reason = %String::from_utf8_lossy(why),
+                            "rejecting the connection"
+                        );
+                    }
                     conns.spawn(async move {
-                        let _ = inc.reject(b"iwarpd: too many connections (max_qps)").await;
+                        let _ = inc.reject(why).await;
                     });
                     continue;
                 }
                 served += 1;
                 active.fetch_add(1, Ordering::Relaxed);
-                let (engine, cfg, active, stop) =
-                    (engine.clone(), cfg.clone(), active.clone(), stop_rx.clone());
+                *per_address.lock().unwrap_or_else(|e| e.into_inner()).entry(peer.ip()).or_default() += 1;
+                let (engine, cfg, active, stop, per_address) =
+                    (engine.clone(), cfg.clone(), active.clone(), stop_rx.clone(), per_address.clone());
                 conns.spawn(async move {
                     if let Err(e) = serve_conn(&engine, inc, &cfg, stop).await {
                         tracing::warn!(%peer, error = %e, "connection failed");
                     }
                     active.fetch_sub(1, Ordering::Relaxed);
+                    let mut counts = per_address.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(n) = counts.get_mut(&peer.ip()) {
+                        *n -= 1;
+                        if *n == 0 {
+                            counts.remove(&peer.ip());
+                        }
+                    }
                 });
             }
             Some(done) = conns.join_next() => {
@@ -205,6 +235,9 @@ async fn serve_conn(
         slot: cfg.recv_size,
         messages: 0,
         octets: 0,
+        waiting: VecDeque::new(),
+        limit: depth,
+        ended: false,
     };
     let mut stopping = *stop.borrow();
     if stopping {
@@ -213,10 +246,17 @@ async fn serve_conn(
     let end = loop {
         tokio::select! {
             wc = recv_cq.next() => match wc {
-                Ok(wc) => echo.on_recv(&wc),
+                Ok(wc) => {
+                    let r = echo.on_recv(&wc);
+                    echo.end_on(r, peer);
+                }
                 Err(e) => break overrun(&qp, &e).await,
             },
             wc = send_cq.next() => match wc {
+                Ok(wc) if wc.wc.status == WcStatus::Success => {
+                    let r = echo.post_waiting();
+                    echo.end_on(r, peer);
+                }
                 Ok(wc) if wc.wc.status != WcStatus::Flushed => {
                     tracing::warn!(%peer, status = ?wc.wc.status, term = ?wc.wc.term, "echo failed");
                 }
@@ -272,21 +312,34 @@ struct Echo<'a> {
     slot: u32,
     messages: u64,
     octets: u64,
+    /// Echoes the send queue had no room for yet, oldest first: posted as earlier echoes
+    /// complete. A client that keeps sending without reading its echoes fills it, and is
+    /// then disconnected with that reason instead of losing echoes.
+    waiting: VecDeque<SendWr>,
+    /// The most echoes `waiting` may hold (the client's receive credits).
+    limit: usize,
+    /// Set once the connection is being ended for a reason of ours: nothing more is
+    /// echoed.
+    ended: bool,
 }
 
 impl Echo<'_> {
     /// A receive completed: send its octets back and post the buffer again (before the
     /// echo, so a client that waits for echoes never finds the daemon without a buffer).
-    fn on_recv(&mut self, wc: &Wc) {
+    /// `Err` says why the connection must end.
+    fn on_recv(&mut self, wc: &Wc) -> Result<(), String> {
         let c = &wc.wc;
+        if self.ended {
+            return Ok(());
+        }
         if c.status != WcStatus::Success {
             if c.status != WcStatus::Flushed {
                 tracing::warn!(qp = %wc.qp, status = ?c.status, term = ?c.term, "receive failed");
             }
-            return;
+            return Ok(());
         }
         let Ok(i) = usize::try_from(c.wr_id) else {
-            return;
+            return Ok(());
         };
         let op = if c.opcode == WcOpcode::RecvImmediate {
             SendOp::Immediate {
@@ -300,9 +353,7 @@ impl Echo<'_> {
                 i as u64 * u64::from(self.slot),
                 &mut data,
             ) {
-                tracing::error!(qp = %wc.qp, error = %e, "cannot read a receive buffer");
-                self.qp.disconnect();
-                return;
+                return Err(format!("cannot read a receive buffer: {e}"));
             }
             SendOp::Send {
                 data: Payload::Bytes(Bytes::from(data)),
@@ -312,13 +363,46 @@ impl Echo<'_> {
         self.srq.post_recv(recv_wr(self.mem.rx, i, self.slot));
         self.messages += 1;
         self.octets += u64::from(c.byte_len);
-        let wr = SendWr {
+        self.waiting.push_back(SendWr {
             wr_id: i as u64,
             op,
-            flags: SendFlags::NONE,
-        };
-        if let Err(e) = self.qp.post_send(wr) {
-            tracing::warn!(qp = %wc.qp, error = %e, "cannot post the echo");
+            flags: SendFlags::SIGNALED,
+        });
+        self.post_waiting()?;
+        if self.waiting.len() > self.limit {
+            return Err(format!(
+                "the client sends faster than it reads its echoes ({} echoes waiting for \
+                 room): disconnecting it rather than dropping echoes",
+                self.waiting.len()
+            ));
         }
+        Ok(())
+    }
+
+    /// Ends the connection, once, when `r` says it must end.
+    fn end_on(&mut self, r: Result<(), String>, peer: std::net::SocketAddr) {
+        if let Err(why) = r
+            && !self.ended
+        {
+            self.ended = true;
+            self.waiting.clear();
+            tracing::warn!(%peer, qp = %self.qp.num(), "{why}");
+            self.qp.disconnect();
+        }
+    }
+
+    /// Posts waiting echoes, in order, while the send queue has room.
+    fn post_waiting(&mut self) -> Result<(), String> {
+        while let Some(wr) = self.waiting.front() {
+            // A clone shares the payload: only the request itself is copied.
+            match self.qp.post_send(wr.clone()) {
+                Ok(()) => {
+                    self.waiting.pop_front();
+                }
+                Err(PostError::QueueFull) => break,
+                Err(e) => return Err(format!("cannot post an echo: {e}")),
+            }
+        }
+        Ok(())
     }
 }
