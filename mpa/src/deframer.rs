@@ -47,7 +47,11 @@ impl Deframer {
     }
 
     /// Largest ULPDU_Length accepted; larger is [`MpaError::UlpduTooLong`]. Default
-    /// `u16::MAX` (accept anything that fits).
+    /// `u16::MAX` (accept anything that fits), which is what a connection uses: MPA
+    /// negotiates no receive limit (the MULPDU is the sender's own, from its EMSS), and
+    /// peers that send FPDUs beyond one segment (siw with GSO, this stack with large
+    /// FPDUs) go up to 64 KiB. The field itself bounds an FPDU's buffer to 64 KiB plus its
+    /// overhead; a peer that announces a long FPDU and stops is the stall timeout's to end.
     pub fn set_max_ulpdu(&mut self, max: u16) {
         self.max_ulpdu = max;
     }
@@ -234,6 +238,19 @@ mod tests {
         assert_eq!(d.decode(&mut wire), Err(err.clone()));
         assert_eq!(d.decode(&mut BytesMut::new()), Err(err.clone()));
         assert_eq!(d.decode_eof(&mut BytesMut::new()), Err(err));
+    }
+
+    #[test]
+    fn the_longest_ulpdu_the_field_can_carry_is_accepted_by_default() {
+        let ulpdu = vec![7u8; usize::from(u16::MAX)];
+        let mut f = Framer::new(false, true);
+        let mut wire = BytesMut::new();
+        f.encode(&ulpdu, b"", &mut wire);
+        let mut d = Deframer::new(false, true);
+        let mut head = wire.split_to(1000);
+        assert_eq!(d.decode(&mut head), Ok(None));
+        head.unsplit(wire);
+        assert_eq!(d.decode(&mut head).unwrap().unwrap(), &ulpdu[..]);
     }
 
     #[test]

@@ -269,7 +269,9 @@ term_codes! {
         OP_UNSPECIFIED = (Rdmap, 0x2, 0xFF) "unspecified error";
     }
     "DDP" {
-        /// DDP Local Catastrophic error (1/0/0x00).
+        /// DDP Local Catastrophic error (1/0/0x00). Also the answer to a ULPDU too short
+        /// for any DDP header (the zero-length FPDU among them): without a header the
+        /// segment is neither tagged nor untagged, and its MPA framing was valid.
         DDP_LOCAL_CATASTROPHIC = (Ddp, 0x0, 0x00) "local catastrophic error";
     }
     "DDP tagged" {

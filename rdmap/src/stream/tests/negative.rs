@@ -280,6 +280,23 @@ fn msn_out_of_range_is_ddp_msn_range() {
     assert_terminated(&mut p, before, [0x12, 0x03], 0xc0);
 }
 
+/// A ULPDU too short to hold any DDP header (0 octets, the zero-length FPDU, and 13, one
+/// short of a tagged header) is DDP Local Catastrophic, with no header copied: there is
+/// no header to say whether the segment was tagged or untagged, so neither the tagged nor
+/// the untagged codes apply, and MPA framed it correctly (a zero ULPDU_Length is valid
+/// MPA), so no MPA code applies either.
+#[test]
+fn a_ulpdu_shorter_than_any_ddp_header_is_ddp_local_catastrophic() {
+    for len in [0usize, 1, 13] {
+        let mut p = Pair::new(41 + len as u64);
+        let before = fixture(&mut p);
+        p.tamper_ulpdus(move |_, u| u.truncate(len));
+        p.a.s.post_send(send(1, b"x")).unwrap();
+        p.drive();
+        assert_terminated(&mut p, before, [0x10, 0x00], 0x00);
+    }
+}
+
 #[test]
 fn invalid_queue_number_is_ddp_invalid_qn() {
     let mut p = Pair::new(42);
