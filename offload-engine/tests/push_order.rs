@@ -117,3 +117,53 @@ async fn pushed_and_driven_octets_keep_their_order() {
         assert_eq!(m, &message(i)[..], "Write {i} arrived changed");
     }
 }
+
+/// The push path itself: a small Send posted onto an idle queue is on the wire when
+/// `post_send` returns, written by the posting thread. The runtime has one thread and the
+/// test never yields to it between the post and the read, so the driver task cannot have
+/// run: without the push path the peer reads nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn a_small_send_on_an_idle_queue_leaves_on_the_posting_thread() {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let peer =
+        tokio::spawn(
+            async move { common::fake_responder(listener, mpa::MpaConfig::default()).await },
+        );
+    let engine = Engine::new(EngineConfig::default());
+    let cq = Cq::new(16);
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
+        .await
+        .expect("connect");
+    let (sock, mut rx, negotiated) = peer.await.unwrap();
+    // Let the driver settle into waiting, then keep it from running.
+    tokio::task::yield_now().await;
+    let sock = sock.into_std().unwrap();
+    sock.set_nonblocking(false).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    qp.post_send(SendWr {
+        wr_id: 1,
+        op: SendOp::Send {
+            data: Payload::Bytes(Bytes::from_static(b"pushed")),
+            invalidate: None,
+        },
+        flags: SendFlags::SIGNALED,
+    })
+    .unwrap();
+    // No await from here on: only the posting thread can have written.
+    let mut deframer = Deframer::from_negotiated(&negotiated);
+    let mut buf = [0u8; 256];
+    let ulpdu = loop {
+        if let Some(u) = deframer.decode(&mut rx).unwrap() {
+            break u;
+        }
+        let n = std::io::Read::read(&mut &sock, &mut buf)
+            .expect("the Send is on the wire before the driver could run");
+        assert!(n > 0, "the engine closed the connection");
+        rx.extend_from_slice(&buf[..n]);
+    };
+    assert_eq!(&ulpdu[18..], b"pushed");
+}
