@@ -109,7 +109,7 @@ impl Frame {
 pub fn fpdu(ulpdu: &[u8], crc: bool) -> Vec<u8> {
     let mut v = (ulpdu.len() as u16).to_be_bytes().to_vec();
     v.extend(ulpdu);
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push(0);
     }
     let c = if crc { crc32c::crc32c(&v) } else { 0 };
