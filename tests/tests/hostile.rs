@@ -8,11 +8,13 @@
 //! the Reply, markers asked and not sent, a wrong FPDUPTR, peer-to-peer without the RTR)
 //! must end in a closed connection or the exact MPA Terminate, with the service alive.
 //!
-//! One line per case goes to stderr (`--nocapture`), and the count of cases at the end.
+//! 98 cases in all (42 after the handshake in each role, 14 of handshake and markers
+//! abuse). One line per case goes to stderr (`--nocapture`).
 
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use offload_engine::tpt::{Base, PdId};
@@ -700,4 +702,177 @@ fn every_hostile_input_gets_the_exact_terminate_in_both_roles() {
     let n = t.cases.load(Ordering::Relaxed);
     eprintln!("hostile: {n} cases after the handshake, both roles");
     assert!(n >= 80);
+}
+
+/// Handshake abuse against the target as Responder: the raw octets sent on connect, and
+/// what must follow.
+struct Abuse {
+    name: &'static str,
+    bytes: fn() -> Vec<u8>,
+    expect: Expect,
+}
+
+fn abuses() -> Vec<Abuse> {
+    let closed = |name, bytes: fn() -> Vec<u8>| Abuse {
+        name,
+        bytes,
+        expect: Expect::Closed,
+    };
+    vec![
+        closed("garbage instead of a Request", || vec![0x5a; 40]),
+        closed("a Reply key in a Request (Initiator/Initiator)", || {
+            mpa_frame(REP_KEY, 0x40, 2, Some((16, 16)), b"", None)
+        }),
+        closed("a key with one octet wrong", || {
+            let mut f = plain_request(b"");
+            f[3] = b'!';
+            f
+        }),
+        closed("PD_Length 513", || {
+            let mut f = mpa_frame(REQ_KEY, 0x40, 1, None, &[0; 513], None);
+            f.truncate(20 + 513);
+            f
+        }),
+        closed("PD_Length 65535", || {
+            mpa_frame(REQ_KEY, 0x40, 1, None, &[0; 600], Some(u16::MAX))
+        }),
+        closed("Rev 3", || mpa_frame(REQ_KEY, 0x40, 3, None, b"", None)),
+        closed("Rev 0", || mpa_frame(REQ_KEY, 0xc0, 0, None, b"", None)),
+        closed("a truncated Request, then silence", || {
+            plain_request(b"hello")[..22].to_vec()
+        }),
+        closed("a connection that says nothing", Vec::new),
+        closed("half a header, then silence", || REQ_KEY[..10].to_vec()),
+    ]
+}
+
+#[test]
+fn handshake_abuse_is_refused_and_the_service_carries_on() {
+    let mut cfg = EngineConfig::default();
+    // The Responder's wait for a Request (5 s by default), short for the test.
+    cfg.mpa.timeout = Duration::from_secs(1);
+    let t = Target::new(cfg);
+    let mut n = 0;
+    for a in abuses() {
+        let before = t.memory();
+        let mut sock = StdStream::connect(t.addr).unwrap();
+        use std::io::Write;
+        let _ = sock.write_all(&(a.bytes)());
+        let mut peer = Peer::new(sock, true);
+        // No Reply may come; the connection must close (at the latest after the timeout).
+        let frame = peer.read_frame();
+        let got = match frame {
+            Ok(Some(f)) if f.flags & 0x20 != 0 => Expect::Closed, // an explicit reject
+            Ok(Some(f)) => panic!("{}: the target accepted: {f:?}", a.name),
+            Ok(None) | Err(_) => Expect::Closed,
+        };
+        assert_eq!(got, a.expect, "{}", a.name);
+        assert!(t.memory() == before, "{}: memory changed", a.name);
+        t.honest_round_trip(n);
+        n += 1;
+        eprintln!("hostile handshake {:50} -> {got:?}", a.name);
+    }
+
+    // After the Reply: an FPDU sent before the Reply is a violation (RFC 5044 §7.1.2);
+    // peer-to-peer mode without the RTR gets MPA "no matching RTR".
+    let mut sock = StdStream::connect(t.addr).unwrap();
+    use std::io::Write;
+    let mut early = plain_request(b"");
+    early.extend(hostile::fpdu(&send_msg(1, 8), true));
+    sock.write_all(&early).unwrap();
+    let mut peer = Peer::new(sock, true);
+    match peer.read_frame() {
+        Ok(Some(f)) if f.flags & 0x20 == 0 => {
+            let term = peer.read_terminate().unwrap();
+            assert!(
+                term.is_none() || term.as_ref().is_some_and(|t| t.code[0] == 0x20),
+                "an FPDU before the Reply: {term:?}"
+            );
+        }
+        _ => {}
+    }
+    assert!(
+        peer.closed(),
+        "an FPDU before the Reply ends the connection"
+    );
+    eprintln!(
+        "hostile handshake {:50} -> Closed",
+        "an FPDU before the Reply"
+    );
+    t.honest_round_trip(n);
+
+    // A=1 (peer-to-peer) with Write and Read RTRs offered, then a Send instead of the RTR.
+    let mut sock = StdStream::connect(t.addr).unwrap();
+    let req = mpa_frame(
+        REQ_KEY,
+        0x40,
+        2,
+        Some((0x8000 | 16, 0x8000 | 0x4000 | 16)),
+        b"",
+        None,
+    );
+    sock.write_all(&req).unwrap();
+    let mut peer = Peer::new(sock, true);
+    let rep = peer.read_frame().unwrap().expect("a Reply");
+    assert_eq!(rep.flags & 0x20, 0);
+    peer.send(&send_msg(1, 8));
+    let term = peer.read_terminate().unwrap().expect("a Terminate");
+    assert_eq!(
+        (term.code, term.hdrct),
+        ([0x20, 0x07], 0),
+        "p2p without the RTR"
+    );
+    assert!(peer.closed());
+    eprintln!(
+        "hostile handshake {:50} -> {:?}",
+        "peer-to-peer without the RTR", term.code
+    );
+    t.honest_round_trip(n + 1);
+}
+
+/// Markers: the target asks for them (M=1 in its Reply). A peer that puts a wrong FPDUPTR
+/// in one gets MPA code 3. A peer that leaves them out gets MPA code 2: the target takes
+/// the first four octets for the marker, and the CRC, checked before the markers (the
+/// deframer's documented order), no longer matches.
+#[test]
+fn markers_asked_and_not_sent_or_wrong_are_mpa_errors() {
+    let mut cfg = EngineConfig::default();
+    cfg.mpa.markers = true;
+    let t = Target::new(cfg);
+    for (name, marker, code) in [
+        ("markers asked, none sent", None, [0x20, 0x02]),
+        (
+            "a marker with a wrong FPDUPTR",
+            Some([0u8, 0, 0, 4]),
+            [0x20, 0x03],
+        ),
+    ] {
+        let before = t.memory();
+        let mut sock = StdStream::connect(t.addr).unwrap();
+        use std::io::Write;
+        sock.write_all(&plain_request(b"")).unwrap();
+        let mut peer = Peer::new(sock, true);
+        let rep = peer.read_frame().unwrap().expect("a Reply");
+        assert_eq!(rep.flags & 0x80, 0x80, "the target asks for markers");
+        // The stream's first octet is a marker position: a marker (FPDUPTR 0 would be
+        // right) goes first, then the FPDU; its CRC covers the marker (RFC 5044 §4.4).
+        let f = send_msg(1, 8);
+        let mut wire = marker.map(|m| m.to_vec()).unwrap_or_default();
+        let mut body = (f.len() as u16).to_be_bytes().to_vec();
+        body.extend(&f);
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+        let mut covered = wire.clone();
+        covered.extend(&body);
+        wire.extend(&body);
+        wire.extend(crc32c::crc32c(&covered).to_le_bytes());
+        peer.send_raw(&wire);
+        // The target inserts no markers itself: our Request did not ask for them.
+        let term = peer.read_terminate().unwrap().expect("a Terminate");
+        assert_eq!((term.code, term.hdrct), (code, 0), "{name}");
+        assert!(t.memory() == before, "{name}: memory changed");
+        t.honest_round_trip(0);
+        eprintln!("hostile handshake {name:50} -> {:?}", term.code);
+    }
 }
