@@ -372,3 +372,28 @@ fn idle_clients_time_out_and_one_address_gets_its_share_only() {
     let out = check(&[&d.addr, "--count", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// A client killed with SIGKILL in the middle of its traffic: the daemon ends that
+/// connection with a named reason and serves the next client.
+#[test]
+fn a_client_killed_with_sigkill_is_cleaned_up() {
+    let d = Daemon::start(&[]);
+    let mut client = Command::new(IWARPD)
+        .args(["check", &d.addr, "--size", "64K", "--count", "10000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    d.wait_log("connection accepted");
+    std::thread::sleep(Duration::from_millis(300));
+    client.kill().unwrap(); // SIGKILL
+    client.wait().unwrap();
+    d.wait_log("connection ended");
+    let log = d.log();
+    assert!(
+        log.contains("the TCP connection was lost") || log.contains("closed gracefully"),
+        "{log}"
+    );
+    let out = check(&[&d.addr, "--count", "10"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

@@ -108,7 +108,8 @@ pub enum Event {
     /// After [`Stream::close`]: all send work is done; the driver may shut down TCP's
     /// sending half.
     Drained,
-    /// The peer closed its half of the connection.
+    /// The peer closed its half of the connection cleanly: between messages, with nothing
+    /// of this side's left to send or answer (otherwise the stream just ends in Error).
     PeerClosed,
 }
 
@@ -363,14 +364,21 @@ impl Stream {
     /// [`QpState::Idle`]; otherwise the connection was lost and it ends in
     /// [`QpState::Error`] with everything flushed.
     pub fn handle_eof(&mut self, src: &mut BytesMut) {
+        let mut cut = true;
         if let Err(e) = self.deframer.decode_eof(src) {
             tracing::debug!(error = %e, "partial FPDU at FIN");
         } else if self.rx.direct.is_some() {
             tracing::debug!("partial FPDU at FIN (payload placed directly)");
+        } else {
+            cut = false;
         }
         self.rx.eof = true;
         self.close_deadline = None;
-        self.events.push_back(Event::PeerClosed);
+        // A close by the peer is clean only between messages with nothing of ours left
+        // to send or answer; otherwise the connection was lost under our work.
+        if !cut && self.tx.is_idle() {
+            self.events.push_back(Event::PeerClosed);
+        }
         let graceful = self.state == QpState::Closing && self.tx.is_idle();
         if !matches!(self.state, QpState::Error | QpState::Idle) {
             self.flush(Flush::All(None));
