@@ -49,7 +49,7 @@ impl EngineConfig {
     /// Default [`max_pending_handshakes`](Self::max_pending_handshakes).
     pub const MAX_PENDING_HANDSHAKES: usize = 256;
     /// Default [`max_pending_per_address`](Self::max_pending_per_address).
-    pub const MAX_PENDING_PER_ADDRESS: usize = 16;
+    pub const MAX_PENDING_PER_ADDRESS: usize = 64;
 }
 
 impl Default for EngineConfig {

@@ -149,7 +149,7 @@ impl DeviceConfig {
     }
 
     /// The most connections a listener holds in the MPA handshake at once, and the most
-    /// of those from one IP address (defaults 256 and 16); more are closed at once.
+    /// of those from one IP address (defaults 256 and 64); more are closed at once.
     pub fn pending_handshakes(mut self, total: usize, per_address: usize) -> Self {
         self.engine.max_pending_handshakes = total.max(1);
         self.engine.max_pending_per_address = per_address.max(1);
