@@ -211,7 +211,8 @@ impl StreamHarness {
                         to: regions::LOCAL_BASE + slot + 512,
                         len: 256,
                     },
-                ].into(),
+                ]
+                .into(),
             };
             if self.stream.post_recv(wr).is_err() {
                 return;
@@ -311,7 +312,7 @@ fn check_terminate(t: &TerminateRepr) {
     );
 }
 
-fn memory() -> VecMemory {
+pub(crate) fn memory() -> VecMemory {
     let mut m = VecMemory::new();
     m.register(regions::ALL, 0x1000, 4096, 0x11, Access::ALL);
     m.register(

@@ -7,14 +7,17 @@
 //!   posted send work, driven the way the offload engine drives it, with invariants on
 //!   everything it transmits.
 //! * [`run_fpdus`] / [`run_ulpdus`]: the bodies of the two stream targets.
+//! * [`run_pair`]: the body of `rdmap_pair`, two streams and a wire the input drives.
 #![forbid(unsafe_code)]
 
 mod connect;
 mod harness;
+mod pair;
 mod run;
 
 pub use connect::{Setup, connect};
 pub use harness::{Plan, StreamHarness, regions};
+pub use pair::run_pair;
 pub use run::{run_fpdus, run_ulpdus};
 
 /// A TCP read size from a selector octet: `1..=32` for the low half of the 6-bit value,
