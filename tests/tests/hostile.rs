@@ -61,7 +61,6 @@ struct Target {
 
 /// An honest client of the target and its region on the target.
 struct Honest {
-    _engine: Engine,
     qp: Qp,
     cq: Cq,
     region: RemoteBuf,
@@ -117,7 +116,7 @@ impl Target {
                 .await
                 .unwrap();
             let addr = listener.local_addr();
-            let (e, cq2) = (engine.clone(), cq.clone());
+            let cq2 = cq.clone();
             tokio::spawn(async move {
                 // Every connection: two receives posted before the Reply, then accept.
                 while let Ok(inc) = listener.accept().await {
@@ -128,7 +127,6 @@ impl Target {
                         ..QpInit::new(pd, &cq2)
                     };
                     let _ = inc.accept(init, b"").await;
-                    let _ = &e;
                 }
             });
             let client = Engine::new(EngineConfig::default());
@@ -143,7 +141,6 @@ impl Target {
                 .register(cpd, vec![0; LEN], Base::ZeroBased, LOCAL)
                 .unwrap();
             let honest = Honest {
-                _engine: client.clone(),
                 qp,
                 cq: hcq,
                 region: RemoteBuf {
