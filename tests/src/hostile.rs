@@ -265,7 +265,8 @@ impl Peer {
         Ok(Some(f))
     }
 
-    /// Reads one FPDU and returns its ULPDU (`None`: closed).
+    /// Reads one FPDU, checks its CRC when CRC is on, and returns its ULPDU (`None`:
+    /// closed, or nothing within [`ANSWER`]).
     pub fn read_ulpdu(&mut self) -> io::Result<Option<Vec<u8>>> {
         let limit = Instant::now() + ANSWER;
         if !fill(&mut self.sock, &mut self.rx, 2, limit)? {
@@ -277,28 +278,17 @@ impl Peer {
             return Ok(None);
         }
         let f: Vec<u8> = self.rx.drain(..total).collect();
+        if self.crc {
+            let want = crc32c::crc32c(&f[..total - 4]).to_le_bytes();
+            assert_eq!(&f[total - 4..], &want, "the stack's FPDU has a bad CRC");
+        }
         Ok(Some(f[2..2 + len].to_vec()))
     }
 
-    /// Reads FPDUs until the stack's Terminate (or until it closes or `ANSWER` passes),
-    /// checking every FPDU's CRC on the way. `Ok(None)`: closed without a Terminate.
+    /// Reads FPDUs until the stack's Terminate (or until it closes or `ANSWER` passes).
+    /// `Ok(None)`: closed without a Terminate.
     pub fn read_terminate(&mut self) -> io::Result<Option<Term>> {
-        let limit = Instant::now() + ANSWER;
-        loop {
-            if !fill(&mut self.sock, &mut self.rx, 2, limit)? {
-                return Ok(None);
-            }
-            let len = usize::from(u16::from_be_bytes([self.rx[0], self.rx[1]]));
-            let total = (2 + len).div_ceil(4) * 4 + 4;
-            if !fill(&mut self.sock, &mut self.rx, total, limit)? {
-                return Ok(None);
-            }
-            let f: Vec<u8> = self.rx.drain(..total).collect();
-            if self.crc {
-                let want = crc32c::crc32c(&f[..total - 4]).to_le_bytes();
-                assert_eq!(&f[total - 4..], &want, "the stack's FPDU has a bad CRC");
-            }
-            let u = &f[2..2 + len];
+        while let Some(u) = self.read_ulpdu()? {
             // Untagged, opcode 7, QN 2.
             if u.len() >= 22 && u[0] & 0x80 == 0 && u[1] & 0x0f == op::TERMINATE {
                 assert_eq!(&u[6..10], &qn::TERMINATE.to_be_bytes(), "Terminate on QN 2");
@@ -329,6 +319,7 @@ impl Peer {
                 }));
             }
         }
+        Ok(None)
     }
 
     /// True if the stack closed the connection (EOF or reset) within `ANSWER`, with
