@@ -8,8 +8,8 @@
 //! the Reply, markers asked and not sent, a wrong FPDUPTR, peer-to-peer without the RTR)
 //! must end in a closed connection or the exact MPA Terminate, with the service alive.
 //!
-//! 98 cases in all (42 after the handshake in each role, 14 of handshake and markers
-//! abuse). One line per case goes to stderr (`--nocapture`).
+//! 101 cases in all (43 after the handshake in each role, 15 of handshake, markers and
+//! negotiation abuse). One line per case goes to stderr (`--nocapture`).
 
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::sync::Arc;
@@ -484,6 +484,12 @@ fn cases() -> Vec<Case> {
             E0,
         ),
         t(
+            "read request whose source TO wraps 2^64",
+            |c| vec![rreq(1, c.rw, u64::MAX - 7, 16)],
+            [0x01, 0x04],
+            E0,
+        ),
+        t(
             "read request burst beyond the IRD",
             |c| (1..=400).map(|m| rreq(m, c.rw, 0, LEN as u32)).collect(),
             [0x02, 0x07],
@@ -621,6 +627,17 @@ fn run_case(t: &Target, role: &str, case: &Case, mut peer: Peer) {
                     case.name
                 );
             }
+            if term.hdrct & 0x20 != 0 {
+                // The copied RDMA header is the offending Read Request's 28 octets.
+                assert!(
+                    ulpdus
+                        .iter()
+                        .any(|u| u.len() >= 46 && u[18..46] == term.rdma[..]),
+                    "{role}: {}: copied RDMA header {:02x?} is not one we sent",
+                    case.name,
+                    term.rdma
+                );
+            }
             Expect::Term(term.code, term.hdrct)
         }
         None => Expect::Closed,
@@ -698,7 +715,7 @@ fn every_hostile_input_gets_the_exact_terminate_in_both_roles() {
     }
     let n = t.cases.load(Ordering::Relaxed);
     eprintln!("hostile: {n} cases after the handshake, both roles");
-    assert!(n >= 80);
+    assert!(n >= 86);
 }
 
 /// Handshake abuse against the target as Responder: the raw octets sent on connect, and
@@ -872,4 +889,37 @@ fn markers_asked_and_not_sent_or_wrong_are_mpa_errors() {
         t.honest_round_trip(0);
         eprintln!("hostile handshake {name:50} -> {:?}", term.code);
     }
+}
+
+/// The target as Initiator, answered by a Reply whose ORD is above the target's IRD: the
+/// target cannot take that many Reads and says so with MPA "insufficient IRD" (RFC 6581
+/// §9.1), the one Terminate it sends before any FPDU of the peer.
+#[test]
+fn a_reply_asking_more_reads_than_the_ird_is_mpa_insufficient_ird() {
+    let t = Target::new(EngineConfig::default());
+    let l = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let target = t.clone();
+    let connect = t.rt.spawn(async move {
+        let init = QpInit::new(target.pd, &target.cq);
+        target.engine.connect(addr, init, b"").await.map(|_| ())
+    });
+    let (sock, _) = l.accept().unwrap();
+    let mut peer = Peer::new(sock, true);
+    let req = peer.read_frame().unwrap().expect("a Request");
+    let (ird, _) = req.ird_ord().expect("an IRD/ORD block");
+    peer.send_raw(&mpa_frame(REP_KEY, 0x40, 2, Some((16, ird + 1)), b"", None));
+    let term = peer.read_terminate().unwrap().expect("a Terminate");
+    assert_eq!((term.code, term.hdrct), ([0x20, 0x06], 0));
+    assert!(peer.closed());
+    let err =
+        t.rt.block_on(connect)
+            .unwrap()
+            .expect_err("the connect fails");
+    assert!(err.to_string().to_lowercase().contains("ird"), "{err}");
+    t.honest_round_trip(0);
+    eprintln!(
+        "hostile initiator {:50} -> {:?}",
+        "Reply ORD above the IRD", term.code
+    );
 }
