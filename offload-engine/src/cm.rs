@@ -14,7 +14,7 @@ use crate::conn::Qp;
 use crate::engine::{Engine, QpInit};
 use crate::log_limit::LogLimit;
 use crate::pcap::Tap;
-use crate::pending::{Pending, Refused};
+use crate::slots::{Refused, Slots};
 
 /// Warnings about connections refused for the pending-handshake limits: a few per 10 s.
 static REFUSED: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
@@ -111,7 +111,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(64);
         let engine = self.clone();
         let cfg = self.config();
-        let pending = Pending::new(cfg.max_pending_handshakes, cfg.max_pending_per_address);
+        let pending = Slots::new(cfg.max_pending_handshakes, cfg.max_pending_per_address);
         let task = tokio::spawn(async move {
             loop {
                 let (sock, peer) = match tcp.accept().await {

@@ -30,7 +30,7 @@ mod engine;
 mod log_limit;
 mod net;
 mod pcap;
-mod pending;
+mod slots;
 mod timeouts;
 pub mod tpt;
 
@@ -43,4 +43,5 @@ pub use mpa::ConnectError;
 pub use net::SocketOptions;
 pub use pcap::CaptureTap;
 pub use rdmap;
+pub use slots::{Refused, Slot, Slots};
 pub use timeouts::Timeouts;

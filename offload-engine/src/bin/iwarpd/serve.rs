@@ -1,16 +1,14 @@
 //! The daemon: one engine, an accept loop, the remote-memory target service per
 //! connection, and a clean shutdown on SIGINT/SIGTERM.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write as _;
-use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use offload_engine::tpt::{Base, PdId};
-use offload_engine::{Cq, Engine, Incoming, LogLimit, Qp, QpEnd, QpInit, Srq, Wc};
+use offload_engine::{Cq, Engine, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc};
 use rdmap::{
     Access, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
@@ -66,8 +64,8 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     );
 
     let cfg = Arc::new(cfg);
-    let active = Arc::new(AtomicUsize::new(0));
-    let per_address = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
+    // Places for the connections served: max_qps in all, max_qps_per_address each.
+    let places = Slots::new(cfg.max_qps, cfg.max_qps_per_address);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut served = 0u64;
@@ -76,44 +74,33 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
             inc = listener.accept() => {
                 let inc = inc.map_err(|e| format!("the listener failed: {e}"))?;
                 let peer = inc.peer_addr();
-                let from_peer = per_address.lock().unwrap_or_else(|e| e.into_inner())
-                    .get(&peer.ip()).copied().unwrap_or(0);
-                let refusal: Option<&'static [u8]> = if active.load(Ordering::Relaxed) >= cfg.max_qps {
-                    Some(b"iwarpd: too many connections (max_qps)")
-                } else if from_peer >= cfg.max_qps_per_address {
-                    Some(b"iwarpd: too many connections from your address (max_qps_per_address)")
-                } else {
-                    None
-                };
-                if let Some(why) = refusal {
-                    if let Some(left_out) = REJECTED.allow() {
-                        tracing::warn!(
-                            %peer, left_out, reason = %String::from_utf8_lossy(why),
-                            "rejecting the connection"
-                        );
+                let slot = match places.enter(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        let why: &'static [u8] = match refused {
+                            Refused::Total(_) => b"iwarpd: too many connections (max_qps)",
+                            Refused::Address(_) => b"iwarpd: too many connections from your \
+                                address (max_qps_per_address)",
+                        };
+                        if let Some(left_out) = REJECTED.allow() {
+                            tracing::warn!(
+                                %peer, left_out, reason = %String::from_utf8_lossy(why),
+                                "rejecting the connection"
+                            );
+                        }
+                        conns.spawn(async move {
+                            let _ = inc.reject(why).await;
+                        });
+                        continue;
                     }
-                    conns.spawn(async move {
-                        let _ = inc.reject(why).await;
-                    });
-                    continue;
-                }
+                };
                 served += 1;
-                active.fetch_add(1, Ordering::Relaxed);
-                *per_address.lock().unwrap_or_else(|e| e.into_inner()).entry(peer.ip()).or_default() += 1;
-                let (engine, cfg, active, stop, per_address) =
-                    (engine.clone(), cfg.clone(), active.clone(), stop_rx.clone(), per_address.clone());
+                let (engine, cfg, stop) = (engine.clone(), cfg.clone(), stop_rx.clone());
                 conns.spawn(async move {
                     if let Err(e) = serve_conn(&engine, inc, &cfg, stop).await {
                         tracing::warn!(%peer, error = %e, "connection failed");
                     }
-                    active.fetch_sub(1, Ordering::Relaxed);
-                    let mut counts = per_address.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(n) = counts.get_mut(&peer.ip()) {
-                        *n -= 1;
-                        if *n == 0 {
-                            counts.remove(&peer.ip());
-                        }
-                    }
+                    drop(slot);
                 });
             }
             Some(done) = conns.join_next() => {

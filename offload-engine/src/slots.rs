@@ -1,13 +1,14 @@
-//! [`Pending`]: the connections a listener holds in the MPA handshake, bounded in total
-//! and per IP address, so that one source cannot hold them all.
+//! [`Slots`]: places for connections, bounded in total and per IP address, so that one
+//! source cannot take them all. A listener bounds its MPA handshakes in progress with it;
+//! iwarpd bounds the connections it serves.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-/// Counts of handshakes in progress.
+/// A bounded set of places, per IP address and in total.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub struct Slots {
     max_total: usize,
     max_per_address: usize,
     counts: Mutex<Counts>,
@@ -19,24 +20,26 @@ struct Counts {
     by_address: HashMap<IpAddr, usize>,
 }
 
-/// Why a connection was not let in.
+/// Why there was no place.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// The listener's limit of handshakes in progress.
+pub enum Refused {
+    /// All places are taken (the total limit).
     Total(usize),
-    /// The limit for one address.
+    /// All places one address may take are taken.
     Address(usize),
 }
 
-/// One handshake's place; given back when dropped.
+/// One place; given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Slot {
-    pending: Arc<Pending>,
+pub struct Slot {
+    pending: Arc<Slots>,
     ip: IpAddr,
 }
 
-impl Pending {
-    pub(crate) fn new(max_total: usize, max_per_address: usize) -> Arc<Self> {
+impl Slots {
+    /// At most `max_total` places, at most `max_per_address` of them for one address
+    /// (both at least 1).
+    pub fn new(max_total: usize, max_per_address: usize) -> Arc<Self> {
         Arc::new(Self {
             max_total: max_total.max(1),
             max_per_address: max_per_address.max(1),
@@ -44,8 +47,8 @@ impl Pending {
         })
     }
 
-    /// A place for a handshake from `ip`, or why there is none.
-    pub(crate) fn enter(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refused> {
+    /// A place for `ip`, or why there is none.
+    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refused> {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         if c.total >= self.max_total {
             return Err(Refused::Total(self.max_total));
@@ -86,7 +89,7 @@ mod tests {
 
     #[test]
     fn limits_in_total_and_per_address_and_places_come_back() {
-        let p = Pending::new(3, 2);
+        let p = Slots::new(3, 2);
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         let a1 = p.enter(a).unwrap();
