@@ -397,3 +397,27 @@ fn a_client_killed_with_sigkill_is_cleaned_up() {
     let out = check(&[&d.addr, "--count", "10"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// Refused handshakes are an operator's business: each is logged at WARN (the daemon's
+/// default level is info), but a flood gets a few lines per 10 s and then a count of the
+/// ones left out, not a line each.
+#[test]
+fn refused_handshakes_are_warned_a_few_at_a_time() {
+    use std::io::Write;
+    let d = Daemon::start(&[]);
+    for _ in 0..30 {
+        let mut s = std::net::TcpStream::connect(&d.addr).unwrap();
+        let _ = s.write_all(&[0x5a; 40]);
+        // The daemon closes it: wait for that, so the refusals come one after another.
+        let _ = s.read(&mut [0u8; 16]);
+    }
+    // (The count of those left out comes with the first line of the next 10 s: LogLimit's
+    // own test shows it on the paused clock.)
+    d.wait_log("MPA request refused");
+    let log = d.log();
+    let lines = log.matches("MPA request refused").count();
+    assert!(lines >= 1 && lines <= 5, "{lines} lines:\n{log}");
+    assert!(log.contains("WARN"), "{log}");
+    let out = check(&[&d.addr, "--count", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
