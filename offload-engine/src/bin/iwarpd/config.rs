@@ -415,6 +415,12 @@ mod tests {
              recv-depth = 32\n\
              recv_size = 4K\n\
              max_qps = 3\n\
+             max_qps_per_address = 2\n\
+             max_pending_handshakes = 9\n\
+             max-pending-per-address = 4\n\
+             idle_timeout = 0\n\
+             stall_timeout = 7\n\
+             keepalive = 0\n\
              crc = off\n\
              markers = yes\n\
              large-fpdus = on\n\
@@ -432,7 +438,11 @@ mod tests {
             (c.buffer_size, c.recv_depth, c.recv_size),
             (8 << 20, 32, 4096)
         );
-        assert_eq!(c.max_qps, 3);
+        assert_eq!((c.max_qps, c.max_qps_per_address), (3, 2));
+        assert_eq!(
+            (c.idle_timeout, c.stall_timeout, c.keepalive),
+            (None, Some(Duration::from_secs(7)), None)
+        );
         assert!(!c.crc && c.markers && c.large_fpdus && c.p2p);
         assert_eq!((c.mpa_revision, c.ird, c.ord), (1, 4, 0));
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
@@ -443,6 +453,11 @@ mod tests {
         assert!(e.mpa.large_fpdus);
         assert_eq!((e.mpa.ird, e.mpa.ord, e.mpa.p2p), (4, 0, true));
         assert_eq!(e.connect_timeout, Duration::from_secs(3));
+        assert_eq!((e.max_pending_handshakes, e.max_pending_per_address), (9, 4));
+        assert_eq!(
+            (e.timeouts.idle, e.timeouts.stall, e.socket.keepalive),
+            (None, Some(Duration::from_secs(7)), None)
+        );
     }
 
     #[test]
