@@ -453,7 +453,10 @@ mod tests {
         assert!(e.mpa.large_fpdus);
         assert_eq!((e.mpa.ird, e.mpa.ord, e.mpa.p2p), (4, 0, true));
         assert_eq!(e.connect_timeout, Duration::from_secs(3));
-        assert_eq!((e.max_pending_handshakes, e.max_pending_per_address), (9, 4));
+        assert_eq!(
+            (e.max_pending_handshakes, e.max_pending_per_address),
+            (9, 4)
+        );
         assert_eq!(
             (e.timeouts.idle, e.timeouts.stall, e.socket.keepalive),
             (None, Some(Duration::from_secs(7)), None)
