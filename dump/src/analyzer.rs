@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 
 use mpa::RtrFlags;
 use mpa::wire::enhanced::NO_NEGOTIATION;
-use mpa::wire::frame::{self, FLAG_RES, FrameKind, FrameRepr, HEADER_LEN, KEY_REPLY, KEY_REQUEST};
+use mpa::wire::frame::{
+    self, FLAG_LARGE_FPDUS, FLAG_RES, FrameKind, FrameRepr, HEADER_LEN, KEY_REPLY, KEY_REQUEST,
+};
 
 use crate::capture::TcpSegment;
 use crate::checks::{CheckConfig, Checker};
@@ -227,7 +229,8 @@ impl Conn {
         };
         let header = frame::Packet::new_unchecked(header);
         let pd_len = usize::from(header.pd_length());
-        let res = header.flags() & FLAG_RES;
+        // 0x08 is siw's large-FPDU bit: negotiated, so not a reserved-bit violation.
+        let res = header.flags() & FLAG_RES & !FLAG_LARGE_FPDUS;
         let mut info = FrameInfo {
             frame,
             rev: header.rev(),
@@ -235,6 +238,7 @@ impl Conn {
             crc: header.crc(),
             reject: header.reject(),
             res,
+            large_fpdus: header.large_fpdus(),
             enhanced: false,
             ird: None,
             ord: None,

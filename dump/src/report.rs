@@ -64,8 +64,11 @@ pub struct FrameInfo {
     pub crc: bool,
     /// R bit.
     pub reject: bool,
-    /// Reserved flag bits (sent as 0 but for 0x08, siw's large-FPDU bit).
+    /// Reserved flag bits other than 0x08 (must be 0).
     pub res: u8,
+    /// 0x08, siw's experimental large-FPDU bit: FPDUs may exceed one TCP segment when
+    /// both frames carry it.
+    pub large_fpdus: bool,
     /// RFC 6581 enhanced block present.
     pub enhanced: bool,
     /// IRD (enhanced block).
@@ -292,12 +295,11 @@ fn frame_flags(f: &FrameInfo) -> String {
         "rev {} M={} C={} R={}",
         f.rev, f.markers as u8, f.crc as u8, f.reject as u8
     );
-    if f.res & mpa::wire::frame::FLAG_LARGE_FPDUS != 0 {
+    if f.large_fpdus {
         s.push_str(" large-FPDUs(siw 0x08)");
     }
-    let res = f.res & !mpa::wire::frame::FLAG_LARGE_FPDUS;
-    if res != 0 {
-        let _ = write!(s, " res={res:#x}");
+    if f.res != 0 {
+        let _ = write!(s, " res={:#x}", f.res);
     }
     if f.enhanced {
         let _ = write!(

@@ -417,3 +417,18 @@ fn garbage_after_the_handshake_never_panics() {
         let _ = r.render(true);
     }
 }
+
+/// siw's large-FPDU bit (0x08 of the MPA flags octet) is named in the report and is no
+/// violation (this stack sets it with `large_fpdus`); the other reserved bits still are.
+#[test]
+fn the_large_fpdu_bit_is_named_and_other_reserved_bits_shown() {
+    let mut c = clean(Options::default());
+    // Segments 0 and 1 are the SYNs, 2 the Request, 3 the Reply; octet 16 holds the flags.
+    c.segments[2].payload[16] |= 0x08;
+    c.segments[3].payload[16] |= 0x08 | 0x01;
+    let r = c.analyze();
+    assert_eq!(violations(&r), vec![Check::Reserved], "only the Reply's 0x01");
+    let text = r.render(false);
+    assert_eq!(text.matches("large-FPDUs(siw 0x08)").count(), 2, "{text}");
+    assert_eq!(text.matches("res=0x1").count(), 1, "{text}");
+}
