@@ -1,7 +1,7 @@
 //! One `rdmap::Stream` under test, driven as the offload engine drives it, with invariants
 //! on everything it transmits and reports.
 
-use std::collections::HashMap;
+use crate::books::Books;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -82,9 +82,8 @@ pub struct StreamHarness {
     peer_buf: BytesMut,
     /// The peer's settings (for framing input as the peer would).
     peer: Negotiated,
-    /// wr_id -> number of completions seen (must stay at most 1).
-    posted: HashMap<u64, u32>,
-    next_wr: u64,
+    /// Every request posted, completed at most once.
+    books: Books,
     recv_posted: usize,
     recv_done: usize,
     /// The clock of the run (only ever passed in; the stream reads none).
@@ -105,22 +104,21 @@ impl StreamHarness {
             peer_rx: Deframer::from_negotiated(peer),
             peer_buf: BytesMut::new(),
             peer: peer.clone(),
-            posted: HashMap::new(),
-            next_wr: 1,
+            books: Books::default(),
             recv_posted: 0,
             recv_done: 0,
             now: Instant::now(),
         };
         h.top_up_receives();
         for op in send_work(plan) {
-            let wr_id = h.next_id();
+            let wr_id = h.books.next_id();
             let wr = SendWr {
                 wr_id,
                 op,
                 flags: SendFlags::SIGNALED,
             };
             if h.stream.post_send(wr).is_ok() {
-                h.posted.insert(wr_id, 0);
+                h.books.posted(wr_id);
             }
         }
         if plan.has(6) {
@@ -158,14 +156,7 @@ impl StreamHarness {
             self.pump();
         }
         if matches!(self.stream.state(), QpState::Error | QpState::Idle) {
-            for (wr_id, n) in &self.posted {
-                assert_eq!(
-                    *n,
-                    1,
-                    "wr_id {wr_id} completed {n} times ({:?})",
-                    self.stream.state()
-                );
-            }
+            self.books.assert_all_once(&self.stream.state());
         }
     }
 
@@ -181,13 +172,7 @@ impl StreamHarness {
 
     /// Completions seen so far (send and receive queue).
     pub fn completions(&self) -> usize {
-        self.posted.values().map(|&n| n as usize).sum()
-    }
-
-    fn next_id(&mut self) -> u64 {
-        let id = self.next_wr;
-        self.next_wr += 1;
-        id
+        self.books.total()
     }
 
     fn top_up_receives(&mut self) {
@@ -197,7 +182,7 @@ impl StreamHarness {
         while self.recv_posted - self.recv_done < RECV_OUTSTANDING && self.recv_posted < RECV_TOTAL
         {
             let slot = (self.recv_posted % 8) as u64 * 1024;
-            let wr_id = self.next_id();
+            let wr_id = self.books.next_id();
             let wr = RecvWr {
                 wr_id,
                 sgl: [
@@ -217,7 +202,7 @@ impl StreamHarness {
             if self.stream.post_recv(wr).is_err() {
                 return;
             }
-            self.posted.insert(wr_id, 0);
+            self.books.posted(wr_id);
             self.recv_posted += 1;
             self.pump_events();
         }
@@ -253,12 +238,7 @@ impl StreamHarness {
         while let Some(ev) = self.stream.poll_event() {
             match ev {
                 Event::Completion(wc) => {
-                    let n = self
-                        .posted
-                        .get_mut(&wc.wr_id)
-                        .unwrap_or_else(|| panic!("completion for unknown wr_id: {wc:?}"));
-                    *n += 1;
-                    assert_eq!(*n, 1, "second completion: {wc:?}");
+                    self.books.completed(&wc);
                     if wc.queue == rdmap::Queue::Recv {
                         self.recv_done += 1;
                     }

@@ -10,6 +10,7 @@
 //! * [`run_pair`]: the body of `rdmap_pair`, two streams and a wire the input drives.
 #![forbid(unsafe_code)]
 
+mod books;
 mod connect;
 mod harness;
 mod pair;

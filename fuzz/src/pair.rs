@@ -7,7 +7,7 @@
 //! posted request of both sides completes exactly once by the end; both sides end in
 //! Error or Idle after the FINs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -18,6 +18,7 @@ use rdmap::{
     StreamConfig, Transmit,
 };
 
+use crate::books::Books;
 use crate::harness::{memory, regions};
 use crate::{Setup, connect, take_byte};
 
@@ -27,8 +28,7 @@ struct End {
     mem: VecMemory,
     inbox: BytesMut,
     out: VecDeque<Bytes>,
-    posted: HashMap<u64, u32>,
-    next_wr: u64,
+    books: Books,
     terminated: bool,
     succeeded: usize,
 }
@@ -44,8 +44,7 @@ impl End {
             mem: memory(),
             inbox: BytesMut::new(),
             out: VecDeque::new(),
-            posted: HashMap::new(),
-            next_wr: 1,
+            books: Books::default(),
             terminated: false,
             succeeded: 0,
         }
@@ -73,12 +72,7 @@ impl End {
         while let Some(ev) = self.stream.poll_event() {
             match ev {
                 Event::Completion(wc) => {
-                    let n = self
-                        .posted
-                        .get_mut(&wc.wr_id)
-                        .unwrap_or_else(|| panic!("completion for unknown wr_id: {wc:?}"));
-                    *n += 1;
-                    assert_eq!(*n, 1, "second completion: {wc:?}");
+                    self.books.completed(&wc);
                     self.succeeded += usize::from(wc.status == rdmap::WcStatus::Success);
                 }
                 Event::TerminateSent(_) => self.terminated = true,
@@ -88,22 +82,20 @@ impl End {
     }
 
     fn post_send(&mut self, op: SendOp) {
-        let wr_id = self.next_wr;
-        self.next_wr += 1;
+        let wr_id = self.books.next_id();
         let wr = SendWr {
             wr_id,
             op,
             flags: SendFlags::SIGNALED,
         };
         if self.stream.post_send(wr).is_ok() {
-            self.posted.insert(wr_id, 0);
+            self.books.posted(wr_id);
         }
         self.pump();
     }
 
     fn post_recv(&mut self, slot: u8) {
-        let wr_id = self.next_wr;
-        self.next_wr += 1;
+        let wr_id = self.books.next_id();
         let wr = RecvWr {
             wr_id,
             sgl: Sge {
@@ -114,7 +106,7 @@ impl End {
             .into(),
         };
         if self.stream.post_recv(wr).is_ok() {
-            self.posted.insert(wr_id, 0);
+            self.books.posted(wr_id);
         }
         self.pump();
     }
@@ -268,9 +260,7 @@ pub fn run_pair(data: &[u8]) -> usize {
             matches!(state, QpState::Error | QpState::Idle),
             "{state:?} after FIN"
         );
-        for (wr_id, n) in &e.posted {
-            assert_eq!(*n, 1, "wr_id {wr_id} completed {n} times");
-        }
+        e.books.assert_all_once(&state);
     }
     ends.iter().map(|e| e.succeeded).sum()
 }
