@@ -427,7 +427,11 @@ fn the_large_fpdu_bit_is_named_and_other_reserved_bits_shown() {
     c.segments[2].payload[16] |= 0x08;
     c.segments[3].payload[16] |= 0x08 | 0x01;
     let r = c.analyze();
-    assert_eq!(violations(&r), vec![Check::Reserved], "only the Reply's 0x01");
+    assert_eq!(
+        violations(&r),
+        vec![Check::Reserved],
+        "only the Reply's 0x01"
+    );
     let text = r.render(false);
     assert_eq!(text.matches("large-FPDUs(siw 0x08)").count(), 2, "{text}");
     assert_eq!(text.matches("res=0x1").count(), 1, "{text}");

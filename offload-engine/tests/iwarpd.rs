@@ -7,6 +7,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const IWARPD: &str = env!("CARGO_BIN_EXE_iwarpd");
 
 /// A running daemon; killed on drop if a test failed before it exited.
@@ -299,23 +301,6 @@ fn raw_client(addr: &str) -> (std::net::TcpStream, mpa::Framer) {
     }
 }
 
-/// One Send FPDU (MSN `msn`, one segment).
-fn send_fpdu(framer: &mut mpa::Framer, msn: u32, payload: &[u8]) -> bytes::BytesMut {
-    let repr = ddp::UntaggedRepr {
-        last: true,
-        rsvd_ulp: rdmap::wire::RdmapControl::new(rdmap::wire::Opcode::Send).emit(),
-        rsvd_ulp_ext: 0,
-        qn: 0,
-        msn,
-        mo: 0,
-    };
-    let mut header = vec![0u8; repr.header_len()];
-    repr.emit(&mut ddp::UntaggedPacket::new_unchecked(&mut header[..]));
-    let mut out = bytes::BytesMut::new();
-    framer.encode(&header, payload, &mut out);
-    out
-}
-
 /// A client that sends and never reads its echoes: the daemon neither drops echoes nor
 /// logs a line per echo; it disconnects that client once more echoes wait than it has
 /// credits, says why in one line, and goes on serving others.
@@ -329,10 +314,9 @@ fn a_client_that_never_reads_its_echoes_is_disconnected_with_the_reason() {
     // Until the daemon hangs up (write error), or far more than any socket buffer holds;
     // in bursts within the 16 credits, paced so the daemon reposts its receives.
     while msn < 20_000 {
-        if sock
-            .write_all(&send_fpdu(&mut framer, msn, &payload))
-            .is_err()
-        {
+        let mut fpdu = bytes::BytesMut::new();
+        common::send_fpdu(&mut framer, msn, &payload, &mut fpdu);
+        if sock.write_all(&fpdu).is_err() {
             break;
         }
         if msn % 8 == 0 {

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use ddp::{SegmentRepr, UntaggedRepr};
+use ddp::SegmentRepr;
 use mpa::{Framer, MpaConfig, Negotiated};
 use offload_engine::tpt::Base;
 use offload_engine::{Cq, Engine, EngineConfig, QpInit};
@@ -40,21 +40,6 @@ where
     });
 }
 
-/// Appends the FPDU of a one-segment Send of `data` with MSN `msn` on queue 0.
-fn send_fpdu(framer: &mut Framer, msn: u32, data: &[u8], out: &mut BytesMut) {
-    let header = SegmentRepr::Untagged(UntaggedRepr {
-        last: true,
-        rsvd_ulp: RdmapControl::new(Opcode::Send).emit(),
-        rsvd_ulp_ext: 0,
-        qn: 0,
-        msn,
-        mo: 0,
-    });
-    let mut hbuf = vec![0; header.header_len()];
-    header.emit(&mut hbuf);
-    framer.encode(&hbuf, data, out);
-}
-
 /// The peer: accepts, runs MPA, waits for `go`, sends the three Sends on queue 0, and
 /// keeps the connection open until `done`.
 fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Receiver<()>) {
@@ -66,7 +51,7 @@ fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Rec
             let mut framer = Framer::from_negotiated(&negotiated);
             let mut out = BytesMut::new();
             for (i, m) in MESSAGES.iter().enumerate() {
-                send_fpdu(&mut framer, i as u32 + 1, m, &mut out);
+                common::send_fpdu(&mut framer, i as u32 + 1, m, &mut out);
             }
             sock.write_all(&out).await.expect("write the Sends");
             let _ = done.recv();
@@ -162,7 +147,7 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
             let stag = rdmap::STag::from(stag_rx.recv().expect("stag"));
             let mut framer = Framer::from_negotiated(&negotiated);
             let mut first = BytesMut::new();
-            send_fpdu(&mut framer, 1, b"note", &mut first);
+            common::send_fpdu(&mut framer, 1, b"note", &mut first);
             let w = SegmentRepr::Tagged(ddp::TaggedRepr {
                 last: true,
                 rsvd_ulp: RdmapControl::new(Opcode::RdmaWrite).emit(),
@@ -175,7 +160,7 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
             framer.encode(&hbuf, &expected, &mut write);
             let cut = first.len() + 2 + hbuf.len() + 1000;
             first.extend_from_slice(&write);
-            send_fpdu(&mut framer, 2, b"note", &mut first);
+            common::send_fpdu(&mut framer, 2, b"note", &mut first);
             sock.write_all(&first[..cut])
                 .await
                 .expect("write the start");

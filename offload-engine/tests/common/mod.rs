@@ -1,4 +1,5 @@
 //! A hand-run MPA peer for tests that need a socket the engine does not drive.
+#![allow(dead_code)]
 
 use bytes::BytesMut;
 use mpa::{Handshake, HandshakeEvent, MpaConfig, Negotiated};
@@ -35,4 +36,19 @@ pub(crate) async fn fake_responder(
         assert!(n > 0, "the initiator closed during MPA");
         hs.handle_input(&mut rx, Instant::now());
     }
+}
+
+/// Appends the FPDU of a one-segment Send of `data` with MSN `msn` on queue 0.
+pub(crate) fn send_fpdu(framer: &mut mpa::Framer, msn: u32, data: &[u8], out: &mut BytesMut) {
+    let header = ddp::SegmentRepr::Untagged(ddp::UntaggedRepr {
+        last: true,
+        rsvd_ulp: rdmap::wire::RdmapControl::new(rdmap::wire::Opcode::Send).emit(),
+        rsvd_ulp_ext: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    });
+    let mut hbuf = vec![0; header.header_len()];
+    header.emit(&mut hbuf);
+    framer.encode(&hbuf, data, out);
 }
