@@ -400,7 +400,7 @@ fn refused_handshakes_are_warned_a_few_at_a_time() {
     d.wait_log("MPA request refused");
     let log = d.log();
     let lines = log.matches("MPA request refused").count();
-    assert!(lines >= 1 && lines <= 5, "{lines} lines:\n{log}");
+    assert!((1..=5).contains(&lines), "{lines} lines:\n{log}");
     assert!(log.contains("WARN"), "{log}");
     let out = check(&[&d.addr, "--count", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
