@@ -7,6 +7,7 @@ targets of BENCHMARKS.md. Nothing here is a test: it only prints numbers.
     scripts/vs_tcp.py --netns          # two network namespaces joined by a veth, MTU 1500 (root)
     scripts/vs_tcp.py --only write,rate --secs 3 --rounds 5
     scripts/vs_tcp.py --netns --large-fpdus   # both iwperf sides offer FPDUs above one segment
+    scripts/vs_tcp.py --iwperf /tmp/old/target/release/iwperf   # another build (A/B)
 
 Lines (the server runs in one process, the client in another; with --netns each in its
 own namespace):
@@ -162,6 +163,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--only", default="write,read,write-nocrc,rate,lat")
     p.add_argument("--port", type=int, default=19500)
+    p.add_argument("--iwperf", help="use this iwperf binary instead of building this tree's")
     p.add_argument("--large-fpdus", action="store_true",
                    help="pass --large-fpdus to both iwperf sides (FPDUs above one TCP segment)")
     a = p.parse_args()
@@ -172,7 +174,11 @@ def main():
             sys.exit(f"vs_tcp: {tool} is not installed: apt-get install -y iperf3 sockperf")
     if a.netns and os.geteuid() != 0:
         sys.exit("vs_tcp: --netns creates network namespaces and needs root")
-    sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"], cwd=ROOT)
+    global IWPERF
+    if a.iwperf:
+        IWPERF = os.path.abspath(a.iwperf)
+    else:
+        sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"], cwd=ROOT)
     path = Path(a.netns)
     try:
         fpdus = "large FPDUs" if a.large_fpdus else "segment-sized FPDUs"

@@ -68,6 +68,11 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
     let mut out = Transmit::new();
     let mut shut_down = false;
     let mut linger_until: Option<Instant> = None;
+    // Liveness: the socket's octet count at the last turn that saw it change, and when.
+    let mut progress = Progress {
+        moved: 0,
+        at: Instant::now(),
+    };
     loop {
         // Process -> transmit, under the lock; deliver once it is released.
         let (deadline, eof, muted_until, liveness) = {
@@ -110,10 +115,11 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 .polled_at
                 .map(|t| Instant::from_std(t + POLL_MUTE))
                 .filter(|&u| u > now);
+            progress.update(st.io.moved(), now);
             let liveness = (st.stream.state() == QpState::Rts)
                 .then(|| {
                     let busy = !st.rx.is_empty() || !out.is_empty() || st.stream.has_outstanding();
-                    shared.timeouts.deadline(st.io.progress_at(), busy)
+                    shared.timeouts.deadline(progress.at, busy)
                 })
                 .flatten();
             let step = (st.stream.poll_timeout(), st.rx_eof, muted_until, liveness);
@@ -159,21 +165,38 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 if linger_until.is_some_and(|l| now >= l) {
                     return Ok(());
                 }
+                let mut st = shared.lock();
+                // The deadline came from the last turn's state; an application that polls
+                // its input may have moved octets since, and then it has not expired.
                 if let Some((at, why)) = liveness
                     && now >= at
+                    && st.io.moved() == progress.moved
                 {
-                    // The deadline came from this turn's state: nothing moved since.
-                    let mut st = shared.lock();
                     st.end.get_or_insert(super::QpEnd::TimedOut);
                     shared.unlock(st);
                     tracing::info!(?why, "connection timed out: nothing moved; ending it");
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "liveness timeout"));
                 }
-                let mut st = shared.lock();
                 st.stream.handle_timeout(now.into_std());
                 st.collect(shared.num);
                 shared.unlock(st);
             }
+        }
+    }
+}
+
+/// When the connection's octet count last changed, as the driver saw it.
+struct Progress {
+    moved: u64,
+    at: Instant,
+}
+
+impl Progress {
+    /// The count is `moved` at `now`: a change is progress.
+    fn update(&mut self, moved: u64, now: Instant) {
+        if moved != self.moved {
+            self.moved = moved;
+            self.at = now;
         }
     }
 }

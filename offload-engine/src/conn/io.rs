@@ -8,7 +8,6 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use rdmap::{DirectTarget, Stream, Transmit};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 use crate::pcap::Tap;
 
@@ -24,8 +23,9 @@ const POLL_READ: usize = 64 * 1024;
 pub(crate) struct Io {
     sock: Option<Arc<TcpStream>>,
     tap: Tap,
-    /// When an octet last moved either way (the connection's liveness clock).
-    progress_at: Instant,
+    /// Octets moved either way so far: the driver compares it between its turns to see
+    /// progress (the liveness timeouts), with its own clock.
+    moved: u64,
 }
 
 /// What a read found.
@@ -44,13 +44,13 @@ impl Io {
         Self {
             sock: Some(sock),
             tap,
-            progress_at: Instant::now(),
+            moved: 0,
         }
     }
 
-    /// When an octet was last read or written.
-    pub(crate) fn progress_at(&self) -> Instant {
-        self.progress_at
+    /// Octets read and written so far.
+    pub(crate) fn moved(&self) -> u64 {
+        self.moved
     }
 
     /// False once the connection has ended and the socket is gone.
@@ -114,7 +114,7 @@ impl Io {
             }
             Ok(n) => {
                 self.tap.received(view.get(..n).unwrap_or_default());
-                self.progress_at = Instant::now();
+                self.moved += n as u64;
                 Ok(Read::Data(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
@@ -130,7 +130,7 @@ impl Io {
         }
         let fresh = rx.len() - n;
         self.tap.received(rx.get(fresh..).unwrap_or_default());
-        self.progress_at = Instant::now();
+        self.moved += n as u64;
         Read::Data(n)
     }
 
@@ -160,9 +160,7 @@ impl Io {
             }
             Ok(n)
         })?;
-        if written > 0 {
-            self.progress_at = Instant::now();
-        }
+        self.moved += written as u64;
         stream.handle_written(written);
         Ok(written)
     }
