@@ -32,7 +32,7 @@ pub enum Refused {
 /// One place; given back when dropped.
 #[derive(Debug)]
 pub struct Slot {
-    pending: Arc<Slots>,
+    slots: Arc<Slots>,
     ip: IpAddr,
 }
 
@@ -60,7 +60,7 @@ impl Slots {
         *n += 1;
         c.total += 1;
         Ok(Slot {
-            pending: self.clone(),
+            slots: self.clone(),
             ip,
         })
     }
@@ -68,11 +68,7 @@ impl Slots {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut c = self
-            .pending
-            .counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut c = self.slots.counts.lock().unwrap_or_else(|e| e.into_inner());
         c.total -= 1;
         if let Some(n) = c.by_address.get_mut(&self.ip) {
             *n -= 1;
