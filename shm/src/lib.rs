@@ -38,9 +38,16 @@
 //!
 //! # Audit
 //!
-//! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] (raw pointer to memory the
-//! region owns), the two slice constructions in the views (under the lock, bounds checked),
-//! and taking over and dropping an adopted owner. Each block has its `SAFETY:` comment.
+//! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
+//! pointers to memory they own), the two slice constructions in the views (under the
+//! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
+//! references into a segment (bounds and alignment checked). Each block has its `SAFETY:`
+//! comment.
+//!
+//! Memory files cross process boundaries sealed: [`Region::alloc`] and
+//! [`Segment::create`] seal theirs against resizing, and [`Region::map`] and
+//! [`Segment::map`] refuse a received file without those seals, so that no process can
+//! truncate pages out from under another's mapping (which would raise `SIGBUS` there).
 
 use std::any::Any;
 use std::fmt;
@@ -53,6 +60,11 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::BytesMut;
 use memmap2::{MmapOptions, MmapRaw};
+
+mod sealed;
+mod segment;
+
+pub use segment::Segment;
 
 /// An access outside the region.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -114,20 +126,29 @@ impl Region {
         if len == 0 {
             return Ok(Self::empty());
         }
-        let memfd = memfd::MemfdOptions::default()
-            .close_on_exec(true)
-            .allow_sealing(true)
-            .create("iwarp-region")
-            .map_err(|e| match e {
-                memfd::Error::Create(e) | memfd::Error::AddSeals(e) | memfd::Error::GetSeals(e) => {
-                    e
-                }
-            })?;
-        let file = memfd.into_file();
-        file.set_len(len as u64)?;
+        let file = sealed::create("iwarp-region", len)?;
         // Faulted in now, as an RNIC pins a region's pages at registration: a transfer
         // into a fresh region then pays no page fault per 4 KiB.
         let map = MmapOptions::new().len(len).populate().map_raw(&file)?;
+        let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
+        Ok(Self {
+            ptr,
+            len,
+            lock: RwLock::new(()),
+            backing: Backing::Mapped { file, _map: map },
+        })
+    }
+
+    /// Maps `len` octets of a memory file another process created and sent (a local
+    /// daemon mapping a client's region). The file must be a memfd sealed against
+    /// resizing ([`alloc`](Self::alloc) seals its own) and at least `len` octets long, so
+    /// that its creator cannot truncate the pages away under this mapping.
+    pub fn map(file: File, len: usize) -> io::Result<Self> {
+        if len == 0 {
+            return Ok(Self::empty());
+        }
+        sealed::check(&file, len)?;
+        let map = MmapOptions::new().len(len).map_raw(&file)?;
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
         Ok(Self {
             ptr,

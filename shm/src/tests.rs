@@ -137,3 +137,70 @@ fn dropping_a_region_returns_its_pages() {
         "pages returned on drop: {before} -> {touched} -> {after} KiB"
     );
 }
+
+#[test]
+fn a_segment_is_shared_through_its_fd_and_sealed() {
+    let a = Segment::create("test-seg", 100).unwrap();
+    assert_eq!(a.len(), 104);
+    let file = File::from(a.fd().try_clone_to_owned().unwrap());
+    // Sealed: the receiver cannot be made to fault by a truncation.
+    assert!(file.set_len(10).is_err());
+    let b = Segment::map(file, 104).unwrap();
+    a.write(3, b"hello, segment");
+    a.u64(64)
+        .store(0xdead_beef, std::sync::atomic::Ordering::Release);
+    let mut got = [0u8; 14];
+    b.read(3, &mut got);
+    assert_eq!(&got, b"hello, segment");
+    assert_eq!(
+        b.u64(64).load(std::sync::atomic::Ordering::Acquire),
+        0xdead_beef
+    );
+    assert_eq!(
+        b.u32(64).load(std::sync::atomic::Ordering::Relaxed),
+        0xdead_beef
+    );
+}
+
+#[test]
+fn unsealed_or_short_files_are_not_mapped() {
+    let plain = memfd::MemfdOptions::default()
+        .create("plain")
+        .unwrap()
+        .into_file();
+    plain.set_len(4096).unwrap();
+    let err = Region::map(plain.try_clone().unwrap(), 4096).unwrap_err();
+    assert!(err.to_string().contains("not sealed"), "{err}");
+    assert!(Segment::map(plain, 4096).is_err());
+    let r = Region::alloc(4096).unwrap();
+    let file = File::from(r.fd().unwrap().try_clone_to_owned().unwrap());
+    let err = Region::map(file.try_clone().unwrap(), 8192).unwrap_err();
+    assert!(err.to_string().contains("4096 octets"), "{err}");
+    // The right length maps the same pages.
+    let m = Region::map(file, 4096).unwrap();
+    r.write_at(100, b"xyz").unwrap();
+    assert_eq!(&m.view(100, 3).unwrap()[..], b"xyz");
+    let tmp = tempfile_in_tmp();
+    assert!(Region::map(tmp, 1).is_err());
+}
+
+fn tempfile_in_tmp() -> File {
+    let path = std::env::temp_dir().join(format!("shm-test-{}", std::process::id()));
+    let f = File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.set_len(4096).unwrap();
+    f
+}
+
+#[test]
+#[should_panic(expected = "outside a segment")]
+fn a_segment_access_outside_panics() {
+    let s = Segment::create("test-seg", 8).unwrap();
+    s.u32(8);
+}

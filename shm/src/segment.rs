@@ -1,0 +1,176 @@
+//! [`Segment`]: a small shared-memory segment two processes use to talk without system
+//! calls: ring indices, doorbell words and fixed-size slots (the split driver's data
+//! channel, the push region).
+//!
+//! Unlike a [`Region`](crate::Region), a segment has no lock: the other process writes it
+//! whenever it likes. Every access from this process is therefore atomic: words are
+//! [`AtomicU32`]/[`AtomicU64`] references, and [`read`](Segment::read) and
+//! [`write`](Segment::write) copy with relaxed atomic loads and stores. Two processes can
+//! then race on a slot (a client scribbling over its own ring while the daemon reads it)
+//! without undefined behaviour in either: the reader gets some octets, which it
+//! validates. Ordering between a payload and the word that publishes it is the caller's:
+//! write the octets, then store the word with `Release`; load the word with `Acquire`,
+//! then read the octets.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::sealed;
+
+/// A shared-memory segment: a sealed memfd mapped `MAP_SHARED`, reached only with atomic
+/// accesses.
+pub struct Segment {
+    ptr: NonNull<u8>,
+    len: usize,
+    file: File,
+    _map: MmapRaw,
+}
+
+// SAFETY: the segment owns its mapping; every access through `&Segment` is atomic, so
+// sharing it between threads creates no data race.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// A new zero-filled segment of `len` octets (rounded up to 8), named `name`, sealed
+    /// against resizing, to be sent to another process with [`fd`](Self::fd).
+    pub fn create(name: &str, len: usize) -> io::Result<Self> {
+        let len = len.max(8).next_multiple_of(8);
+        let file = sealed::create(name, len)?;
+        Self::with(file, len)
+    }
+
+    /// Maps `len` octets of a segment another process created and sent. The file must be
+    /// sealed against resizing and at least `len` octets long.
+    pub fn map(file: File, len: usize) -> io::Result<Self> {
+        let len = len.max(8).next_multiple_of(8);
+        sealed::check(&file, len)?;
+        Self::with(file, len)
+    }
+
+    fn with(file: File, len: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(len).map_raw(&file)?;
+        let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
+        Ok(Self {
+            ptr,
+            len,
+            file,
+            _map: map,
+        })
+    }
+
+    /// Length in octets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (a segment has at least 8 octets).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The memory file, to send to the other process.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// The 32-bit word at `offset`.
+    ///
+    /// # Panics
+    ///
+    /// If `offset` is not a multiple of 4 or the word lies outside the segment: offsets
+    /// come from the caller's layout, never from the other process.
+    pub fn u32(&self, offset: usize) -> &AtomicU32 {
+        self.check(offset, 4, 4);
+        // SAFETY: `check` proved the 4 octets at `offset` lie inside the mapping, which
+        // lives as long as `self`, and that `offset` (and so the page-aligned mapping's
+        // address plus it) is 4-aligned. The octets are only ever accessed atomically
+        // from this process.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().wrapping_add(offset).cast()) }
+    }
+
+    /// The 64-bit word at `offset` (see [`u32`](Self::u32) for the panics).
+    pub fn u64(&self, offset: usize) -> &AtomicU64 {
+        self.check(offset, 8, 8);
+        // SAFETY: as in `u32`, with 8 octets and 8-alignment.
+        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().wrapping_add(offset).cast()) }
+    }
+
+    fn u8(&self, offset: usize) -> &AtomicU8 {
+        self.check(offset, 1, 1);
+        // SAFETY: as in `u32`, with one octet.
+        unsafe { AtomicU8::from_ptr(self.ptr.as_ptr().wrapping_add(offset)) }
+    }
+
+    /// Copies `dst.len()` octets from `offset` (relaxed atomic loads; the other process
+    /// may be writing them, so validate what comes out).
+    ///
+    /// # Panics
+    ///
+    /// If the range lies outside the segment.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) {
+        self.check(offset, dst.len(), 1);
+        let mut i = 0;
+        while i < dst.len() && !(offset + i).is_multiple_of(8) {
+            dst[i] = self.u8(offset + i).load(Ordering::Relaxed);
+            i += 1;
+        }
+        while dst.len() - i >= 8 {
+            let w = self.u64(offset + i).load(Ordering::Relaxed);
+            dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+            i += 8;
+        }
+        while i < dst.len() {
+            dst[i] = self.u8(offset + i).load(Ordering::Relaxed);
+            i += 1;
+        }
+    }
+
+    /// Copies `src` to `offset` (relaxed atomic stores; publish them with a `Release`
+    /// store of the word the other process checks first).
+    ///
+    /// # Panics
+    ///
+    /// If the range lies outside the segment.
+    pub fn write(&self, offset: usize, src: &[u8]) {
+        self.check(offset, src.len(), 1);
+        let mut i = 0;
+        while i < src.len() && !(offset + i).is_multiple_of(8) {
+            self.u8(offset + i).store(src[i], Ordering::Relaxed);
+            i += 1;
+        }
+        while src.len() - i >= 8 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&src[i..i + 8]);
+            self.u64(offset + i)
+                .store(u64::from_ne_bytes(w), Ordering::Relaxed);
+            i += 8;
+        }
+        while i < src.len() {
+            self.u8(offset + i).store(src[i], Ordering::Relaxed);
+            i += 1;
+        }
+    }
+
+    fn check(&self, offset: usize, len: usize, align: usize) {
+        let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        assert!(
+            inside && offset.is_multiple_of(align),
+            "segment access {offset}..+{len} (align {align}) outside a segment of {} octets",
+            self.len
+        );
+    }
+}
+
+impl fmt::Debug for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segment").field("len", &self.len).finish()
+    }
+}
