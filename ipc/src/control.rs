@@ -1,0 +1,827 @@
+//! The control channel (seed 002's channel 0): requests from a client, one reply each, and
+//! events the daemon sends on its own, over a Unix stream socket.
+//!
+//! Every message starts with the same 16-octet header, little-endian:
+//!
+//! ```text
+//! 0   u32  length of the whole message, header included (16 ..= MAX_MESSAGE)
+//! 4   u16  function code: a request's; a reply's is the request's | 0x8000; events 0x40xx
+//! 6   u16  protocol version (VERSION)
+//! 8   u64  transaction context: chosen by the client, echoed in the reply; 0 in events
+//! ```
+//!
+//! A reply's body starts with a u16 status: 0, then the result; or an error code, then a
+//! length-prefixed UTF-8 text that names the cause and the fix. Memory files travel as
+//! `SCM_RIGHTS` with the message that names them: one with [`Request::RegMr`], three with
+//! a queue pair reply (its segment, then the two doorbells).
+//!
+//! A fixed little-endian layout (not a serialization crate): the messages are few and
+//! small, the format is the ABI between two builds that may differ, and every field is
+//! tested against literal octets here.
+
+use std::net::SocketAddr;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::codec::{Malformed, Reader, put_addr, put_blob};
+
+/// The protocol version this build speaks.
+pub const VERSION: u16 = 1;
+/// Octets of the header.
+pub const HEADER_LEN: usize = 16;
+/// The longest message either side accepts.
+pub const MAX_MESSAGE: usize = 4096;
+/// Private data carried by connect, accept and reject (the MPA limit).
+pub const MAX_PRIVATE_DATA: usize = 512;
+
+/// Function codes.
+pub mod func {
+    /// Open the device: the first request.
+    pub const OPEN: u16 = 0x0001;
+    /// Allocate a protection domain.
+    pub const ALLOC_PD: u16 = 0x0002;
+    /// Deallocate a protection domain.
+    pub const DEALLOC_PD: u16 = 0x0003;
+    /// Register a memory region (one memory file attached).
+    pub const REG_MR: u16 = 0x0004;
+    /// Deregister a memory region: the reply means the daemon no longer touches it.
+    pub const DEREG_MR: u16 = 0x0005;
+    /// Listen for connections.
+    pub const LISTEN: u16 = 0x0006;
+    /// Stop listening.
+    pub const CLOSE_LISTENER: u16 = 0x0007;
+    /// Connect a queue pair.
+    pub const CONNECT: u16 = 0x0008;
+    /// Accept a connection request.
+    pub const ACCEPT: u16 = 0x0009;
+    /// Reject a connection request.
+    pub const REJECT: u16 = 0x000a;
+    /// Start a graceful close.
+    pub const DISCONNECT: u16 = 0x000b;
+    /// Destroy a queue pair: the reply means its work is flushed and its rings unused.
+    pub const DESTROY_QP: u16 = 0x000c;
+    /// A queue pair's state and counters.
+    pub const QUERY_QP: u16 = 0x000d;
+    /// The device's counters.
+    pub const STATS: u16 = 0x000e;
+    /// Set in a reply's function code.
+    pub const REPLY: u16 = 0x8000;
+    /// Event: a connection request arrived on a listener.
+    pub const EVENT_INCOMING: u16 = 0x4001;
+    /// Event: a queue pair ended.
+    pub const EVENT_QP_ENDED: u16 = 0x4002;
+}
+
+/// The header every message starts with.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Length of the whole message.
+    pub len: u32,
+    /// Function code.
+    pub func: u16,
+    /// Protocol version.
+    pub version: u16,
+    /// Transaction context.
+    pub txn: u64,
+}
+
+impl Header {
+    /// Parses the first [`HEADER_LEN`] octets of `buf` (`None` if fewer are there). The
+    /// length is checked against the limits; the version is the caller's to check.
+    pub fn parse(buf: &[u8]) -> Option<Result<Self, Malformed>> {
+        let mut r = Reader::new(buf.get(..HEADER_LEN)?);
+        let h = Self {
+            len: r.u32("length").ok()?,
+            func: r.u16("function").ok()?,
+            version: r.u16("version").ok()?,
+            txn: r.u64("transaction").ok()?,
+        };
+        let len = h.len as usize;
+        Some(if (HEADER_LEN..=MAX_MESSAGE).contains(&len) {
+            Ok(h)
+        } else {
+            Err(Malformed("message length"))
+        })
+    }
+}
+
+fn start(func: u16, txn: u64) -> BytesMut {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_u32_le(0);
+    out.put_u16_le(func);
+    out.put_u16_le(VERSION);
+    out.put_u64_le(txn);
+    out
+}
+
+fn finish(mut out: BytesMut) -> Bytes {
+    let len = u32::try_from(out.len()).unwrap_or(u32::MAX);
+    out[..4].copy_from_slice(&len.to_le_bytes());
+    out.freeze()
+}
+
+/// A registration's base: zero-based, or the tagged offset of its first octet.
+pub const BASE_ZERO: u8 = 0;
+/// Virtual-address based.
+pub const BASE_VA: u8 = 1;
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Opens the device; `pid` names the client in the daemon's logs.
+    Open {
+        /// The client's process id.
+        pid: u32,
+    },
+    /// Allocates a protection domain.
+    AllocPd,
+    /// Deallocates one.
+    DeallocPd {
+        /// The domain.
+        pd: u32,
+    },
+    /// Registers the attached memory file's first `len` octets.
+    RegMr {
+        /// The domain.
+        pd: u32,
+        /// Access rights (`rdmap::Access` bits).
+        access: u32,
+        /// `Some(va)` for a virtual-address-based region.
+        va: Option<u64>,
+        /// Length in octets.
+        len: u64,
+    },
+    /// Deregisters a region.
+    DeregMr {
+        /// Its STag.
+        stag: u32,
+    },
+    /// Listens on `addr`.
+    Listen {
+        /// Where.
+        addr: SocketAddr,
+    },
+    /// Closes a listener.
+    CloseListener {
+        /// The listener.
+        id: u32,
+    },
+    /// Connects a queue pair of `pd` to `addr`.
+    Connect {
+        /// The domain.
+        pd: u32,
+        /// The peer.
+        addr: SocketAddr,
+        /// MPA private data.
+        private: Bytes,
+    },
+    /// Accepts a connection request into a queue pair of `pd`.
+    Accept {
+        /// The request (from [`Event::Incoming`]).
+        incoming: u32,
+        /// The domain.
+        pd: u32,
+        /// MPA private data.
+        private: Bytes,
+    },
+    /// Rejects a connection request.
+    Reject {
+        /// The request.
+        incoming: u32,
+        /// MPA private data.
+        private: Bytes,
+    },
+    /// Starts a graceful close.
+    Disconnect {
+        /// The queue pair.
+        qp: u32,
+    },
+    /// Destroys a queue pair (flushing its work).
+    DestroyQp {
+        /// The queue pair.
+        qp: u32,
+    },
+    /// A queue pair's counters.
+    QueryQp {
+        /// The queue pair.
+        qp: u32,
+    },
+    /// The device's counters.
+    Stats,
+}
+
+impl Request {
+    /// Its function code.
+    pub fn func(&self) -> u16 {
+        match self {
+            Self::Open { .. } => func::OPEN,
+            Self::AllocPd => func::ALLOC_PD,
+            Self::DeallocPd { .. } => func::DEALLOC_PD,
+            Self::RegMr { .. } => func::REG_MR,
+            Self::DeregMr { .. } => func::DEREG_MR,
+            Self::Listen { .. } => func::LISTEN,
+            Self::CloseListener { .. } => func::CLOSE_LISTENER,
+            Self::Connect { .. } => func::CONNECT,
+            Self::Accept { .. } => func::ACCEPT,
+            Self::Reject { .. } => func::REJECT,
+            Self::Disconnect { .. } => func::DISCONNECT,
+            Self::DestroyQp { .. } => func::DESTROY_QP,
+            Self::QueryQp { .. } => func::QUERY_QP,
+            Self::Stats => func::STATS,
+        }
+    }
+
+    /// Memory files attached to it.
+    pub fn fds(&self) -> usize {
+        usize::from(matches!(self, Self::RegMr { .. }))
+    }
+
+    /// The whole message.
+    pub fn encode(&self, txn: u64) -> Bytes {
+        let mut out = start(self.func(), txn);
+        match self {
+            Self::Open { pid } => out.put_u32_le(*pid),
+            Self::AllocPd | Self::Stats => {}
+            Self::DeallocPd { pd } => out.put_u32_le(*pd),
+            Self::RegMr {
+                pd,
+                access,
+                va,
+                len,
+            } => {
+                out.put_u32_le(*pd);
+                out.put_u32_le(*access);
+                out.put_u8(if va.is_some() { BASE_VA } else { BASE_ZERO });
+                out.put_u64_le(va.unwrap_or(0));
+                out.put_u64_le(*len);
+            }
+            Self::DeregMr { stag } => out.put_u32_le(*stag),
+            Self::Listen { addr } => put_addr(&mut out, *addr),
+            Self::CloseListener { id: n }
+            | Self::Disconnect { qp: n }
+            | Self::DestroyQp { qp: n }
+            | Self::QueryQp { qp: n } => out.put_u32_le(*n),
+            Self::Connect { pd, addr, private } => {
+                out.put_u32_le(*pd);
+                put_addr(&mut out, *addr);
+                put_blob(&mut out, private);
+            }
+            Self::Accept {
+                incoming,
+                pd,
+                private,
+            } => {
+                out.put_u32_le(*incoming);
+                out.put_u32_le(*pd);
+                put_blob(&mut out, private);
+            }
+            Self::Reject { incoming, private } => {
+                out.put_u32_le(*incoming);
+                put_blob(&mut out, private);
+            }
+        }
+        finish(out)
+    }
+
+    /// Parses a request's body (after the header).
+    pub fn decode(func: u16, body: &[u8]) -> Result<Self, Malformed> {
+        let mut r = Reader::new(body);
+        let req = match func {
+            func::OPEN => Self::Open { pid: r.u32("pid")? },
+            func::ALLOC_PD => Self::AllocPd,
+            func::STATS => Self::Stats,
+            func::DEALLOC_PD => Self::DeallocPd { pd: r.u32("pd")? },
+            func::REG_MR => {
+                let pd = r.u32("pd")?;
+                let access = r.u32("access")?;
+                let base = r.u8("base")?;
+                let va = r.u64("va")?;
+                let len = r.u64("len")?;
+                let va = match base {
+                    BASE_ZERO => None,
+                    BASE_VA => Some(va),
+                    _ => return Err(Malformed("base")),
+                };
+                Self::RegMr {
+                    pd,
+                    access,
+                    va,
+                    len,
+                }
+            }
+            func::DEREG_MR => Self::DeregMr {
+                stag: r.u32("stag")?,
+            },
+            func::LISTEN => Self::Listen { addr: r.addr()? },
+            func::CLOSE_LISTENER => Self::CloseListener { id: r.u32("id")? },
+            func::DISCONNECT => Self::Disconnect { qp: r.u32("qp")? },
+            func::DESTROY_QP => Self::DestroyQp { qp: r.u32("qp")? },
+            func::QUERY_QP => Self::QueryQp { qp: r.u32("qp")? },
+            func::CONNECT => Self::Connect {
+                pd: r.u32("pd")?,
+                addr: r.addr()?,
+                private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+            },
+            func::ACCEPT => Self::Accept {
+                incoming: r.u32("incoming")?,
+                pd: r.u32("pd")?,
+                private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+            },
+            func::REJECT => Self::Reject {
+                incoming: r.u32("incoming")?,
+                private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+            },
+            _ => return Err(Malformed("function code")),
+        };
+        if !r.is_empty() {
+            return Err(Malformed("octets after the last field"));
+        }
+        Ok(req)
+    }
+}
+
+/// What a connected queue pair is, sent with its segment and doorbells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QpInfo {
+    /// The client's handle for it in later requests.
+    pub qp: u32,
+    /// The engine's queue pair number.
+    pub num: u32,
+    /// Negotiated inbound Read/Atomic limit.
+    pub ird: u16,
+    /// Negotiated outbound limit.
+    pub ord: u16,
+    /// Octets in one FPDU (DDP header and payload).
+    pub mulpdu: u16,
+    /// The peer's private data.
+    pub private: Bytes,
+    /// The segment's geometry.
+    pub geometry: crate::qpseg::Geometry,
+}
+
+/// Counters of a queue pair.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct QpCounters {
+    /// FPDUs sent.
+    pub fpdus_sent: u64,
+    /// FPDUs received.
+    pub fpdus_received: u64,
+    /// Payload octets placed.
+    pub bytes_placed: u64,
+    /// Payload octets sent from registered memory without a copy.
+    pub bytes_sent_in_place: u64,
+    /// Payload octets read from the socket straight into registered memory.
+    pub bytes_received_in_place: u64,
+}
+
+/// A reply's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Done, nothing to return.
+    Done,
+    /// The request failed: a code and a text naming the cause and the fix.
+    Error {
+        /// One of [`error`].
+        code: u16,
+        /// For the user.
+        text: String,
+    },
+    /// A number: the device id for Open, the PD for AllocPd, the STag for RegMr.
+    Id(u32),
+    /// A listener: its id and the address it bound.
+    Listening {
+        /// The listener.
+        id: u32,
+        /// Bound address.
+        addr: SocketAddr,
+    },
+    /// A connected queue pair (three memory files attached).
+    Qp(QpInfo),
+    /// Queue pair counters.
+    QpCounters(QpCounters),
+    /// Device counters: queue pairs, memory entries, clients.
+    Stats {
+        /// Queue pairs of this client.
+        queue_pairs: u32,
+        /// Memory entries of this client.
+        memory_entries: u32,
+    },
+}
+
+/// Reply error codes.
+pub mod error {
+    /// The request is malformed or of an unknown function.
+    pub const MALFORMED: u16 = 1;
+    /// The client speaks another protocol version.
+    pub const VERSION: u16 = 2;
+    /// An object named by the request does not exist or is not the client's.
+    pub const NOT_FOUND: u16 = 3;
+    /// The engine refused (the text says why).
+    pub const REFUSED: u16 = 4;
+    /// The connection could not be made (the text says why).
+    pub const CONNECT: u16 = 5;
+    /// A limit of the daemon was reached.
+    pub const LIMIT: u16 = 6;
+}
+
+impl Reply {
+    /// Memory files attached to it.
+    pub fn fds(&self) -> usize {
+        if matches!(self, Self::Qp(_)) { 3 } else { 0 }
+    }
+
+    /// The whole message answering function `func`'s transaction `txn`.
+    pub fn encode(&self, func: u16, txn: u64) -> Bytes {
+        let mut out = start(func | func::REPLY, txn);
+        if let Self::Error { code, text } = self {
+            out.put_u16_le(*code);
+            put_blob(&mut out, text.as_bytes());
+            return finish(out);
+        }
+        out.put_u16_le(0);
+        match self {
+            Self::Done | Self::Error { .. } => {}
+            Self::Id(n) => out.put_u32_le(*n),
+            Self::Listening { id, addr } => {
+                out.put_u32_le(*id);
+                put_addr(&mut out, *addr);
+            }
+            Self::Qp(q) => {
+                out.put_u32_le(q.qp);
+                out.put_u32_le(q.num);
+                out.put_u16_le(q.ird);
+                out.put_u16_le(q.ord);
+                out.put_u16_le(q.mulpdu);
+                q.geometry.put(&mut out);
+                put_blob(&mut out, &q.private);
+            }
+            Self::QpCounters(c) => {
+                for v in [
+                    c.fpdus_sent,
+                    c.fpdus_received,
+                    c.bytes_placed,
+                    c.bytes_sent_in_place,
+                    c.bytes_received_in_place,
+                ] {
+                    out.put_u64_le(v);
+                }
+            }
+            Self::Stats {
+                queue_pairs,
+                memory_entries,
+            } => {
+                out.put_u32_le(*queue_pairs);
+                out.put_u32_le(*memory_entries);
+            }
+        }
+        finish(out)
+    }
+
+    /// Parses the body of the reply to function `func` (the request's code).
+    pub fn decode(func: u16, body: &[u8]) -> Result<Self, Malformed> {
+        let mut r = Reader::new(body);
+        let status = r.u16("status")?;
+        if status != 0 {
+            let text = r.blob(MAX_MESSAGE, "error text")?;
+            return Ok(Self::Error {
+                code: status,
+                text: String::from_utf8_lossy(&text).into_owned(),
+            });
+        }
+        let reply = match func {
+            func::OPEN | func::ALLOC_PD | func::REG_MR => Self::Id(r.u32("id")?),
+            func::LISTEN => Self::Listening {
+                id: r.u32("id")?,
+                addr: r.addr()?,
+            },
+            func::CONNECT | func::ACCEPT => Self::Qp(QpInfo {
+                qp: r.u32("qp")?,
+                num: r.u32("num")?,
+                ird: r.u16("ird")?,
+                ord: r.u16("ord")?,
+                mulpdu: r.u16("mulpdu")?,
+                geometry: crate::qpseg::Geometry::read(&mut r)?,
+                private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+            }),
+            func::QUERY_QP => Self::QpCounters(QpCounters {
+                fpdus_sent: r.u64("counter")?,
+                fpdus_received: r.u64("counter")?,
+                bytes_placed: r.u64("counter")?,
+                bytes_sent_in_place: r.u64("counter")?,
+                bytes_received_in_place: r.u64("counter")?,
+            }),
+            func::STATS => Self::Stats {
+                queue_pairs: r.u32("queue pairs")?,
+                memory_entries: r.u32("memory entries")?,
+            },
+            _ => Self::Done,
+        };
+        if !r.is_empty() {
+            return Err(Malformed("octets after the last field"));
+        }
+        Ok(reply)
+    }
+}
+
+/// How a queue pair ended, as [`Event::QpEnded`] carries it.
+pub mod end {
+    /// Closed gracefully.
+    pub const CLOSED: u8 = 0;
+    /// The peer sent a Terminate.
+    pub const TERMINATED_BY_PEER: u8 = 1;
+    /// This side sent a Terminate.
+    pub const TERMINATED: u8 = 2;
+    /// The connection was lost.
+    pub const CONNECTION_LOST: u8 = 3;
+    /// A timeout ended it.
+    pub const TIMED_OUT: u8 = 4;
+}
+
+/// Something the daemon tells a client on its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A connection request arrived on a listener.
+    Incoming {
+        /// The listener.
+        listener: u32,
+        /// The request's id for Accept or Reject.
+        id: u32,
+        /// Who asks.
+        peer: SocketAddr,
+        /// Their private data.
+        private: Bytes,
+    },
+    /// A queue pair ended.
+    QpEnded {
+        /// The queue pair.
+        qp: u32,
+        /// How: one of [`end`].
+        how: u8,
+        /// The Terminate's two octets (layer/type, code), if one was involved.
+        term: [u8; 2],
+    },
+}
+
+impl Event {
+    /// The whole message.
+    pub fn encode(&self) -> Bytes {
+        match self {
+            Self::Incoming {
+                listener,
+                id,
+                peer,
+                private,
+            } => {
+                let mut out = start(func::EVENT_INCOMING, 0);
+                out.put_u32_le(*listener);
+                out.put_u32_le(*id);
+                put_addr(&mut out, *peer);
+                put_blob(&mut out, private);
+                finish(out)
+            }
+            Self::QpEnded { qp, how, term } => {
+                let mut out = start(func::EVENT_QP_ENDED, 0);
+                out.put_u32_le(*qp);
+                out.put_u8(*how);
+                out.put_slice(term);
+                finish(out)
+            }
+        }
+    }
+
+    /// Parses an event's body.
+    pub fn decode(func: u16, body: &[u8]) -> Result<Self, Malformed> {
+        let mut r = Reader::new(body);
+        let ev = match func {
+            func::EVENT_INCOMING => Self::Incoming {
+                listener: r.u32("listener")?,
+                id: r.u32("id")?,
+                peer: r.addr()?,
+                private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+            },
+            func::EVENT_QP_ENDED => {
+                let qp = r.u32("qp")?;
+                let how = r.u8("how")?;
+                let t = r.take(2, "terminate")?;
+                Self::QpEnded {
+                    qp,
+                    how,
+                    term: [t[0], t[1]],
+                }
+            }
+            _ => return Err(Malformed("event code")),
+        };
+        if !r.is_empty() {
+            return Err(Malformed("octets after the last field"));
+        }
+        Ok(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_header_then_fixed_little_endian_fields() {
+        let m = Request::RegMr {
+            pd: 3,
+            access: 0x0f,
+            va: Some(0x1122_3344_5566_7788),
+            len: 4096,
+        }
+        .encode(0xa1a2_a3a4_a5a6_a7a8);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x29, 0, 0, 0,  0x04, 0x00,  0x01, 0x00,
+            0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
+            3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
+            0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+            0, 0x10, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(&m[..], want);
+        let h = Header::parse(&m).unwrap().unwrap();
+        assert_eq!(
+            (h.len, h.func, h.version, h.txn),
+            (41, 4, 1, 0xa1a2_a3a4_a5a6_a7a8)
+        );
+        let back = Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
+        assert_eq!(back.fds(), 1);
+    }
+
+    #[test]
+    fn connect_carries_address_and_private_data() {
+        let m = Request::Connect {
+            pd: 1,
+            addr: "10.0.0.2:4791".parse().unwrap(),
+            private: Bytes::from_static(b"hi"),
+        }
+        .encode(7);
+        #[rustfmt::skip]
+        let body: &[u8] = &[
+            1, 0, 0, 0,
+            4, 0xb7, 0x12, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            2, 0, b'h', b'i',
+        ];
+        assert_eq!(&m[HEADER_LEN..], body);
+        assert!(matches!(
+            Request::decode(func::CONNECT, body).unwrap(),
+            Request::Connect { pd: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn every_request_round_trips_and_truncations_fail() {
+        let addr: SocketAddr = "[::1]:9".parse().unwrap();
+        let all = [
+            Request::Open { pid: 42 },
+            Request::AllocPd,
+            Request::DeallocPd { pd: 2 },
+            Request::RegMr {
+                pd: 1,
+                access: 3,
+                va: None,
+                len: 1 << 40,
+            },
+            Request::DeregMr { stag: 0x1234_5601 },
+            Request::Listen { addr },
+            Request::CloseListener { id: 5 },
+            Request::Connect {
+                pd: 1,
+                addr,
+                private: Bytes::from(vec![9; 512]),
+            },
+            Request::Accept {
+                incoming: 3,
+                pd: 1,
+                private: Bytes::new(),
+            },
+            Request::Reject {
+                incoming: 3,
+                private: Bytes::from_static(b"no"),
+            },
+            Request::Disconnect { qp: 1 },
+            Request::DestroyQp { qp: 1 },
+            Request::QueryQp { qp: 1 },
+            Request::Stats,
+        ];
+        for req in all {
+            let m = req.encode(1);
+            let h = Header::parse(&m).unwrap().unwrap();
+            assert_eq!(h.len as usize, m.len());
+            let body = &m[HEADER_LEN..];
+            assert_eq!(Request::decode(h.func, body).unwrap(), req);
+            for cut in 0..body.len() {
+                assert!(
+                    Request::decode(h.func, &body[..cut]).is_err(),
+                    "{req:?} cut {cut}"
+                );
+            }
+            let mut long = body.to_vec();
+            long.push(0);
+            assert!(Request::decode(h.func, &long).is_err());
+        }
+        assert_eq!(
+            Request::decode(0x7777, &[]),
+            Err(Malformed("function code"))
+        );
+        // Private data beyond the MPA limit is refused.
+        let mut m = BytesMut::new();
+        m.put_u32_le(1);
+        m.put_u32_le(1);
+        m.put_u16_le(513);
+        m.put_slice(&[0; 513]);
+        assert!(Request::decode(func::ACCEPT, &m).is_err());
+    }
+
+    #[test]
+    fn replies_and_events_round_trip() {
+        let info = QpInfo {
+            qp: 1,
+            num: 77,
+            ird: 16,
+            ord: 16,
+            mulpdu: 1448,
+            private: Bytes::from_static(b"advert"),
+            geometry: crate::qpseg::Geometry::default(),
+        };
+        let cases = [
+            (func::ALLOC_PD, Reply::Id(3)),
+            (func::DEREG_MR, Reply::Done),
+            (
+                func::LISTEN,
+                Reply::Listening {
+                    id: 2,
+                    addr: "127.0.0.1:1".parse().unwrap(),
+                },
+            ),
+            (func::CONNECT, Reply::Qp(info)),
+            (
+                func::QUERY_QP,
+                Reply::QpCounters(QpCounters {
+                    fpdus_sent: 1,
+                    fpdus_received: 2,
+                    bytes_placed: 3,
+                    bytes_sent_in_place: 4,
+                    bytes_received_in_place: 5,
+                }),
+            ),
+            (
+                func::STATS,
+                Reply::Stats {
+                    queue_pairs: 1,
+                    memory_entries: 2,
+                },
+            ),
+            (
+                func::REG_MR,
+                Reply::Error {
+                    code: error::NOT_FOUND,
+                    text: "no such protection domain".into(),
+                },
+            ),
+        ];
+        for (f, reply) in cases {
+            let m = reply.encode(f, 9);
+            let h = Header::parse(&m).unwrap().unwrap();
+            assert_eq!((h.func, h.txn), (f | func::REPLY, 9));
+            assert_eq!(Reply::decode(f, &m[HEADER_LEN..]).unwrap(), reply);
+        }
+        assert_eq!(
+            &Reply::Id(3).encode(func::ALLOC_PD, 9)[HEADER_LEN..],
+            &[0, 0, 3, 0, 0, 0]
+        );
+        let ev = Event::QpEnded {
+            qp: 4,
+            how: end::TERMINATED_BY_PEER,
+            term: [0x12, 0x03],
+        };
+        let m = ev.encode();
+        assert_eq!(&m[HEADER_LEN..], &[4, 0, 0, 0, 1, 0x12, 0x03]);
+        assert_eq!(
+            Event::decode(func::EVENT_QP_ENDED, &m[HEADER_LEN..]).unwrap(),
+            ev
+        );
+        let inc = Event::Incoming {
+            listener: 1,
+            id: 2,
+            peer: "10.0.0.1:5".parse().unwrap(),
+            private: Bytes::from_static(b"x"),
+        };
+        let m = inc.encode();
+        assert_eq!(
+            Event::decode(func::EVENT_INCOMING, &m[HEADER_LEN..]).unwrap(),
+            inc
+        );
+    }
+
+    #[test]
+    fn header_lengths_outside_the_limits_are_malformed() {
+        let mut m = Request::AllocPd.encode(0).to_vec();
+        assert!(Header::parse(&m[..15]).is_none());
+        m[..4].copy_from_slice(&15u32.to_le_bytes());
+        assert!(Header::parse(&m).unwrap().is_err());
+        m[..4].copy_from_slice(&(MAX_MESSAGE as u32 + 1).to_le_bytes());
+        assert!(Header::parse(&m).unwrap().is_err());
+    }
+}

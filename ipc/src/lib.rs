@@ -1,0 +1,25 @@
+//! The split driver's ABI (seed 002): what an application's `verbs` library and the local
+//! `iwarpd` say to each other.
+//!
+//! - [`control`]: the control channel (channel 0), a Unix stream socket: requests with a
+//!   function code, a protocol version and a transaction context echoed in the reply;
+//!   events; memory files passed with `SCM_RIGHTS` ([`channel`]).
+//! - [`qpseg`]: the data channel (channel 1) of one queue pair, a shared-memory segment
+//!   of rings with no per-message framing, and eventfd doorbells rung only when the other
+//!   side is parked.
+//! - [`wqe`]: the fixed layouts of send, receive and completion entries.
+//!
+//! Both directions push (seed 002's push-push): the library pushes work requests and
+//! their inline data into the rings; the daemon pushes completions into the completion
+//! ring and received payloads straight into the application's registered memory, which it
+//! maps from the memory file handed over at registration. Neither side ever asks the
+//! other for data. Everything one side reads from the other is copied out first and
+//! checked; nothing it finds can make it panic or touch memory outside the segment.
+
+pub mod channel;
+mod codec;
+pub mod control;
+pub mod qpseg;
+pub mod wqe;
+
+pub use codec::Malformed;

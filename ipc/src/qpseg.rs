@@ -1,0 +1,522 @@
+//! The data channel of one queue pair (seed 002's channel 1, no per-message framing): a
+//! shared-memory segment the daemon creates and the client maps, holding
+//!
+//! - the **send queue** ring of [`SQE_SIZE`]-octet entries and the **receive queue** ring
+//!   of [`RQE_SIZE`]-octet entries, written by the client;
+//! - the **completion** ring of [`CQE_SIZE`]-octet entries, written by the daemon;
+//! - a **staging** area where the client puts payloads it owns (`Bytes`) too long to be
+//!   inline in an entry;
+//! - the indices, each on its own cache line: `sq_prod`, `rq_prod`, `cq_cons` written by
+//!   the client; `sq_cons` (entries the daemon has taken, so the slot and its staged
+//!   octets can be reused), `sq_done` (requests retired: what "the send queue is empty"
+//!   is measured against), `rq_cons`, `cq_prod` written by the daemon;
+//! - the two **parked** words: a side that is about to sleep sets its word, and the other
+//!   side rings that side's doorbell (an eventfd) only if it finds the word set.
+//!
+//! Indices run freely (wrapping u32); an entry lives at `index % depth`, depths are powers
+//! of two. Each side validates what the other wrote: a producer index more than a depth
+//! ahead is garbage, and the daemon then ends that queue pair alone.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+
+use bytes::{BufMut, BytesMut};
+use shm::Segment;
+
+use crate::codec::{Malformed, Reader};
+
+/// Octets of a send queue entry.
+pub const SQE_SIZE: usize = 256;
+/// Octets of a receive queue entry.
+pub const RQE_SIZE: usize = 256;
+/// Octets of a completion entry.
+pub const CQE_SIZE: usize = 64;
+
+const LINE: usize = 64;
+const SQ_PROD: usize = 0;
+const SQ_CONS: usize = LINE;
+const SQ_DONE: usize = 2 * LINE;
+const RQ_PROD: usize = 3 * LINE;
+const RQ_CONS: usize = 4 * LINE;
+const CQ_PROD: usize = 5 * LINE;
+const CQ_CONS: usize = 6 * LINE;
+const DAEMON_PARKED: usize = 7 * LINE;
+const CLIENT_PARKED: usize = 8 * LINE;
+const HEADER: usize = 4096;
+
+/// The largest ring depth either side accepts.
+pub const MAX_DEPTH: u32 = 1 << 16;
+/// The largest staging area either side accepts.
+pub const MAX_STAGING: u32 = 64 << 20;
+
+/// Depths of the rings and the size of the staging area.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Send queue entries (a power of two).
+    pub sq_depth: u32,
+    /// Receive queue entries (a power of two).
+    pub rq_depth: u32,
+    /// Completion entries (a power of two).
+    pub cq_depth: u32,
+    /// Staging octets (a multiple of 64).
+    pub staging: u32,
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        Self {
+            sq_depth: 256,
+            rq_depth: 256,
+            cq_depth: 1024,
+            staging: 1 << 20,
+        }
+    }
+}
+
+impl Geometry {
+    fn sq_at(&self) -> usize {
+        HEADER
+    }
+    fn rq_at(&self) -> usize {
+        self.sq_at() + self.sq_depth as usize * SQE_SIZE
+    }
+    fn cq_at(&self) -> usize {
+        self.rq_at() + self.rq_depth as usize * RQE_SIZE
+    }
+    fn staging_at(&self) -> usize {
+        self.cq_at() + self.cq_depth as usize * CQE_SIZE
+    }
+    /// Octets of the whole segment.
+    pub fn len(&self) -> usize {
+        self.staging_at() + self.staging as usize
+    }
+    /// Never true.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub(crate) fn put(&self, out: &mut BytesMut) {
+        out.put_u32_le(self.sq_depth);
+        out.put_u32_le(self.rq_depth);
+        out.put_u32_le(self.cq_depth);
+        out.put_u32_le(self.staging);
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let g = Self {
+            sq_depth: r.u32("sq depth")?,
+            rq_depth: r.u32("rq depth")?,
+            cq_depth: r.u32("cq depth")?,
+            staging: r.u32("staging")?,
+        };
+        let depth_ok = |d: u32| d.is_power_of_two() && d <= MAX_DEPTH;
+        if !(depth_ok(g.sq_depth) && depth_ok(g.rq_depth) && depth_ok(g.cq_depth))
+            || g.staging > MAX_STAGING
+            || !g.staging.is_multiple_of(64)
+        {
+            return Err(Malformed("ring geometry"));
+        }
+        Ok(g)
+    }
+}
+
+/// An eventfd: the doorbell one side rings to wake the other.
+#[derive(Debug)]
+pub struct Doorbell {
+    fd: OwnedFd,
+}
+
+impl Doorbell {
+    /// A new doorbell (non-blocking, close-on-exec).
+    pub fn new() -> io::Result<Self> {
+        let fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        Ok(Self { fd })
+    }
+
+    /// One received from the other side.
+    pub fn from_fd(fd: OwnedFd) -> Self {
+        Self { fd }
+    }
+
+    /// Wakes the sleeper.
+    pub fn ring(&self) {
+        // A full counter (2^64 - 2 rings unread) still wakes the reader: nothing to do.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+
+    /// Consumes the rings so far (never blocks).
+    pub fn drain(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut b);
+    }
+}
+
+impl AsFd for Doorbell {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Which side of the segment this process is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The application's library.
+    Client,
+    /// iwarpd.
+    Daemon,
+}
+
+/// Too many entries claimed: the other side wrote an index more than a ring ahead.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Garbage;
+
+/// A queue pair's segment, seen from one side.
+#[derive(Debug)]
+pub struct QpSegment {
+    seg: Segment,
+    geo: Geometry,
+}
+
+impl QpSegment {
+    /// Creates the segment (the daemon does).
+    pub fn create(geo: Geometry) -> io::Result<Self> {
+        Ok(Self {
+            seg: Segment::create("iwarp-qp", geo.len())?,
+            geo,
+        })
+    }
+
+    /// Maps a segment the daemon sent.
+    pub fn map(file: std::fs::File, geo: Geometry) -> io::Result<Self> {
+        Ok(Self {
+            seg: Segment::map(file, geo.len())?,
+            geo,
+        })
+    }
+
+    /// The memory file, to send.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.seg.fd()
+    }
+
+    /// Its geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    fn word(&self, at: usize) -> &AtomicU32 {
+        self.seg.u32(at)
+    }
+
+    // ---- send queue ----
+
+    /// Client: room for another send queue entry?
+    pub fn sq_room(&self) -> u32 {
+        let prod = self.word(SQ_PROD).load(Ordering::Relaxed);
+        let cons = self.word(SQ_CONS).load(Ordering::Acquire);
+        self.geo.sq_depth - prod.wrapping_sub(cons).min(self.geo.sq_depth)
+    }
+
+    /// Client: writes the entry at the producer index (after checking [`sq_room`]) and
+    /// returns its index; [`sq_publish`](Self::sq_publish) makes it visible.
+    pub fn sq_write(&self, offset: u32, entry: &[u8; SQE_SIZE]) -> u32 {
+        let prod = self
+            .word(SQ_PROD)
+            .load(Ordering::Relaxed)
+            .wrapping_add(offset);
+        let at = self.geo.sq_at() + (prod % self.geo.sq_depth) as usize * SQE_SIZE;
+        self.seg.write(at, entry);
+        prod
+    }
+
+    /// Client: publishes `n` entries written with [`sq_write`](Self::sq_write).
+    pub fn sq_publish(&self, n: u32) {
+        let w = self.word(SQ_PROD);
+        w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
+    }
+
+    /// Client: the producer index (the next entry's).
+    pub fn sq_prod(&self) -> u32 {
+        self.word(SQ_PROD).load(Ordering::Relaxed)
+    }
+
+    /// Daemon: entries published and not yet taken.
+    pub fn sq_pending(&self) -> Result<u32, Garbage> {
+        pending(
+            self.word(SQ_PROD).load(Ordering::Acquire),
+            self.word(SQ_CONS).load(Ordering::Relaxed),
+            self.geo.sq_depth,
+        )
+    }
+
+    /// Daemon: copies the next entry out (validate it before use) and its index.
+    pub fn sq_peek(&self) -> (u32, [u8; SQE_SIZE]) {
+        let cons = self.word(SQ_CONS).load(Ordering::Relaxed);
+        let at = self.geo.sq_at() + (cons % self.geo.sq_depth) as usize * SQE_SIZE;
+        let mut e = [0u8; SQE_SIZE];
+        self.seg.read(at, &mut e);
+        (cons, e)
+    }
+
+    /// Daemon: the entry (and its staged octets) was taken; the client may reuse them.
+    pub fn sq_take(&self) {
+        let w = self.word(SQ_CONS);
+        w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+    }
+
+    /// Daemon: one more send request retired (completed, signaled or not).
+    pub fn sq_retire(&self, n: u32) {
+        let w = self.word(SQ_DONE);
+        w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
+    }
+
+    /// Client: requests taken by the daemon and requests retired, as indices.
+    pub fn sq_cons_done(&self) -> (u32, u32) {
+        (
+            self.word(SQ_CONS).load(Ordering::Acquire),
+            self.word(SQ_DONE).load(Ordering::Acquire),
+        )
+    }
+
+    // ---- receive queue ----
+
+    /// Client: writes and publishes one receive entry; false if the ring is full.
+    pub fn rq_push(&self, entry: &[u8; RQE_SIZE]) -> bool {
+        let prod = self.word(RQ_PROD).load(Ordering::Relaxed);
+        let cons = self.word(RQ_CONS).load(Ordering::Acquire);
+        if prod.wrapping_sub(cons) >= self.geo.rq_depth {
+            return false;
+        }
+        let at = self.geo.rq_at() + (prod % self.geo.rq_depth) as usize * RQE_SIZE;
+        self.seg.write(at, entry);
+        self.word(RQ_PROD)
+            .store(prod.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Daemon: takes the next receive entry, if any.
+    pub fn rq_pop(&self) -> Result<Option<[u8; RQE_SIZE]>, Garbage> {
+        let cons = self.word(RQ_CONS).load(Ordering::Relaxed);
+        let n = pending(
+            self.word(RQ_PROD).load(Ordering::Acquire),
+            cons,
+            self.geo.rq_depth,
+        )?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let at = self.geo.rq_at() + (cons % self.geo.rq_depth) as usize * RQE_SIZE;
+        let mut e = [0u8; RQE_SIZE];
+        self.seg.read(at, &mut e);
+        self.word(RQ_CONS)
+            .store(cons.wrapping_add(1), Ordering::Release);
+        Ok(Some(e))
+    }
+
+    // ---- completion queue ----
+
+    /// Daemon: writes and publishes one completion; false if the ring is full (the
+    /// client has not consumed; the daemon retries later).
+    pub fn cq_push(&self, entry: &[u8; CQE_SIZE]) -> bool {
+        let prod = self.word(CQ_PROD).load(Ordering::Relaxed);
+        let cons = self.word(CQ_CONS).load(Ordering::Acquire);
+        // A client that moved its index past ours gets no more completions.
+        if prod.wrapping_sub(cons) >= self.geo.cq_depth {
+            return false;
+        }
+        let at = self.geo.cq_at() + (prod % self.geo.cq_depth) as usize * CQE_SIZE;
+        self.seg.write(at, entry);
+        self.word(CQ_PROD)
+            .store(prod.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Client: takes the next completion, if any.
+    pub fn cq_pop(&self) -> Result<Option<[u8; CQE_SIZE]>, Garbage> {
+        let cons = self.word(CQ_CONS).load(Ordering::Relaxed);
+        let n = pending(
+            self.word(CQ_PROD).load(Ordering::Acquire),
+            cons,
+            self.geo.cq_depth,
+        )?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let at = self.geo.cq_at() + (cons % self.geo.cq_depth) as usize * CQE_SIZE;
+        let mut e = [0u8; CQE_SIZE];
+        self.seg.read(at, &mut e);
+        self.word(CQ_CONS)
+            .store(cons.wrapping_add(1), Ordering::Release);
+        Ok(Some(e))
+    }
+
+    // ---- staging ----
+
+    /// Client: copies `src` into the staging area at `offset`.
+    pub fn stage(&self, offset: u32, src: &[u8]) {
+        self.seg.write(self.geo.staging_at() + offset as usize, src);
+    }
+
+    /// Daemon: copies staged octets out; `None` if the range lies outside the area.
+    pub fn staged(&self, offset: u32, len: u32) -> Option<Vec<u8>> {
+        let end = u64::from(offset) + u64::from(len);
+        if end > u64::from(self.geo.staging) {
+            return None;
+        }
+        let mut v = vec![0u8; len as usize];
+        self.seg
+            .read(self.geo.staging_at() + offset as usize, &mut v);
+        Some(v)
+    }
+
+    // ---- parking ----
+
+    /// `side` is about to sleep: set its parked word. Re-check the rings after this and
+    /// before sleeping, or a ring just before it is missed.
+    pub fn park(&self, side: Side) {
+        self.parked(side).store(1, Ordering::SeqCst);
+    }
+
+    /// `side` is awake again.
+    pub fn unpark(&self, side: Side) {
+        self.parked(side).store(0, Ordering::Relaxed);
+    }
+
+    /// After publishing: true if `side` sleeps and must be rung (clears its word).
+    pub fn must_wake(&self, side: Side) -> bool {
+        fence(Ordering::SeqCst);
+        let w = self.parked(side);
+        w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::SeqCst) != 0
+    }
+
+    fn parked(&self, side: Side) -> &AtomicU32 {
+        self.word(match side {
+            Side::Client => CLIENT_PARKED,
+            Side::Daemon => DAEMON_PARKED,
+        })
+    }
+}
+
+fn pending(prod: u32, cons: u32, depth: u32) -> Result<u32, Garbage> {
+    let n = prod.wrapping_sub(cons);
+    if n > depth { Err(Garbage) } else { Ok(n) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(geo: Geometry) -> (QpSegment, QpSegment) {
+        let d = QpSegment::create(geo).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = QpSegment::map(file, geo).unwrap();
+        (c, d)
+    }
+
+    #[test]
+    fn rings_move_entries_across_two_mappings_and_wrap() {
+        let geo = Geometry {
+            sq_depth: 4,
+            rq_depth: 2,
+            cq_depth: 2,
+            staging: 128,
+        };
+        let (c, d) = pair(geo);
+        for round in 0u8..10 {
+            assert_eq!(c.sq_room(), 4);
+            for i in 0..4u8 {
+                c.sq_write(u32::from(i), &[round ^ i; SQE_SIZE]);
+            }
+            c.sq_publish(4);
+            assert_eq!(c.sq_room(), 0);
+            assert_eq!(d.sq_pending(), Ok(4));
+            for i in 0..4u8 {
+                let (idx, e) = d.sq_peek();
+                assert_eq!(idx, u32::from(round) * 4 + u32::from(i));
+                assert_eq!(e, [round ^ i; SQE_SIZE]);
+                d.sq_take();
+            }
+            d.sq_retire(4);
+            assert_eq!(
+                c.sq_cons_done(),
+                ((u32::from(round) + 1) * 4, (u32::from(round) + 1) * 4)
+            );
+            assert!(c.rq_push(&[round; RQE_SIZE]));
+            assert!(c.rq_push(&[round; RQE_SIZE]));
+            assert!(!c.rq_push(&[0; RQE_SIZE]));
+            assert_eq!(d.rq_pop().unwrap(), Some([round; RQE_SIZE]));
+            assert_eq!(d.rq_pop().unwrap(), Some([round; RQE_SIZE]));
+            assert_eq!(d.rq_pop().unwrap(), None);
+            assert!(d.cq_push(&[round; CQE_SIZE]));
+            assert!(d.cq_push(&[round; CQE_SIZE]));
+            assert!(!d.cq_push(&[0; CQE_SIZE]));
+            assert_eq!(c.cq_pop().unwrap(), Some([round; CQE_SIZE]));
+            assert_eq!(c.cq_pop().unwrap(), Some([round; CQE_SIZE]));
+            assert_eq!(c.cq_pop().unwrap(), None);
+        }
+        c.stage(120, b"12345678");
+        assert_eq!(d.staged(120, 8).unwrap(), b"12345678");
+        assert!(d.staged(121, 8).is_none());
+        assert!(d.staged(u32::MAX, 2).is_none());
+    }
+
+    #[test]
+    fn a_producer_index_beyond_a_ring_is_garbage() {
+        let (c, d) = pair(Geometry::default());
+        c.sq_write(0, &[0; SQE_SIZE]);
+        c.sq_publish(257);
+        assert_eq!(d.sq_pending(), Err(Garbage));
+        c.seg.u32(RQ_PROD).store(u32::MAX, Ordering::Release);
+        assert_eq!(d.rq_pop(), Err(Garbage));
+    }
+
+    #[test]
+    fn a_parked_side_is_woken_once() {
+        let (c, d) = pair(Geometry::default());
+        assert!(!c.must_wake(Side::Daemon));
+        d.park(Side::Daemon);
+        assert!(c.must_wake(Side::Daemon));
+        assert!(!c.must_wake(Side::Daemon));
+        let bell = Doorbell::new().unwrap();
+        bell.ring();
+        bell.ring();
+        bell.drain();
+        bell.drain();
+    }
+
+    #[test]
+    fn geometry_from_the_other_side_is_checked() {
+        let mut out = BytesMut::new();
+        Geometry::default().put(&mut out);
+        assert_eq!(
+            Geometry::read(&mut Reader::new(&out)),
+            Ok(Geometry::default())
+        );
+        for bad in [
+            Geometry {
+                sq_depth: 3,
+                ..Geometry::default()
+            },
+            Geometry {
+                cq_depth: MAX_DEPTH * 2,
+                ..Geometry::default()
+            },
+            Geometry {
+                staging: 65,
+                ..Geometry::default()
+            },
+            Geometry {
+                rq_depth: 0,
+                ..Geometry::default()
+            },
+        ] {
+            let mut out = BytesMut::new();
+            bad.put(&mut out);
+            assert!(Geometry::read(&mut Reader::new(&out)).is_err(), "{bad:?}");
+        }
+    }
+}
