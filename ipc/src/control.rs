@@ -23,14 +23,19 @@ use std::net::SocketAddr;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use rdmap::RecvWr;
+
 use crate::codec::{Malformed, Reader, put_addr, put_blob};
+use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
 pub const VERSION: u16 = 1;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
-pub const MAX_MESSAGE: usize = 4096;
+pub const MAX_MESSAGE: usize = 64 << 10;
+/// Receives a connect or accept request may post before the connection carries data.
+pub const MAX_INITIAL_RECVS: usize = 128;
 /// Private data carried by connect, accept and reject (the MPA limit).
 pub const MAX_PRIVATE_DATA: usize = 512;
 
@@ -174,6 +179,8 @@ pub enum Request {
         addr: SocketAddr,
         /// MPA private data.
         private: Bytes,
+        /// Receives posted before the connection carries data.
+        recvs: Vec<RecvWr>,
     },
     /// Accepts a connection request into a queue pair of `pd`.
     Accept {
@@ -183,6 +190,8 @@ pub enum Request {
         pd: u32,
         /// MPA private data.
         private: Bytes,
+        /// Receives posted before the connection carries data.
+        recvs: Vec<RecvWr>,
     },
     /// Rejects a connection request.
     Reject {
@@ -261,19 +270,27 @@ impl Request {
             | Self::Disconnect { qp: n }
             | Self::DestroyQp { qp: n }
             | Self::QueryQp { qp: n } => out.put_u32_le(*n),
-            Self::Connect { pd, addr, private } => {
+            Self::Connect {
+                pd,
+                addr,
+                private,
+                recvs,
+            } => {
                 out.put_u32_le(*pd);
                 put_addr(&mut out, *addr);
                 put_blob(&mut out, private);
+                put_recvs(&mut out, recvs);
             }
             Self::Accept {
                 incoming,
                 pd,
                 private,
+                recvs,
             } => {
                 out.put_u32_le(*incoming);
                 out.put_u32_le(*pd);
                 put_blob(&mut out, private);
+                put_recvs(&mut out, recvs);
             }
             Self::Reject { incoming, private } => {
                 out.put_u32_le(*incoming);
@@ -321,11 +338,13 @@ impl Request {
                 pd: r.u32("pd")?,
                 addr: r.addr()?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+                recvs: read_recvs(&mut r)?,
             },
             func::ACCEPT => Self::Accept {
                 incoming: r.u32("incoming")?,
                 pd: r.u32("pd")?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+                recvs: read_recvs(&mut r)?,
             },
             func::REJECT => Self::Reject {
                 incoming: r.u32("incoming")?,
@@ -337,6 +356,50 @@ impl Request {
             return Err(Malformed("octets after the last field"));
         }
         Ok(req)
+    }
+}
+
+/// Initial receives: a u16 count, then receive queue entries (at most
+/// [`MAX_INITIAL_RECVS`]; a request built with more is cut there and the receiver's
+/// decode would refuse it).
+fn put_recvs(out: &mut BytesMut, recvs: &[RecvWr]) {
+    let n = recvs.len().min(MAX_INITIAL_RECVS);
+    out.put_u16_le(n as u16);
+    for wr in &recvs[..n] {
+        // An entry with too many scatter entries goes as an empty one, which the daemon
+        // posts as a zero-length buffer; the library checks before it sends.
+        out.put_slice(&encode_rqe(wr).unwrap_or([0; RQE_SIZE]));
+    }
+}
+
+fn read_recvs(r: &mut Reader<'_>) -> Result<Vec<RecvWr>, Malformed> {
+    let n = usize::from(r.u16("receive count")?);
+    if n > MAX_INITIAL_RECVS {
+        return Err(Malformed("receive count"));
+    }
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut e = [0u8; RQE_SIZE];
+        e.copy_from_slice(r.take(RQE_SIZE, "receive entry")?);
+        v.push(decode_rqe(&e)?);
+    }
+    Ok(v)
+}
+
+/// Memory files a request with function code `func` carries.
+pub fn request_fds(func: u16) -> usize {
+    usize::from(func == func::REG_MR)
+}
+
+/// Memory files the reply to function `func` (or an event) carries, judged from its
+/// header: a successful queue pair reply carries three.
+pub fn reply_fds(func: u16, body: &[u8]) -> usize {
+    let ok = body.get(..2) == Some(&[0, 0]);
+    let f = func & !func::REPLY;
+    if func & func::REPLY != 0 && ok && (f == func::CONNECT || f == func::ACCEPT) {
+        3
+    } else {
+        0
     }
 }
 
@@ -655,6 +718,7 @@ mod tests {
             pd: 1,
             addr: "10.0.0.2:4791".parse().unwrap(),
             private: Bytes::from_static(b"hi"),
+            recvs: Vec::new(),
         }
         .encode(7);
         #[rustfmt::skip]
@@ -662,6 +726,7 @@ mod tests {
             1, 0, 0, 0,
             4, 0xb7, 0x12, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             2, 0, b'h', b'i',
+            0, 0,
         ];
         assert_eq!(&m[HEADER_LEN..], body);
         assert!(matches!(
@@ -690,11 +755,24 @@ mod tests {
                 pd: 1,
                 addr,
                 private: Bytes::from(vec![9; 512]),
+                recvs: vec![
+                    RecvWr {
+                        wr_id: 1,
+                        sgl: [rdmap::Sge {
+                            stag: rdmap::STag::from_u32(0x101),
+                            to: 0,
+                            len: 64,
+                        }]
+                        .into(),
+                    };
+                    MAX_INITIAL_RECVS
+                ],
             },
             Request::Accept {
                 incoming: 3,
                 pd: 1,
                 private: Bytes::new(),
+                recvs: Vec::new(),
             },
             Request::Reject {
                 incoming: 3,

@@ -23,3 +23,19 @@ pub mod qpseg;
 pub mod wqe;
 
 pub use codec::Malformed;
+
+use std::path::PathBuf;
+
+/// Where `iwarpd` listens for local applications unless told otherwise:
+/// `/run/iwarpd.sock` for root, else `$XDG_RUNTIME_DIR/iwarpd.sock`, else
+/// `/tmp/iwarpd-UID.sock`.
+pub fn default_control_path() -> PathBuf {
+    let uid = rustix::process::geteuid();
+    if uid.is_root() {
+        return PathBuf::from("/run/iwarpd.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("iwarpd.sock"),
+        _ => PathBuf::from(format!("/tmp/iwarpd-{}.sock", uid.as_raw())),
+    }
+}

@@ -18,11 +18,12 @@
 //! ahead is garbage, and the daemon then ends that queue pair alone.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
 use bytes::{BufMut, BytesMut};
 use shm::Segment;
+pub use shm::{AsyncDoorbell, Doorbell};
 
 use crate::codec::{Malformed, Reader};
 
@@ -118,46 +119,6 @@ impl Geometry {
             return Err(Malformed("ring geometry"));
         }
         Ok(g)
-    }
-}
-
-/// An eventfd: the doorbell one side rings to wake the other.
-#[derive(Debug)]
-pub struct Doorbell {
-    fd: OwnedFd,
-}
-
-impl Doorbell {
-    /// A new doorbell (non-blocking, close-on-exec).
-    pub fn new() -> io::Result<Self> {
-        let fd = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )?;
-        Ok(Self { fd })
-    }
-
-    /// One received from the other side.
-    pub fn from_fd(fd: OwnedFd) -> Self {
-        Self { fd }
-    }
-
-    /// Wakes the sleeper.
-    pub fn ring(&self) {
-        // A full counter (2^64 - 2 rings unread) still wakes the reader: nothing to do.
-        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-    }
-
-    /// Consumes the rings so far (never blocks).
-    pub fn drain(&self) {
-        let mut b = [0u8; 8];
-        let _ = rustix::io::read(&self.fd, &mut b);
-    }
-}
-
-impl AsFd for Doorbell {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 

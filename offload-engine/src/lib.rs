@@ -27,6 +27,7 @@ mod cm;
 mod conn;
 mod cq;
 mod engine;
+pub mod local;
 mod log_limit;
 mod net;
 mod pcap;

@@ -41,7 +41,8 @@
 //! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
 //! pointers to memory they own), the two slice constructions in the views (under the
 //! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
-//! references into a segment (bounds and alignment checked). Each block has its `SAFETY:`
+//! references into a segment (bounds and alignment checked), and registering a
+//! [`Doorbell`]'s eventfd with tokio (the descriptor is owned by what is registered). Each block has its `SAFETY:`
 //! comment.
 //!
 //! Memory files cross process boundaries sealed: [`Region::alloc`] and
@@ -61,9 +62,11 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use bytes::BytesMut;
 use memmap2::{MmapOptions, MmapRaw};
 
+mod doorbell;
 mod sealed;
 mod segment;
 
+pub use doorbell::{AsyncDoorbell, Doorbell};
 pub use segment::Segment;
 
 /// An access outside the region.

@@ -86,7 +86,23 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "pcap",
         "write a pcapng of every connection to this file (for Wireshark/tshark)",
     ),
+    (
+        "control",
+        "Unix socket local applications attach to (verbs with IWARP_DEVICE=unix:PATH), \
+         or `off`; default /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
+    ),
 ];
+
+/// Where local applications attach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// The default path (skipped with a warning if another daemon serves it).
+    Default,
+    /// This path (an error if another daemon serves it).
+    Path(PathBuf),
+    /// No local applications.
+    Off,
+}
 
 /// The largest `buffer_size`: a region advertised in a 32-bit RemoteBuf length.
 const MAX_BUFFER: u64 = u32::MAX as u64;
@@ -140,6 +156,8 @@ pub(crate) struct Config {
     pub(crate) log: Option<String>,
     /// Capture file of every connection (`None`: no capture).
     pub(crate) pcap: Option<PathBuf>,
+    /// The control socket for local applications.
+    pub(crate) control: Control,
 }
 
 impl Default for Config {
@@ -166,6 +184,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(10),
             log: None,
             pcap: None,
+            control: Control::Default,
         }
     }
 }
@@ -318,6 +337,12 @@ impl Config {
                 self.log = Some(value.to_owned());
             }
             "pcap" => self.pcap = Some(PathBuf::from(value)),
+            "control" => {
+                self.control = match value {
+                    "off" | "none" | "false" => Control::Off,
+                    path => Control::Path(PathBuf::from(path)),
+                }
+            }
             _ => {
                 return Err(err(format!(
                     "unknown setting `{key}`; the known ones are: {}",
@@ -430,7 +455,8 @@ mod tests {
              p2p = true\n\
              connect_timeout = 3\n\
              log = offload_engine=debug\n\
-             pcap = /tmp/iwarpd.pcapng\n",
+             pcap = /tmp/iwarpd.pcapng\n\
+             control = /tmp/iwarpd-test.sock\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
@@ -448,6 +474,11 @@ mod tests {
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
         assert_eq!(c.log.as_deref(), Some("offload_engine=debug"));
         assert_eq!(c.pcap, Some(PathBuf::from("/tmp/iwarpd.pcapng")));
+        assert_eq!(
+            c.control,
+            Control::Path(PathBuf::from("/tmp/iwarpd-test.sock"))
+        );
+        assert_eq!(load("control = off\n").unwrap().control, Control::Off);
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));
         assert!(e.mpa.large_fpdus);

@@ -17,7 +17,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::config::Config;
+use crate::config::{Config, Control};
 use crate::proto::ServiceInfo;
 
 /// Rights of a connection's region: everything a remote-memory target offers.
@@ -32,6 +32,48 @@ static REJECTED: LogLimit = LogLimit::new(5, Duration::from_secs(10));
 /// What to do when no listen address was given.
 pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.g. --listen \
      0.0.0.0:4791) or put `listen = IP:PORT` in the config file";
+
+/// Starts serving local applications on the control socket, with an engine of their own
+/// (the remote-memory target's idle timeout does not apply to them). The task stops, and
+/// the socket file is removed, when the returned guard is dropped.
+async fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
+    let (path, explicit) = match &cfg.control {
+        Control::Off => return Ok(None),
+        Control::Default => (ipc::default_control_path(), false),
+        Control::Path(p) => (p.clone(), true),
+    };
+    let listener = match offload_engine::local::bind(&path).await {
+        Ok(l) => l,
+        Err(e) if !explicit => {
+            tracing::warn!(error = %e, "not serving local applications");
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot serve local applications: {e}")),
+    };
+    let mut ecfg = cfg.engine()?;
+    ecfg.timeouts.idle = None;
+    let engine = Engine::new(ecfg);
+    tracing::info!(control = %path.display(), "serving local applications");
+    let task = tokio::spawn(offload_engine::local::serve(
+        engine,
+        listener,
+        offload_engine::local::LocalLimits::default(),
+    ));
+    Ok(Some(LocalGuard { task, path }))
+}
+
+/// Stops the local service and removes its socket file.
+struct LocalGuard {
+    task: tokio::task::JoinHandle<()>,
+    path: std::path::PathBuf,
+}
+
+impl Drop for LocalGuard {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
 
 /// Runs the daemon until SIGINT or SIGTERM; `Err` says why it could not.
 pub(crate) async fn run(cfg: Config) -> Result<(), String> {
@@ -62,6 +104,8 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         ord = cfg.ord,
         "iwarpd listening"
     );
+
+    let _local = serve_local(&cfg).await?;
 
     let cfg = Arc::new(cfg);
     // Places for the connections served: max_qps in all, max_qps_per_address each.

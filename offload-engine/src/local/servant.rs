@@ -1,0 +1,315 @@
+//! The servant of one client queue pair: moves work requests from the client's send and
+//! receive rings into the engine, and completions from the engine into the client's
+//! completion ring.
+//!
+//! Every entry is copied out of shared memory and decoded before use; an entry that does
+//! not decode, or a ring index more than a ring ahead, ends this queue pair alone (a
+//! graceful close the peer sees), never the daemon. Work request ids are the daemon's own
+//! (the client's are kept here and put back in its completions), and every request is
+//! posted signaled so that the daemon knows when each retires: unsignaled successes are
+//! then dropped instead of delivered, and `sq_done` counts them all.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
+use ipc::wqe::{decode_rqe, decode_sqe, encode_cqe};
+use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId};
+use tokio::sync::Notify;
+
+use crate::{Cq, Qp};
+
+/// Daemon-side work request ids and what they stand for.
+#[derive(Default)]
+struct Ids {
+    next: u64,
+    map: HashMap<u64, (WrId, bool)>,
+}
+
+impl Ids {
+    fn track(&mut self, client: WrId, signaled: bool) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.map.insert(id, (client, signaled));
+        id
+    }
+
+    fn send(&mut self, mut wr: SendWr) -> SendWr {
+        wr.wr_id = self.track(wr.wr_id, wr.flags.contains(SendFlags::SIGNALED));
+        wr.flags = wr.flags | SendFlags::SIGNALED;
+        wr
+    }
+
+    fn recv(&mut self, mut wr: RecvWr) -> RecvWr {
+        wr.wr_id = self.track(wr.wr_id, true);
+        wr
+    }
+
+    /// The client's view of `wc`, or `None` for an unsignaled success.
+    fn complete(&mut self, mut wc: Completion) -> Option<Completion> {
+        let (client, signaled) = self.map.remove(&wc.wr_id)?;
+        wc.wr_id = client;
+        (signaled || !wc.is_ok()).then_some(wc)
+    }
+}
+
+/// A servant about to start: its completion queue exists before the connection does, so
+/// that initial receives can be translated.
+pub(super) struct Prepared {
+    cq: Cq,
+    ids: Ids,
+}
+
+impl Prepared {
+    pub(super) fn new(geo: &Geometry) -> Self {
+        Self {
+            cq: Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64),
+            ids: Ids::default(),
+        }
+    }
+
+    pub(super) fn cq(&self) -> &Cq {
+        &self.cq
+    }
+
+    pub(super) fn recv(&mut self, wr: RecvWr) -> RecvWr {
+        self.ids.recv(wr)
+    }
+
+    pub(super) fn start(
+        self,
+        qp: Qp,
+        seg: QpSegment,
+        to_daemon: Doorbell,
+        to_client: Doorbell,
+        ended: impl FnOnce(QpEnd) + Send + 'static,
+    ) -> Servant {
+        let stop = Arc::new(Notify::new());
+        let depth = seg.geometry();
+        let run = Run {
+            qp: qp.clone(),
+            cq: self.cq,
+            ids: self.ids,
+            seg,
+            to_client,
+            stop: stop.clone(),
+            sq_room: depth.sq_depth as usize,
+            rq_room: depth.rq_depth as usize,
+            backlog: VecDeque::new(),
+        };
+        let task = tokio::spawn(run.run(to_daemon, ended));
+        Servant { qp, stop, task }
+    }
+}
+
+/// A running servant, as the session holds it.
+pub(super) struct Servant {
+    pub(super) qp: Qp,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long destroying a queue pair waits for its close and its last completions.
+const DESTROY_WAIT: Duration = Duration::from_secs(5);
+
+impl Servant {
+    /// Two-phase teardown: the queue pair closes (its work finishes or is flushed), the
+    /// servant delivers the last completions and stops touching the segment; then this
+    /// returns.
+    pub(super) async fn destroy(self) {
+        self.qp.disconnect();
+        self.stop.notify_one();
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(DESTROY_WAIT, self.task).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
+struct Run {
+    qp: Qp,
+    cq: Cq,
+    ids: Ids,
+    seg: QpSegment,
+    to_client: Doorbell,
+    stop: Arc<Notify>,
+    /// Send requests the engine can still take (its send queue depth less those out).
+    sq_room: usize,
+    rq_room: usize,
+    /// Completions waiting for room in the client's ring.
+    backlog: VecDeque<[u8; CQE_SIZE]>,
+}
+
+impl Run {
+    async fn run(mut self, to_daemon: Doorbell, ended: impl FnOnce(QpEnd) + Send + 'static) {
+        let bell = match to_daemon.into_async() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "doorbell not pollable");
+                self.qp.disconnect();
+                return;
+            }
+        };
+        let qp = self.qp.clone();
+        let closed = qp.closed();
+        tokio::pin!(closed);
+        let mut ended = Some(ended);
+        let (mut end, mut stopping, mut broken) = (None, false, false);
+        let mut spins = 0u32;
+        loop {
+            let mut moved = false;
+            if !stopping && !broken {
+                match self.take_work() {
+                    Ok(m) => moved |= m,
+                    Err(why) => {
+                        tracing::warn!(qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
+                        broken = true;
+                        self.qp.disconnect();
+                    }
+                }
+            }
+            moved |= self.collect();
+            if self.deliver() {
+                moved = true;
+            }
+            if moved {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+            if stopping && end.is_some() && self.backlog.is_empty() {
+                return;
+            }
+            self.seg.park(Side::Daemon);
+            if (!stopping && !broken && self.work_waiting()) || !self.cq.is_empty() {
+                self.seg.unpark(Side::Daemon);
+                continue;
+            }
+            tokio::select! {
+                _ = bell.wait() => {}
+                how = &mut closed, if end.is_none() => {
+                    end = Some(how);
+                    if let Some(f) = ended.take() {
+                        // Completions flushed by the end go out before the event.
+                        self.collect();
+                        self.deliver();
+                        f(how);
+                    }
+                }
+                _ = self.stop.notified(), if !stopping => stopping = true,
+                _ = std::future::poll_fn(|cx| self.cq.poll_next(cx).map(|_| ())), if self.cq.is_empty() => {}
+                _ = tokio::time::sleep(Duration::from_millis(1)), if !self.backlog.is_empty() => {}
+            }
+            self.seg.unpark(Side::Daemon);
+        }
+    }
+
+    fn work_waiting(&self) -> bool {
+        self.seg
+            .sq_pending()
+            .map_or(true, |n| n > 0 && self.sq_room > 0)
+    }
+
+    /// Takes what the client posted into the engine. `Err` names the garbage found.
+    fn take_work(&mut self) -> Result<bool, &'static str> {
+        let mut moved = false;
+        let n = self.seg.sq_pending().map_err(|_| "send queue index")?;
+        let take = (n as usize).min(self.sq_room);
+        if take > 0 {
+            let mut batch = Vec::with_capacity(take);
+            let seg = &self.seg;
+            for _ in 0..take {
+                let (_, e) = seg.sq_peek();
+                let wr = decode_sqe(&e, &|off, len| seg.staged(off, len)).map_err(|m| m.0)?;
+                batch.push(self.ids.send(wr));
+                seg.sq_take();
+            }
+            self.sq_room -= take;
+            self.post_sends(batch);
+            moved = true;
+        }
+        while self.rq_room > 0 {
+            let Some(e) = self.seg.rq_pop().map_err(|_| "receive queue index")? else {
+                break;
+            };
+            let wr = self.ids.recv(decode_rqe(&e).map_err(|m| m.0)?);
+            let id = wr.wr_id;
+            self.rq_room -= 1;
+            if let Err(e) = self.qp.post_recv(wr) {
+                tracing::debug!(error = %e, "receive not posted");
+                self.fail(id, Queue::Recv);
+            }
+            moved = true;
+        }
+        Ok(moved)
+    }
+
+    fn post_sends(&mut self, batch: Vec<SendWr>) {
+        let ids: Vec<u64> = batch.iter().map(|w| w.wr_id).collect();
+        if let Err((queued, e)) = self.qp.post_send_batch(batch) {
+            tracing::debug!(error = %e, "send requests not posted");
+            for id in &ids[queued..] {
+                self.fail(*id, Queue::Send);
+            }
+        }
+    }
+
+    /// A request the engine refused completes as flushed.
+    fn fail(&mut self, id: u64, queue: Queue) {
+        let opcode = match queue {
+            Queue::Send => rdmap::WcOpcode::Send,
+            Queue::Recv => rdmap::WcOpcode::Recv,
+        };
+        let wc = Completion::new(id, queue, opcode, WcStatus::Flushed);
+        self.finish(wc);
+    }
+
+    fn finish(&mut self, wc: Completion) {
+        match wc.queue {
+            Queue::Send => {
+                self.sq_room += 1;
+                self.seg.sq_retire(1);
+            }
+            Queue::Recv => self.rq_room += 1,
+        }
+        if let Some(wc) = self.ids.complete(wc) {
+            self.backlog.push_back(encode_cqe(&wc));
+        }
+    }
+
+    /// Moves the engine's completions into the backlog; true if any.
+    fn collect(&mut self) -> bool {
+        let mut got = Vec::new();
+        if self.cq.poll_with(usize::MAX, |w| got.push(w.wc)).is_err() {
+            // Cannot happen (the queue holds every request the servant let in); if it
+            // did, completions were lost: end the queue pair rather than hang the client.
+            tracing::error!(qp = %self.qp.num(), "servant completion queue overrun");
+            self.qp.disconnect();
+        }
+        let any = !got.is_empty();
+        for wc in got {
+            self.finish(wc);
+        }
+        any
+    }
+
+    /// Pushes the backlog into the client's ring and rings it if it sleeps; true if
+    /// anything went in.
+    fn deliver(&mut self) -> bool {
+        let mut pushed = false;
+        while let Some(e) = self.backlog.front() {
+            if !self.seg.cq_push(e) {
+                break;
+            }
+            self.backlog.pop_front();
+            pushed = true;
+        }
+        if pushed && self.seg.must_wake(Side::Client) {
+            self.to_client.ring();
+        }
+        pushed
+    }
+}

@@ -1,0 +1,563 @@
+//! One local client: its control channel and the objects it owns.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use ipc::channel::{Inbox, RecvError, send_some};
+use ipc::control::{
+    Event, Header, QpCounters, QpInfo, Reply, Request, VERSION, end, error, request_fds,
+};
+use ipc::qpseg::{Doorbell, Geometry, QpSegment};
+use rdmap::{Access, QpEnd, RecvWr, STag};
+use tokio::io::Interest;
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use super::LocalLimits;
+use super::servant::{self, Servant};
+use crate::tpt::{Base, PdId, Storage};
+use crate::{ConnectError, Engine, Incoming, QpInit};
+
+/// A message to the client, with the descriptors it carries.
+pub(super) struct Out {
+    pub(super) msg: Bytes,
+    pub(super) fds: Vec<OwnedFd>,
+}
+
+/// Everything the client created, and only that: every id in a request is looked up here.
+#[derive(Default)]
+struct Objects {
+    pds: HashSet<u32>,
+    mrs: HashSet<u32>,
+    listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
+    incoming: HashMap<u32, Incoming>,
+    qps: HashMap<u32, Servant>,
+    /// Queue pairs being connected or accepted (counted against the limit).
+    connecting: usize,
+    next_id: u32,
+}
+
+impl Objects {
+    fn id(&mut self) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        self.next_id
+    }
+}
+
+struct Session {
+    engine: Engine,
+    limits: LocalLimits,
+    objs: Mutex<Objects>,
+    out: mpsc::Sender<Out>,
+    pid: Mutex<u32>,
+}
+
+impl Session {
+    fn objs(&self) -> std::sync::MutexGuard<'_, Objects> {
+        self.objs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn err(code: u16, text: impl Into<String>) -> Reply {
+    Reply::Error {
+        code,
+        text: text.into(),
+    }
+}
+
+fn not_found(what: &str, id: u32) -> Reply {
+    err(
+        error::NOT_FOUND,
+        format!("no {what} {id} of this client (it was freed, or belongs to another process)"),
+    )
+}
+
+/// Runs a client's session until it disconnects, then releases what it held.
+pub(super) async fn run(engine: Engine, stream: UnixStream, limits: LocalLimits) {
+    let stream = Arc::new(stream);
+    let (tx, rx) = mpsc::channel(256);
+    let writer = tokio::spawn(write_loop(stream.clone(), rx));
+    let s = Arc::new(Session {
+        engine,
+        limits,
+        objs: Mutex::new(Objects::default()),
+        out: tx,
+        pid: Mutex::new(0),
+    });
+    let why = read_loop(&s, &stream).await;
+    let pid = *s.pid.lock().unwrap_or_else(PoisonError::into_inner);
+    match why {
+        RecvError::Closed => tracing::debug!(pid, "local client left"),
+        RecvError::Io(e) => tracing::info!(pid, error = %e, "local client's socket failed"),
+        RecvError::Malformed(m) => {
+            tracing::warn!(pid, error = %m, "local client sent garbage; dropped")
+        }
+    }
+    release(&s).await;
+    writer.abort();
+}
+
+async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
+    let mut inbox = Inbox::new();
+    let mut opened = false;
+    loop {
+        loop {
+            let msg = match inbox.next(|h: &Header| request_fds(h.func)) {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => return e,
+            };
+            let h = msg.header;
+            if h.version != VERSION {
+                let text = format!(
+                    "this iwarpd speaks control protocol version {VERSION}, the application \
+                     {}: run an iwarpd and an application built from the same release",
+                    h.version
+                );
+                let _ = s
+                    .out
+                    .send(Out {
+                        msg: err(error::VERSION, text).encode(h.func, h.txn),
+                        fds: Vec::new(),
+                    })
+                    .await;
+                return RecvError::Malformed(ipc::Malformed("protocol version"));
+            }
+            let req = match Request::decode(h.func, &msg.body) {
+                Ok(r) => r,
+                Err(m) => {
+                    let _ = s
+                        .out
+                        .send(Out {
+                            msg: err(error::MALFORMED, m.to_string()).encode(h.func, h.txn),
+                            fds: Vec::new(),
+                        })
+                        .await;
+                    return RecvError::Malformed(m);
+                }
+            };
+            if !opened && !matches!(req, Request::Open { .. }) {
+                return RecvError::Malformed(ipc::Malformed("a request before Open"));
+            }
+            opened = true;
+            handle(s, h, req, msg.fds).await;
+        }
+        if let Err(e) = stream.readable().await {
+            return RecvError::Io(e);
+        }
+        let got = stream.try_io(Interest::READABLE, || match inbox.recv(stream) {
+            Err(RecvError::Io(e)) => Err(e),
+            other => Ok(other),
+        });
+        match got {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return RecvError::Io(e),
+            Ok(Err(e)) => return e,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+async fn write_loop(stream: Arc<UnixStream>, mut rx: mpsc::Receiver<Out>) {
+    while let Some(out) = rx.recv().await {
+        let fds: Vec<_> = out.fds.iter().map(|f| f.as_fd()).collect();
+        let mut sent = 0;
+        while sent < out.msg.len() {
+            if stream.writable().await.is_err() {
+                return;
+            }
+            let attach = if sent == 0 { &fds[..] } else { &[] };
+            match stream.try_io(Interest::WRITABLE, || {
+                send_some(stream.as_fd(), &out.msg[sent..], attach)
+            }) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+async fn reply(s: &Session, h: Header, r: Reply, fds: Vec<OwnedFd>) {
+    let _ = s
+        .out
+        .send(Out {
+            msg: r.encode(h.func, h.txn),
+            fds,
+        })
+        .await;
+}
+
+async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>) {
+    let r = match req {
+        Request::Open { pid } => {
+            *s.pid.lock().unwrap_or_else(PoisonError::into_inner) = pid;
+            tracing::debug!(pid, "local client opened the device");
+            Reply::Id(std::process::id())
+        }
+        Request::AllocPd => {
+            let pd = s.engine.alloc_pd().get();
+            s.objs().pds.insert(pd);
+            Reply::Id(pd)
+        }
+        Request::DeallocPd { pd } => {
+            if !s.objs().pds.remove(&pd) {
+                not_found("protection domain", pd)
+            } else {
+                match s.engine.tpt().dealloc_pd(PdId::new(pd)) {
+                    Ok(()) => Reply::Done,
+                    Err(e) => {
+                        s.objs().pds.insert(pd);
+                        err(error::REFUSED, e.to_string())
+                    }
+                }
+            }
+        }
+        Request::RegMr {
+            pd,
+            access,
+            va,
+            len,
+        } => reg_mr(s, pd, access, va, len, fds.pop()),
+        Request::DeregMr { stag } => {
+            if !s.objs().mrs.remove(&stag) {
+                not_found("region", stag)
+            } else {
+                // Work in flight keeps its own reference to the mapping; the client's
+                // unmapping of its own mapping cannot disturb it.
+                match s.engine.tpt().deregister(STag::from_u32(stag)) {
+                    Ok(_) => Reply::Done,
+                    Err(e) => err(error::REFUSED, e.to_string()),
+                }
+            }
+        }
+        Request::Listen { addr } => match s.engine.listen(addr).await {
+            Ok(l) => {
+                let local = l.local_addr();
+                let id = s.objs().id();
+                let task = tokio::spawn(listen_loop(Arc::downgrade(s), id, l));
+                s.objs().listeners.insert(id, task);
+                Reply::Listening { id, addr: local }
+            }
+            Err(e) => err(error::REFUSED, format!("listen on {addr}: {e}")),
+        },
+        Request::CloseListener { id } => match s.objs().listeners.remove(&id) {
+            Some(t) => {
+                t.abort();
+                Reply::Done
+            }
+            None => not_found("listener", id),
+        },
+        Request::Connect {
+            pd,
+            addr,
+            private,
+            recvs,
+        } => {
+            if let Some(r) = admit_qp(s, pd) {
+                r
+            } else {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let engine = s.engine.clone();
+                    let r = start_qp(&s, pd, recvs, |init| async move {
+                        engine.connect(addr, init, &private).await
+                    })
+                    .await;
+                    s.objs().connecting -= 1;
+                    let (r, fds) = r.unwrap_or_else(|r| (r, Vec::new()));
+                    reply(&s, h, r, fds).await;
+                });
+                return;
+            }
+        }
+        Request::Accept {
+            incoming,
+            pd,
+            private,
+            recvs,
+        } => {
+            let inc = s.objs().incoming.remove(&incoming);
+            match (inc, admit_qp(s, pd)) {
+                (None, _) => not_found("connection request", incoming),
+                (Some(_), Some(r)) => r,
+                (Some(inc), None) => {
+                    let s = s.clone();
+                    tokio::spawn(async move {
+                        let r = start_qp(&s, pd, recvs, |init| async move {
+                            let qp = inc.accept(init, &private).await?;
+                            Ok((qp, Bytes::new()))
+                        })
+                        .await;
+                        s.objs().connecting -= 1;
+                        let (r, fds) = r.unwrap_or_else(|r| (r, Vec::new()));
+                        reply(&s, h, r, fds).await;
+                    });
+                    return;
+                }
+            }
+        }
+        Request::Reject { incoming, private } => {
+            let inc = s.objs().incoming.remove(&incoming);
+            match inc {
+                None => not_found("connection request", incoming),
+                Some(inc) => {
+                    tokio::spawn(async move {
+                        let _ = inc.reject(&private).await;
+                    });
+                    Reply::Done
+                }
+            }
+        }
+        Request::Disconnect { qp } => match s.objs().qps.get(&qp) {
+            Some(sv) => {
+                sv.qp.disconnect();
+                Reply::Done
+            }
+            None => not_found("queue pair", qp),
+        },
+        Request::DestroyQp { qp } => {
+            let sv = s.objs().qps.remove(&qp);
+            match sv {
+                Some(sv) => {
+                    sv.destroy().await;
+                    Reply::Done
+                }
+                None => not_found("queue pair", qp),
+            }
+        }
+        Request::QueryQp { qp } => match s.objs().qps.get(&qp) {
+            Some(sv) => {
+                let st = sv.qp.stats();
+                Reply::QpCounters(QpCounters {
+                    fpdus_sent: st.fpdus_sent,
+                    fpdus_received: st.fpdus_received,
+                    bytes_placed: st.bytes_placed,
+                    bytes_sent_in_place: st.bytes_sent_in_place,
+                    bytes_received_in_place: st.bytes_received_in_place,
+                })
+            }
+            None => not_found("queue pair", qp),
+        },
+        Request::Stats => {
+            let o = s.objs();
+            Reply::Stats {
+                queue_pairs: o.qps.len() as u32,
+                memory_entries: o.mrs.len() as u32,
+            }
+        }
+    };
+    reply(s, h, r, Vec::new()).await;
+}
+
+fn reg_mr(
+    s: &Session,
+    pd: u32,
+    access: u32,
+    va: Option<u64>,
+    len: u64,
+    fd: Option<OwnedFd>,
+) -> Reply {
+    if !s.objs().pds.contains(&pd) {
+        return not_found("protection domain", pd);
+    }
+    if s.objs().mrs.len() >= s.limits.max_mrs {
+        return err(
+            error::LIMIT,
+            format!(
+                "this client already has {} regions registered, iwarpd's limit",
+                s.limits.max_mrs
+            ),
+        );
+    }
+    let Some(fd) = fd else {
+        return err(
+            error::MALFORMED,
+            "a region registration without its memory file",
+        );
+    };
+    let Ok(len) = usize::try_from(len) else {
+        return err(error::REFUSED, "region too large");
+    };
+    let storage = match Storage::map(std::fs::File::from(fd), len) {
+        Ok(m) => m,
+        Err(e) => {
+            return err(
+                error::REFUSED,
+                format!("cannot map the region's memory: {e}"),
+            );
+        }
+    };
+    let access = Access::from_bits_truncate(access as u8);
+    let base = va.map_or(Base::ZeroBased, Base::Va);
+    match s
+        .engine
+        .tpt()
+        .register_region(PdId::new(pd), Arc::new(storage), base, access)
+    {
+        Ok(stag) => {
+            s.objs().mrs.insert(stag.to_u32());
+            Reply::Id(stag.to_u32())
+        }
+        Err(e) => err(error::REFUSED, e.to_string()),
+    }
+}
+
+/// Checks the domain and the queue pair limit, and counts one more connecting (`None`),
+/// or says why not.
+fn admit_qp(s: &Session, pd: u32) -> Option<Reply> {
+    let mut o = s.objs();
+    if !o.pds.contains(&pd) {
+        drop(o);
+        return Some(not_found("protection domain", pd));
+    }
+    if o.qps.len() + o.connecting >= s.limits.max_qps {
+        return Some(err(
+            error::LIMIT,
+            format!(
+                "this client already has {} queue pairs, iwarpd's limit",
+                s.limits.max_qps
+            ),
+        ));
+    }
+    o.connecting += 1;
+    None
+}
+
+/// Creates a queue pair's segment and doorbells, runs `establish` (connect or accept)
+/// with receives translated, and starts its servant.
+async fn start_qp<F, Fut>(
+    s: &Arc<Session>,
+    pd: u32,
+    recvs: Vec<RecvWr>,
+    establish: F,
+) -> Result<(Reply, Vec<OwnedFd>), Reply>
+where
+    F: FnOnce(QpInit) -> Fut,
+    Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
+{
+    let geo = Geometry::default();
+    let io_err = |e: io::Error| {
+        err(
+            error::REFUSED,
+            format!("shared memory for the queue pair: {e}"),
+        )
+    };
+    let seg = QpSegment::create(geo).map_err(io_err)?;
+    let (to_daemon, to_client) = (
+        Doorbell::new().map_err(io_err)?,
+        Doorbell::new().map_err(io_err)?,
+    );
+    let mut prep = servant::Prepared::new(&geo);
+    let mut init = QpInit::new(PdId::new(pd), prep.cq());
+    init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
+    let (qp, private) = establish(init)
+        .await
+        .map_err(|e| err(error::CONNECT, e.to_string()))?;
+    let fds = [seg.fd(), to_daemon.as_fd(), to_client.as_fd()]
+        .iter()
+        .map(|f| f.try_clone_to_owned())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(io_err)?;
+    let (ird, ord) = qp.ird_ord();
+    let id = qp.num().0;
+    let info = QpInfo {
+        qp: id,
+        num: qp.num().0,
+        ird,
+        ord,
+        mulpdu: qp.mulpdu(),
+        private,
+        geometry: geo,
+    };
+    let ended = {
+        let s = Arc::downgrade(s);
+        move |how: QpEnd| {
+            if let Some(s) = s.upgrade() {
+                let (how, term) = match how {
+                    QpEnd::Closed => (end::CLOSED, [0, 0]),
+                    QpEnd::TerminatedByPeer(t) => (end::TERMINATED_BY_PEER, t.to_wire()),
+                    QpEnd::Terminated(t) => (end::TERMINATED, t.to_wire()),
+                    QpEnd::ConnectionLost => (end::CONNECTION_LOST, [0, 0]),
+                    QpEnd::TimedOut => (end::TIMED_OUT, [0, 0]),
+                    _ => (end::CONNECTION_LOST, [0, 0]),
+                };
+                let msg = Event::QpEnded { qp: id, how, term }.encode();
+                let _ = s.out.try_send(Out {
+                    msg,
+                    fds: Vec::new(),
+                });
+            }
+        }
+    };
+    let sv = prep.start(qp, seg, to_daemon, to_client, ended);
+    s.objs().qps.insert(id, sv);
+    Ok((Reply::Qp(info), fds))
+}
+
+async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Listener) {
+    while let Ok(inc) = l.accept().await {
+        let Some(s) = s.upgrade() else { return };
+        let (peer, private) = (inc.peer_addr(), inc.private_data().clone());
+        let id = {
+            let mut o = s.objs();
+            if o.incoming.len() >= s.limits.max_pending_incoming {
+                drop(o);
+                tracing::info!(%peer, "connection request rejected: the application has too many unanswered");
+                tokio::spawn(async move {
+                    let _ = inc.reject(&[]).await;
+                });
+                continue;
+            }
+            let id = o.id();
+            o.incoming.insert(id, inc);
+            id
+        };
+        let msg = Event::Incoming {
+            listener,
+            id,
+            peer,
+            private,
+        }
+        .encode();
+        if s.out
+            .send(Out {
+                msg,
+                fds: Vec::new(),
+            })
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The client is gone: its queue pairs close, its listeners stop, its memory is released.
+async fn release(s: &Session) {
+    let (qps, listeners, mrs, pds) = {
+        let mut o = s.objs();
+        o.incoming.clear();
+        (
+            o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
+            o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),
+            o.mrs.drain().collect::<Vec<_>>(),
+            o.pds.drain().collect::<Vec<_>>(),
+        )
+    };
+    for l in listeners {
+        l.abort();
+    }
+    futures::future::join_all(qps.into_iter().map(Servant::destroy)).await;
+    let tpt = s.engine.tpt();
+    for stag in mrs {
+        let _ = tpt.deregister(STag::from_u32(stag));
+    }
+    for pd in pds {
+        let _ = tpt.dealloc_pd(PdId::new(pd));
+    }
+}
