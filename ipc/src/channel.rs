@@ -125,11 +125,11 @@ impl Inbox {
         Ok(got.bytes)
     }
 
-    /// The next complete message, if one is in; `fds_for(header)` says how many
+    /// The next complete message, if one is in; `fds_for(header, body)` says how many
     /// descriptors it carries.
     pub fn next(
         &mut self,
-        fds_for: impl Fn(&Header) -> usize,
+        fds_for: impl Fn(&Header, &[u8]) -> usize,
     ) -> Result<Option<Message>, RecvError> {
         let header = match Header::parse(&self.buf) {
             None => return Ok(None),
@@ -139,7 +139,7 @@ impl Inbox {
         if self.buf.len() < len {
             return Ok(None);
         }
-        let n = fds_for(&header);
+        let n = fds_for(&header, &self.buf[HEADER_LEN..len]);
         if self.fds.len() < n {
             return Err(RecvError::Malformed(Malformed("descriptors missing")));
         }
@@ -177,11 +177,7 @@ mod tests {
         while got.len() < 2 {
             inbox.recv(&b).unwrap();
             while let Some(m) = inbox
-                .next(|h| {
-                    Request::decode(h.func, &[])
-                        .map_or(0, |r| r.fds())
-                        .max(usize::from(h.func == func::REG_MR))
-                })
+                .next(|h, _| crate::control::request_fds(h.func))
                 .unwrap()
             {
                 got.push(m);
@@ -200,7 +196,7 @@ mod tests {
         // Closed.
         send_all(a.as_fd(), &Reply::Done.encode(func::REG_MR, 3), &[]).unwrap();
         inbox.recv(&b).unwrap();
-        assert!(matches!(inbox.next(|_| 1), Err(RecvError::Malformed(_))));
+        assert!(matches!(inbox.next(|_, _| 1), Err(RecvError::Malformed(_))));
         drop(a);
         assert!(matches!(inbox.recv(&b), Err(RecvError::Closed)));
     }

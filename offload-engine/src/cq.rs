@@ -188,6 +188,13 @@ impl Cq {
         self.push_batch(wc.qp, std::iter::once(wc.wc));
     }
 
+    /// Adds completions of queue pair `qp` produced elsewhere: by an engine in another
+    /// process (daemon mode, where the library moves them from shared memory into the
+    /// application's queue). In order, under one lock, waking the waiters once.
+    pub fn deliver(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {
+        self.push_batch(qp, wcs);
+    }
+
     /// Adds the completions of one step of queue pair `qp`, in order, under one lock, and
     /// wakes the waiters once (the engine's side).
     pub(crate) fn push_batch(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {

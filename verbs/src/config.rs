@@ -31,6 +31,13 @@ use offload_engine::{CaptureTap, EngineConfig};
 #[derive(Clone, Debug, Default)]
 pub struct DeviceConfig {
     engine: EngineConfig,
+    daemon: Option<Daemon>,
+}
+
+#[derive(Clone, Debug)]
+enum Daemon {
+    At(std::path::PathBuf),
+    Never,
 }
 
 impl DeviceConfig {
@@ -49,6 +56,30 @@ impl DeviceConfig {
     #[cfg(test)]
     pub(crate) fn engine(&self) -> &EngineConfig {
         &self.engine
+    }
+
+    /// Run through the local `iwarpd` listening on the control socket `path` (daemon
+    /// mode) instead of an engine in this process. Without this, the `IWARP_DEVICE`
+    /// environment variable decides: `unix:PATH` (or `unix` for iwarpd's default socket)
+    /// selects daemon mode, anything else or nothing the embedded engine.
+    pub fn daemon(mut self, path: impl AsRef<Path>) -> Self {
+        self.daemon = Some(Daemon::At(path.as_ref().to_owned()));
+        self
+    }
+
+    /// Run the engine in this process whatever `IWARP_DEVICE` says.
+    pub fn embedded(mut self) -> Self {
+        self.daemon = Some(Daemon::Never);
+        self
+    }
+
+    /// The control socket to go through, if any.
+    pub(crate) fn daemon_path(&self) -> Option<std::path::PathBuf> {
+        match &self.daemon {
+            Some(Daemon::At(p)) => Some(p.clone()),
+            Some(Daemon::Never) => None,
+            None => crate::daemon::from_env(),
+        }
     }
 
     /// The engine configuration, by value (what the embedded engine is built from).

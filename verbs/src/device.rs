@@ -6,11 +6,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ipc::control::{Reply, Request};
 use offload_engine::Engine;
 use tokio::net::ToSocketAddrs;
+use tokio::sync::Mutex as AsyncMutex;
 
 use crate::config::DeviceConfig;
 use crate::cq::{Cq, Srq};
+use crate::daemon::{Client, DaemonError, IncomingEvent, qp::DaemonQp};
+use crate::error::DaemonWhy;
 use crate::pd::Pd;
 use crate::qp::{Qp, QpConfig};
 use mpa::ConnectError;
@@ -25,43 +29,133 @@ pub struct DeviceStats {
     pub memory_entries: usize,
 }
 
+/// Where the engine runs.
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    /// In this process.
+    Embedded(Engine),
+    /// In the local `iwarpd`.
+    Daemon(Arc<Client>),
+}
+
 /// An RDMA device: the entry point of the API. Cheap to clone; clones share the device.
 ///
-/// Today a device is an **embedded engine**: a software RNIC running inside the
-/// application's process on its tokio runtime (every connection is a task). A daemon-mode
-/// backend, where the engine runs in a local `iwarpd` shared by every process of the host,
-/// will plug in behind this same type later; code written against `Device` keeps working.
+/// A device is either
+/// - an **embedded engine**: a software RNIC running inside the application's process on
+///   its tokio runtime (every connection is a task), the default; or
+/// - the host's **`iwarpd`** (daemon mode, seed 002's split driver): the engine runs in the
+///   daemon, shared by every process of the host; work requests and completions cross in
+///   shared-memory rings, and the daemon places received data straight into the
+///   application's regions. Chosen with [`DeviceConfig::daemon`] or by setting
+///   `IWARP_DEVICE=unix:PATH` (or `IWARP_DEVICE=unix` for iwarpd's default socket) in the
+///   environment, so the same binary runs either way.
+///
+/// Through iwarpd the daemon's settings (CRC, markers, IRD/ORD, timeouts) apply, not
+/// `cfg`'s; memory windows, fast registration and shared receive queues are not
+/// available through it yet.
 #[derive(Clone, Debug)]
 pub struct Device {
-    engine: Engine,
+    backend: Backend,
 }
 
 impl Device {
-    /// Opens a device with an embedded engine configured by `cfg`.
+    /// Opens a device configured by `cfg`: embedded, or through iwarpd when `cfg` or
+    /// `IWARP_DEVICE` says so.
     ///
     /// Opening needs no runtime; connecting and listening need a tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// In daemon mode, if iwarpd cannot be reached (the message names the socket and the
+    /// fix); [`try_open`](Self::try_open) returns the error instead.
     pub fn open(cfg: DeviceConfig) -> Self {
-        Self {
-            engine: Engine::new(cfg.into_engine()),
+        Self::try_open(cfg).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Opens a device as [`open`](Self::open) does, returning an error if iwarpd cannot
+    /// be reached in daemon mode.
+    pub fn try_open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
+        let backend = match cfg.daemon_path() {
+            Some(path) => Backend::Daemon(Client::connect(&path)?),
+            None => Backend::Embedded(Engine::new(cfg.into_engine())),
+        };
+        Ok(Self { backend })
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The embedded engine, if the device is one.
+    pub(crate) fn engine(&self) -> Option<&Engine> {
+        match &self.backend {
+            Backend::Embedded(e) => Some(e),
+            Backend::Daemon(_) => None,
         }
     }
 
-    /// The engine underneath (the embedded backend; not part of the API).
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
+    /// The embedded engine's memory table, or for `op` through iwarpd the error that it
+    /// is not available there.
+    pub(crate) fn tpt(
+        &self,
+        op: &'static str,
+    ) -> Result<&Arc<offload_engine::tpt::Tpt>, crate::MemError> {
+        match &self.backend {
+            Backend::Embedded(e) => Ok(e.tpt()),
+            Backend::Daemon(_) => Err(crate::MemError::Daemon {
+                op,
+                why: DaemonWhy::Unsupported,
+            }),
+        }
+    }
+
+    /// The control socket of the iwarpd this device goes through, if it does.
+    pub fn daemon_path(&self) -> Option<&std::path::Path> {
+        match &self.backend {
+            Backend::Embedded(_) => None,
+            Backend::Daemon(c) => Some(c.path()),
+        }
+    }
+
+    /// The memory error for `op` failing in the daemon with `e`.
+    pub(crate) fn daemon_mem_error(&self, op: &'static str, e: &DaemonError) -> crate::MemError {
+        tracing::warn!(op, error = %e, "iwarpd");
+        let why = match (e, &self.backend) {
+            (DaemonError::Unreachable(_), Backend::Daemon(c)) => {
+                DaemonWhy::Unreachable(c.path_str())
+            }
+            _ => DaemonWhy::Refused,
+        };
+        crate::MemError::Daemon { op, why }
     }
 
     /// The device's counters.
     pub fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            queue_pairs: self.engine.qps().len(),
-            memory_entries: self.engine.tpt().len(),
+        match &self.backend {
+            Backend::Embedded(e) => DeviceStats {
+                queue_pairs: e.qps().len(),
+                memory_entries: e.tpt().len(),
+            },
+            Backend::Daemon(c) => match c.call(&Request::Stats) {
+                Ok(Reply::Stats {
+                    queue_pairs,
+                    memory_entries,
+                }) => DeviceStats {
+                    queue_pairs: queue_pairs as usize,
+                    memory_entries: memory_entries as usize,
+                },
+                _ => DeviceStats::default(),
+            },
         }
     }
 
     /// True if `other` is this device (or a clone of it).
     pub fn same_device(&self, other: &Self) -> bool {
-        Arc::ptr_eq(self.engine.tpt(), other.engine.tpt())
+        match (&self.backend, &other.backend) {
+            (Backend::Embedded(a), Backend::Embedded(b)) => Arc::ptr_eq(a.tpt(), b.tpt()),
+            (Backend::Daemon(a), Backend::Daemon(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     /// Allocates a protection domain: regions, windows and queue pairs of one domain can
@@ -94,7 +188,14 @@ impl Device {
         let mut last = None;
         let mut bound = None;
         for a in tokio::net::lookup_host(addr).await? {
-            match self.engine.listen(a).await {
+            let got = match &self.backend {
+                Backend::Embedded(e) => e
+                    .listen(a)
+                    .await
+                    .map(|l| ListenerInner::Embedded(Arc::new(l))),
+                Backend::Daemon(c) => daemon_listen(c, a).await,
+            };
+            match got {
                 Ok(l) => {
                     bound = Some(l);
                     break;
@@ -104,7 +205,7 @@ impl Device {
         }
         let inner = bound.ok_or_else(|| last.unwrap_or_else(nothing_resolved))?;
         Ok(Listener {
-            inner: Arc::new(inner),
+            inner,
             device: self.clone(),
         })
     }
@@ -136,11 +237,22 @@ impl Device {
         let mut last = None;
         let mut connected = None;
         for a in tokio::net::lookup_host(addr).await? {
-            match self
-                .engine
-                .connect(a, qp.to_init(pd.engine_id()), private_data)
-                .await
-            {
+            let got = match &self.backend {
+                Backend::Embedded(e) => e
+                    .connect(a, qp.to_init(pd.engine_id()), private_data)
+                    .await
+                    .map(|(inner, private)| (Qp::new(inner, pd.clone()), private)),
+                Backend::Daemon(c) => {
+                    let req = Request::Connect {
+                        pd: pd.engine_id().get(),
+                        addr: a,
+                        private: Bytes::copy_from_slice(private_data),
+                        recvs: qp.recvs.clone(),
+                    };
+                    daemon_qp(c, &req, pd, &qp).await
+                }
+            };
+            match got {
                 Ok(c) => {
                     connected = Some(c);
                     break;
@@ -150,13 +262,10 @@ impl Device {
                 Err(e) => return Err(e),
             }
         }
-        let Some((inner, private_data)) = connected else {
+        let Some((qp, private_data)) = connected else {
             return Err(ConnectError::Io(last.unwrap_or_else(nothing_resolved)));
         };
-        Ok(Connected {
-            qp: Qp::new(inner, pd.clone()),
-            private_data,
-        })
+        Ok(Connected { qp, private_data })
     }
 
     /// Gracefully disconnects every queue pair of this device and waits until all have
@@ -166,7 +275,9 @@ impl Device {
     ///
     /// Cancel safe: the disconnects are started at the first poll and go on regardless.
     pub async fn shutdown(&self) {
-        self.engine.shutdown().await;
+        if let Backend::Embedded(e) = &self.backend {
+            e.shutdown().await;
+        }
     }
 
     fn check_pd(&self, pd: &Pd) -> Result<(), ConnectError> {
@@ -195,14 +306,83 @@ pub struct Connected {
 /// last clone is dropped.
 #[derive(Clone, Debug)]
 pub struct Listener {
-    inner: Arc<offload_engine::Listener>,
+    inner: ListenerInner,
     device: Device,
+}
+
+#[derive(Clone, Debug)]
+enum ListenerInner {
+    Embedded(Arc<offload_engine::Listener>),
+    Daemon(Arc<DaemonListener>),
+}
+
+/// A listener in iwarpd: its id, the address it bound, and its connection requests.
+#[derive(Debug)]
+struct DaemonListener {
+    client: Arc<Client>,
+    id: u32,
+    addr: SocketAddr,
+    events: AsyncMutex<tokio::sync::mpsc::UnboundedReceiver<IncomingEvent>>,
+}
+
+impl Drop for DaemonListener {
+    fn drop(&mut self) {
+        self.client.drop_listener(self.id);
+    }
+}
+
+async fn daemon_listen(c: &Arc<Client>, addr: SocketAddr) -> io::Result<ListenerInner> {
+    match c.call_async(&Request::Listen { addr }).await? {
+        (Reply::Listening { id, addr }, _) => Ok(ListenerInner::Daemon(Arc::new(DaemonListener {
+            client: c.clone(),
+            events: AsyncMutex::new(c.listener_events(id)),
+            id,
+            addr,
+        }))),
+        _ => Err(io::Error::other("iwarpd answered Listen with no listener")),
+    }
+}
+
+/// Runs a Connect or Accept in iwarpd and maps the queue pair it returns.
+async fn daemon_qp(
+    c: &Arc<Client>,
+    req: &Request,
+    pd: &Pd,
+    cfg: &QpConfig,
+) -> Result<(Qp, Bytes), ConnectError> {
+    if cfg.srq.is_some() {
+        return Err(ConnectError::Invalid(
+            "shared receive queues are not available through iwarpd yet: post receives on \
+             the queue pair, or run the engine in this process (unset IWARP_DEVICE)"
+                .into(),
+        ));
+    }
+    let to_connect = |e: DaemonError| match e {
+        DaemonError::Unreachable(m) => {
+            ConnectError::Io(io::Error::new(io::ErrorKind::NotConnected, m))
+        }
+        DaemonError::Refused(m) => ConnectError::Invalid(m),
+    };
+    let (reply, fds) = c.call_async(req).await.map_err(to_connect)?;
+    let dq = DaemonQp::start(
+        c,
+        reply,
+        fds,
+        cfg.send_cq.inner.clone(),
+        cfg.recv_cq.inner.clone(),
+    )
+    .map_err(to_connect)?;
+    let private = dq.private_data().clone();
+    Ok((Qp::from_daemon(dq, pd.clone()), private))
 }
 
 impl Listener {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr()
+        match &self.inner {
+            ListenerInner::Embedded(l) => l.local_addr(),
+            ListenerInner::Daemon(l) => l.addr,
+        }
     }
 
     /// The next connection request whose MPA Request arrived and was valid. Accept it or
@@ -212,7 +392,25 @@ impl Listener {
     ///
     /// Cancel safe: a request is handed out only when this future returns it.
     pub async fn accept(&self) -> io::Result<Incoming> {
-        let inner = self.inner.accept().await?;
+        let inner = match &self.inner {
+            ListenerInner::Embedded(l) => IncomingInner::Embedded(Box::new(l.accept().await?)),
+            ListenerInner::Daemon(l) => {
+                let ev = l.events.lock().await.recv().await.ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotConnected,
+                        format!(
+                            "the listener stopped: iwarpd at {} went away",
+                            l.client.path().display()
+                        ),
+                    )
+                })?;
+                IncomingInner::Daemon(DaemonIncoming {
+                    client: l.client.clone(),
+                    ev,
+                    answered: false,
+                })
+            }
+        };
         Ok(Incoming {
             inner,
             device: self.device.clone(),
@@ -232,24 +430,64 @@ impl Listener {
 /// ```
 #[derive(Debug)]
 pub struct Incoming {
-    inner: offload_engine::Incoming,
+    inner: IncomingInner,
     device: Device,
+}
+
+#[derive(Debug)]
+enum IncomingInner {
+    Embedded(Box<offload_engine::Incoming>),
+    Daemon(DaemonIncoming),
+    /// Taken by `accept` or `reject`.
+    Answered,
+}
+
+/// A connection request waiting in iwarpd.
+#[derive(Debug)]
+struct DaemonIncoming {
+    client: Arc<Client>,
+    ev: IncomingEvent,
+    /// Accepted or rejected; otherwise dropping rejects it.
+    answered: bool,
+}
+
+impl Drop for DaemonIncoming {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.client.tell(&Request::Reject {
+                incoming: self.ev.id,
+                private: Bytes::new(),
+            });
+        }
+    }
 }
 
 impl Incoming {
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
-        self.inner.peer_addr()
+        match &self.inner {
+            IncomingInner::Embedded(i) => i.peer_addr(),
+            IncomingInner::Daemon(d) => d.ev.peer,
+            IncomingInner::Answered => unreachable!("an answered Incoming is gone"),
+        }
     }
 
     /// The peer's private data.
     pub fn private_data(&self) -> &Bytes {
-        self.inner.private_data()
+        match &self.inner {
+            IncomingInner::Embedded(i) => i.private_data(),
+            IncomingInner::Daemon(d) => &d.ev.private,
+            IncomingInner::Answered => unreachable!("an answered Incoming is gone"),
+        }
     }
 
-    /// The peer's IRD and ORD, when it sent them (MPA revision 2).
+    /// The peer's IRD and ORD, when it sent them (MPA revision 2). Through iwarpd: not
+    /// reported (`None`); the negotiated values are on the queue pair.
     pub fn peer_ird_ord(&self) -> (Option<u16>, Option<u16>) {
-        self.inner.peer_ird_ord()
+        match &self.inner {
+            IncomingInner::Embedded(i) => i.peer_ird_ord(),
+            IncomingInner::Daemon(_) | IncomingInner::Answered => (None, None),
+        }
     }
 
     /// Accepts: sends the MPA Reply with `private_data` and returns the connected queue
@@ -272,11 +510,30 @@ impl Incoming {
         private_data: &[u8],
     ) -> Result<Qp, ConnectError> {
         self.device.check_pd(pd)?;
-        let inner = self
-            .inner
-            .accept(qp.to_init(pd.engine_id()), private_data)
-            .await?;
-        Ok(Qp::new(inner, pd.clone()))
+        let mut this = self;
+        match &mut this.inner {
+            IncomingInner::Embedded(_) => {
+                let IncomingInner::Embedded(inc) =
+                    std::mem::replace(&mut this.inner, IncomingInner::Answered)
+                else {
+                    unreachable!()
+                };
+                let inner = inc.accept(qp.to_init(pd.engine_id()), private_data).await?;
+                Ok(Qp::new(inner, pd.clone()))
+            }
+            IncomingInner::Daemon(d) => {
+                d.answered = true;
+                let client = d.client.clone();
+                let req = Request::Accept {
+                    incoming: d.ev.id,
+                    pd: pd.engine_id().get(),
+                    private: Bytes::copy_from_slice(private_data),
+                    recvs: qp.recvs.clone(),
+                };
+                daemon_qp(&client, &req, pd, &qp).await.map(|(qp, _)| qp)
+            }
+            IncomingInner::Answered => unreachable!("an Incoming is answered once"),
+        }
     }
 
     /// Rejects: sends an MPA Reply with the reject bit and `private_data`, then closes.
@@ -287,7 +544,22 @@ impl Incoming {
     /// Cancel safe in the sense that nothing leaks: dropping the future closes the
     /// connection (the peer may then see it fail instead of being rejected).
     pub async fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
-        self.inner.reject(private_data).await
+        let mut this = self;
+        match std::mem::replace(&mut this.inner, IncomingInner::Answered) {
+            IncomingInner::Embedded(inc) => inc.reject(private_data).await,
+            IncomingInner::Daemon(mut d) => {
+                d.answered = true;
+                d.client
+                    .call_async(&Request::Reject {
+                        incoming: d.ev.id,
+                        private: Bytes::copy_from_slice(private_data),
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| ConnectError::Io(e.into()))
+            }
+            IncomingInner::Answered => unreachable!("an Incoming is answered once"),
+        }
     }
 }
 

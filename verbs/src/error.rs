@@ -69,6 +69,25 @@ pub enum MemError {
         /// The length asked for.
         len: usize,
     },
+    /// Daemon mode: the local `iwarpd` could not do it.
+    Daemon {
+        /// What was asked.
+        op: &'static str,
+        /// Why.
+        why: DaemonWhy,
+    },
+}
+
+/// Why the local `iwarpd` could not do a memory operation.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DaemonWhy {
+    /// The daemon at this control socket cannot be reached (it exited or restarted).
+    Unreachable(&'static str),
+    /// The daemon refused (its reason is in this process's log).
+    Refused,
+    /// The operation is not available through the daemon yet; run embedded for it.
+    Unsupported,
 }
 
 impl MemError {
@@ -174,6 +193,22 @@ impl fmt::Display for MemError {
                 "the system refused {len} octets of shared memory for the region; free \
                  memory or register a smaller region"
             ),
+            Self::Daemon { op, why } => match why {
+                DaemonWhy::Unreachable(path) => write!(
+                    f,
+                    "{op}: iwarpd at {path} cannot be reached (it exited or was restarted); \
+                     open the device again once it runs"
+                ),
+                DaemonWhy::Refused => write!(
+                    f,
+                    "{op}: iwarpd refused (the reason is in this process's log: RUST_LOG=warn)"
+                ),
+                DaemonWhy::Unsupported => write!(
+                    f,
+                    "{op} is not available through iwarpd yet: run the engine in this process \
+                     (unset IWARP_DEVICE, or open the device without DeviceConfig::daemon)"
+                ),
+            },
         }
     }
 }

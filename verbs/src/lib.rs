@@ -83,6 +83,7 @@
 
 mod config;
 mod cq;
+mod daemon;
 mod device;
 mod error;
 mod mr;
@@ -94,8 +95,9 @@ mod types;
 
 pub use config::DeviceConfig;
 pub use cq::{Cq, CqError, Srq, Wc};
+pub use daemon::DaemonError;
 pub use device::{Connected, Device, DeviceStats, Incoming, Listener};
-pub use error::{MemError, WcError};
+pub use error::{DaemonWhy, MemError, WcError};
 pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;

@@ -10,8 +10,10 @@ use offload_engine::tpt::Storage;
 use rdmap::{Access, FastReg, RemoteBuf, STag, SendOp, Sge};
 use shm::{View, ViewMut};
 
+use crate::device::Backend;
 use crate::error::MemError;
 use crate::pd::Pd;
+use ipc::control::Request;
 
 /// What a region answers to now (a fast-registration region changes it on every
 /// registration).
@@ -47,8 +49,21 @@ impl Drop for Inner {
         }
         let stag = self.state().stag;
         // The storage is freed once work in flight lets go of it.
-        if let Err(e) = self.pd.device().engine().tpt().deregister(stag) {
-            tracing::debug!(%stag, error = %e, "region not deregistered on drop");
+        match self.pd.device().backend() {
+            Backend::Embedded(e) => {
+                if let Err(e) = e.tpt().deregister(stag) {
+                    tracing::debug!(%stag, error = %e, "region not deregistered on drop");
+                }
+            }
+            // Two-phase: once iwarpd answers, it no longer touches the memory, and this
+            // process's mapping goes with the last reference.
+            Backend::Daemon(c) => {
+                if let Err(e) = c.call(&Request::DeregMr {
+                    stag: stag.to_u32(),
+                }) {
+                    tracing::debug!(%stag, error = %e, "region not deregistered on drop");
+                }
+            }
         }
     }
 }
@@ -282,6 +297,14 @@ impl Mr {
     /// Fills `dst` from the octets at `offset`.
     pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
         let s = self.check(offset, dst.len())?;
+        if self.is_daemon() {
+            self.check_live(&s, offset, Access::LOCAL_READ)?;
+            return self
+                .inner
+                .mem
+                .read_at(offset, dst)
+                .map_err(|e| self.out_of_range(e));
+        }
         self.tpt()
             .read(
                 self.pd().engine_id(),
@@ -295,6 +318,14 @@ impl Mr {
     /// Copies `data` into the region at `offset`. Needs [`Access::LOCAL_WRITE`].
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
         let s = self.check(offset, data.len())?;
+        if self.is_daemon() {
+            self.check_live(&s, offset, Access::LOCAL_WRITE)?;
+            return self
+                .inner
+                .mem
+                .write_at(offset, data)
+                .map_err(|e| self.out_of_range(e));
+        }
         self.tpt()
             .write(
                 self.pd().engine_id(),
@@ -324,6 +355,18 @@ impl Mr {
         let s = self.inner.state();
         if self.inner.gone.swap(true, Ordering::AcqRel) {
             return Err(MemError::Invalid { stag: s.stag });
+        }
+        if let Backend::Daemon(c) = self.pd().device().backend() {
+            let req = Request::DeregMr {
+                stag: s.stag.to_u32(),
+            };
+            return match c.call_async(&req).await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    self.inner.gone.store(false, Ordering::Release);
+                    Err(self.pd().device().daemon_mem_error("deregister", &e))
+                }
+            };
         }
         if let Err(e) = self.tpt().deregister(s.stag) {
             self.inner.gone.store(false, Ordering::Release);
@@ -395,8 +438,32 @@ impl Mr {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// The embedded engine's table (only called on an embedded device).
     fn tpt(&self) -> &offload_engine::tpt::Tpt {
-        self.pd().device().engine().tpt()
+        match self.pd().device().engine() {
+            Some(e) => e.tpt(),
+            None => unreachable!("daemon-mode regions never reach the embedded table"),
+        }
+    }
+
+    fn is_daemon(&self) -> bool {
+        self.pd().device().engine().is_none()
+    }
+
+    /// Through iwarpd, local copies check what the daemon's table would: the region is
+    /// still registered and has `right`.
+    fn check_live(&self, s: &State, offset: usize, right: Access) -> Result<(), MemError> {
+        if self.inner.gone.load(Ordering::Acquire) {
+            return Err(MemError::Invalid { stag: s.stag });
+        }
+        if !s.access.contains(right) {
+            return Err(MemError::MissingRights {
+                stag: s.stag,
+                offset: offset as u64,
+                missing: right,
+            });
+        }
+        Ok(())
     }
 
     /// The state, after checking that `[offset, offset + len)` lies inside the region.

@@ -53,8 +53,10 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let stag = self.lock().stag;
-        let tpt = self.pd.device().engine().tpt();
-        if let Err(e) = tpt.dealloc_mw(stag) {
+        // Windows exist only on embedded devices (alloc_mw fails through iwarpd).
+        if let Some(e) = self.pd.device().engine()
+            && let Err(e) = e.tpt().dealloc_mw(stag)
+        {
             tracing::debug!(%stag, error = %e, "window not deallocated on drop");
         }
         // `bound` drops after this: the region is released only once the window is gone.
@@ -129,7 +131,7 @@ impl Mw {
     ) -> Result<RemoteBuf, MemError> {
         let mut state = self.inner.lock();
         let sge = self.check(&state, MwType::One, mr, range, access)?;
-        let tpt = self.inner.pd.device().engine().tpt();
+        let tpt = self.inner.pd.device().tpt("bind")?;
         let stag = tpt
             .bind_mw(
                 state.stag,
@@ -177,7 +179,7 @@ impl Mw {
     /// it can be bound again. Unbinding an unbound window is not an error.
     pub fn invalidate(&self) -> Result<(), MemError> {
         let mut state = self.inner.lock();
-        let tpt = self.inner.pd.device().engine().tpt();
+        let tpt = self.inner.pd.device().tpt("invalidate")?;
         tpt.invalidate_local(state.stag)
             .map_err(|e| MemError::tpt("invalidate", state.stag, e))?;
         state.bound = None;

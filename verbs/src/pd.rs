@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use ipc::control::{Reply, Request};
 use offload_engine::tpt::{Base, Storage, TptError};
 use rdmap::{Access, STag};
 
-use crate::device::Device;
+use crate::daemon::DaemonError;
+use crate::device::{Backend, Device};
 use crate::error::MemError;
 use crate::mr::Mr;
 use crate::mw::Mw;
@@ -20,8 +22,13 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Every region, window and queue pair of the domain holds a `Pd`, so none is left.
-        if let Err(e) = self.device.engine().tpt().dealloc_pd(self.id) {
-            tracing::debug!(pd = %self.id, error = %e, "protection domain not deallocated");
+        match self.device.backend() {
+            Backend::Embedded(e) => {
+                if let Err(e) = e.tpt().dealloc_pd(self.id) {
+                    tracing::debug!(pd = %self.id, error = %e, "protection domain not deallocated");
+                }
+            }
+            Backend::Daemon(c) => c.tell(&Request::DeallocPd { pd: self.id.get() }),
         }
     }
 }
@@ -41,7 +48,15 @@ impl fmt::Debug for Pd {
 
 impl Pd {
     pub(crate) fn new(device: Device) -> Self {
-        let id = device.engine().alloc_pd();
+        let id = match device.backend() {
+            Backend::Embedded(e) => e.alloc_pd(),
+            // A domain iwarpd could not allocate is number 0, which it never hands out:
+            // everything created in it fails with the daemon's error.
+            Backend::Daemon(c) => match c.call(&Request::AllocPd) {
+                Ok(Reply::Id(pd)) => offload_engine::tpt::PdId::new(pd),
+                Ok(_) | Err(_) => offload_engine::tpt::PdId::new(0),
+            },
+        };
         Self {
             inner: Arc::new(Inner { device, id }),
         }
@@ -104,8 +119,8 @@ impl Pd {
     /// ([`Qp::fast_register`](crate::Qp::fast_register), or
     /// [`Mr::fast_reg_op`] and [`Qp::post_send`](crate::Qp::post_send)).
     pub fn alloc_fast_reg_mr(&self, max_len: usize) -> Result<Mr, MemError> {
+        let tpt = self.inner.device.tpt("alloc_fast_reg_mr")?;
         let mem = Arc::new(alloc(max_len)?);
-        let tpt = self.inner.device.engine().tpt();
         let stag = tpt
             .alloc_fast_reg_region(self.engine_id(), mem.clone())
             .map_err(|e| MemError::tpt("alloc_fast_reg_mr", STag::default(), e))?;
@@ -119,7 +134,7 @@ impl Pd {
     /// ([`Qp::bind_mw`](crate::Qp::bind_mw)), usable only through it, and may be
     /// invalidated by the peer's Send with Invalidate.
     pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
-        let tpt = self.inner.device.engine().tpt();
+        let tpt = self.inner.device.tpt("alloc_mw")?;
         let stag = tpt
             .alloc_mw(self.engine_id(), ty.into())
             .map_err(|e| MemError::tpt("alloc_mw", STag::default(), e))?;
@@ -128,18 +143,66 @@ impl Pd {
 
     fn register_at(&self, mem: Storage, base: Base, access: Access) -> Result<Mr, MemError> {
         let access = access | Access::LOCAL_READ;
-        let mem = Arc::new(mem);
-        let tpt = self.inner.device.engine().tpt();
-        let stag = tpt
-            .register_region(self.engine_id(), mem.clone(), base, access)
-            .map_err(|e| MemError::tpt("register", STag::default(), e))?;
-        Ok(Mr::new(self.clone(), stag, base.start(), access, mem))
+        let stag = match self.inner.device.backend() {
+            Backend::Embedded(e) => {
+                let mem = Arc::new(mem);
+                let stag = e
+                    .tpt()
+                    .register_region(self.engine_id(), mem.clone(), base, access)
+                    .map_err(|e| MemError::tpt("register", STag::default(), e))?;
+                return Ok(Mr::new(self.clone(), stag, base.start(), access, mem));
+            }
+            Backend::Daemon(c) => {
+                let mem = shared(mem)?;
+                let va = match base {
+                    Base::Va(va) => Some(va),
+                    _ => None,
+                };
+                let req = Request::RegMr {
+                    pd: self.engine_id().get(),
+                    access: u32::from(access.bits()),
+                    va,
+                    len: mem.len() as u64,
+                };
+                let fds: Vec<_> = mem.fd().into_iter().collect();
+                match c.call_with(&req, &fds) {
+                    Ok((Reply::Id(stag), _)) => (STag::from_u32(stag), mem),
+                    Ok(_) => {
+                        let e = DaemonError::Refused("iwarpd answered with no STag".into());
+                        return Err(self.inner.device.daemon_mem_error("register", &e));
+                    }
+                    Err(e) => return Err(self.inner.device.daemon_mem_error("register", &e)),
+                }
+            }
+        };
+        let (stag, mem) = stag;
+        Ok(Mr::new(
+            self.clone(),
+            stag,
+            base.start(),
+            access,
+            Arc::new(mem),
+        ))
     }
 
     /// True if `other` is this domain (or a clone of it).
     pub(crate) fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
+}
+
+/// Memory iwarpd can map: `mem` itself if it is a memory file, else a copy of it in one
+/// (memory handed over with `register` lives in this process only, so through the daemon
+/// it is copied once, at registration, and the region is the copy).
+fn shared(mem: Storage) -> Result<Storage, MemError> {
+    if mem.fd().is_some() || mem.is_empty() {
+        return Ok(mem);
+    }
+    let copy = alloc(mem.len())?;
+    if let (Ok(src), Ok(mut dst)) = (mem.view(0, mem.len()), copy.view_mut(0, mem.len())) {
+        dst.copy_from_slice(&src);
+    }
+    Ok(copy)
 }
 
 /// `len` zeroed octets of shared memory.

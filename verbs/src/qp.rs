@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use offload_engine::QpInit;
-use rdmap::{PostError, QpState, RecvWr, SendWr};
+use rdmap::{Completion, PostError, QpState, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
+
+use crate::daemon::qp::DaemonQp;
 
 use crate::cq::{Cq, Srq};
 use crate::mr::Mr;
@@ -86,8 +88,103 @@ impl QpConfig {
     }
 }
 
+/// The queue pair behind a [`Qp`]: in this process's engine, or in iwarpd.
+pub(crate) enum QpImpl {
+    Embedded(offload_engine::Qp),
+    Daemon(DaemonQp),
+}
+
+/// The completion of one request posted by an async method.
+pub(crate) enum Notified {
+    Embedded(offload_engine::CompletionFuture),
+    Daemon(futures::channel::oneshot::Receiver<Completion>, WcOpcode),
+}
+
+impl Notified {
+    pub(crate) async fn wait(self) -> Completion {
+        match self {
+            Self::Embedded(f) => f.await,
+            // The pump is gone (the queue pair was dropped or iwarpd went away): the request
+            // ended with the queue pair.
+            Self::Daemon(rx, op) => rx.await.unwrap_or_else(|_| {
+                let q = if matches!(op, WcOpcode::Recv) {
+                    Queue::Recv
+                } else {
+                    Queue::Send
+                };
+                Completion::new(0, q, op, WcStatus::Flushed)
+            }),
+        }
+    }
+}
+
+macro_rules! either {
+    ($qp:expr, $q:ident => $e:expr) => {
+        match $qp {
+            QpImpl::Embedded($q) => $e,
+            QpImpl::Daemon($q) => $e,
+        }
+    };
+}
+
+impl QpImpl {
+    pub(crate) fn num(&self) -> QpNum {
+        either!(self, q => q.num())
+    }
+    fn stats(&self) -> rdmap::StreamStats {
+        either!(self, q => q.stats())
+    }
+    fn state(&self) -> QpState {
+        either!(self, q => q.state())
+    }
+    fn ird_ord(&self) -> (u16, u16) {
+        either!(self, q => q.ird_ord())
+    }
+    fn mulpdu(&self) -> u16 {
+        either!(self, q => q.mulpdu())
+    }
+    fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        either!(self, q => q.post_send(wr))
+    }
+    fn post_send_batch<I: IntoIterator<Item = SendWr>>(
+        &self,
+        wrs: I,
+    ) -> Result<(), (usize, PostError)> {
+        either!(self, q => q.post_send_batch(wrs))
+    }
+    fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        either!(self, q => q.post_recv(wr))
+    }
+    pub(crate) fn post_send_notify(&self, wr: SendWr) -> Result<Notified, PostError> {
+        match self {
+            Self::Embedded(q) => q.post_send_notify(wr).map(Notified::Embedded),
+            Self::Daemon(q) => {
+                let op = wr.op.wc_opcode();
+                q.post_send_notify(wr).map(|rx| Notified::Daemon(rx, op))
+            }
+        }
+    }
+    pub(crate) fn post_recv_notify(&self, wr: RecvWr) -> Result<Notified, PostError> {
+        match self {
+            Self::Embedded(q) => q.post_recv_notify(wr).map(Notified::Embedded),
+            Self::Daemon(q) => q
+                .post_recv_notify(wr)
+                .map(|rx| Notified::Daemon(rx, WcOpcode::Recv)),
+        }
+    }
+    fn disconnect(&self) {
+        either!(self, q => q.disconnect())
+    }
+    async fn closed(&self) -> QpEnd {
+        either!(self, q => q.closed().await)
+    }
+    fn poll_input(&self) -> bool {
+        either!(self, q => q.poll_input())
+    }
+}
+
 pub(crate) struct Inner {
-    pub(crate) qp: offload_engine::Qp,
+    pub(crate) qp: QpImpl,
     pub(crate) pd: Pd,
     /// An 8-octet sink for the original values of Atomics run by the async methods (the
     /// value comes back in the completion; what lands here is never read).
@@ -136,6 +233,14 @@ impl fmt::Debug for Qp {
 
 impl Qp {
     pub(crate) fn new(qp: offload_engine::Qp, pd: Pd) -> Self {
+        Self::with(QpImpl::Embedded(qp), pd)
+    }
+
+    pub(crate) fn from_daemon(qp: DaemonQp, pd: Pd) -> Self {
+        Self::with(QpImpl::Daemon(qp), pd)
+    }
+
+    fn with(qp: QpImpl, pd: Pd) -> Self {
         Self {
             inner: Arc::new(Inner {
                 qp,

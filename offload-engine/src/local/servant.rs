@@ -188,6 +188,7 @@ impl Run {
                 self.seg.unpark(Side::Daemon);
                 continue;
             }
+            let mut popped = None;
             tokio::select! {
                 _ = bell.wait() => {}
                 how = &mut closed, if end.is_none() => {
@@ -200,10 +201,15 @@ impl Run {
                     }
                 }
                 _ = self.stop.notified(), if !stopping => stopping = true,
-                _ = std::future::poll_fn(|cx| self.cq.poll_next(cx).map(|_| ())), if self.cq.is_empty() => {}
+                wc = std::future::poll_fn(|cx| self.cq.poll_next(cx)) => popped = Some(wc),
                 _ = tokio::time::sleep(Duration::from_millis(1)), if !self.backlog.is_empty() => {}
             }
             self.seg.unpark(Side::Daemon);
+            match popped {
+                Some(Ok(w)) => self.finish(w.wc),
+                Some(Err(_)) => self.overrun(),
+                None => {}
+            }
         }
     }
 
@@ -284,16 +290,20 @@ impl Run {
     fn collect(&mut self) -> bool {
         let mut got = Vec::new();
         if self.cq.poll_with(usize::MAX, |w| got.push(w.wc)).is_err() {
-            // Cannot happen (the queue holds every request the servant let in); if it
-            // did, completions were lost: end the queue pair rather than hang the client.
-            tracing::error!(qp = %self.qp.num(), "servant completion queue overrun");
-            self.qp.disconnect();
+            self.overrun();
         }
         let any = !got.is_empty();
         for wc in got {
             self.finish(wc);
         }
         any
+    }
+
+    /// Cannot happen (the queue holds every request the servant let in); if it did,
+    /// completions were lost: end the queue pair rather than hang the client.
+    fn overrun(&self) {
+        tracing::error!(qp = %self.qp.num(), "servant completion queue overrun");
+        self.qp.disconnect();
     }
 
     /// Pushes the backlog into the client's ring and rings it if it sleeps; true if

@@ -106,7 +106,7 @@ async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
     let mut opened = false;
     loop {
         loop {
-            let msg = match inbox.next(|h: &Header| request_fds(h.func)) {
+            let msg = match inbox.next(|h: &Header, _: &[u8]| request_fds(h.func)) {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(e) => return e,
@@ -183,6 +183,7 @@ async fn write_loop(stream: Arc<UnixStream>, mut rx: mpsc::Receiver<Out>) {
 }
 
 async fn reply(s: &Session, h: Header, r: Reply, fds: Vec<OwnedFd>) {
+    tracing::trace!(func = h.func, txn = h.txn, fds = fds.len(), "reply");
     let _ = s
         .out
         .send(Out {
@@ -458,6 +459,7 @@ where
     let (qp, private) = establish(init)
         .await
         .map_err(|e| err(error::CONNECT, e.to_string()))?;
+    tracing::debug!(qp = %qp.num(), "local client's queue pair connected");
     let fds = [seg.fd(), to_daemon.as_fd(), to_client.as_fd()]
         .iter()
         .map(|f| f.try_clone_to_owned())

@@ -1,0 +1,327 @@
+//! Daemon mode's library side (seed 002's host module driver): a [`Device`](crate::Device)
+//! whose engine is the local `iwarpd`, reached over its control socket
+//! ([`Client`]), with one shared-memory segment per queue pair ([`qp`]).
+//!
+//! Requests are answered by a reader thread (so that a synchronous verb such as
+//! `alloc_pd` can wait for its reply from inside an async task without needing the
+//! runtime); replies are matched to requests by their transaction context. The same
+//! thread turns events into connection requests and queue pair ends.
+
+pub(crate) mod qp;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use ipc::channel::{Inbox, RecvError, send_all};
+use ipc::control::{Event, Reply, Request, end, func, reply_fds};
+use rdmap::{QpEnd, TermCode};
+use tokio::sync::{mpsc, watch};
+
+/// What went wrong talking to `iwarpd`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DaemonError {
+    /// The daemon cannot be reached, or went away: the message names the socket and what
+    /// to do.
+    Unreachable(String),
+    /// The daemon refused the request: its reason.
+    Refused(String),
+}
+
+impl fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreachable(m) | Self::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+impl From<DaemonError> for io::Error {
+    fn from(e: DaemonError) -> Self {
+        match e {
+            DaemonError::Unreachable(m) => Self::new(io::ErrorKind::NotConnected, m),
+            DaemonError::Refused(m) => Self::other(m),
+        }
+    }
+}
+
+/// A connection request the daemon announced.
+#[derive(Debug)]
+pub(crate) struct IncomingEvent {
+    pub(crate) id: u32,
+    pub(crate) peer: SocketAddr,
+    pub(crate) private: Bytes,
+}
+
+type Answer = Result<(Reply, Vec<OwnedFd>), DaemonError>;
+
+#[derive(Default)]
+struct Dispatch {
+    waiting: HashMap<u64, oneshot::Sender<Answer>>,
+    listeners: HashMap<u32, mpsc::UnboundedSender<IncomingEvent>>,
+    qps: HashMap<u32, watch::Sender<Option<QpEnd>>>,
+    gone: Option<String>,
+}
+
+/// The control connection to the local `iwarpd`.
+pub(crate) struct Client {
+    path: PathBuf,
+    /// The path as text for `Copy` errors: leaked once per device opened.
+    path_str: &'static str,
+    sock: UnixStream,
+    send: Mutex<()>,
+    next_txn: AtomicU64,
+    dispatch: Arc<Mutex<Dispatch>>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("path", &self.path).finish()
+    }
+}
+
+fn lock(d: &Mutex<Dispatch>) -> std::sync::MutexGuard<'_, Dispatch> {
+    d.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Client {
+    /// Connects to the daemon at `path` and opens the device.
+    pub(crate) fn connect(path: &Path) -> Result<Arc<Self>, DaemonError> {
+        let sock = UnixStream::connect(path).map_err(|e| {
+            DaemonError::Unreachable(format!(
+                "cannot reach iwarpd at {}: {e}. Is it running? Start it with \
+                 `iwarpd --listen 0.0.0.0:4791 --control {}`, or unset IWARP_DEVICE to run \
+                 the engine inside this process",
+                path.display(),
+                path.display()
+            ))
+        })?;
+        let reader = sock
+            .try_clone()
+            .map_err(|e| DaemonError::Unreachable(format!("{}: {e}", path.display())))?;
+        let client = Arc::new(Self {
+            path: path.to_owned(),
+            path_str: Box::leak(path.display().to_string().into_boxed_str()),
+            sock,
+            send: Mutex::new(()),
+            next_txn: AtomicU64::new(1),
+            dispatch: Arc::new(Mutex::new(Dispatch::default())),
+        });
+        let dispatch = client.dispatch.clone();
+        let shown = path.display().to_string();
+        std::thread::Builder::new()
+            .name("iwarp-control".into())
+            .spawn(move || read_loop(reader, dispatch, shown))
+            .map_err(|e| DaemonError::Unreachable(format!("no control thread: {e}")))?;
+        client.call(&Request::Open {
+            pid: std::process::id(),
+        })?;
+        Ok(client)
+    }
+
+    /// The control socket's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The same, as `'static` text.
+    pub(crate) fn path_str(&self) -> &'static str {
+        self.path_str
+    }
+
+    fn start(
+        &self,
+        req: &Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<oneshot::Receiver<Answer>, DaemonError> {
+        let txn = self.next_txn.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut d = lock(&self.dispatch);
+            if let Some(why) = &d.gone {
+                return Err(DaemonError::Unreachable(why.clone()));
+            }
+            d.waiting.insert(txn, tx);
+        }
+        let msg = req.encode(txn);
+        let sent = {
+            let _g = self.send.lock().unwrap_or_else(PoisonError::into_inner);
+            send_all(self.sock.as_fd(), &msg, fds)
+        };
+        if let Err(e) = sent {
+            lock(&self.dispatch).waiting.remove(&txn);
+            return Err(DaemonError::Unreachable(format!(
+                "iwarpd at {} cannot be written to: {e} (it exited or was restarted; open the \
+                 device again)",
+                self.path.display()
+            )));
+        }
+        Ok(rx)
+    }
+
+    fn answer(got: Result<Answer, oneshot::Canceled>, path: &Path) -> Answer {
+        let (reply, fds) = got.unwrap_or_else(|_| {
+            Err(DaemonError::Unreachable(format!(
+                "iwarpd at {} went away",
+                path.display()
+            )))
+        })?;
+        match reply {
+            Reply::Error { text, .. } => Err(DaemonError::Refused(format!("iwarpd: {text}"))),
+            r => Ok((r, fds)),
+        }
+    }
+
+    /// Sends `req` and waits for the reply (blocking this thread for one local round
+    /// trip, as an ioctl to a kernel driver would).
+    pub(crate) fn call(&self, req: &Request) -> Result<Reply, DaemonError> {
+        self.call_with(req, &[]).map(|(r, _)| r)
+    }
+
+    /// [`call`](Self::call) with descriptors attached, returning the reply's.
+    pub(crate) fn call_with(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Answer {
+        let rx = self.start(req, fds)?;
+        Self::answer(futures::executor::block_on(rx), &self.path)
+    }
+
+    /// Sends `req` and awaits the reply.
+    pub(crate) async fn call_async(&self, req: &Request) -> Answer {
+        let rx = self.start(req, &[])?;
+        Self::answer(rx.await, &self.path)
+    }
+
+    /// Sends `req` without waiting for its reply (teardown from `Drop`).
+    pub(crate) fn tell(&self, req: &Request) {
+        if let Ok(rx) = self.start(req, &[]) {
+            drop(rx);
+        }
+    }
+
+    /// Routes the daemon's connection requests on listener `id` to the returned queue.
+    pub(crate) fn listener_events(&self, id: u32) -> mpsc::UnboundedReceiver<IncomingEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.dispatch).listeners.insert(id, tx);
+        rx
+    }
+
+    /// Forgets listener `id`.
+    pub(crate) fn drop_listener(&self, id: u32) {
+        lock(&self.dispatch).listeners.remove(&id);
+        self.tell(&Request::CloseListener { id });
+    }
+
+    /// Where the end of queue pair `id` will be announced.
+    pub(crate) fn qp_end(&self, id: u32) -> watch::Receiver<Option<QpEnd>> {
+        let mut d = lock(&self.dispatch);
+        let gone = d.gone.is_some();
+        let tx = d.qps.entry(id).or_insert_with(|| watch::channel(None).0);
+        if gone {
+            tx.send_replace(Some(QpEnd::ConnectionLost));
+        }
+        tx.subscribe()
+    }
+
+    /// Forgets queue pair `id` and destroys it in the daemon.
+    pub(crate) fn drop_qp(&self, id: u32) {
+        lock(&self.dispatch).qps.remove(&id);
+        self.tell(&Request::DestroyQp { qp: id });
+    }
+}
+
+fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
+    let mut inbox = Inbox::new();
+    let why = 'read: loop {
+        if let Err(e) = inbox.recv(&sock) {
+            break match e {
+                RecvError::Closed => format!(
+                    "iwarpd at {path} closed the connection (it exited or was restarted): its \
+                     queue pairs are gone; open the device again"
+                ),
+                RecvError::Io(e) => format!("the connection to iwarpd at {path} failed: {e}"),
+                RecvError::Malformed(m) => format!("iwarpd at {path} sent garbage: {m}"),
+            };
+        }
+        loop {
+            let msg = match inbox.next(|h, body| reply_fds(h.func, body)) {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => break 'read format!("iwarpd at {path}: {e:?}"),
+            };
+            let h = msg.header;
+            if h.func & func::REPLY != 0 {
+                let reply = Reply::decode(h.func & !func::REPLY, &msg.body);
+                let tx = lock(&dispatch).waiting.remove(&h.txn);
+                if let Some(tx) = tx {
+                    let _ = tx.send(match reply {
+                        Ok(r) => Ok((r, msg.fds)),
+                        Err(m) => Err(DaemonError::Refused(format!("iwarpd's reply: {m}"))),
+                    });
+                }
+                continue;
+            }
+            match Event::decode(h.func, &msg.body) {
+                Ok(Event::Incoming {
+                    listener,
+                    id,
+                    peer,
+                    private,
+                }) => {
+                    if let Some(tx) = lock(&dispatch).listeners.get(&listener) {
+                        let _ = tx.send(IncomingEvent { id, peer, private });
+                    }
+                }
+                Ok(Event::QpEnded { qp, how, term }) => {
+                    let t = TermCode::from_wire(term);
+                    let how = match how {
+                        end::CLOSED => QpEnd::Closed,
+                        end::TERMINATED_BY_PEER => QpEnd::TerminatedByPeer(t),
+                        end::TERMINATED => QpEnd::Terminated(t),
+                        end::TIMED_OUT => QpEnd::TimedOut,
+                        _ => QpEnd::ConnectionLost,
+                    };
+                    let mut d = lock(&dispatch);
+                    let tx = d.qps.entry(qp).or_insert_with(|| watch::channel(None).0);
+                    tx.send_replace(Some(how));
+                }
+                Err(m) => {
+                    tracing::warn!(error = %m, "iwarpd sent an event this library does not know")
+                }
+            }
+        }
+    };
+    tracing::warn!("{why}");
+    let mut d = lock(&dispatch);
+    d.gone = Some(why.clone());
+    for (_, tx) in d.waiting.drain() {
+        let _ = tx.send(Err(DaemonError::Unreachable(why.clone())));
+    }
+    d.listeners.clear();
+    for tx in d.qps.values() {
+        tx.send_if_modified(|end| {
+            let changed = end.is_none();
+            end.get_or_insert(QpEnd::ConnectionLost);
+            changed
+        });
+    }
+}
+
+/// The control socket named by `IWARP_DEVICE` (`unix:PATH`, or `unix` for iwarpd's
+/// default path), if it names one.
+pub(crate) fn from_env() -> Option<PathBuf> {
+    let v = std::env::var("IWARP_DEVICE").ok()?;
+    let v = v.trim();
+    if v == "unix" || v == "daemon" {
+        return Some(ipc::default_control_path());
+    }
+    v.strip_prefix("unix:").map(PathBuf::from)
+}

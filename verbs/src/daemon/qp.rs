@@ -1,0 +1,466 @@
+//! A queue pair whose engine is the local `iwarpd`: work requests go into the send and
+//! receive rings of its shared segment, completions come out of the completion ring.
+//!
+//! A pump task moves completions out of the ring into the application's completion queues
+//! (or to the future of an async method), sleeping on the daemon's doorbell only after it
+//! set its parked word and found the ring empty. Posting writes entries and publishes the
+//! producer index; the daemon's doorbell is rung only if the daemon parked.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::channel::oneshot;
+use ipc::control::{QpInfo, Reply, Request};
+use ipc::qpseg::{Doorbell, QpSegment, Side};
+use ipc::wqe::{EncodeError, decode_cqe, encode_rqe, encode_sqe};
+use offload_engine::{Cq, NOTIFY_BIT};
+use rdmap::{
+    Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendWr, StreamStats,
+    WcOpcode, WcStatus, WrId,
+};
+use tokio::sync::watch;
+
+use super::{Client, DaemonError};
+
+/// The staging area's allocator: a ring of octets, freed in send queue order as the
+/// daemon takes the entries that name them.
+#[derive(Debug)]
+struct Staging {
+    size: u64,
+    head: u64,
+    tail: u64,
+    /// (send queue index, end of its octets) of staged entries not yet taken.
+    live: VecDeque<(u32, u64)>,
+}
+
+impl Staging {
+    fn reclaim(&mut self, taken: u32) {
+        while let Some(&(idx, end)) = self.live.front() {
+            if (taken.wrapping_sub(idx) as i32) <= 0 {
+                break;
+            }
+            self.tail = end;
+            self.live.pop_front();
+        }
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<u32> {
+        let len = (len as u64).next_multiple_of(64);
+        if len > self.size {
+            return None;
+        }
+        let mut start = self.head;
+        let off = start % self.size;
+        if off + len > self.size {
+            start += self.size - off;
+        }
+        if start + len - self.tail > self.size {
+            return None;
+        }
+        self.head = start + len;
+        Some((start % self.size) as u32)
+    }
+}
+
+struct Routes {
+    send_cq: Cq,
+    recv_cq: Cq,
+    waiters: Mutex<HashMap<WrId, oneshot::Sender<Completion>>>,
+}
+
+/// What the handle and the pump share.
+struct Shared {
+    num: QpNum,
+    seg: QpSegment,
+    to_daemon: Doorbell,
+    routes: Routes,
+}
+
+impl Shared {
+    /// Moves every completion in the ring to where it goes; true if there were any.
+    fn drain(&self) -> bool {
+        let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+        loop {
+            let e = match self.seg.cq_pop() {
+                Ok(Some(e)) => e,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::error!(qp = %self.num, "iwarpd's completion index is garbage");
+                    break;
+                }
+            };
+            let Ok(wc) = decode_cqe(&e) else {
+                tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
+                continue;
+            };
+            if wc.wr_id & NOTIFY_BIT != 0 {
+                let tx = self
+                    .routes
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&wc.wr_id);
+                if let Some(tx) = tx {
+                    let _ = tx.send(wc);
+                }
+                continue;
+            }
+            match wc.queue {
+                Queue::Send => sends.push(wc),
+                Queue::Recv => recvs.push(wc),
+            }
+        }
+        let any = !sends.is_empty() || !recvs.is_empty();
+        if !sends.is_empty() {
+            self.routes.send_cq.deliver(self.num, sends.into_iter());
+        }
+        if !recvs.is_empty() {
+            self.routes.recv_cq.deliver(self.num, recvs.into_iter());
+        }
+        any
+    }
+
+    fn ring_daemon(&self) {
+        if self.seg.must_wake(Side::Daemon) {
+            self.to_daemon.ring();
+        }
+    }
+}
+
+/// A queue pair served by `iwarpd`.
+pub(crate) struct DaemonQp {
+    client: Arc<Client>,
+    id: u32,
+    info: QpInfo,
+    shared: Arc<Shared>,
+    post: Mutex<Staging>,
+    next_notify: AtomicU64,
+    end: watch::Receiver<Option<QpEnd>>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for DaemonQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonQp")
+            .field("num", &self.shared.num)
+            .field("daemon", &self.client.path())
+            .finish()
+    }
+}
+
+impl Drop for DaemonQp {
+    fn drop(&mut self) {
+        self.pump.abort();
+        self.client.drop_qp(self.id);
+    }
+}
+
+impl DaemonQp {
+    /// Maps the segment and doorbells of a queue pair the daemon connected (the reply to
+    /// Connect or Accept) and starts its pump.
+    pub(crate) fn start(
+        client: &Arc<Client>,
+        reply: Reply,
+        mut fds: Vec<OwnedFd>,
+        send_cq: Cq,
+        recv_cq: Cq,
+    ) -> Result<Self, DaemonError> {
+        let Reply::Qp(info) = reply else {
+            return Err(DaemonError::Refused(
+                "iwarpd answered with no queue pair".into(),
+            ));
+        };
+        let bad = |what: String| DaemonError::Refused(format!("iwarpd's queue pair: {what}"));
+        if fds.len() != 3 {
+            return Err(bad("descriptors missing".into()));
+        }
+        let to_client = Doorbell::from_fd(fds.pop().unwrap_or_else(|| unreachable!()));
+        let to_daemon = Doorbell::from_fd(fds.pop().unwrap_or_else(|| unreachable!()));
+        let seg_fd = fds.pop().unwrap_or_else(|| unreachable!());
+        let seg = QpSegment::map(std::fs::File::from(seg_fd), info.geometry)
+            .map_err(|e| bad(e.to_string()))?;
+        let to_client = to_client.into_async().map_err(|e| bad(e.to_string()))?;
+        let id = info.qp;
+        let shared = Arc::new(Shared {
+            num: QpNum(info.num),
+            seg,
+            to_daemon,
+            routes: Routes {
+                send_cq,
+                recv_cq,
+                waiters: Mutex::new(HashMap::new()),
+            },
+        });
+        let pump = tokio::spawn(pump(shared.clone(), to_client));
+        Ok(Self {
+            client: client.clone(),
+            id,
+            post: Mutex::new(Staging {
+                size: u64::from(info.geometry.staging),
+                head: 0,
+                tail: 0,
+                live: VecDeque::new(),
+            }),
+            info,
+            shared,
+            next_notify: AtomicU64::new(0),
+            end: client.qp_end(id),
+            pump,
+        })
+    }
+
+    pub(crate) fn num(&self) -> QpNum {
+        self.shared.num
+    }
+
+    pub(crate) fn ird_ord(&self) -> (u16, u16) {
+        (self.info.ird, self.info.ord)
+    }
+
+    pub(crate) fn mulpdu(&self) -> u16 {
+        self.info.mulpdu
+    }
+
+    pub(crate) fn private_data(&self) -> &bytes::Bytes {
+        &self.info.private
+    }
+
+    pub(crate) fn state(&self) -> QpState {
+        if self.end.borrow().is_some() {
+            QpState::Error
+        } else {
+            QpState::Rts
+        }
+    }
+
+    pub(crate) fn stats(&self) -> StreamStats {
+        let mut s = StreamStats::default();
+        if let Ok(Reply::QpCounters(c)) = self.client.call(&Request::QueryQp { qp: self.id }) {
+            s.fpdus_sent = c.fpdus_sent;
+            s.fpdus_received = c.fpdus_received;
+            s.bytes_placed = c.bytes_placed;
+            s.bytes_sent_in_place = c.bytes_sent_in_place;
+            s.bytes_received_in_place = c.bytes_received_in_place;
+        }
+        s
+    }
+
+    pub(crate) fn disconnect(&self) {
+        self.client.tell(&Request::Disconnect { qp: self.id });
+    }
+
+    pub(crate) async fn closed(&self) -> QpEnd {
+        let mut rx = self.end.clone();
+        loop {
+            if let Some(end) = *rx.borrow_and_update() {
+                return end;
+            }
+            if rx.changed().await.is_err() {
+                return QpEnd::ConnectionLost;
+            }
+        }
+    }
+
+    /// Takes what the completion ring holds now (busy-poll mode).
+    pub(crate) fn poll_input(&self) -> bool {
+        self.shared.drain()
+    }
+
+    pub(crate) fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        self.post_send_batch(std::iter::once(wr))
+            .map_err(|(_, e)| e)
+    }
+
+    pub(crate) fn post_send_batch<I>(&self, wrs: I) -> Result<(), (usize, PostError)>
+    where
+        I: IntoIterator<Item = SendWr>,
+    {
+        self.post_sends(wrs.into_iter().map(|wr| (wr, false)))
+    }
+
+    /// Writes the entries, publishes them together and rings the daemon once.
+    fn post_sends(
+        &self,
+        wrs: impl Iterator<Item = (SendWr, bool)>,
+    ) -> Result<(), (usize, PostError)> {
+        let seg = &self.shared.seg;
+        let mut staging = self.post.lock().unwrap_or_else(PoisonError::into_inner);
+        staging.reclaim(seg.sq_cons_done().0);
+        let mut room = seg.sq_room();
+        let mut n = 0u32;
+        let mut failed = None;
+        for (wr, internal) in wrs {
+            if !internal && wr.wr_id & NOTIFY_BIT != 0 {
+                failed = Some(PostError::ReservedWrId);
+                break;
+            }
+            if room == 0 {
+                failed = Some(PostError::QueueFull);
+                break;
+            }
+            let idx = seg.sq_prod().wrapping_add(n);
+            let mut staged_end = None;
+            let encoded = encode_sqe(&wr, &mut |data| {
+                let at = staging.alloc(data.len())?;
+                seg.stage(at, data);
+                staged_end = Some(staging.head);
+                Some(at)
+            });
+            match encoded {
+                Ok(e) => {
+                    if let Some(end) = staged_end {
+                        staging.live.push_back((idx, end));
+                    }
+                    seg.sq_write(n, &e);
+                    n += 1;
+                    room -= 1;
+                }
+                Err(EncodeError::NoStagingRoom) => {
+                    failed = Some(PostError::QueueFull);
+                    break;
+                }
+                Err(EncodeError::TooManyEntries { max }) => {
+                    tracing::warn!(
+                        max,
+                        "a gather list longer than iwarpd's send queue entries hold"
+                    );
+                    // It completes at once with a local length error, as a request the
+                    // RNIC cannot take.
+                    let mut wc = Completion::new(
+                        wr.wr_id,
+                        Queue::Send,
+                        wr.op.wc_opcode(),
+                        WcStatus::LocalLength,
+                    );
+                    wc.byte_len = 0;
+                    self.complete_locally(wc);
+                }
+            }
+        }
+        if n > 0 {
+            seg.sq_publish(n);
+        }
+        drop(staging);
+        if n > 0 {
+            self.shared.ring_daemon();
+        }
+        match failed {
+            None => Ok(()),
+            Some(e) => Err((n as usize, e)),
+        }
+    }
+
+    fn complete_locally(&self, wc: Completion) {
+        if wc.wr_id & NOTIFY_BIT != 0 {
+            let tx = self
+                .shared
+                .routes
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&wc.wr_id);
+            if let Some(tx) = tx {
+                let _ = tx.send(wc);
+            }
+            return;
+        }
+        let cq = match wc.queue {
+            Queue::Send => &self.shared.routes.send_cq,
+            Queue::Recv => &self.shared.routes.recv_cq,
+        };
+        cq.deliver(self.shared.num, std::iter::once(wc));
+    }
+
+    pub(crate) fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        if wr.wr_id & NOTIFY_BIT != 0 {
+            return Err(PostError::ReservedWrId);
+        }
+        self.push_recv(wr)
+    }
+
+    fn push_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        let Ok(e) = encode_rqe(&wr) else {
+            let wc = Completion::new(wr.wr_id, Queue::Recv, WcOpcode::Recv, WcStatus::LocalLength);
+            self.complete_locally(wc);
+            return Ok(());
+        };
+        if !self.shared.seg.rq_push(&e) {
+            return Err(PostError::QueueFull);
+        }
+        self.shared.ring_daemon();
+        Ok(())
+    }
+
+    fn notify_id(&self) -> (WrId, oneshot::Receiver<Completion>) {
+        let id = NOTIFY_BIT | self.next_notify.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.shared
+            .routes
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, tx);
+        (id, rx)
+    }
+
+    fn forget(&self, id: WrId) {
+        self.shared
+            .routes
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// Posts `wr` signaled, its completion going to the returned receiver.
+    pub(crate) fn post_send_notify(
+        &self,
+        mut wr: SendWr,
+    ) -> Result<oneshot::Receiver<Completion>, PostError> {
+        let (id, rx) = self.notify_id();
+        wr.wr_id = id;
+        wr.flags = wr.flags | SendFlags::SIGNALED;
+        match self.post_sends(std::iter::once((wr, true))) {
+            Ok(()) => Ok(rx),
+            Err((_, e)) => {
+                self.forget(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Posts `wr`, its completion going to the returned receiver.
+    pub(crate) fn post_recv_notify(
+        &self,
+        mut wr: RecvWr,
+    ) -> Result<oneshot::Receiver<Completion>, PostError> {
+        let (id, rx) = self.notify_id();
+        wr.wr_id = id;
+        match self.push_recv(wr) {
+            Ok(()) => Ok(rx),
+            Err(e) => {
+                self.forget(id);
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn pump(shared: Arc<Shared>, bell: shm::AsyncDoorbell) {
+    loop {
+        if shared.drain() {
+            continue;
+        }
+        shared.seg.park(Side::Client);
+        if shared.drain() {
+            shared.seg.unpark(Side::Client);
+            continue;
+        }
+        if bell.wait().await.is_err() {
+            return;
+        }
+        shared.seg.unpark(Side::Client);
+    }
+}

@@ -1,0 +1,216 @@
+//! Daemon mode end to end: an `iwarpd` local service (served here over a real Unix socket,
+//! with real shared memory) and applications attached to it through `verbs`, against each
+//! other and against an embedded device.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use offload_engine::local::{LocalLimits, bind, serve};
+use offload_engine::{Engine, EngineConfig};
+use verbs::bytes::Bytes;
+use verbs::{
+    Access, Device, DeviceConfig, MemError, Payload, QpConfig, QpEnd, RecvWr, RemoteBuf, SendFlags,
+    SendOp, SendWr, WcOpcode,
+};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// A local service on a fresh socket, on a runtime of its own (as iwarpd is another
+/// process: the library's synchronous verbs block their thread for the reply).
+async fn daemon(name: &str) -> PathBuf {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let path = std::env::temp_dir().join(format!("iwarpd-test-{}-{name}.sock", std::process::id()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let listener = bind(&p).await.unwrap();
+            tx.send(()).unwrap();
+            serve(
+                Engine::new(EngineConfig::default()),
+                listener,
+                LocalLimits::default(),
+            )
+            .await;
+        });
+    });
+    rx.recv().unwrap();
+    path
+}
+
+fn any_port() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
+    let path = daemon("pair").await;
+    let server = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    assert_eq!(server.daemon_path(), Some(path.as_path()));
+
+    let spd = server.alloc_pd();
+    let shared = spd.alloc_mr(
+        1 << 20,
+        Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC | Access::LOCAL_WRITE,
+    )?;
+    shared.write(0, &[0u8; 8])?;
+    let inbox = spd.alloc_mr(4096, Access::LOCAL_WRITE)?;
+    let scq = server.create_cq(64);
+    let listener = server.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = shared.remote().encode();
+    let cfg = QpConfig::new(&scq).recv(RecvWr {
+        wr_id: 7,
+        sgl: [inbox.local(..)].into(),
+    });
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        assert_eq!(&inc.private_data()[..], b"hello");
+        Ok::<_, Error>(inc.accept(&spd, cfg, &advert).await?)
+    });
+
+    let cpd = client.alloc_pd();
+    let ccq = client.create_cq(64);
+    let conn = client
+        .connect(&cpd, addr, QpConfig::new(&ccq), b"hello")
+        .await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let qp = conn.qp;
+    let _sqp = accepting.await??;
+
+    // Write from a registered region, in place; read it back into another.
+    let src = cpd.alloc_mr(256 << 10, Access::LOCAL_WRITE)?;
+    let pattern: Vec<u8> = (0..256 << 10).map(|i| (i * 7 % 251) as u8).collect();
+    src.write(0, &pattern)?;
+    qp.exec(
+        SendOp::Write {
+            data: Payload::Sgl([src.local(..)].into()),
+            dst: remote.slice(4096, 256 << 10),
+        },
+        SendFlags::NONE,
+    )
+    .await?;
+    // A Write completes when the socket took it; the Read after it returns once the
+    // responder has placed it (RDMA ordering), so the data is there by then.
+    let sink = cpd.alloc_mr(256 << 10, Access::LOCAL_WRITE)?;
+    qp.read(remote.slice(4096, 256 << 10), &sink).await?;
+    assert!(sink.read(..)? == pattern, "read back what was written");
+    assert!(
+        shared.read(4096..4096 + (256 << 10))? == pattern,
+        "placed in place"
+    );
+
+    // Owned bytes: inline in the entry, and staged.
+    qp.write(Bytes::from_static(b"inline bytes"), remote)
+        .await?;
+    let big = Bytes::from(vec![0x5a; 100_000]);
+    qp.write(big.clone(), remote.slice(8192, 100_000)).await?;
+    qp.read(remote.slice(0, 1), &sink).await?;
+    assert_eq!(shared.read(..12)?, b"inline bytes");
+    assert!(shared.read(8192..108_192)? == big, "staged payload placed");
+
+    // A Send lands in the receive posted at accept; its completion on the server's CQ.
+    qp.send(Bytes::from_static(b"ping")).await?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), scq.next()).await??;
+    assert_eq!(
+        (wc.wc.wr_id, wc.wc.byte_len, wc.wc.opcode),
+        (7, 4, WcOpcode::Recv)
+    );
+    assert_eq!(inbox.read(..4)?, b"ping");
+
+    // Atomics return the original value.
+    let orig = qp.fetch_add(remote.slice(0, 8), 5).await?;
+    assert_eq!(orig, u64::from_le_bytes(*b"inline b"));
+
+    // Raw verbs: a batch, unsignaled but the last, completions on the CQ.
+    let wrs = (0..64u64).map(|i| SendWr {
+        wr_id: i,
+        op: SendOp::Write {
+            data: Payload::Sgl([src.local(0..1024)].into()),
+            dst: remote.slice(0, 1024),
+        },
+        flags: if i == 63 {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::NONE
+        },
+    });
+    qp.post_send_batch(wrs)
+        .map_err(|(n, e)| format!("{n}: {e}"))?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next()).await??;
+    assert_eq!(wc.wc.wr_id, 63);
+    assert!(ccq.is_empty());
+    assert!(qp.stats().fpdus_sent > 64);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Result<(), Error> {
+    let path = daemon("mixed").await;
+    let embedded = Device::open(DeviceConfig::default().embedded());
+    let attached = Device::try_open(DeviceConfig::default().daemon(&path))?;
+
+    let epd = embedded.alloc_pd();
+    let region = epd.alloc_mr(64 << 10, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+    let ecq = embedded.create_cq(16);
+    let listener = embedded.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = region.remote().encode();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        Ok::<_, Error>(inc.accept(&epd, QpConfig::new(&ecq), &advert).await?)
+    });
+    let apd = attached.alloc_pd();
+    let acq = attached.create_cq(16);
+    let conn = attached
+        .connect(&apd, addr, QpConfig::new(&acq), b"")
+        .await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let eqp = accepting.await??;
+    conn.qp
+        .write(Bytes::from_static(b"from the daemon"), remote)
+        .await?;
+    let sink = apd.alloc_mr(15, Access::LOCAL_WRITE)?;
+    conn.qp.read(remote.slice(0, 15), &sink).await?;
+    assert_eq!(region.read(..15)?, b"from the daemon");
+    assert_eq!(sink.read(..)?, b"from the daemon");
+
+    // The embedded side closes; the attached side learns it through the daemon.
+    eqp.disconnect();
+    let end = tokio::time::timeout(Duration::from_secs(10), conn.qp.closed()).await?;
+    assert_eq!(end, QpEnd::Closed);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_socket_and_what_is_missing() -> Result<(), Error> {
+    let missing = std::env::temp_dir().join("iwarpd-test-no-such.sock");
+    let e = Device::try_open(DeviceConfig::default().daemon(&missing)).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains(&missing.display().to_string()), "{text}");
+    assert!(text.contains("Is it running?"), "{text}");
+
+    let path = daemon("unsupported").await;
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd();
+    let e = pd.alloc_mw(verbs::MwType::One).unwrap_err();
+    assert!(matches!(e, MemError::Daemon { .. }), "{e}");
+    assert!(
+        e.to_string().contains("not available through iwarpd"),
+        "{e}"
+    );
+    // Memory the application hands over is copied once into shared memory.
+    let mr = pd.register(vec![3u8; 1000], Access::LOCAL_WRITE)?;
+    assert!(mr.is_shared_memory());
+    assert_eq!(mr.read(..4)?, [3, 3, 3, 3]);
+    assert_eq!(dev.stats().memory_entries, 1);
+    drop(mr);
+    assert_eq!(dev.stats().memory_entries, 0);
+    Ok(())
+}
