@@ -40,6 +40,9 @@ usage: iwperf TEST [options] [server-address]
   --first-delay MS  client: wait MS after each MPA Reply before the first FPDU
                     (siw hazard A; default 200, 0 = off)
   --timeout SECS    per-step timeout (default 30)
+  --daemon PATH     go through the local iwarpd listening on this control socket
+                    (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
+                    settings, CRC included, then apply)
   -h, --help        this text
   A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
@@ -184,6 +187,8 @@ pub struct Opts {
     pub first_delay: Duration,
     /// Per-step timeout.
     pub timeout: Duration,
+    /// `--daemon PATH`: go through the local iwarpd at this control socket.
+    pub daemon: Option<std::path::PathBuf>,
 }
 
 impl Opts {
@@ -208,6 +213,7 @@ impl Opts {
             large_fpdus: false,
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(30),
+            daemon: None,
         }
     }
 
@@ -241,6 +247,7 @@ impl Opts {
                 "--json" => o.json = true,
                 "--crc" => o.crc = true,
                 "--large-fpdus" => o.large_fpdus = true,
+                "--daemon" => o.daemon = Some(val("--daemon")?.into()),
                 "-d" => {
                     val("-d")?;
                 }
@@ -341,7 +348,7 @@ impl Opts {
     /// The device configuration: MPA revision 2, the test's IRD/ORD, CRC as asked.
     pub fn device_config(&self) -> DeviceConfig {
         let (ird, ord) = self.test.ird_ord();
-        DeviceConfig::default()
+        let cfg = DeviceConfig::default()
             .mpa_revision(2)
             .ird_ord(ird, ord)
             .crc(self.crc)
@@ -350,7 +357,11 @@ impl Opts {
             .queue_depths(QUEUE_DEPTH, QUEUE_DEPTH)
             .p2p(false, RtrFlags::NONE)
             .connect_timeout(self.timeout)
-            .mpa_timeout(self.timeout)
+            .mpa_timeout(self.timeout);
+        match &self.daemon {
+            Some(path) => cfg.daemon(path),
+            None => cfg,
+        }
     }
 }
 

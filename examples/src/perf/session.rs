@@ -51,7 +51,7 @@ impl Session {
     /// The client: connects to `opts.socket_addr()`, retrying while the server is not
     /// listening yet (perftest's `retry_rdma_connect`).
     pub async fn client(opts: &Opts) -> Result<Self, Error> {
-        let dev = Device::open(opts.device_config());
+        let dev = Device::try_open(opts.device_config())?;
         let pd = dev.alloc_pd();
         let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Client, opts.timeout)?;
         let c = connect(opts, &dev, &pd, cfg, "the side-channel connection").await?;

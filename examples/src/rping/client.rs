@@ -25,7 +25,7 @@ pub struct ClientStats {
 /// Connects to `opts.socket_addr()` and runs `opts.count` pings (forever if 0). Prints
 /// `ping data: ...` per ping with `-v`; fails on the first error or (with `-V`) mismatch.
 pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
-    let dev = Device::open(opts.device_config());
+    let dev = Device::try_open(opts.device_config())?;
     let pd = dev.alloc_pd();
     let size = opts.size;
     let source = pd.register_va(

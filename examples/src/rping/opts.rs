@@ -48,6 +48,8 @@ pub struct Opts {
     pub first_delay: Duration,
     /// `--timeout SECS`: how long any one step may take (default 10 s).
     pub timeout: Duration,
+    /// `--daemon PATH`: go through the local iwarpd at this control socket.
+    pub daemon: Option<std::path::PathBuf>,
 }
 
 impl Default for Opts {
@@ -66,6 +68,7 @@ impl Default for Opts {
             p2p: false,
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(10),
+            daemon: None,
         }
     }
 }
@@ -75,7 +78,7 @@ pub const HELP: &str = "\
 iwarp-rping: rdma-core's rping on this iWARP stack (interoperates with Linux siw rping)
 
 USAGE: iwarp-rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d] [-P]
-                   [--crc] [--p2p] [--first-delay MS] [--timeout SECS]
+                   [--crc] [--p2p] [--first-delay MS] [--timeout SECS] [--daemon PATH]
 
   -s               server: listen on ADDR:PORT (default 0.0.0.0)
   -c               client: connect to ADDR:PORT
@@ -93,6 +96,9 @@ USAGE: iwarp-rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d]
                    (default 200; works around siw missing an FPDU that arrives
                    right after its MPA Reply; 0 turns it off)
   --timeout SECS   how long one step may take (default 10)
+  --daemon PATH    go through the local iwarpd listening on this control socket
+                   (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
+                   settings then apply)
 
 MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 as rping.";
 
@@ -118,6 +124,7 @@ impl Opts {
                 "-P" => o.persistent = true,
                 "--crc" => o.crc = true,
                 "--p2p" => o.p2p = true,
+                "--daemon" => o.daemon = Some(value("--daemon")?.into()),
                 "-a" => {
                     let v = value("-a")?;
                     addr = Some(
@@ -161,7 +168,7 @@ impl Opts {
     /// The device settings: MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 (rping's
     /// `responder_resources` and `initiator_depth`), CRC and peer-to-peer as asked.
     pub fn device_config(&self) -> DeviceConfig {
-        DeviceConfig::default()
+        let cfg = DeviceConfig::default()
             .mpa_revision(2)
             .ird_ord(1, 1)
             .crc(self.crc)
@@ -175,7 +182,11 @@ impl Opts {
                 },
             )
             .connect_timeout(self.timeout)
-            .mpa_timeout(self.timeout)
+            .mpa_timeout(self.timeout);
+        match &self.daemon {
+            Some(path) => cfg.daemon(path),
+            None => cfg,
+        }
     }
 }
 
