@@ -1,0 +1,261 @@
+//! Daemon mode with real processes: an `iwarpd` serving local applications on a control
+//! socket, and `iwperf` / `iwarp-rping` processes attached to it with `--daemon`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
+const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
+
+/// The iwarpd binary of this build (built here if `cargo test -p examples` ran alone).
+fn iwarpd_bin() -> PathBuf {
+    let dir = Path::new(IWPERF).parent().unwrap().to_owned();
+    let bin = dir.join("iwarpd");
+    if !bin.exists() {
+        let profile_release = dir.ends_with("release");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "offload-engine", "--bin", "iwarpd"]);
+        if profile_release {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().unwrap().success(), "build iwarpd");
+    }
+    bin
+}
+
+/// A running iwarpd serving local applications at `sock`; killed on drop.
+struct Iwarpd {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Iwarpd {
+    fn start(name: &str) -> Self {
+        let sock = std::env::temp_dir().join(format!("iwarpd-{}-{name}.sock", std::process::id()));
+        let mut child = Command::new(iwarpd_bin())
+            .args(["--listen", "127.0.0.1:0", "--control"])
+            .arg(&sock)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start iwarpd");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening on"), "{line:?}");
+        let start = Instant::now();
+        while !sock.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no control socket"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, sock }
+    }
+
+    /// Shared-memory regions the daemon has mapped now (its clients' regions).
+    fn mapped_regions(&self) -> usize {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.child.id())).unwrap();
+        maps.lines().filter(|l| l.contains("iwarp-region")).count()
+    }
+}
+
+impl Drop for Iwarpd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(bin: &str, args: &[&str]) -> Child {
+    Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {bin}: {e}"))
+}
+
+fn finish(child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "did not finish within {limit:?}: stdout {} stderr {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+#[test]
+fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
+    let d = Iwarpd::start("tools");
+    let sock = d.sock.to_str().unwrap();
+    let mut pairs = Vec::new();
+    for test in ["write_bw", "send_lat"] {
+        let p = port();
+        let server = spawn(IWPERF, &[test, "--daemon", sock, "-p", &p, "-n", "500"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let client = spawn(
+            IWPERF,
+            &[test, "--daemon", sock, "-p", &p, "-n", "500", "127.0.0.1"],
+        );
+        pairs.push((test, server, client));
+    }
+    for (test, server, client) in pairs {
+        let c = finish(client, Duration::from_secs(60));
+        ok(&c, test);
+        let report = String::from_utf8_lossy(&c.stdout);
+        assert!(
+            report.contains("#bytes"),
+            "{test} printed its table: {report}"
+        );
+        ok(&finish(server, Duration::from_secs(30)), test);
+    }
+
+    let p = port();
+    let server = spawn(
+        RPING,
+        &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", sock],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(
+        RPING,
+        &[
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-C",
+            "20",
+            "-V",
+            "--daemon",
+            sock,
+        ],
+    );
+    ok(&finish(client, Duration::from_secs(60)), "rping client");
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn a_client_killed_with_sigkill_ends_its_connection_and_frees_its_memory() {
+    let d = Iwarpd::start("sigkill");
+    let sock = d.sock.to_str().unwrap();
+    let before = d.mapped_regions();
+    let p = port();
+    let server = spawn(
+        IWPERF,
+        &["write_bw", "--daemon", sock, "-p", &p, "-D", "30"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = spawn(
+        IWPERF,
+        &[
+            "write_bw",
+            "--daemon",
+            sock,
+            "-p",
+            &p,
+            "-D",
+            "30",
+            "127.0.0.1",
+        ],
+    );
+    // Let the test start moving data, then kill the client outright.
+    let start = Instant::now();
+    while d.mapped_regions() < before + 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the clients never registered memory"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    client.kill().unwrap();
+    client.wait().unwrap();
+    // The server's queue pairs end (the daemon closed the killed client's side), so the
+    // server fails long before its 30 s run would have ended.
+    let out = finish(server, Duration::from_secs(20));
+    assert!(!out.status.success(), "the server noticed its peer is gone");
+    // And every region of both processes is released by the daemon.
+    let start = Instant::now();
+    while d.mapped_regions() > before {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "iwarpd still maps {} regions of dead clients",
+            d.mapped_regions() - before
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_daemon_that_goes_away_is_named_in_the_error() {
+    let sock = std::env::temp_dir().join(format!("iwarpd-{}-absent.sock", std::process::id()));
+    let out = finish(
+        spawn(
+            IWPERF,
+            &["write_bw", "--daemon", sock.to_str().unwrap(), "127.0.0.1"],
+        ),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(sock.to_str().unwrap()), "{err}");
+    assert!(err.contains("iwarpd"), "{err}");
+
+    // A daemon killed under a running client: the client's error names the socket.
+    let d = Iwarpd::start("restart");
+    let sock = d.sock.clone();
+    let p = port();
+    let server = spawn(
+        IWPERF,
+        &[
+            "write_bw",
+            "--daemon",
+            sock.to_str().unwrap(),
+            "-p",
+            &p,
+            "-D",
+            "30",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    drop(d);
+    let out = finish(server, Duration::from_secs(20));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(sock.to_str().unwrap()), "{err}");
+}
