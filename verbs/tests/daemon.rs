@@ -214,3 +214,147 @@ async fn errors_name_the_socket_and_what_is_missing() -> Result<(), Error> {
     assert_eq!(dev.stats().memory_entries, 0);
     Ok(())
 }
+
+/// A hand-written client of the control protocol (no `verbs`), to misbehave with.
+mod raw {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+    use std::path::Path;
+
+    use ipc::channel::{Inbox, Message, send_all};
+    use ipc::control::{Event, Reply, Request, func, reply_fds};
+
+    pub(crate) struct Raw {
+        pub(crate) sock: UnixStream,
+        inbox: Inbox,
+        txn: u64,
+    }
+
+    impl Raw {
+        pub(crate) fn connect(path: &Path) -> Self {
+            let mut r = Self {
+                sock: UnixStream::connect(path).unwrap(),
+                inbox: Inbox::new(),
+                txn: 0,
+            };
+            r.call(&Request::Open { pid: 1 });
+            r
+        }
+
+        fn next(&mut self) -> Message {
+            loop {
+                if let Some(m) = self.inbox.next(|h, b| reply_fds(h.func, b)).unwrap() {
+                    return m;
+                }
+                self.inbox.recv(&self.sock).unwrap();
+            }
+        }
+
+        pub(crate) fn call(&mut self, req: &Request) -> (Reply, Vec<OwnedFd>) {
+            self.txn += 1;
+            send_all(self.sock.as_fd(), &req.encode(self.txn), &[]).unwrap();
+            loop {
+                let m = self.next();
+                if m.header.func & func::REPLY != 0 {
+                    assert_eq!(m.header.txn, self.txn);
+                    let r = Reply::decode(m.header.func & !func::REPLY, &m.body).unwrap();
+                    return (r, m.fds);
+                }
+            }
+        }
+
+        pub(crate) fn event(&mut self) -> Event {
+            loop {
+                let m = self.next();
+                if m.header.func & func::REPLY == 0 {
+                    return Event::decode(m.header.func, &m.body).unwrap();
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<(), Error> {
+    use ipc::control::{Event, Reply, Request, end};
+    use ipc::qpseg::{Doorbell, QpSegment, SQE_SIZE, Side};
+
+    let path = daemon("scribble").await;
+    // The peer: an embedded device accepting every connection.
+    let peer = Device::open(DeviceConfig::default().embedded());
+    let ppd = peer.alloc_pd();
+    let region = ppd.alloc_mr(4096, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
+    let pcq = peer.create_cq(64);
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = region.remote().encode();
+    tokio::spawn(async move {
+        let mut qps = Vec::new();
+        while let Ok(inc) = listener.accept().await {
+            qps.push(inc.accept(&ppd, QpConfig::new(&pcq), &advert).await);
+        }
+    });
+
+    // The scribbler: a queue pair whose rings it fills with garbage, in two ways.
+    let p = path.clone();
+    let ends = tokio::task::spawn_blocking(move || {
+        let mut ends = Vec::new();
+        for garbage in [0u8, 1] {
+            let mut raw = raw::Raw::connect(&p);
+            let Reply::Id(pd) = raw.call(&Request::AllocPd).0 else {
+                panic!("no pd")
+            };
+            let (reply, mut fds) = raw.call(&Request::Connect {
+                pd,
+                addr,
+                private: Default::default(),
+                recvs: Vec::new(),
+            });
+            let Reply::Qp(info) = reply else {
+                panic!("no qp: {reply:?}")
+            };
+            let to_daemon = Doorbell::from_fd(fds.remove(1));
+            let seg = QpSegment::map(std::fs::File::from(fds.remove(0)), info.geometry).unwrap();
+            if garbage == 0 {
+                // An entry of no known opcode.
+                seg.sq_write(0, &[0xee; SQE_SIZE]);
+                seg.sq_publish(1);
+            } else {
+                // A producer index far beyond the ring.
+                seg.sq_publish(100_000);
+            }
+            if seg.must_wake(Side::Daemon) {
+                to_daemon.ring();
+            }
+            to_daemon.ring();
+            match raw.event() {
+                Event::QpEnded { qp, how, .. } => {
+                    assert_eq!(qp, info.qp);
+                    ends.push(how);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Garbage on the control channel ends that session only.
+        let mut raw = raw::Raw::connect(&p);
+        use std::io::Write;
+        raw.sock.write_all(&[0xff; 64]).unwrap();
+        ends
+    })
+    .await?;
+    assert_eq!(ends, [end::CLOSED, end::CLOSED]);
+
+    // Another client of the same daemon is unaffected.
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(16);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    conn.qp
+        .write(Bytes::from_static(b"still fine"), remote)
+        .await?;
+    let sink = pd.alloc_mr(10, Access::LOCAL_WRITE)?;
+    conn.qp.read(remote.slice(0, 10), &sink).await?;
+    assert_eq!(sink.read(..)?, b"still fine");
+    Ok(())
+}
