@@ -396,10 +396,11 @@ pub fn request_fds(func: u16) -> usize {
 pub fn reply_fds(func: u16, body: &[u8]) -> usize {
     let ok = body.get(..2) == Some(&[0, 0]);
     let f = func & !func::REPLY;
-    if func & func::REPLY != 0 && ok && (f == func::CONNECT || f == func::ACCEPT) {
-        3
-    } else {
-        0
+    match f {
+        _ if func & func::REPLY == 0 || !ok => 0,
+        func::CONNECT | func::ACCEPT => 3,
+        func::ALLOC_PD => 1,
+        _ => 0,
     }
 }
 
@@ -449,8 +450,15 @@ pub enum Reply {
         /// For the user.
         text: String,
     },
-    /// A number: the device id for Open, the PD for AllocPd, the STag for RegMr.
+    /// A number: the daemon's process id for Open, the STag for RegMr.
     Id(u32),
+    /// A protection domain, with its push region (one memory file attached).
+    Pd {
+        /// The domain.
+        pd: u32,
+        /// Slots of its push region.
+        push_slots: u32,
+    },
     /// A listener: its id and the address it bound.
     Listening {
         /// The listener.
@@ -490,7 +498,11 @@ pub mod error {
 impl Reply {
     /// Memory files attached to it.
     pub fn fds(&self) -> usize {
-        if matches!(self, Self::Qp(_)) { 3 } else { 0 }
+        match self {
+            Self::Qp(_) => 3,
+            Self::Pd { .. } => 1,
+            _ => 0,
+        }
     }
 
     /// The whole message answering function `func`'s transaction `txn`.
@@ -505,6 +517,10 @@ impl Reply {
         match self {
             Self::Done | Self::Error { .. } => {}
             Self::Id(n) => out.put_u32_le(*n),
+            Self::Pd { pd, push_slots } => {
+                out.put_u32_le(*pd);
+                out.put_u32_le(*push_slots);
+            }
             Self::Listening { id, addr } => {
                 out.put_u32_le(*id);
                 put_addr(&mut out, *addr);
@@ -552,7 +568,11 @@ impl Reply {
             });
         }
         let reply = match func {
-            func::OPEN | func::ALLOC_PD | func::REG_MR => Self::Id(r.u32("id")?),
+            func::OPEN | func::REG_MR => Self::Id(r.u32("id")?),
+            func::ALLOC_PD => Self::Pd {
+                pd: r.u32("pd")?,
+                push_slots: r.u32("push slots")?,
+            },
             func::LISTEN => Self::Listening {
                 id: r.u32("id")?,
                 addr: r.addr()?,
@@ -824,7 +844,14 @@ mod tests {
             geometry: crate::qpseg::Geometry::default(),
         };
         let cases = [
-            (func::ALLOC_PD, Reply::Id(3)),
+            (
+                func::ALLOC_PD,
+                Reply::Pd {
+                    pd: 3,
+                    push_slots: 32,
+                },
+            ),
+            (func::OPEN, Reply::Id(3)),
             (func::DEREG_MR, Reply::Done),
             (
                 func::LISTEN,

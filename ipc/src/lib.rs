@@ -8,6 +8,9 @@
 //!   of rings with no per-message framing, and eventfd doorbells rung only when the other
 //!   side is parked.
 //! - [`wqe`]: the fixed layouts of send, receive and completion entries.
+//! - [`push`]: seed 000's push region, one per protection domain: slots where the library
+//!   writes a small request whole, after its twin send queue entry, for the daemon to
+//!   send without looking at the send queue.
 //!
 //! Both directions push (seed 002's push-push): the library pushes work requests and
 //! their inline data into the rings; the daemon pushes completions into the completion
@@ -19,6 +22,7 @@
 pub mod channel;
 mod codec;
 pub mod control;
+pub mod push;
 pub mod qpseg;
 pub mod wqe;
 

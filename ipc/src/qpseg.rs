@@ -44,7 +44,80 @@ const CQ_PROD: usize = 5 * LINE;
 const CQ_CONS: usize = 6 * LINE;
 const DAEMON_PARKED: usize = 7 * LINE;
 const CLIENT_PARKED: usize = 8 * LINE;
+/// Push discards so far (the library's stop rule watches it).
+const PUSH_DISCARDS: usize = 9 * LINE;
+/// Push counters, u64 each: see [`PushCounters`].
+const PUSH_COUNTERS: usize = 10 * LINE;
 const HEADER: usize = 4096;
+
+/// Why the daemon discarded a pushed message (seed 000's conditions, section 1.6).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Discard {
+    /// D3: the twin entry was not at the head of the send queue, or a request of the
+    /// queue pair was part-way through transmission.
+    NotAtHead,
+    /// D4: the connection is back-pressured (octets waiting for socket room).
+    FlowControl,
+    /// D1/D2: no tracking entry free (too many pushed messages in flight).
+    TrackingFull,
+    /// D5: not enough transmit credits in the push share.
+    NoCredits,
+    /// D6: the slot names a queue pair outside the region's domain.
+    Security,
+    /// The slot's entry does not decode, or is not a request that may be pushed.
+    Malformed,
+}
+
+impl Discard {
+    /// Every reason, in counter order.
+    pub const ALL: [Self; 6] = [
+        Self::NotAtHead,
+        Self::FlowControl,
+        Self::TrackingFull,
+        Self::NoCredits,
+        Self::Security,
+        Self::Malformed,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotAtHead => "not_at_head",
+            Self::FlowControl => "flow_control",
+            Self::TrackingFull => "tracking_full",
+            Self::NoCredits => "no_credits",
+            Self::Security => "security",
+            Self::Malformed => "malformed",
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|d| *d == self).unwrap_or(0)
+    }
+}
+
+/// A queue pair's push counters, kept by the daemon in the segment.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushCounters {
+    /// Requests executed from a pushed message.
+    pub executed: u64,
+    /// Requests executed from the send queue (pushed or not).
+    pub sq_path: u64,
+    /// Pushed messages discarded, by reason ([`Discard::ALL`] order).
+    pub discards: [u64; 6],
+}
+
+impl PushCounters {
+    /// Discards of every reason.
+    pub fn discarded(&self) -> u64 {
+        self.discards.iter().sum()
+    }
+
+    /// Discards of `why`.
+    pub fn discards_of(&self, why: Discard) -> u64 {
+        self.discards[why.index()]
+    }
+}
 
 /// The largest ring depth either side accepts.
 pub const MAX_DEPTH: u32 = 1 << 16;
@@ -332,6 +405,50 @@ impl QpSegment {
         self.seg
             .read(self.geo.staging_at() + offset as usize, &mut v);
         Some(v)
+    }
+
+    // ---- push counters ----
+
+    /// Daemon: counts a discard (and moves the word the library's stop rule watches).
+    pub fn count_discard(&self, why: Discard) {
+        self.seg.u32(PUSH_DISCARDS).fetch_add(1, Ordering::Release);
+        self.seg
+            .u64(PUSH_COUNTERS + 16 + 8 * why.index())
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Daemon: counts requests executed from pushed messages and from the send queue.
+    pub fn count_executed(&self, pushed: u64, sq_path: u64) {
+        self.seg
+            .u64(PUSH_COUNTERS)
+            .fetch_add(pushed, Ordering::Relaxed);
+        self.seg
+            .u64(PUSH_COUNTERS + 8)
+            .fetch_add(sq_path, Ordering::Relaxed);
+    }
+
+    /// Discards so far (the library's stop rule).
+    pub fn push_discards(&self) -> u32 {
+        self.seg.u32(PUSH_DISCARDS).load(Ordering::Acquire)
+    }
+
+    /// The push counters.
+    pub fn push_counters(&self) -> PushCounters {
+        let get = |i: usize| self.seg.u64(PUSH_COUNTERS + 8 * i).load(Ordering::Relaxed);
+        let mut c = PushCounters {
+            executed: get(0),
+            sq_path: get(1),
+            discards: [0; 6],
+        };
+        for (i, d) in c.discards.iter_mut().enumerate() {
+            *d = get(2 + i);
+        }
+        c
+    }
+
+    /// Daemon: the index of the next send queue entry it will take (the head).
+    pub fn sq_head(&self) -> u32 {
+        self.word(SQ_CONS).load(Ordering::Relaxed)
     }
 
     // ---- parking ----

@@ -6,7 +6,8 @@
 //! ```text
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
 //!          7 LocalInvalidate, 8 FastRegister, 9 Bind
-//! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present
+//! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
+//!          0x10 pushed (a twin message went to the push region)
 //! 2   u8   payload: 0 none, 1 inline (in the body), 2 gather list (in the body), 3 staged
 //! 3   u8   gather entries in the body (payload 2; 1 for a Read's sink or an Atomic's
 //!          result)
@@ -53,6 +54,8 @@ const F_SIGNALED: u8 = 0x01;
 const F_SOLICITED: u8 = 0x02;
 const F_FENCE: u8 = 0x04;
 const F_INVALIDATE: u8 = 0x08;
+/// The entry's twin message was pushed (seed 000's indication 110).
+pub const F_PUSHED: u8 = 0x10;
 
 const P_INLINE: u8 = 1;
 const P_SGL: u8 = 2;
@@ -246,6 +249,16 @@ pub fn encode_sqe(
     Ok(e)
 }
 
+/// True if the entry says its twin message was pushed.
+pub fn sqe_pushed(e: &[u8; SQE_SIZE]) -> bool {
+    e[1] & F_PUSHED != 0
+}
+
+/// Marks an encoded entry as having a pushed twin.
+pub fn mark_pushed(e: &mut [u8; SQE_SIZE]) {
+    e[1] |= F_PUSHED;
+}
+
 /// Decodes a send queue entry copied out of the ring. `staged(offset, len)` copies staged
 /// octets out (`None` if the range is outside the area). Every field is checked; nothing
 /// in `e` is trusted.
@@ -254,7 +267,7 @@ pub fn decode_sqe(
     staged: &dyn Fn(u32, u32) -> Option<Vec<u8>>,
 ) -> Result<SendWr, Malformed> {
     let flags_bits = e[1];
-    if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE) != 0 {
+    if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED) != 0 {
         return Err(Malformed("send entry flags"));
     }
     let mut flags = SendFlags::NONE;
@@ -400,7 +413,7 @@ const STATUSES: [WcStatus; 8] = [
 /// 10  u8   status: index into Success, LocalLength, LocalProtection, LocalQpOperation,
 ///          Flushed, RemoteAccess, RemoteOperation, RemoteInvalidRequest
 /// 11  u8   flags: 0x01 invalidated, 0x02 solicited, 0x04 immediate, 0x08 atomic
-///          original, 0x10 Terminate code
+///          original, 0x10 Terminate code, 0x20 push discarded
 /// 12  u32  octets
 /// 16  u32  the invalidated STag
 /// 20  2    the Terminate code's two wire octets
@@ -437,6 +450,9 @@ pub fn encode_cqe(wc: &Completion) -> [u8; CQE_SIZE] {
         flags |= 0x10;
         e[20..22].copy_from_slice(&t.to_wire());
     }
+    if wc.push_discarded {
+        flags |= 0x20;
+    }
     e[11] = flags;
     le32(&mut e, 12, wc.byte_len);
     e
@@ -463,6 +479,7 @@ pub fn decode_cqe(e: &[u8; CQE_SIZE]) -> Result<Completion, Malformed> {
     wc.immediate = (flags & 0x04 != 0).then(|| get64(e, 24));
     wc.atomic_orig = (flags & 0x08 != 0).then(|| get64(e, 32));
     wc.term = (flags & 0x10 != 0).then(|| TermCode::from_wire([e[20], e[21]]));
+    wc.push_discarded = flags & 0x20 != 0;
     Ok(wc)
 }
 
@@ -696,6 +713,8 @@ mod tests {
         let mut wc = Completion::new(1, Queue::Send, WcOpcode::CmpSwap, WcStatus::RemoteAccess);
         wc.atomic_orig = Some(5);
         wc.term = Some(TermCode::from_wire([0x12, 0x03]));
+        wc.push_discarded = true;
+        assert_eq!(encode_cqe(&wc)[11], 0x38);
         assert_eq!(decode_cqe(&encode_cqe(&wc)).unwrap(), wc);
         let mut bad = encode_cqe(&wc);
         bad[9] = 11;

@@ -376,6 +376,9 @@ pub struct Completion {
     pub atomic_orig: Option<u64>,
     /// The Terminate that caused an error status, when one was sent or received.
     pub term: Option<TermCode>,
+    /// Through a local daemon with the push path (seed 000): the request was pushed, the
+    /// daemon discarded the pushed copy, and it ran from the send queue instead.
+    pub push_discarded: bool,
 }
 
 impl Completion {
@@ -392,6 +395,7 @@ impl Completion {
             immediate: None,
             atomic_orig: None,
             term: None,
+            push_discarded: false,
         }
     }
 

@@ -32,6 +32,7 @@ use offload_engine::{CaptureTap, EngineConfig};
 pub struct DeviceConfig {
     engine: EngineConfig,
     daemon: Option<Daemon>,
+    no_push: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +66,18 @@ impl DeviceConfig {
     pub fn daemon(mut self, path: impl AsRef<Path>) -> Self {
         self.daemon = Some(Daemon::At(path.as_ref().to_owned()));
         self
+    }
+
+    /// Through iwarpd: push small requests (seed 000's push path, the default), or send
+    /// every request through the send queue only (`false`: to measure what pushing
+    /// gains, or to rule it out). Embedded devices ignore it.
+    pub fn push(mut self, on: bool) -> Self {
+        self.no_push = !on;
+        self
+    }
+
+    pub(crate) fn push_enabled(&self) -> bool {
+        !self.no_push
     }
 
     /// Run the engine in this process whatever `IWARP_DEVICE` says.

@@ -76,7 +76,7 @@ impl Device {
     /// be reached in daemon mode.
     pub fn try_open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
         let backend = match cfg.daemon_path() {
-            Some(path) => Backend::Daemon(Client::connect(&path)?),
+            Some(path) => Backend::Daemon(Client::connect(&path, cfg.push_enabled())?),
             None => Backend::Embedded(Engine::new(cfg.into_engine())),
         };
         Ok(Self { backend })
@@ -370,6 +370,7 @@ async fn daemon_qp(
         fds,
         cfg.send_cq.inner.clone(),
         cfg.recv_cq.inner.clone(),
+        pd.push_region().cloned(),
     )
     .map_err(to_connect)?;
     let private = dq.private_data().clone();

@@ -17,6 +17,8 @@ use crate::types::{MwType, PdId};
 struct Inner {
     device: Device,
     id: offload_engine::tpt::PdId,
+    /// Through iwarpd: the domain's push region (seed 000), if the daemon gave one.
+    push: Option<Arc<ipc::push::PushRegion>>,
 }
 
 impl Drop for Inner {
@@ -48,23 +50,35 @@ impl fmt::Debug for Pd {
 
 impl Pd {
     pub(crate) fn new(device: Device) -> Self {
-        let id = match device.backend() {
-            Backend::Embedded(e) => e.alloc_pd(),
+        let (id, push) = match device.backend() {
+            Backend::Embedded(e) => (e.alloc_pd(), None),
             // A domain iwarpd could not allocate is number 0, which it never hands out:
             // everything created in it fails with the daemon's error.
-            Backend::Daemon(c) => match c.call(&Request::AllocPd) {
-                Ok(Reply::Id(pd)) => offload_engine::tpt::PdId::new(pd),
-                Ok(_) | Err(_) => offload_engine::tpt::PdId::new(0),
+            Backend::Daemon(c) => match c.call_with(&Request::AllocPd, &[]) {
+                Ok((Reply::Pd { pd, push_slots }, mut fds)) => {
+                    let push = fds.pop().and_then(|fd| {
+                        ipc::push::PushRegion::map(std::fs::File::from(fd), push_slots)
+                            .map_err(|e| tracing::warn!(error = %e, "push region not mapped"))
+                            .ok()
+                    });
+                    (offload_engine::tpt::PdId::new(pd), push.map(Arc::new))
+                }
+                Ok(_) | Err(_) => (offload_engine::tpt::PdId::new(0), None),
             },
         };
         Self {
-            inner: Arc::new(Inner { device, id }),
+            inner: Arc::new(Inner { device, id, push }),
         }
     }
 
     /// The domain's number, unique within its device.
     pub fn id(&self) -> PdId {
         PdId(self.inner.id.get())
+    }
+
+    /// Through iwarpd, the domain's push region.
+    pub(crate) fn push_region(&self) -> Option<&Arc<ipc::push::PushRegion>> {
+        self.inner.push.as_ref()
     }
 
     /// The domain as the engine numbers it.
@@ -176,13 +190,11 @@ impl Pd {
             }
         };
         let (stag, mem) = stag;
-        Ok(Mr::new(
-            self.clone(),
-            stag,
-            base.start(),
-            access,
-            Arc::new(mem),
-        ))
+        let mem = Arc::new(mem);
+        if let Backend::Daemon(c) = self.inner.device.backend() {
+            c.remember_region(stag, &mem, base.start());
+        }
+        Ok(Mr::new(self.clone(), stag, base.start(), access, mem))
     }
 
     /// True if `other` is this domain (or a clone of it).

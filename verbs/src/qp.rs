@@ -30,7 +30,28 @@ pub struct QpStats {
     /// Payload octets read from the socket straight into registered memory, with no copy
     /// (RDMA Writes from 8 KiB on connections without CRC or markers).
     pub bytes_received_in_place: u64,
+    /// Through iwarpd: requests the daemon executed from pushed messages (seed 000's
+    /// push path).
+    pub pushed: u64,
+    /// Through iwarpd: requests the daemon executed from the send queue.
+    pub sq_executed: u64,
+    /// Through iwarpd: pushed messages the daemon discarded (their requests then ran
+    /// from the send queue), by reason, in the order of [`PUSH_DISCARD_REASONS`].
+    pub push_discards: [u64; 6],
 }
+
+/// The reasons of [`QpStats::push_discards`], in order: the twin request was not at the
+/// head of the send queue (or one was part-way through transmission), the connection was
+/// back-pressured, no tracking entry was free, the push share had no transmit credit, the
+/// message named a queue pair outside its domain, the message was malformed.
+pub const PUSH_DISCARD_REASONS: [&str; 6] = [
+    "not_at_head",
+    "flow_control",
+    "tracking_full",
+    "no_credits",
+    "security",
+    "malformed",
+];
 
 /// What a new queue pair is made of: where its completions go, and an optional shared
 /// receive queue.
@@ -258,12 +279,19 @@ impl Qp {
     /// Its counters.
     pub fn stats(&self) -> QpStats {
         let s = self.inner.qp.stats();
+        let push = match &self.inner.qp {
+            QpImpl::Daemon(q) => q.push_counters(),
+            QpImpl::Embedded(_) => Default::default(),
+        };
         QpStats {
             fpdus_sent: s.fpdus_sent,
             fpdus_received: s.fpdus_received,
             bytes_placed: s.bytes_placed,
             bytes_sent_in_place: s.bytes_sent_in_place,
             bytes_received_in_place: s.bytes_received_in_place,
+            pushed: push.executed,
+            sq_executed: push.sq_path,
+            push_discards: push.discards,
         }
     }
 

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use offload_engine::local::{LocalLimits, bind, serve};
+use offload_engine::local::{LocalConfig, bind, serve};
 use offload_engine::{Engine, EngineConfig};
 use verbs::bytes::Bytes;
 use verbs::{
@@ -19,6 +19,11 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// A local service on a fresh socket, on a runtime of its own (as iwarpd is another
 /// process: the library's synchronous verbs block their thread for the reply).
 async fn daemon(name: &str) -> PathBuf {
+    daemon_with(name, LocalConfig::default()).await
+}
+
+/// [`daemon`] with settings.
+async fn daemon_with(name: &str, cfg: LocalConfig) -> PathBuf {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -31,12 +36,7 @@ async fn daemon(name: &str) -> PathBuf {
         rt.block_on(async move {
             let listener = bind(&p).await.unwrap();
             tx.send(()).unwrap();
-            serve(
-                Engine::new(EngineConfig::default()),
-                listener,
-                LocalLimits::default(),
-            )
-            .await;
+            serve(Engine::new(EngineConfig::default()), listener, cfg).await;
         });
     });
     rx.recv().unwrap();
@@ -301,7 +301,7 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
         let mut ends = Vec::new();
         for garbage in [0u8, 1] {
             let mut raw = raw::Raw::connect(&p);
-            let Reply::Id(pd) = raw.call(&Request::AllocPd).0 else {
+            let Reply::Pd { pd, .. } = raw.call(&Request::AllocPd).0 else {
                 panic!("no pd")
             };
             let (reply, mut fds) = raw.call(&Request::Connect {
@@ -356,5 +356,269 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
     let sink = pd.alloc_mr(10, Access::LOCAL_WRITE)?;
     conn.qp.read(remote.slice(0, 10), &sink).await?;
     assert_eq!(sink.read(..)?, b"still fine");
+    Ok(())
+}
+
+/// An embedded peer that accepts every connection with receives posted, completing on
+/// one CQ, and its region advertised.
+/// Returns its address, its CQ, the region and the receive buffers (256 octets each, by
+/// `wr_id % 256`); the region lives as long as the caller keeps it.
+async fn echo_peer() -> Result<(SocketAddr, verbs::Cq, verbs::Mr, verbs::Mr), Error> {
+    let peer = Device::open(DeviceConfig::default().embedded().queue_depths(1024, 1024));
+    let pd = peer.alloc_pd();
+    let region = pd.alloc_mr(
+        1 << 20,
+        Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+    )?;
+    let inbox = pd.alloc_mr(64 * 1024, Access::LOCAL_WRITE)?;
+    let cq = peer.create_cq(4096);
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = region.remote().encode();
+    let (cq2, inbox2) = (cq.clone(), inbox.clone());
+    tokio::spawn(async move {
+        let _keep = peer;
+        let mut qps = Vec::new();
+        while let Ok(inc) = listener.accept().await {
+            let mut cfg = QpConfig::new(&cq2);
+            for i in 0..512u64 {
+                let at = (i as usize % 256) * 256;
+                cfg = cfg.recv(RecvWr {
+                    wr_id: i,
+                    sgl: [inbox2.local(at..at + 256)].into(),
+                });
+            }
+            match inc.accept(&pd, cfg, &advert).await {
+                Ok(qp) => qps.push(qp),
+                Err(e) => panic!("peer accept: {e}"),
+            }
+        }
+    });
+    Ok((addr, cq, region, inbox))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), Error> {
+    let path = daemon("push").await;
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
+    for push in [true, false] {
+        let dev = Device::try_open(DeviceConfig::default().daemon(&path).push(push))?;
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq(64);
+        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+        let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+        let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+        src.write(0, b"eight oc")?;
+        // One at a time, each awaited: the send queue is empty at every post.
+        for i in 0..100u32 {
+            let wc = if i % 2 == 0 {
+                conn.qp
+                    .send(Bytes::copy_from_slice(&i.to_le_bytes()))
+                    .await?
+            } else {
+                conn.qp
+                    .exec(
+                        SendOp::Write {
+                            data: Payload::Sgl([src.local(0..8)].into()),
+                            dst: remote.slice(0, 8),
+                        },
+                        SendFlags::NONE,
+                    )
+                    .await?
+            };
+            assert!(!wc.push_discarded || push);
+        }
+        let st = conn.qp.stats();
+        let discards: u64 = st.push_discards.iter().sum();
+        assert_eq!(
+            st.pushed + st.sq_executed,
+            100,
+            "each request ran once: {st:?}"
+        );
+        if push {
+            assert!(st.pushed > 50, "small sends and writes were pushed: {st:?}");
+            assert_eq!(
+                st.sq_executed, discards,
+                "only discarded pushes took the queue: {st:?}"
+            );
+        } else {
+            assert_eq!((st.pushed, discards), (0, 0), "{st:?}");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error> {
+    let path = daemon("order").await;
+    let (addr, pcq, _region, inbox) = echo_peer().await?;
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(1024);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let big = pd.alloc_mr(1 << 20, Access::LOCAL_WRITE)?;
+    big.write(0, &vec![0x77; 1 << 20])?;
+    // A mix: large Writes (send queue), small Sends (pushed when the queue is empty,
+    // discarded when they are behind a Write), posted without waiting, all signaled.
+    let mut expect = Vec::new();
+    for i in 0..200u32 {
+        if i % 10 == 0 {
+            let wr = SendWr {
+                wr_id: u64::from(i),
+                op: SendOp::Write {
+                    data: Payload::Sgl([big.local(..)].into()),
+                    dst: remote.slice(0, 1 << 20),
+                },
+                flags: SendFlags::SIGNALED,
+            };
+            while conn.qp.post_send(wr.clone()).is_err() {
+                tokio::task::yield_now().await;
+            }
+        } else {
+            let wr = SendWr {
+                wr_id: u64::from(i),
+                op: SendOp::Send {
+                    data: Payload::Bytes(Bytes::copy_from_slice(&i.to_le_bytes())),
+                    invalidate: None,
+                },
+                flags: SendFlags::SIGNALED,
+            };
+            while conn.qp.post_send(wr.clone()).is_err() {
+                tokio::task::yield_now().await;
+            }
+            expect.push(i);
+        }
+    }
+    // Completions come back in post order, some flagged as discarded pushes.
+    let mut flagged = 0;
+    for i in 0..200u64 {
+        let wc = tokio::time::timeout(Duration::from_secs(20), cq.next()).await??;
+        assert_eq!(wc.wc.wr_id, i, "in order");
+        assert!(wc.wc.is_ok());
+        flagged += u64::from(wc.wc.push_discarded);
+    }
+    // The peer received every Send once, in post order.
+    let mut got = Vec::new();
+    while got.len() < expect.len() {
+        let wc = tokio::time::timeout(Duration::from_secs(20), pcq.next()).await??;
+        assert_eq!(wc.wc.byte_len, 4);
+        let at = (wc.wc.wr_id as usize % 256) * 256;
+        let v = inbox.read(at..at + 4)?;
+        got.push(u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
+    }
+    assert_eq!(got, expect, "every Send arrived once, in post order");
+    let st = conn.qp.stats();
+    assert_eq!(st.pushed + st.sq_executed, 200, "{st:?}");
+    assert_eq!(
+        st.push_discards[0], flagged,
+        "not-at-head discards flagged: {st:?}"
+    );
+    assert!(
+        flagged > 0,
+        "a push behind a large Write was discarded: {st:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error> {
+    use offload_engine::local::PushConfig;
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
+    // D1/D2 with no tracking entries, D5 with no transmit credit: every push is
+    // discarded for that reason, and its request runs from the send queue, flagged.
+    for (name, push, reason) in [
+        (
+            "tracking",
+            PushConfig {
+                tracking: 0,
+                ..PushConfig::default()
+            },
+            2,
+        ),
+        (
+            "credits",
+            PushConfig {
+                credit_cap: 0,
+                ..PushConfig::default()
+            },
+            3,
+        ),
+    ] {
+        let path = daemon_with(
+            name,
+            LocalConfig {
+                push,
+                ..LocalConfig::default()
+            },
+        )
+        .await;
+        let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq(64);
+        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+        let mut flagged = 0;
+        for i in 0..20u32 {
+            let wc = conn
+                .qp
+                .send(Bytes::copy_from_slice(&i.to_le_bytes()))
+                .await?;
+            flagged += u64::from(wc.push_discarded);
+        }
+        let st = conn.qp.stats();
+        assert_eq!((st.pushed, st.sq_executed), (0, 20), "{name}: {st:?}");
+        assert!(st.push_discards[reason] > 0, "{name}: {st:?}");
+        assert_eq!(
+            flagged,
+            st.push_discards.iter().sum::<u64>(),
+            "{name}: {st:?}"
+        );
+    }
+
+    // D6 and malformed messages, written by hand into a domain's region.
+    use ipc::control::{Reply, Request};
+    use ipc::push::PushRegion;
+    use ipc::qpseg::{Discard, Doorbell, QpSegment, SQE_SIZE, Side};
+    let path = daemon("security").await;
+    let counters = tokio::task::spawn_blocking(move || {
+        let mut raw = raw::Raw::connect(&path);
+        let (reply, mut fds) = raw.call(&Request::AllocPd);
+        let Reply::Pd { pd, push_slots } = reply else {
+            panic!("{reply:?}")
+        };
+        let region = PushRegion::map(std::fs::File::from(fds.remove(0)), push_slots).unwrap();
+        let (reply, mut fds) = raw.call(&Request::Connect {
+            pd,
+            addr,
+            private: Default::default(),
+            recvs: Vec::new(),
+        });
+        let Reply::Qp(info) = reply else {
+            panic!("{reply:?}")
+        };
+        let to_daemon = Doorbell::from_fd(fds.remove(1));
+        let seg = QpSegment::map(std::fs::File::from(fds.remove(0)), info.geometry).unwrap();
+        // A message for a queue pair of no domain of this client, and a garbage one.
+        let a = region.claim(0).unwrap();
+        region.publish(a, 0xdead, 0, &[0; SQE_SIZE]);
+        let b = region.claim(0).unwrap();
+        region.publish(b, info.qp, 0, &[0xee; SQE_SIZE]);
+        let _ = seg.must_wake(Side::Daemon);
+        to_daemon.ring();
+        let start = std::time::Instant::now();
+        loop {
+            let c = seg.push_counters();
+            if c.discarded() >= 2 || start.elapsed() > Duration::from_secs(10) {
+                // Both slots are free again.
+                assert!(region.claim(0).is_some() && region.claim(0).is_some());
+                return c;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .await?;
+    assert_eq!(counters.discards_of(Discard::Security), 1, "{counters:?}");
+    assert_eq!(counters.discards_of(Discard::Malformed), 1, "{counters:?}");
+    assert_eq!(counters.executed, 0);
     Ok(())
 }

@@ -146,6 +146,14 @@ impl Qp {
         self.shared.lock().stream.mulpdu()
     }
 
+    /// True while octets wait for room in the socket or the stream has FPDUs to produce:
+    /// the connection is back-pressured, and a pushed message would have to wait (seed
+    /// 000's flow-controlled condition).
+    pub fn tx_backlog(&self) -> bool {
+        let st = self.shared.lock();
+        st.tx_busy || st.stream.wants_transmit()
+    }
+
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {

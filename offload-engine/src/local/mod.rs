@@ -8,12 +8,16 @@
 //!   against the client's own objects, so a client reaches only its own domains' memory.
 //! - Each connected queue pair gets a [`servant`]: the task that moves work requests from
 //!   the client's rings into the engine and completions back (push-push: completions and
-//!   received payloads land in the client's memory without the client asking).
+//!   received payloads land in the client's memory without the client asking). Before
+//!   the send queue it scans its domain's [`push`] region (seed 000).
 //! - A client that goes away (exit, crash, SIGKILL) ends its session: its queue pairs
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
 
+mod push;
 mod servant;
 mod session;
+
+pub use push::PushConfig;
 
 use std::io;
 use std::path::Path;
@@ -22,9 +26,12 @@ use tokio::net::UnixListener;
 
 use crate::Engine;
 
-/// Limits on what one local client may hold.
+/// Settings of the local service: limits on what one client may hold, and the push
+/// path's resources.
 #[derive(Clone, Debug)]
-pub struct LocalLimits {
+pub struct LocalConfig {
+    /// Seed 000's push path.
+    pub push: PushConfig,
     /// Queue pairs (connected or connecting).
     pub max_qps: usize,
     /// Registered regions.
@@ -33,9 +40,10 @@ pub struct LocalLimits {
     pub max_pending_incoming: usize,
 }
 
-impl Default for LocalLimits {
+impl Default for LocalConfig {
     fn default() -> Self {
         Self {
+            push: PushConfig::default(),
             max_qps: 4096,
             max_mrs: 65536,
             max_pending_incoming: 64,
@@ -67,13 +75,14 @@ pub async fn bind(path: &Path) -> io::Result<UnixListener> {
 }
 
 /// Serves local clients on `listener` until the task is dropped.
-pub async fn serve(engine: Engine, listener: UnixListener, limits: LocalLimits) {
+pub async fn serve(engine: Engine, listener: UnixListener, cfg: LocalConfig) {
+    let share = std::sync::Arc::new(push::PushShare::new(cfg.push.clone()));
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let engine = engine.clone();
-                let limits = limits.clone();
-                tokio::spawn(session::run(engine, stream, limits));
+                let cfg = cfg.clone();
+                tokio::spawn(session::run(engine, stream, cfg, share.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "control socket accept failed");

@@ -13,45 +13,85 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipc::push::Snapshot;
+use ipc::qpseg::Discard;
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
-use ipc::wqe::{decode_rqe, decode_sqe, encode_cqe};
-use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId};
+use ipc::wqe::{decode_rqe, decode_sqe, encode_cqe, sqe_pushed};
+use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
+
+use super::push::{PdPush, PushShare};
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};
+
+/// How a request reached the engine.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Via {
+    /// From the send or receive queue, with no pushed twin.
+    Queue,
+    /// From the send queue although its twin was pushed: the push was discarded.
+    QueueAfterDiscard,
+    /// From a pushed message (it holds a tracking entry until it completes).
+    Push,
+}
+
+/// What a daemon-side work request id stands for.
+struct Tracked {
+    client: WrId,
+    signaled: bool,
+    via: Via,
+}
 
 /// Daemon-side work request ids and what they stand for.
 #[derive(Default)]
 struct Ids {
     next: u64,
-    map: HashMap<u64, (WrId, bool)>,
+    map: HashMap<u64, Tracked>,
 }
 
 impl Ids {
-    fn track(&mut self, client: WrId, signaled: bool) -> u64 {
+    fn track(&mut self, client: WrId, signaled: bool, via: Via) -> u64 {
         let id = self.next;
         self.next += 1;
-        self.map.insert(id, (client, signaled));
+        self.map.insert(
+            id,
+            Tracked {
+                client,
+                signaled,
+                via,
+            },
+        );
         id
     }
 
-    fn send(&mut self, mut wr: SendWr) -> SendWr {
-        wr.wr_id = self.track(wr.wr_id, wr.flags.contains(SendFlags::SIGNALED));
+    fn send(&mut self, mut wr: SendWr, via: Via) -> SendWr {
+        wr.wr_id = self.track(wr.wr_id, wr.flags.contains(SendFlags::SIGNALED), via);
         wr.flags = wr.flags | SendFlags::SIGNALED;
         wr
     }
 
     fn recv(&mut self, mut wr: RecvWr) -> RecvWr {
-        wr.wr_id = self.track(wr.wr_id, true);
+        wr.wr_id = self.track(wr.wr_id, true, Via::Queue);
         wr
     }
 
-    /// The client's view of `wc`, or `None` for an unsignaled success.
-    fn complete(&mut self, mut wc: Completion) -> Option<Completion> {
-        let (client, signaled) = self.map.remove(&wc.wr_id)?;
-        wc.wr_id = client;
-        (signaled || !wc.is_ok()).then_some(wc)
+    /// The client's view of `wc` (`None` for an unsignaled success), and how the request
+    /// went in.
+    fn complete(&mut self, mut wc: Completion) -> (Option<Completion>, Option<Via>) {
+        let Some(t) = self.map.remove(&wc.wr_id) else {
+            return (None, None);
+        };
+        wc.wr_id = t.client;
+        wc.push_discarded = t.via == Via::QueueAfterDiscard;
+        ((t.signaled || !wc.is_ok()).then_some(wc), Some(t.via))
     }
+}
+
+/// The push path's share of a servant: its domain's region, and the resources every
+/// pushed message draws on.
+pub(super) struct Push {
+    pub(super) pd: Arc<PdPush>,
+    pub(super) share: Arc<PushShare>,
 }
 
 /// A servant about to start: its completion queue exists before the connection does, so
@@ -83,11 +123,17 @@ impl Prepared {
         seg: QpSegment,
         to_daemon: Doorbell,
         to_client: Doorbell,
+        push: Push,
         ended: impl FnOnce(QpEnd) + Send + 'static,
     ) -> Servant {
         let stop = Arc::new(Notify::new());
         let depth = seg.geometry();
+        let id = qp.num().0;
+        push.pd.add_qp(id);
         let run = Run {
+            id,
+            push,
+            sq_depth: depth.sq_depth as usize,
             qp: qp.clone(),
             cq: self.cq,
             ids: self.ids,
@@ -128,6 +174,10 @@ impl Servant {
 }
 
 struct Run {
+    /// The client's handle of this queue pair (what push slots name).
+    id: u32,
+    push: Push,
+    sq_depth: usize,
     qp: Qp,
     cq: Cq,
     ids: Ids,
@@ -160,6 +210,9 @@ impl Run {
         loop {
             let mut moved = false;
             if !stopping && !broken {
+                // The push region first (seed 000: before the send queue), so that a
+                // pushed message meets its twin still at the head.
+                moved |= self.push_pass();
                 match self.take_work() {
                     Ok(m) => moved |= m,
                     Err(why) => {
@@ -181,10 +234,15 @@ impl Run {
                 continue;
             }
             if stopping && end.is_some() && self.backlog.is_empty() {
+                self.push.pd.remove_qp(self.id);
                 return;
             }
             self.seg.park(Side::Daemon);
-            if (!stopping && !broken && self.work_waiting()) || !self.cq.is_empty() {
+            if (!stopping
+                && !broken
+                && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
+                || !self.cq.is_empty()
+            {
                 self.seg.unpark(Side::Daemon);
                 continue;
             }
@@ -230,9 +288,16 @@ impl Run {
             for _ in 0..take {
                 let (_, e) = seg.sq_peek();
                 let wr = decode_sqe(&e, &|off, len| seg.staged(off, len)).map_err(|m| m.0)?;
-                batch.push(self.ids.send(wr));
+                // A pushed twin that reaches the send queue path: its push was discarded.
+                let via = if sqe_pushed(&e) {
+                    Via::QueueAfterDiscard
+                } else {
+                    Via::Queue
+                };
+                batch.push(self.ids.send(wr, via));
                 seg.sq_take();
             }
+            seg.count_executed(0, take as u64);
             self.sq_room -= take;
             self.post_sends(batch);
             moved = true;
@@ -281,9 +346,100 @@ impl Run {
             }
             Queue::Recv => self.rq_room += 1,
         }
-        if let Some(wc) = self.ids.complete(wc) {
+        let (wc, via) = self.ids.complete(wc);
+        if via == Some(Via::Push) {
+            self.push.share.untrack();
+        }
+        if let Some(wc) = wc {
             self.backlog.push_back(encode_cqe(&wc));
         }
+    }
+
+    /// Seed 000's engine side: every READY slot of this queue pair is executed if all
+    /// admission checks pass, else discarded (its twin entry then runs from the send
+    /// queue, its completion flagged). Slots that name a queue pair outside the domain
+    /// are discarded by whichever servant of the domain sees them. True if anything was
+    /// done.
+    fn push_pass(&mut self) -> bool {
+        let region = &self.push.pd.region;
+        if !region.any_ready() {
+            return false;
+        }
+        let mut mine = Vec::new();
+        let mut foreign = Vec::new();
+        region.ready(|s| {
+            if s.qp == self.id {
+                mine.push(s);
+            } else if !self.push.pd.has_qp(s.qp) {
+                foreign.push(s);
+            }
+        });
+        for s in &foreign {
+            region.free(s.slot, s.state);
+            self.seg.count_discard(Discard::Security);
+        }
+        // Oldest twin first: the one at the head can go, the rest then follow in order.
+        mine.sort_by_key(|s| s.sq_index.wrapping_sub(self.seg.sq_head()));
+        let now = std::time::Instant::now();
+        for s in &mine {
+            match self.admit(s, now) {
+                Ok(wr) => {
+                    self.seg.sq_take();
+                    self.sq_room -= 1;
+                    self.seg.count_executed(1, 0);
+                    let wr = self.ids.send(wr, Via::Push);
+                    self.push.pd.region.free(s.slot, s.state);
+                    self.post_sends(vec![wr]);
+                }
+                Err(why) => {
+                    self.push.pd.region.free(s.slot, s.state);
+                    self.seg.count_discard(why);
+                }
+            }
+        }
+        !mine.is_empty() || !foreign.is_empty()
+    }
+
+    /// The admission checks of a pushed message, in the seed's order; the request to
+    /// execute, or why the message is discarded.
+    fn admit(&self, s: &Snapshot, now: std::time::Instant) -> Result<SendWr, Discard> {
+        // Only a whole request with its payload inline may be pushed.
+        let wr = decode_sqe(&s.entry, &|_, _| None).map_err(|_| Discard::Malformed)?;
+        let octets = match &wr.op {
+            SendOp::Send {
+                data: Payload::Bytes(b),
+                ..
+            }
+            | SendOp::Write {
+                data: Payload::Bytes(b),
+                ..
+            } => b.len() as u64,
+            SendOp::Immediate { .. } => 8,
+            _ => return Err(Discard::Malformed),
+        };
+        // D3: its twin is the next entry of the send queue, and nothing of this queue
+        // pair is part-way through transmission.
+        let twin_waiting = self.seg.sq_pending().is_ok_and(|n| n > 0);
+        if s.sq_index != self.seg.sq_head() || !twin_waiting || self.sq_room < self.sq_depth {
+            return Err(Discard::NotAtHead);
+        }
+        let (_, twin) = self.seg.sq_peek();
+        if !sqe_pushed(&twin) {
+            return Err(Discard::Malformed);
+        }
+        // D4: the connection is not back-pressured.
+        if self.qp.tx_backlog() {
+            return Err(Discard::FlowControl);
+        }
+        // D1/D2, then D5.
+        if !self.push.share.track() {
+            return Err(Discard::TrackingFull);
+        }
+        if !self.push.share.credit(octets + 64, now) {
+            self.push.share.untrack();
+            return Err(Discard::NoCredits);
+        }
+        Ok(wr)
     }
 
     /// Moves the engine's completions into the backlog; true if any.

@@ -1,6 +1,7 @@
 //! One local client: its control channel and the objects it owns.
 
 use std::collections::{HashMap, HashSet};
+
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -17,10 +18,12 @@ use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use super::LocalLimits;
+use super::LocalConfig;
+use super::push::{PdPush, PushShare};
 use super::servant::{self, Servant};
 use crate::tpt::{Base, PdId, Storage};
 use crate::{ConnectError, Engine, Incoming, QpInit};
+use ipc::push::PushRegion;
 
 /// A message to the client, with the descriptors it carries.
 pub(super) struct Out {
@@ -31,7 +34,7 @@ pub(super) struct Out {
 /// Everything the client created, and only that: every id in a request is looked up here.
 #[derive(Default)]
 struct Objects {
-    pds: HashSet<u32>,
+    pds: HashMap<u32, Arc<PdPush>>,
     mrs: HashSet<u32>,
     listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
     incoming: HashMap<u32, Incoming>,
@@ -50,7 +53,8 @@ impl Objects {
 
 struct Session {
     engine: Engine,
-    limits: LocalLimits,
+    limits: LocalConfig,
+    share: Arc<PushShare>,
     objs: Mutex<Objects>,
     out: mpsc::Sender<Out>,
     pid: Mutex<u32>,
@@ -77,13 +81,19 @@ fn not_found(what: &str, id: u32) -> Reply {
 }
 
 /// Runs a client's session until it disconnects, then releases what it held.
-pub(super) async fn run(engine: Engine, stream: UnixStream, limits: LocalLimits) {
+pub(super) async fn run(
+    engine: Engine,
+    stream: UnixStream,
+    limits: LocalConfig,
+    share: Arc<PushShare>,
+) {
     let stream = Arc::new(stream);
     let (tx, rx) = mpsc::channel(256);
     let writer = tokio::spawn(write_loop(stream.clone(), rx));
     let s = Arc::new(Session {
         engine,
         limits,
+        share,
         objs: Mutex::new(Objects::default()),
         out: tx,
         pid: Mutex::new(0),
@@ -201,21 +211,37 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Reply::Id(std::process::id())
         }
         Request::AllocPd => {
+            // The domain's push region: its own memory file, handed to this client only.
+            let region = match PushRegion::create(s.limits.push.slots) {
+                Ok(r) => r,
+                Err(e) => {
+                    let r = err(error::REFUSED, format!("no push region: {e}"));
+                    return reply(s, h, r, Vec::new()).await;
+                }
+            };
+            let fd = match region.fd().try_clone_to_owned() {
+                Ok(fd) => fd,
+                Err(e) => {
+                    let r = err(error::REFUSED, format!("no push region: {e}"));
+                    return reply(s, h, r, Vec::new()).await;
+                }
+            };
+            let push_slots = region.slots();
             let pd = s.engine.alloc_pd().get();
-            s.objs().pds.insert(pd);
-            Reply::Id(pd)
+            s.objs().pds.insert(pd, Arc::new(PdPush::new(region)));
+            return reply(s, h, Reply::Pd { pd, push_slots }, vec![fd]).await;
         }
         Request::DeallocPd { pd } => {
-            if !s.objs().pds.remove(&pd) {
-                not_found("protection domain", pd)
-            } else {
-                match s.engine.tpt().dealloc_pd(PdId::new(pd)) {
+            let gone = s.objs().pds.remove(&pd);
+            match gone {
+                None => not_found("protection domain", pd),
+                Some(push) => match s.engine.tpt().dealloc_pd(PdId::new(pd)) {
                     Ok(()) => Reply::Done,
                     Err(e) => {
-                        s.objs().pds.insert(pd);
+                        s.objs().pds.insert(pd, push);
                         err(error::REFUSED, e.to_string())
                     }
-                }
+                },
             }
         }
         Request::RegMr {
@@ -363,7 +389,7 @@ fn reg_mr(
     len: u64,
     fd: Option<OwnedFd>,
 ) -> Reply {
-    if !s.objs().pds.contains(&pd) {
+    if !s.objs().pds.contains_key(&pd) {
         return not_found("protection domain", pd);
     }
     if s.objs().mrs.len() >= s.limits.max_mrs {
@@ -412,7 +438,7 @@ fn reg_mr(
 /// or says why not.
 fn admit_qp(s: &Session, pd: u32) -> Option<Reply> {
     let mut o = s.objs();
-    if !o.pds.contains(&pd) {
+    if !o.pds.contains_key(&pd) {
         drop(o);
         return Some(not_found("protection domain", pd));
     }
@@ -442,6 +468,9 @@ where
     Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
 {
     let geo = Geometry::default();
+    let Some(push) = s.objs().pds.get(&pd).cloned() else {
+        return Err(not_found("protection domain", pd));
+    };
     let io_err = |e: io::Error| {
         err(
             error::REFUSED,
@@ -496,7 +525,17 @@ where
             }
         }
     };
-    let sv = prep.start(qp, seg, to_daemon, to_client, ended);
+    let sv = prep.start(
+        qp,
+        seg,
+        to_daemon,
+        to_client,
+        servant::Push {
+            pd: push,
+            share: s.share.clone(),
+        },
+        ended,
+    );
     s.objs().qps.insert(id, sv);
     Ok((Reply::Qp(info), fds))
 }
@@ -548,7 +587,7 @@ async fn release(s: &Session) {
             o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.mrs.drain().collect::<Vec<_>>(),
-            o.pds.drain().collect::<Vec<_>>(),
+            o.pds.drain().map(|(pd, _)| pd).collect::<Vec<_>>(),
         )
     };
     for l in listeners {

@@ -75,6 +75,10 @@ struct Dispatch {
 
 /// The control connection to the local `iwarpd`.
 pub(crate) struct Client {
+    /// This process's regions by STag, to copy a small gather list into a pushed message.
+    regions: Mutex<HashMap<u32, (std::sync::Weak<offload_engine::tpt::Storage>, u64)>>,
+    /// The library's push policy is on (seed 000).
+    push: bool,
     path: PathBuf,
     /// The path as text for `Copy` errors: leaked once per device opened.
     path_str: &'static str,
@@ -96,7 +100,7 @@ fn lock(d: &Mutex<Dispatch>) -> std::sync::MutexGuard<'_, Dispatch> {
 
 impl Client {
     /// Connects to the daemon at `path` and opens the device.
-    pub(crate) fn connect(path: &Path) -> Result<Arc<Self>, DaemonError> {
+    pub(crate) fn connect(path: &Path, push: bool) -> Result<Arc<Self>, DaemonError> {
         let sock = UnixStream::connect(path).map_err(|e| {
             DaemonError::Unreachable(format!(
                 "cannot reach iwarpd at {}: {e}. Is it running? Start it with \
@@ -110,6 +114,8 @@ impl Client {
             .try_clone()
             .map_err(|e| DaemonError::Unreachable(format!("{}: {e}", path.display())))?;
         let client = Arc::new(Self {
+            regions: Mutex::new(HashMap::new()),
+            push,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
             sock,
@@ -127,6 +133,43 @@ impl Client {
             pid: std::process::id(),
         })?;
         Ok(client)
+    }
+
+    /// True if work requests may be pushed.
+    pub(crate) fn push_enabled(&self) -> bool {
+        self.push
+    }
+
+    /// Records a region this process registered (for pushing small gather lists inline).
+    pub(crate) fn remember_region(
+        &self,
+        stag: rdmap::STag,
+        mem: &Arc<offload_engine::tpt::Storage>,
+        base: u64,
+    ) {
+        let mut r = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        r.retain(|_, (w, _)| w.strong_count() > 0);
+        r.insert(stag.to_u32(), (Arc::downgrade(mem), base));
+    }
+
+    /// Copies the octets of `sge` out of this process's region, if it is one of them and
+    /// the range lies inside.
+    pub(crate) fn copy_local(&self, sge: &rdmap::Sge, out: &mut Vec<u8>) -> bool {
+        let r = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((mem, base)) = r.get(&sge.stag.to_u32()) else {
+            return false;
+        };
+        let Some(mem) = mem.upgrade() else {
+            return false;
+        };
+        let Some(off) = sge.to.checked_sub(*base) else {
+            return false;
+        };
+        let Ok(view) = mem.view(off as usize, sge.len as usize) else {
+            return false;
+        };
+        out.extend_from_slice(&view);
+        true
     }
 
     /// The control socket's path.

@@ -13,12 +13,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::channel::oneshot;
 use ipc::control::{QpInfo, Reply, Request};
+use ipc::push::PushRegion;
 use ipc::qpseg::{Doorbell, QpSegment, Side};
-use ipc::wqe::{EncodeError, decode_cqe, encode_rqe, encode_sqe};
+use ipc::wqe::{
+    EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_pushed,
+};
 use offload_engine::{Cq, NOTIFY_BIT};
 use rdmap::{
-    Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendWr, StreamStats,
-    WcOpcode, WcStatus, WrId,
+    Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
+    SendWr, StreamStats, WcOpcode, WcStatus, WrId,
 };
 use tokio::sync::watch;
 
@@ -129,13 +132,48 @@ impl Shared {
     }
 }
 
+/// The library's side of seed 000's push policy for one queue pair.
+#[derive(Debug)]
+struct PushPolicy {
+    region: Arc<PushRegion>,
+    /// Pushing, or suspended after a discard or a full region until the send queue is
+    /// empty.
+    pushing: bool,
+    /// The daemon's discard count when last looked at.
+    discards_seen: u32,
+    /// Where the next slot search starts.
+    hint: u32,
+}
+
+impl PushPolicy {
+    /// Applies the stop and resume rules: stop when the daemon discarded since the last
+    /// look; resume once every request posted has retired (the send queue is empty).
+    fn update(&mut self, seg: &QpSegment) {
+        let discards = seg.push_discards();
+        if discards != self.discards_seen {
+            self.discards_seen = discards;
+            self.pushing = false;
+        }
+        if !self.pushing && seg.sq_prod() == seg.sq_cons_done().1 {
+            self.pushing = true;
+        }
+    }
+}
+
+/// What posting changes, under one lock: the staging area and the push policy.
+#[derive(Debug)]
+struct Poster {
+    staging: Staging,
+    push: Option<PushPolicy>,
+}
+
 /// A queue pair served by `iwarpd`.
 pub(crate) struct DaemonQp {
     client: Arc<Client>,
     id: u32,
     info: QpInfo,
     shared: Arc<Shared>,
-    post: Mutex<Staging>,
+    post: Mutex<Poster>,
     next_notify: AtomicU64,
     end: watch::Receiver<Option<QpEnd>>,
     pump: tokio::task::JoinHandle<()>,
@@ -166,6 +204,7 @@ impl DaemonQp {
         mut fds: Vec<OwnedFd>,
         send_cq: Cq,
         recv_cq: Cq,
+        push: Option<Arc<PushRegion>>,
     ) -> Result<Self, DaemonError> {
         let Reply::Qp(info) = reply else {
             return Err(DaemonError::Refused(
@@ -197,11 +236,21 @@ impl DaemonQp {
         Ok(Self {
             client: client.clone(),
             id,
-            post: Mutex::new(Staging {
-                size: u64::from(info.geometry.staging),
-                head: 0,
-                tail: 0,
-                live: VecDeque::new(),
+            post: Mutex::new(Poster {
+                staging: Staging {
+                    size: u64::from(info.geometry.staging),
+                    head: 0,
+                    tail: 0,
+                    live: VecDeque::new(),
+                },
+                push: push
+                    .filter(|_| client.push_enabled())
+                    .map(|region| PushPolicy {
+                        region,
+                        pushing: true,
+                        discards_seen: 0,
+                        hint: info.qp,
+                    }),
             }),
             info,
             shared,
@@ -233,6 +282,11 @@ impl DaemonQp {
         } else {
             QpState::Rts
         }
+    }
+
+    /// The push counters the daemon keeps in the segment.
+    pub(crate) fn push_counters(&self) -> ipc::qpseg::PushCounters {
+        self.shared.seg.push_counters()
     }
 
     pub(crate) fn stats(&self) -> StreamStats {
@@ -280,18 +334,24 @@ impl DaemonQp {
         self.post_sends(wrs.into_iter().map(|wr| (wr, false)))
     }
 
-    /// Writes the entries, publishes them together and rings the daemon once.
+    /// Writes the entries, publishes them together and rings the daemon once. A lone
+    /// small request is pushed when the policy allows (see [`push_one`](Self::push_one)).
     fn post_sends(
         &self,
         wrs: impl Iterator<Item = (SendWr, bool)>,
     ) -> Result<(), (usize, PostError)> {
         let seg = &self.shared.seg;
-        let mut staging = self.post.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut post = self.post.lock().unwrap_or_else(PoisonError::into_inner);
+        let Poster { staging, push } = &mut *post;
         staging.reclaim(seg.sq_cons_done().0);
+        if let Some(p) = push.as_mut() {
+            p.update(seg);
+        }
         let mut room = seg.sq_room();
-        let mut n = 0u32;
+        let (mut n, mut done) = (0u32, 0usize);
         let mut failed = None;
-        for (wr, internal) in wrs {
+        let mut wrs = wrs.peekable();
+        while let Some((wr, internal)) = wrs.next() {
             if !internal && wr.wr_id & NOTIFY_BIT != 0 {
                 failed = Some(PostError::ReservedWrId);
                 break;
@@ -308,15 +368,8 @@ impl DaemonQp {
                 staged_end = Some(staging.head);
                 Some(at)
             });
-            match encoded {
-                Ok(e) => {
-                    if let Some(end) = staged_end {
-                        staging.live.push_back((idx, end));
-                    }
-                    seg.sq_write(n, &e);
-                    n += 1;
-                    room -= 1;
-                }
+            let mut e = match encoded {
+                Ok(e) => e,
                 Err(EncodeError::NoStagingRoom) => {
                     failed = Some(PostError::QueueFull);
                     break;
@@ -328,28 +381,108 @@ impl DaemonQp {
                     );
                     // It completes at once with a local length error, as a request the
                     // RNIC cannot take.
-                    let mut wc = Completion::new(
+                    let wc = Completion::new(
                         wr.wr_id,
                         Queue::Send,
                         wr.op.wc_opcode(),
                         WcStatus::LocalLength,
                     );
-                    wc.byte_len = 0;
                     self.complete_locally(wc);
+                    done += 1;
+                    continue;
+                }
+            };
+            if let Some(end) = staged_end {
+                staging.live.push_back((idx, end));
+            }
+            let message = match push.as_mut() {
+                Some(p) if n == 0 && wrs.peek().is_none() && p.pushing => self.message(&wr),
+                _ => None,
+            };
+            let slot = match (message, push.as_mut()) {
+                (Some(m), Some(p)) => match p.region.claim(p.hint) {
+                    Some(slot) => Some((slot, m)),
+                    None => {
+                        // Stop condition 2: no room in the region.
+                        p.pushing = false;
+                        None
+                    }
+                },
+                _ => None,
+            };
+            match slot {
+                Some((slot, message)) => {
+                    // Seed 000's order: the twin entry first (flagged), published; then the
+                    // message, published READY; then the doorbell.
+                    mark_pushed(&mut e);
+                    seg.sq_write(0, &e);
+                    seg.sq_publish(1);
+                    if let Some(p) = push.as_mut() {
+                        p.region.publish(slot, self.id, idx, &message);
+                        p.hint = slot.wrapping_add(1);
+                    }
+                }
+                None => {
+                    seg.sq_write(n, &e);
+                    n += 1;
                 }
             }
+            done += 1;
+            room -= 1;
         }
         if n > 0 {
             seg.sq_publish(n);
         }
-        drop(staging);
-        if n > 0 {
+        drop(post);
+        if done > 0 {
             self.shared.ring_daemon();
         }
         match failed {
             None => Ok(()),
-            Some(e) => Err((n as usize, e)),
+            Some(e) => Err((done, e)),
         }
+    }
+
+    /// The pushed message for `wr`, if it may be pushed: a Send, Write or Immediate Data
+    /// whose payload fits inline (a gather list of this process's regions is copied in).
+    fn message(&self, wr: &SendWr) -> Option<[u8; SQE_SIZE]> {
+        let inline = |data: &Payload| -> Option<Payload> {
+            match data {
+                Payload::Bytes(b) if b.len() <= INLINE_MAX => Some(Payload::Bytes(b.clone())),
+                Payload::Sgl(sgl) => {
+                    let total: u64 = sgl.iter().map(|s| u64::from(s.len)).sum();
+                    if total > INLINE_MAX as u64 {
+                        return None;
+                    }
+                    let mut out = Vec::with_capacity(total as usize);
+                    for sge in sgl.iter() {
+                        if !self.client.copy_local(sge, &mut out) {
+                            return None;
+                        }
+                    }
+                    Some(Payload::Bytes(out.into()))
+                }
+                Payload::Bytes(_) => None,
+            }
+        };
+        let op = match &wr.op {
+            SendOp::Send { data, invalidate } => SendOp::Send {
+                data: inline(data)?,
+                invalidate: *invalidate,
+            },
+            SendOp::Write { data, dst } => SendOp::Write {
+                data: inline(data)?,
+                dst: *dst,
+            },
+            SendOp::Immediate { data } => SendOp::Immediate { data: *data },
+            _ => return None,
+        };
+        let pushed = SendWr {
+            wr_id: wr.wr_id,
+            op,
+            flags: wr.flags,
+        };
+        encode_sqe(&pushed, &mut |_| None).ok()
     }
 
     fn complete_locally(&self, wc: Completion) {

@@ -57,7 +57,7 @@ async fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
     let task = tokio::spawn(offload_engine::local::serve(
         engine,
         listener,
-        offload_engine::local::LocalLimits::default(),
+        offload_engine::local::LocalConfig::default(),
     ));
     Ok(Some(LocalGuard { task, path }))
 }

@@ -1,0 +1,229 @@
+//! Seed 000's push region: one shared-memory segment per protection domain, created by
+//! the daemon and handed to the client that owns the domain only. It holds fixed,
+//! 64-octet-aligned slots, as many as writers are expected to push at once (a
+//! configuration value, not the send queue depth). A slot is a **message**: a 64-octet
+//! header naming the queue pair and the position of its twin send queue entry, then that
+//! entry itself with its payload inline ([`SQE_SIZE`] octets).
+//!
+//! ```text
+//! slot header
+//! 0   u32  state: generation << 2 | FREE 0, WRITING 1, READY 2; stored last, Release
+//! 4   u32  queue pair (the client's handle)
+//! 8   u32  send queue index of the twin entry
+//! 12  52   zero
+//! 64  256  the send queue entry (payload inline)
+//! ```
+//!
+//! The library claims a FREE slot with a compare-and-swap to WRITING (so writers need no
+//! lock), writes it, and publishes it READY with a new generation. The daemon copies a
+//! READY slot out, checks that its state did not change meanwhile (a torn or rewritten
+//! slot is discarded), decides, and frees it (FREE, generation + 1).
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::Ordering;
+
+use shm::Segment;
+
+pub use crate::qpseg::SQE_SIZE;
+
+/// Octets of a slot.
+pub const SLOT_SIZE: usize = 64 + SQE_SIZE;
+/// Slots in a region unless configured otherwise: concurrent writers of one domain.
+pub const DEFAULT_SLOTS: u32 = 32;
+/// The most slots a region may have.
+pub const MAX_SLOTS: u32 = 1024;
+
+const FREE: u32 = 0;
+const WRITING: u32 = 1;
+const READY: u32 = 2;
+
+/// A slot copied out of the region by the daemon.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The slot's number.
+    pub slot: u32,
+    /// The state word it was read under (to free exactly that message).
+    pub state: u32,
+    /// The queue pair it names.
+    pub qp: u32,
+    /// The twin entry's send queue index.
+    pub sq_index: u32,
+    /// The entry.
+    pub entry: [u8; SQE_SIZE],
+}
+
+/// A protection domain's push region, seen from either side.
+#[derive(Debug)]
+pub struct PushRegion {
+    seg: Segment,
+    slots: u32,
+}
+
+impl PushRegion {
+    /// Creates a region of `slots` slots (the daemon does).
+    pub fn create(slots: u32) -> io::Result<Self> {
+        let slots = slots.clamp(1, MAX_SLOTS);
+        Ok(Self {
+            seg: Segment::create("iwarp-push", slots as usize * SLOT_SIZE)?,
+            slots,
+        })
+    }
+
+    /// Maps a region the daemon sent; `slots` from its reply (checked).
+    pub fn map(file: std::fs::File, slots: u32) -> io::Result<Self> {
+        if slots == 0 || slots > MAX_SLOTS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "push region size",
+            ));
+        }
+        Ok(Self {
+            seg: Segment::map(file, slots as usize * SLOT_SIZE)?,
+            slots,
+        })
+    }
+
+    /// The memory file, to send.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.seg.fd()
+    }
+
+    /// How many slots.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    fn state(&self, slot: u32) -> &std::sync::atomic::AtomicU32 {
+        self.seg.u32(slot as usize * SLOT_SIZE)
+    }
+
+    /// Library: claims a free slot, starting the search at `hint` (so that writers spread
+    /// out); `None` when every slot is taken.
+    pub fn claim(&self, hint: u32) -> Option<u32> {
+        for i in 0..self.slots {
+            let slot = (hint.wrapping_add(i)) % self.slots;
+            let w = self.state(slot);
+            let cur = w.load(Ordering::Relaxed);
+            if cur & 3 == FREE
+                && w.compare_exchange(
+                    cur,
+                    (cur & !3) | WRITING,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// Library: writes the message into a claimed slot and publishes it READY.
+    pub fn publish(&self, slot: u32, qp: u32, sq_index: u32, entry: &[u8; SQE_SIZE]) {
+        let at = slot as usize * SLOT_SIZE;
+        self.seg.u32(at + 4).store(qp, Ordering::Relaxed);
+        self.seg.u32(at + 8).store(sq_index, Ordering::Relaxed);
+        self.seg.write(at + 64, entry);
+        let w = self.state(slot);
+        let cur = w.load(Ordering::Relaxed);
+        w.store(((cur >> 2).wrapping_add(1) << 2) | READY, Ordering::Release);
+    }
+
+    /// Daemon: the slots that are READY now, copied out; a slot whose state changed
+    /// while it was copied (a torn write) is skipped this time.
+    pub fn ready(&self, mut f: impl FnMut(Snapshot)) {
+        for slot in 0..self.slots {
+            let w = self.state(slot);
+            let state = w.load(Ordering::Acquire);
+            if state & 3 != READY {
+                continue;
+            }
+            let at = slot as usize * SLOT_SIZE;
+            let qp = self.seg.u32(at + 4).load(Ordering::Relaxed);
+            let sq_index = self.seg.u32(at + 8).load(Ordering::Relaxed);
+            let mut entry = [0u8; SQE_SIZE];
+            self.seg.read(at + 64, &mut entry);
+            std::sync::atomic::fence(Ordering::Acquire);
+            if w.load(Ordering::Relaxed) != state {
+                continue;
+            }
+            f(Snapshot {
+                slot,
+                state,
+                qp,
+                sq_index,
+                entry,
+            });
+        }
+    }
+
+    /// Daemon: frees the slot read under `state` (nothing if it changed since).
+    pub fn free(&self, slot: u32, state: u32) {
+        let next = ((state >> 2).wrapping_add(1) << 2) | FREE;
+        let _ =
+            self.state(slot)
+                .compare_exchange(state, next, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// True if any slot is READY (a cheap check before [`ready`](Self::ready)).
+    pub fn any_ready(&self) -> bool {
+        (0..self.slots).any(|s| self.state(s).load(Ordering::Relaxed) & 3 == READY)
+    }
+
+    /// True if a READY slot names queue pair `qp`.
+    pub fn any_ready_for(&self, qp: u32) -> bool {
+        (0..self.slots).any(|s| {
+            self.state(s).load(Ordering::Acquire) & 3 == READY
+                && self
+                    .seg
+                    .u32(s as usize * SLOT_SIZE + 4)
+                    .load(Ordering::Relaxed)
+                    == qp
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_claimed_once_published_read_and_freed() {
+        let d = PushRegion::create(2).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = PushRegion::map(file, 2).unwrap();
+        let a = c.claim(0).unwrap();
+        let b = c.claim(0).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(
+            c.claim(0),
+            None,
+            "every slot taken: the library stops pushing"
+        );
+        // A WRITING slot is not READY: the daemon does not see it.
+        let mut seen = Vec::new();
+        d.ready(|s| seen.push(s));
+        assert!(seen.is_empty());
+        c.publish(a, 7, 41, &[0xab; SQE_SIZE]);
+        d.ready(|s| seen.push(s));
+        assert_eq!(seen.len(), 1);
+        let s = &seen[0];
+        assert_eq!((s.slot, s.qp, s.sq_index), (a, 7, 41));
+        assert_eq!(s.entry, [0xab; SQE_SIZE]);
+        assert_eq!(s.state, (1 << 2) | READY);
+        d.free(s.slot, s.state);
+        assert_eq!(c.claim(a), Some(a), "freed, claimable again");
+        // A stale free (an older generation) changes nothing.
+        d.free(a, s.state);
+        assert_eq!(c.state(a).load(Ordering::Relaxed) & 3, WRITING);
+        assert!(
+            PushRegion::map(
+                std::fs::File::from(d.fd().try_clone_to_owned().unwrap()),
+                MAX_SLOTS + 1
+            )
+            .is_err()
+        );
+    }
+}

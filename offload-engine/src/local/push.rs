@@ -1,0 +1,162 @@
+//! The daemon's side of seed 000's push path: each protection domain's push region and
+//! the resources every pushed message needs, shared by all clients.
+//!
+//! - **Tracking entries** (D1/D2): a pushed message holds one from the moment it is
+//!   admitted until its request completes; when all are taken, pushes are discarded.
+//! - **Transmit credits** (D5): a token bucket of octets set aside for pushed traffic,
+//!   refilled at a fixed rate up to a cap from the clock, independently of push
+//!   processing; a message whose octets exceed what is left is discarded.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use ipc::push::PushRegion;
+
+/// The push settings of a daemon.
+#[derive(Clone, Debug)]
+pub struct PushConfig {
+    /// Slots in each domain's push region: the writers expected to push at once.
+    pub slots: u32,
+    /// Pushed messages in flight at once, over every client (tracking entries).
+    pub tracking: usize,
+    /// Octets of transmit credit the push share holds at most.
+    pub credit_cap: u64,
+    /// Octets of credit added per second.
+    pub credit_rate: u64,
+}
+
+impl Default for PushConfig {
+    fn default() -> Self {
+        Self {
+            slots: ipc::push::DEFAULT_SLOTS,
+            tracking: 256,
+            credit_cap: 1 << 20,
+            credit_rate: 4 << 30,
+        }
+    }
+}
+
+/// The resources pushed messages draw on, shared by every servant.
+#[derive(Debug)]
+pub(super) struct PushShare {
+    pub(super) cfg: PushConfig,
+    in_flight: AtomicUsize,
+    credits: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: u64,
+    at: Instant,
+}
+
+impl PushShare {
+    pub(super) fn new(cfg: PushConfig) -> Self {
+        Self {
+            credits: Mutex::new(Bucket {
+                tokens: cfg.credit_cap,
+                at: Instant::now(),
+            }),
+            in_flight: AtomicUsize::new(0),
+            cfg,
+        }
+    }
+
+    /// Takes a tracking entry (D1/D2), or `false` if all are in use.
+    pub(super) fn track(&self) -> bool {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.cfg.tracking).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Returns a tracking entry.
+    pub(super) fn untrack(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Takes `octets` of transmit credit at time `now` (D5), or `false` if there is not
+    /// that much.
+    pub(super) fn credit(&self, octets: u64, now: Instant) -> bool {
+        let mut b = self.credits.lock().unwrap_or_else(PoisonError::into_inner);
+        let elapsed = now.saturating_duration_since(b.at);
+        let add = (elapsed.as_nanos() * u128::from(self.cfg.credit_rate) / 1_000_000_000) as u64;
+        if add > 0 {
+            b.tokens = (b.tokens + add).min(self.cfg.credit_cap);
+            b.at = now;
+        }
+        if b.tokens < octets {
+            return false;
+        }
+        b.tokens -= octets;
+        true
+    }
+}
+
+/// A protection domain's push region and the queue pairs of the domain.
+#[derive(Debug)]
+pub(super) struct PdPush {
+    pub(super) region: PushRegion,
+    qps: Mutex<HashSet<u32>>,
+}
+
+impl PdPush {
+    pub(super) fn new(region: PushRegion) -> Self {
+        Self {
+            region,
+            qps: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(super) fn add_qp(&self, qp: u32) {
+        self.qps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(qp);
+    }
+
+    pub(super) fn remove_qp(&self, qp: u32) {
+        self.qps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&qp);
+    }
+
+    /// True if `qp` is a queue pair of this domain (D6).
+    pub(super) fn has_qp(&self, qp: u32) -> bool {
+        self.qps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&qp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn tracking_entries_and_credits_run_out_and_come_back() {
+        let share = PushShare::new(PushConfig {
+            slots: 4,
+            tracking: 2,
+            credit_cap: 1000,
+            credit_rate: 1000,
+        });
+        assert!(share.track() && share.track());
+        assert!(!share.track());
+        share.untrack();
+        assert!(share.track());
+        let t0 = Instant::now();
+        assert!(share.credit(600, t0));
+        assert!(!share.credit(600, t0), "400 left");
+        // Half a second refills 500 octets, capped at 1000.
+        assert!(share.credit(900, t0 + Duration::from_millis(500)));
+        assert!(share.credit(1000, t0 + Duration::from_secs(60)));
+    }
+}
