@@ -121,13 +121,13 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
     let d = Iwarpd::start("tools");
     let sock = d.sock.to_str().unwrap();
     let mut pairs = Vec::new();
-    for test in ["write_bw", "send_lat"] {
+    for (test, n) in [("write_bw", "500"), ("send_lat", "5000")] {
         let p = port();
-        let server = spawn(IWPERF, &[test, "--daemon", sock, "-p", &p, "-n", "500"]);
+        let server = spawn(IWPERF, &[test, "--daemon", sock, "-p", &p, "-n", n]);
         std::thread::sleep(Duration::from_millis(300));
         let client = spawn(
             IWPERF,
-            &[test, "--daemon", sock, "-p", &p, "-n", "500", "127.0.0.1"],
+            &[test, "--daemon", sock, "-p", &p, "-n", n, "127.0.0.1"],
         );
         pairs.push((test, server, client));
     }

@@ -622,3 +622,58 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
     assert_eq!(counters.executed, 0);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_polling_beside_the_pump_delivers_each_completion_once() -> Result<(), Error> {
+    let path = daemon("busy").await;
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(8192);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    // Two threads take completions out of the ring besides the pump.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let (qp, stop) = (conn.qp.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    qp.poll_input();
+                }
+            })
+        })
+        .collect();
+    const N: u64 = 4000;
+    let mut posted = 0;
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < N as usize {
+        while posted < N {
+            let wr = SendWr {
+                wr_id: posted,
+                op: SendOp::Write {
+                    data: Payload::Sgl([src.local(0..8)].into()),
+                    dst: remote.slice(0, 8),
+                },
+                flags: SendFlags::SIGNALED,
+            };
+            if conn.qp.post_send(wr).is_err() {
+                break;
+            }
+            posted += 1;
+        }
+        let wc = tokio::time::timeout(Duration::from_secs(20), cq.next()).await??;
+        assert!(
+            seen.insert(wc.wc.wr_id),
+            "completion {} delivered twice",
+            wc.wc.wr_id
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert!(cq.is_empty(), "no extra completions");
+    Ok(())
+}

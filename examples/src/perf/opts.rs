@@ -43,6 +43,8 @@ usage: iwperf TEST [options] [server-address]
   --daemon PATH     go through the local iwarpd listening on this control socket
                     (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
                     settings, CRC included, then apply)
+  --no-push         with --daemon: send every request through the send queue, never
+                    the push path (to measure what pushing gains)
   -h, --help        this text
   A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
@@ -189,6 +191,8 @@ pub struct Opts {
     pub timeout: Duration,
     /// `--daemon PATH`: go through the local iwarpd at this control socket.
     pub daemon: Option<std::path::PathBuf>,
+    /// `--no-push`: through iwarpd, never use the push path.
+    pub no_push: bool,
 }
 
 impl Opts {
@@ -214,6 +218,7 @@ impl Opts {
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(30),
             daemon: None,
+            no_push: false,
         }
     }
 
@@ -248,6 +253,7 @@ impl Opts {
                 "--crc" => o.crc = true,
                 "--large-fpdus" => o.large_fpdus = true,
                 "--daemon" => o.daemon = Some(val("--daemon")?.into()),
+                "--no-push" => o.no_push = true,
                 "-d" => {
                     val("-d")?;
                 }
@@ -359,7 +365,7 @@ impl Opts {
             .connect_timeout(self.timeout)
             .mpa_timeout(self.timeout);
         match &self.daemon {
-            Some(path) => cfg.daemon(path),
+            Some(path) => cfg.daemon(path).push(!self.no_push),
             None => cfg,
         }
     }

@@ -183,7 +183,11 @@ impl Session {
             opts.qps,
             opts.tx_depth,
             opts.inline_size,
-            if opts.crc { "asked" } else { "off" },
+            match (&opts.daemon, opts.crc) {
+                (Some(_), _) => "as iwarpd is set",
+                (None, true) => "asked",
+                (None, false) => "off",
+            },
             if opts.large_fpdus {
                 " (large asked)"
             } else {

@@ -99,6 +99,8 @@ pub(super) struct Push {
 pub(super) struct Prepared {
     cq: Cq,
     ids: Ids,
+    /// Receives posted with the connection (they hold engine receive queue room).
+    initial_recvs: usize,
 }
 
 impl Prepared {
@@ -106,6 +108,7 @@ impl Prepared {
         Self {
             cq: Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64),
             ids: Ids::default(),
+            initial_recvs: 0,
         }
     }
 
@@ -114,6 +117,7 @@ impl Prepared {
     }
 
     pub(super) fn recv(&mut self, wr: RecvWr) -> RecvWr {
+        self.initial_recvs += 1;
         self.ids.recv(wr)
     }
 
@@ -141,7 +145,7 @@ impl Prepared {
             to_client,
             stop: stop.clone(),
             sq_room: depth.sq_depth as usize,
-            rq_room: depth.rq_depth as usize,
+            rq_room: (depth.rq_depth as usize).saturating_sub(self.initial_recvs),
             backlog: VecDeque::new(),
         };
         let task = tokio::spawn(run.run(to_daemon, ended));
@@ -212,8 +216,7 @@ impl Run {
             if !stopping && !broken {
                 // The push region first (seed 000: before the send queue), so that a
                 // pushed message meets its twin still at the head.
-                moved |= self.push_pass();
-                match self.take_work() {
+                match self.push_pass().and_then(|m| Ok(m | self.take_work()?)) {
                     Ok(m) => moved |= m,
                     Err(why) => {
                         tracing::warn!(qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
@@ -278,9 +281,13 @@ impl Run {
     }
 
     /// Takes what the client posted into the engine. `Err` names the garbage found.
+    ///
+    /// The send queue's index is read first (Acquire): every receive the client posted
+    /// before those sends is then visible, and goes into the engine before them, since
+    /// the peer's answer to a Send may need it.
     fn take_work(&mut self) -> Result<bool, &'static str> {
-        let mut moved = false;
         let n = self.seg.sq_pending().map_err(|_| "send queue index")?;
+        let mut moved = self.take_recvs()?;
         let take = (n as usize).min(self.sq_room);
         if take > 0 {
             let mut batch = Vec::with_capacity(take);
@@ -302,6 +309,12 @@ impl Run {
             self.post_sends(batch);
             moved = true;
         }
+        Ok(moved)
+    }
+
+    /// Takes the receives the client posted into the engine.
+    fn take_recvs(&mut self) -> Result<bool, &'static str> {
+        let mut moved = false;
         while self.rq_room > 0 {
             let Some(e) = self.seg.rq_pop().map_err(|_| "receive queue index")? else {
                 break;
@@ -359,11 +372,11 @@ impl Run {
     /// admission checks pass, else discarded (its twin entry then runs from the send
     /// queue, its completion flagged). Slots that name a queue pair outside the domain
     /// are discarded by whichever servant of the domain sees them. True if anything was
-    /// done.
-    fn push_pass(&mut self) -> bool {
+    /// done; `Err` names garbage found in the receive ring.
+    fn push_pass(&mut self) -> Result<bool, &'static str> {
         let region = &self.push.pd.region;
         if !region.any_ready() {
-            return false;
+            return Ok(false);
         }
         let mut mine = Vec::new();
         let mut foreign = Vec::new();
@@ -377,6 +390,10 @@ impl Run {
         for s in &foreign {
             region.free(s.slot, s.state);
             self.seg.count_discard(Discard::Security);
+        }
+        // The receives posted before these messages' twins go in first (see take_work).
+        if !mine.is_empty() {
+            self.take_recvs()?;
         }
         // Oldest twin first: the one at the head can go, the rest then follow in order.
         mine.sort_by_key(|s| s.sq_index.wrapping_sub(self.seg.sq_head()));
@@ -397,7 +414,7 @@ impl Run {
                 }
             }
         }
-        !mine.is_empty() || !foreign.is_empty()
+        Ok(!mine.is_empty() || !foreign.is_empty())
     }
 
     /// The admission checks of a pushed message, in the seed's order; the request to

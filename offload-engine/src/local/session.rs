@@ -467,7 +467,7 @@ where
     F: FnOnce(QpInit) -> Fut,
     Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
 {
-    let geo = Geometry::default();
+    let geo = geometry(&s.engine);
     let Some(push) = s.objs().pds.get(&pd).cloned() else {
         return Err(not_found("protection domain", pd));
     };
@@ -538,6 +538,25 @@ where
     );
     s.objs().qps.insert(id, sv);
     Ok((Reply::Qp(info), fds))
+}
+
+/// Rings as deep as the engine's queues (rounded down to a power of two), so that what
+/// the client may post always fits the engine, and a completion ring for both.
+fn geometry(engine: &Engine) -> Geometry {
+    let pow2 = |n: usize| {
+        let n = n.clamp(1, ipc::qpseg::MAX_DEPTH as usize) as u32;
+        1u32 << (31 - n.leading_zeros())
+    };
+    let stream = &engine.config().stream;
+    let (sq_depth, rq_depth) = (pow2(stream.sq_depth), pow2(stream.rq_depth));
+    Geometry {
+        sq_depth,
+        rq_depth,
+        cq_depth: (sq_depth + rq_depth)
+            .next_power_of_two()
+            .min(ipc::qpseg::MAX_DEPTH),
+        ..Geometry::default()
+    }
 }
 
 async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Listener) {

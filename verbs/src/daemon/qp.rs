@@ -75,6 +75,9 @@ struct Routes {
 
 /// What the handle and the pump share.
 struct Shared {
+    /// The completion ring has one consumer at a time: the pump, or a thread in
+    /// `poll_input`.
+    consumer: Mutex<()>,
     num: QpNum,
     seg: QpSegment,
     to_daemon: Doorbell,
@@ -84,6 +87,7 @@ struct Shared {
 impl Shared {
     /// Moves every completion in the ring to where it goes; true if there were any.
     fn drain(&self) -> bool {
+        let _one = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
         let (mut sends, mut recvs) = (Vec::new(), Vec::new());
         loop {
             let e = match self.seg.cq_pop() {
@@ -223,6 +227,7 @@ impl DaemonQp {
         let to_client = to_client.into_async().map_err(|e| bad(e.to_string()))?;
         let id = info.qp;
         let shared = Arc::new(Shared {
+            consumer: Mutex::new(()),
             num: QpNum(info.num),
             seg,
             to_daemon,

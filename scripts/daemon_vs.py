@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Daemon mode against embedded against raw TCP, as users compare: `iwperf` processes
+attached to a local `iwarpd` (--daemon), the same binary with its engine embedded, and
+sockperf / iperf3 on the same loopback, in alternating rounds, medians printed as ratios
+next to the targets of issue 11. Nothing here is a test: it only prints numbers.
+
+    scripts/daemon_vs.py                     # 3 rounds of 5 s per line
+    scripts/daemon_vs.py --rounds 5 --secs 3 --only lat
+
+Lines:
+  lat   iwperf send_lat -s 8 (t_typical): through iwarpd with the push path, through
+        iwarpd with --no-push, embedded; against sockperf ping-pong --tcp -m 14 (median)
+  bw    iwperf write_bw -s 65536: through iwarpd (its CRC setting: on), embedded with
+        --crc; against iperf3 -l 64K
+
+Needs iperf3 and sockperf; builds iwperf and iwarpd in release.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vs_tcp  # noqa: E402
+
+ROOT = vs_tcp.ROOT
+IWARPD = os.path.join(ROOT, "target", "release", "iwarpd")
+SOCK = "/tmp/iwarpd-daemon-vs.sock"
+
+
+def start_iwarpd():
+    if os.path.exists(SOCK):
+        os.unlink(SOCK)
+    d = subprocess.Popen([IWARPD, "--listen", "127.0.0.1:0", "--control", SOCK],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if os.path.exists(SOCK):
+            return d
+        time.sleep(0.05)
+    d.kill()
+    sys.exit("daemon_vs: iwarpd did not create its control socket")
+
+
+def run(line, path, secs, port):
+    """{name: value} for one round of one line."""
+    daemon = ["--daemon", SOCK]
+    if line == "lat":
+        r = {}
+        for name, extra in (("push", daemon), ("no-push", daemon + ["--no-push"]),
+                            ("embedded", [])):
+            r[name] = vs_tcp.iwperf(path, "send_lat", ["-s", "8"] + extra, secs, port)["t_typical"]
+            port += 1
+        r["sockperf"] = vs_tcp.sockperf(path, secs, port)
+        return r
+    if line == "bw":
+        gb = ["-s", "65536", "--report_gbits"]
+        return {
+            "daemon": vs_tcp.iwperf(path, "write_bw", gb + daemon, secs, port)["bw_avg"],
+            "embedded": vs_tcp.iwperf(path, "write_bw", gb + ["--crc"], secs, port + 1)["bw_avg"],
+            "iperf3": vs_tcp.iperf3(path, "64K", secs, port + 2) / 1e9,
+        }
+    raise ValueError(line)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--secs", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--only", default="lat,bw")
+    p.add_argument("--port", type=int, default=19700)
+    a = p.parse_args()
+    for tool in ("iperf3", "sockperf"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            sys.exit(f"daemon_vs: {tool} is not installed: apt-get install -y iperf3 sockperf")
+    vs_tcp.sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
+               "-p", "offload-engine", "--bin", "iwarpd"], cwd=ROOT)
+    path = vs_tcp.Path(False)
+    d = start_iwarpd()
+    try:
+        print(f"daemon_vs: loopback, {a.rounds} rounds of {a.secs} s per line, alternating, "
+              "medians [min..max]")
+        for i, line in enumerate(a.only.split(",")):
+            rounds = [run(line, path, a.secs, a.port + 10 * (i * a.rounds + r))
+                      for r in range(a.rounds)]
+            med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+            span = {k: (min(r[k] for r in rounds), max(r[k] for r in rounds)) for k in rounds[0]}
+            for k, v in med.items():
+                unit = "us" if line == "lat" else "Gbit/s"
+                print(f"  {line:4} {k:9} {v:8.2f} {unit:7} [{span[k][0]:.2f}..{span[k][1]:.2f}]")
+            if line == "lat":
+                print(f"  lat  push / no-push       = {med['push'] / med['no-push']:.2f}x "
+                      "(target <= 0.80x: push at least 20% lower)")
+                print(f"  lat  daemon / sockperf    = {med['push'] / med['sockperf']:.2f}x "
+                      "(target <= 1.3x)")
+                print(f"  lat  embedded / sockperf  = {med['embedded'] / med['sockperf']:.2f}x")
+            else:
+                print(f"  bw   daemon / iperf3      = {med['daemon'] / med['iperf3']:.2f}x "
+                      "(target >= 0.85x)")
+                print(f"  bw   embedded / iperf3    = {med['embedded'] / med['iperf3']:.2f}x")
+            sys.stdout.flush()
+    finally:
+        d.kill()
+        d.wait()
+
+
+if __name__ == "__main__":
+    main()
