@@ -2,12 +2,10 @@
 //!
 //! A sender attaches a message's descriptors to its first octets; the kernel delivers
 //! them with the read that returns those octets, so a receiver that keeps descriptors in
-//! arrival order hands each complete message the ones it declares ([`Request::fds`],
-//! [`Reply::fds`]). A peer that sends descriptors no message claims, or more than
-//! [`MAX_FDS_QUEUED`], is broken: the receiver drops the connection.
-//!
-//! [`Request::fds`]: crate::control::Request::fds
-//! [`Reply::fds`]: crate::control::Reply::fds
+//! arrival order hands each complete message the ones it declares
+//! ([`request_fds`](crate::control::request_fds), [`reply_fds`](crate::control::reply_fds)).
+//! A peer that sends descriptors no message claims, or more than [`MAX_FDS_QUEUED`], is
+//! broken: the receiver drops the connection.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, IoSliceMut};

@@ -240,11 +240,6 @@ impl Request {
         }
     }
 
-    /// Memory files attached to it.
-    pub fn fds(&self) -> usize {
-        usize::from(matches!(self, Self::RegMr { .. }))
-    }
-
     /// The whole message.
     pub fn encode(&self, txn: u64) -> Bytes {
         let mut out = start(self.func(), txn);
@@ -496,15 +491,6 @@ pub mod error {
 }
 
 impl Reply {
-    /// Memory files attached to it.
-    pub fn fds(&self) -> usize {
-        match self {
-            Self::Qp(_) => 3,
-            Self::Pd { .. } => 1,
-            _ => 0,
-        }
-    }
-
     /// The whole message answering function `func`'s transaction `txn`.
     pub fn encode(&self, func: u16, txn: u64) -> Bytes {
         let mut out = start(func | func::REPLY, txn);
@@ -728,8 +714,8 @@ mod tests {
             (h.len, h.func, h.version, h.txn),
             (41, 4, 1, 0xa1a2_a3a4_a5a6_a7a8)
         );
-        let back = Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
-        assert_eq!(back.fds(), 1);
+        Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
+        assert_eq!(request_fds(h.func), 1);
     }
 
     #[test]

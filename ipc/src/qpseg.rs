@@ -255,7 +255,7 @@ impl QpSegment {
         self.geo.sq_depth - prod.wrapping_sub(cons).min(self.geo.sq_depth)
     }
 
-    /// Client: writes the entry at the producer index (after checking [`sq_room`]) and
+    /// Client: writes the entry at the producer index (after checking [`sq_room`](Self::sq_room)) and
     /// returns its index; [`sq_publish`](Self::sq_publish) makes it visible.
     pub fn sq_write(&self, offset: u32, entry: &[u8; SQE_SIZE]) -> u32 {
         let prod = self

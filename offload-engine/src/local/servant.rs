@@ -148,14 +148,17 @@ impl Prepared {
             rq_room: (depth.rq_depth as usize).saturating_sub(self.initial_recvs),
             backlog: VecDeque::new(),
         };
+        let pd = run.push.pd.clone();
         let task = tokio::spawn(run.run(to_daemon, ended));
-        Servant { qp, stop, task }
+        Servant { qp, pd, stop, task }
     }
 }
 
 /// A running servant, as the session holds it.
 pub(super) struct Servant {
     pub(super) qp: Qp,
+    /// Its domain's push region, which names it until it is gone.
+    pd: Arc<PdPush>,
     stop: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -174,6 +177,7 @@ impl Servant {
         if tokio::time::timeout(DESTROY_WAIT, self.task).await.is_err() {
             abort.abort();
         }
+        self.pd.remove_qp(self.qp.num().0);
     }
 }
 
@@ -237,7 +241,6 @@ impl Run {
                 continue;
             }
             if stopping && end.is_some() && self.backlog.is_empty() {
-                self.push.pd.remove_qp(self.id);
                 return;
             }
             self.seg.park(Side::Daemon);
