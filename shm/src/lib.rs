@@ -133,13 +133,7 @@ impl Region {
         // Faulted in now, as an RNIC pins a region's pages at registration: a transfer
         // into a fresh region then pays no page fault per 4 KiB.
         let map = MmapOptions::new().len(len).populate().map_raw(&file)?;
-        let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
-        Ok(Self {
-            ptr,
-            len,
-            lock: RwLock::new(()),
-            backing: Backing::Mapped { file, _map: map },
-        })
+        Self::mapped(file, map, len)
     }
 
     /// Maps `len` octets of a memory file another process created and sent (a local
@@ -152,6 +146,10 @@ impl Region {
         }
         sealed::check(&file, len)?;
         let map = MmapOptions::new().len(len).map_raw(&file)?;
+        Self::mapped(file, map, len)
+    }
+
+    fn mapped(file: File, map: MmapRaw, len: usize) -> io::Result<Self> {
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
         Ok(Self {
             ptr,

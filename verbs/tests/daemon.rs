@@ -359,6 +359,21 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
     Ok(())
 }
 
+/// A daemon client connected to `addr`: its domain, a CQ of `depth`, the queue pair and
+/// the peer's advertised region.
+async fn attach(
+    path: &std::path::Path,
+    addr: SocketAddr,
+    depth: usize,
+) -> Result<(verbs::Pd, verbs::Cq, verbs::Qp, RemoteBuf), Error> {
+    let dev = Device::try_open(DeviceConfig::default().daemon(path))?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(depth);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    Ok((pd, cq, conn.qp, remote))
+}
+
 /// An embedded peer that accepts every connection with receives posted, completing on
 /// one CQ, and its region advertised.
 /// Returns its address, its CQ, the region and the receive buffers (256 octets each, by
@@ -452,11 +467,7 @@ async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), E
 async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error> {
     let path = daemon("order").await;
     let (addr, pcq, _region, inbox) = echo_peer().await?;
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq(1024);
-    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
-    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let (pd, cq, qp, remote) = attach(&path, addr, 1024).await?;
     let big = pd.alloc_mr(1 << 20, Access::LOCAL_WRITE)?;
     big.write(0, &vec![0x77; 1 << 20])?;
     // A mix: large Writes (send queue), small Sends (pushed when the queue is empty,
@@ -472,7 +483,7 @@ async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<
                 },
                 flags: SendFlags::SIGNALED,
             };
-            while conn.qp.post_send(wr.clone()).is_err() {
+            while qp.post_send(wr.clone()).is_err() {
                 tokio::task::yield_now().await;
             }
         } else {
@@ -484,7 +495,7 @@ async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<
                 },
                 flags: SendFlags::SIGNALED,
             };
-            while conn.qp.post_send(wr.clone()).is_err() {
+            while qp.post_send(wr.clone()).is_err() {
                 tokio::task::yield_now().await;
             }
             expect.push(i);
@@ -508,7 +519,7 @@ async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<
         got.push(u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
     }
     assert_eq!(got, expect, "every Send arrived once, in post order");
-    let st = conn.qp.stats();
+    let st = qp.stats();
     assert_eq!(st.pushed + st.sq_executed, 200, "{st:?}");
     assert_eq!(
         st.push_discards[0], flagged,
@@ -627,17 +638,13 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
 async fn busy_polling_beside_the_pump_delivers_each_completion_once() -> Result<(), Error> {
     let path = daemon("busy").await;
     let (addr, _pcq, _region, _inbox) = echo_peer().await?;
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq(8192);
-    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
-    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let (pd, cq, qp, remote) = attach(&path, addr, 8192).await?;
     let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
     // Two threads take completions out of the ring besides the pump.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let spinners: Vec<_> = (0..2)
         .map(|_| {
-            let (qp, stop) = (conn.qp.clone(), stop.clone());
+            let (qp, stop) = (qp.clone(), stop.clone());
             std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     qp.poll_input();
@@ -658,7 +665,7 @@ async fn busy_polling_beside_the_pump_delivers_each_completion_once() -> Result<
                 },
                 flags: SendFlags::SIGNALED,
             };
-            if conn.qp.post_send(wr).is_err() {
+            if qp.post_send(wr).is_err() {
                 break;
             }
             posted += 1;

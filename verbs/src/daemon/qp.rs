@@ -73,6 +73,25 @@ struct Routes {
     waiters: Mutex<HashMap<WrId, oneshot::Sender<Completion>>>,
 }
 
+impl Routes {
+    /// Hands a completion of an async method's request to its future (`None`), or gives
+    /// it back for a completion queue.
+    fn notify(&self, wc: Completion) -> Option<Completion> {
+        if wc.wr_id & NOTIFY_BIT == 0 {
+            return Some(wc);
+        }
+        let tx = self
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&wc.wr_id);
+        if let Some(tx) = tx {
+            let _ = tx.send(wc);
+        }
+        None
+    }
+}
+
 /// What the handle and the pump share.
 struct Shared {
     /// The completion ring has one consumer at a time: the pump, or a thread in
@@ -102,18 +121,9 @@ impl Shared {
                 tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
                 continue;
             };
-            if wc.wr_id & NOTIFY_BIT != 0 {
-                let tx = self
-                    .routes
-                    .waiters
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&wc.wr_id);
-                if let Some(tx) = tx {
-                    let _ = tx.send(wc);
-                }
+            let Some(wc) = self.routes.notify(wc) else {
                 continue;
-            }
+            };
             match wc.queue {
                 Queue::Send => sends.push(wc),
                 Queue::Recv => recvs.push(wc),
@@ -491,19 +501,9 @@ impl DaemonQp {
     }
 
     fn complete_locally(&self, wc: Completion) {
-        if wc.wr_id & NOTIFY_BIT != 0 {
-            let tx = self
-                .shared
-                .routes
-                .waiters
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&wc.wr_id);
-            if let Some(tx) = tx {
-                let _ = tx.send(wc);
-            }
+        let Some(wc) = self.shared.routes.notify(wc) else {
             return;
-        }
+        };
         let cq = match wc.queue {
             Queue::Send => &self.shared.routes.send_cq,
             Queue::Recv => &self.shared.routes.recv_cq,
