@@ -684,3 +684,36 @@ async fn busy_polling_beside_the_pump_delivers_each_completion_once() -> Result<
     assert!(cq.is_empty(), "no extra completions");
     Ok(())
 }
+
+/// Names of this process's daemon-control threads.
+fn control_threads() -> std::collections::HashSet<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim().to_owned())
+        .filter(|c| c.starts_with("iwarp-ctl-"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_device_ends_its_session() -> Result<(), Error> {
+    let path = daemon("drop").await;
+    let before = control_threads();
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let mine: Vec<_> = control_threads().difference(&before).cloned().collect();
+    assert!(!mine.is_empty(), "a control thread per device");
+    let mr = dev.alloc_pd().alloc_mr(4096, Access::LOCAL_WRITE)?;
+    drop((mr, dev));
+    // The socket is shut down, so the control thread ends (and the daemon sees the
+    // session end) without waiting for the process to exit. (Threads of other tests'
+    // devices that started at the same moment end with their tests.)
+    let start = std::time::Instant::now();
+    while mine.iter().any(|t| control_threads().contains(t)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the control thread lives on"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}

@@ -71,6 +71,8 @@ struct Dispatch {
     listeners: HashMap<u32, mpsc::UnboundedSender<IncomingEvent>>,
     qps: HashMap<u32, watch::Sender<Option<QpEnd>>>,
     gone: Option<String>,
+    /// The device was dropped: the reader ends quietly.
+    closing: bool,
 }
 
 /// The control connection to the local `iwarpd`.
@@ -91,6 +93,15 @@ pub(crate) struct Client {
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client").field("path", &self.path).finish()
+    }
+}
+
+impl Drop for Client {
+    /// The last handle of the device is gone: shutting the socket down ends the reader
+    /// thread, and the daemon sees the session end and releases what it held.
+    fn drop(&mut self) {
+        lock(&self.dispatch).closing = true;
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -125,8 +136,12 @@ impl Client {
         });
         let dispatch = client.dispatch.clone();
         let shown = path.display().to_string();
+        static CLIENTS: AtomicU64 = AtomicU64::new(0);
         std::thread::Builder::new()
-            .name("iwarp-control".into())
+            .name(format!(
+                "iwarp-ctl-{}",
+                CLIENTS.fetch_add(1, Ordering::Relaxed) % 100_000
+            ))
             .spawn(move || read_loop(reader, dispatch, shown))
             .map_err(|e| DaemonError::Unreachable(format!("no control thread: {e}")))?;
         client.call(&Request::Open {
@@ -342,8 +357,10 @@ fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
             }
         }
     };
-    tracing::warn!("{why}");
     let mut d = lock(&dispatch);
+    if !d.closing {
+        tracing::warn!("{why}");
+    }
     d.gone = Some(why.clone());
     for (_, tx) in d.waiting.drain() {
         let _ = tx.send(Err(DaemonError::Unreachable(why.clone())));
