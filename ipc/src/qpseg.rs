@@ -248,6 +248,15 @@ impl QpSegment {
 
     // ---- send queue ----
 
+    fn sq(&self) -> Ring {
+        Ring {
+            prod: SQ_PROD,
+            cons: SQ_CONS,
+            base: self.geo.sq_at(),
+            depth: self.geo.sq_depth,
+        }
+    }
+
     /// Client: room for another send queue entry?
     pub fn sq_room(&self) -> u32 {
         let prod = self.word(SQ_PROD).load(Ordering::Relaxed);
@@ -262,8 +271,7 @@ impl QpSegment {
             .word(SQ_PROD)
             .load(Ordering::Relaxed)
             .wrapping_add(offset);
-        let at = self.geo.sq_at() + (prod % self.geo.sq_depth) as usize * SQE_SIZE;
-        self.seg.write(at, entry);
+        self.seg.write(self.sq().at::<SQE_SIZE>(prod), entry);
         prod
     }
 
@@ -290,9 +298,8 @@ impl QpSegment {
     /// Daemon: copies the next entry out (validate it before use) and its index.
     pub fn sq_peek(&self) -> (u32, [u8; SQE_SIZE]) {
         let cons = self.word(SQ_CONS).load(Ordering::Relaxed);
-        let at = self.geo.sq_at() + (cons % self.geo.sq_depth) as usize * SQE_SIZE;
         let mut e = [0u8; SQE_SIZE];
-        self.seg.read(at, &mut e);
+        self.seg.read(self.sq().at::<SQE_SIZE>(cons), &mut e);
         (cons, e)
     }
 
@@ -316,76 +323,72 @@ impl QpSegment {
         )
     }
 
-    // ---- receive queue ----
+    // ---- receive and completion queues (one producer, one consumer each) ----
+
+    fn rq(&self) -> Ring {
+        Ring {
+            prod: RQ_PROD,
+            cons: RQ_CONS,
+            base: self.geo.rq_at(),
+            depth: self.geo.rq_depth,
+        }
+    }
+
+    fn cq(&self) -> Ring {
+        Ring {
+            prod: CQ_PROD,
+            cons: CQ_CONS,
+            base: self.geo.cq_at(),
+            depth: self.geo.cq_depth,
+        }
+    }
+
+    /// Writes and publishes one entry; false if the ring is full.
+    fn push<const N: usize>(&self, r: Ring, entry: &[u8; N]) -> bool {
+        let prod = self.word(r.prod).load(Ordering::Relaxed);
+        let cons = self.word(r.cons).load(Ordering::Acquire);
+        // A consumer that moved its index past ours gets no more entries.
+        if prod.wrapping_sub(cons) >= r.depth {
+            return false;
+        }
+        self.seg.write(r.at::<N>(prod), entry);
+        self.word(r.prod)
+            .store(prod.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Copies out and consumes the next entry, if any.
+    fn pop<const N: usize>(&self, r: Ring) -> Result<Option<[u8; N]>, Garbage> {
+        let cons = self.word(r.cons).load(Ordering::Relaxed);
+        if pending(self.word(r.prod).load(Ordering::Acquire), cons, r.depth)? == 0 {
+            return Ok(None);
+        }
+        let mut e = [0u8; N];
+        self.seg.read(r.at::<N>(cons), &mut e);
+        self.word(r.cons)
+            .store(cons.wrapping_add(1), Ordering::Release);
+        Ok(Some(e))
+    }
 
     /// Client: writes and publishes one receive entry; false if the ring is full.
     pub fn rq_push(&self, entry: &[u8; RQE_SIZE]) -> bool {
-        let prod = self.word(RQ_PROD).load(Ordering::Relaxed);
-        let cons = self.word(RQ_CONS).load(Ordering::Acquire);
-        if prod.wrapping_sub(cons) >= self.geo.rq_depth {
-            return false;
-        }
-        let at = self.geo.rq_at() + (prod % self.geo.rq_depth) as usize * RQE_SIZE;
-        self.seg.write(at, entry);
-        self.word(RQ_PROD)
-            .store(prod.wrapping_add(1), Ordering::Release);
-        true
+        self.push(self.rq(), entry)
     }
 
     /// Daemon: takes the next receive entry, if any.
     pub fn rq_pop(&self) -> Result<Option<[u8; RQE_SIZE]>, Garbage> {
-        let cons = self.word(RQ_CONS).load(Ordering::Relaxed);
-        let n = pending(
-            self.word(RQ_PROD).load(Ordering::Acquire),
-            cons,
-            self.geo.rq_depth,
-        )?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let at = self.geo.rq_at() + (cons % self.geo.rq_depth) as usize * RQE_SIZE;
-        let mut e = [0u8; RQE_SIZE];
-        self.seg.read(at, &mut e);
-        self.word(RQ_CONS)
-            .store(cons.wrapping_add(1), Ordering::Release);
-        Ok(Some(e))
+        self.pop(self.rq())
     }
-
-    // ---- completion queue ----
 
     /// Daemon: writes and publishes one completion; false if the ring is full (the
     /// client has not consumed; the daemon retries later).
     pub fn cq_push(&self, entry: &[u8; CQE_SIZE]) -> bool {
-        let prod = self.word(CQ_PROD).load(Ordering::Relaxed);
-        let cons = self.word(CQ_CONS).load(Ordering::Acquire);
-        // A client that moved its index past ours gets no more completions.
-        if prod.wrapping_sub(cons) >= self.geo.cq_depth {
-            return false;
-        }
-        let at = self.geo.cq_at() + (prod % self.geo.cq_depth) as usize * CQE_SIZE;
-        self.seg.write(at, entry);
-        self.word(CQ_PROD)
-            .store(prod.wrapping_add(1), Ordering::Release);
-        true
+        self.push(self.cq(), entry)
     }
 
     /// Client: takes the next completion, if any.
     pub fn cq_pop(&self) -> Result<Option<[u8; CQE_SIZE]>, Garbage> {
-        let cons = self.word(CQ_CONS).load(Ordering::Relaxed);
-        let n = pending(
-            self.word(CQ_PROD).load(Ordering::Acquire),
-            cons,
-            self.geo.cq_depth,
-        )?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let at = self.geo.cq_at() + (cons % self.geo.cq_depth) as usize * CQE_SIZE;
-        let mut e = [0u8; CQE_SIZE];
-        self.seg.read(at, &mut e);
-        self.word(CQ_CONS)
-            .store(cons.wrapping_add(1), Ordering::Release);
-        Ok(Some(e))
+        self.pop(self.cq())
     }
 
     // ---- staging ----
@@ -476,6 +479,22 @@ impl QpSegment {
             Side::Client => CLIENT_PARKED,
             Side::Daemon => DAEMON_PARKED,
         })
+    }
+}
+
+/// Where one ring lives: its two index words and its entries.
+#[derive(Copy, Clone)]
+struct Ring {
+    prod: usize,
+    cons: usize,
+    base: usize,
+    depth: u32,
+}
+
+impl Ring {
+    /// The offset of the entry of index `i` (entries of `N` octets).
+    fn at<const N: usize>(self, i: u32) -> usize {
+        self.base + (i % self.depth) as usize * N
     }
 }
 
