@@ -221,8 +221,29 @@ mod raw {
     use std::os::unix::net::UnixStream;
     use std::path::Path;
 
+    use std::fs::File;
+    use std::net::SocketAddr;
+
     use ipc::channel::{Inbox, Message, send_all};
-    use ipc::control::{Event, Reply, Request, func, reply_fds};
+    use ipc::control::{Event, QpInfo, Reply, Request, func, reply_fds};
+    use ipc::push::PushRegion;
+    use ipc::qpseg::{Doorbell, QpSegment, Side};
+
+    /// A queue pair made by hand.
+    pub(crate) struct RawQp {
+        pub(crate) info: QpInfo,
+        pub(crate) seg: QpSegment,
+        pub(crate) to_daemon: Doorbell,
+        pub(crate) region: PushRegion,
+    }
+
+    impl RawQp {
+        /// Rings the daemon's doorbell (whether or not it parked).
+        pub(crate) fn ring(&self) {
+            let _ = self.seg.must_wake(Side::Daemon);
+            self.to_daemon.ring();
+        }
+    }
 
     pub(crate) struct Raw {
         pub(crate) sock: UnixStream,
@@ -263,6 +284,33 @@ mod raw {
             }
         }
 
+        /// A protection domain (with its push region) and a queue pair of it connected
+        /// to `addr`, with the queue pair's segment mapped.
+        pub(crate) fn qp(&mut self, addr: SocketAddr) -> RawQp {
+            let (reply, mut fds) = self.call(&Request::AllocPd);
+            let Reply::Pd { pd, push_slots } = reply else {
+                panic!("{reply:?}")
+            };
+            let region = PushRegion::map(File::from(fds.remove(0)), push_slots).unwrap();
+            let (reply, mut fds) = self.call(&Request::Connect {
+                pd,
+                addr,
+                private: Default::default(),
+                recvs: Vec::new(),
+            });
+            let Reply::Qp(info) = reply else {
+                panic!("{reply:?}")
+            };
+            let to_daemon = Doorbell::from_fd(fds.remove(1));
+            let seg = QpSegment::map(File::from(fds.remove(0)), info.geometry).unwrap();
+            RawQp {
+                info,
+                seg,
+                to_daemon,
+                region,
+            }
+        }
+
         pub(crate) fn event(&mut self) -> Event {
             loop {
                 let m = self.next();
@@ -276,24 +324,11 @@ mod raw {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<(), Error> {
-    use ipc::control::{Event, Reply, Request, end};
-    use ipc::qpseg::{Doorbell, QpSegment, SQE_SIZE, Side};
+    use ipc::control::{Event, end};
+    use ipc::qpseg::SQE_SIZE;
 
     let path = daemon("scribble").await;
-    // The peer: an embedded device accepting every connection.
-    let peer = Device::open(DeviceConfig::default().embedded());
-    let ppd = peer.alloc_pd();
-    let region = ppd.alloc_mr(4096, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
-    let pcq = peer.create_cq(64);
-    let listener = peer.listen(any_port()).await?;
-    let addr = listener.local_addr();
-    let advert = region.remote().encode();
-    tokio::spawn(async move {
-        let mut qps = Vec::new();
-        while let Ok(inc) = listener.accept().await {
-            qps.push(inc.accept(&ppd, QpConfig::new(&pcq), &advert).await);
-        }
-    });
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
 
     // The scribbler: a queue pair whose rings it fills with garbage, in two ways.
     let p = path.clone();
@@ -301,35 +336,19 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
         let mut ends = Vec::new();
         for garbage in [0u8, 1] {
             let mut raw = raw::Raw::connect(&p);
-            let Reply::Pd { pd, .. } = raw.call(&Request::AllocPd).0 else {
-                panic!("no pd")
-            };
-            let (reply, mut fds) = raw.call(&Request::Connect {
-                pd,
-                addr,
-                private: Default::default(),
-                recvs: Vec::new(),
-            });
-            let Reply::Qp(info) = reply else {
-                panic!("no qp: {reply:?}")
-            };
-            let to_daemon = Doorbell::from_fd(fds.remove(1));
-            let seg = QpSegment::map(std::fs::File::from(fds.remove(0)), info.geometry).unwrap();
+            let q = raw.qp(addr);
             if garbage == 0 {
                 // An entry of no known opcode.
-                seg.sq_write(0, &[0xee; SQE_SIZE]);
-                seg.sq_publish(1);
+                q.seg.sq_write(0, &[0xee; SQE_SIZE]);
+                q.seg.sq_publish(1);
             } else {
                 // A producer index far beyond the ring.
-                seg.sq_publish(100_000);
+                q.seg.sq_publish(100_000);
             }
-            if seg.must_wake(Side::Daemon) {
-                to_daemon.ring();
-            }
-            to_daemon.ring();
+            q.ring();
             match raw.event() {
                 Event::QpEnded { qp, how, .. } => {
-                    assert_eq!(qp, info.qp);
+                    assert_eq!(qp, q.info.qp);
                     ends.push(how);
                 }
                 other => panic!("{other:?}"),
@@ -587,35 +606,18 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
     }
 
     // D6 and malformed messages, written by hand into a domain's region.
-    use ipc::control::{Reply, Request};
-    use ipc::push::PushRegion;
-    use ipc::qpseg::{Discard, Doorbell, QpSegment, SQE_SIZE, Side};
+    use ipc::qpseg::{Discard, SQE_SIZE};
     let path = daemon("security").await;
     let counters = tokio::task::spawn_blocking(move || {
         let mut raw = raw::Raw::connect(&path);
-        let (reply, mut fds) = raw.call(&Request::AllocPd);
-        let Reply::Pd { pd, push_slots } = reply else {
-            panic!("{reply:?}")
-        };
-        let region = PushRegion::map(std::fs::File::from(fds.remove(0)), push_slots).unwrap();
-        let (reply, mut fds) = raw.call(&Request::Connect {
-            pd,
-            addr,
-            private: Default::default(),
-            recvs: Vec::new(),
-        });
-        let Reply::Qp(info) = reply else {
-            panic!("{reply:?}")
-        };
-        let to_daemon = Doorbell::from_fd(fds.remove(1));
-        let seg = QpSegment::map(std::fs::File::from(fds.remove(0)), info.geometry).unwrap();
+        let q = raw.qp(addr);
+        let (region, seg) = (&q.region, &q.seg);
         // A message for a queue pair of no domain of this client, and a garbage one.
         let a = region.claim(0).unwrap();
         region.publish(a, 0xdead, 0, &[0; SQE_SIZE]);
         let b = region.claim(0).unwrap();
-        region.publish(b, info.qp, 0, &[0xee; SQE_SIZE]);
-        let _ = seg.must_wake(Side::Daemon);
-        to_daemon.ring();
+        region.publish(b, q.info.qp, 0, &[0xee; SQE_SIZE]);
+        q.ring();
         let start = std::time::Instant::now();
         loop {
             let c = seg.push_counters();
