@@ -131,9 +131,10 @@ impl PushRegion {
         w.store(((cur >> 2).wrapping_add(1) << 2) | READY, Ordering::Release);
     }
 
-    /// Daemon: the slots that are READY now, copied out; a slot whose state changed
-    /// while it was copied (a torn write) is skipped this time.
-    pub fn ready(&self, mut f: impl FnMut(Snapshot)) {
+    /// Daemon: the slots that are READY now and name a queue pair `want` accepts, copied
+    /// out; a slot whose state changed while it was copied (a torn write) is skipped this
+    /// time.
+    pub fn ready(&self, want: impl Fn(u32) -> bool, mut f: impl FnMut(Snapshot)) {
         for slot in 0..self.slots {
             let w = self.state(slot);
             let state = w.load(Ordering::Acquire);
@@ -142,6 +143,9 @@ impl PushRegion {
             }
             let at = slot as usize * SLOT_SIZE;
             let qp = self.seg.u32(at + 4).load(Ordering::Relaxed);
+            if !want(qp) {
+                continue;
+            }
             let sq_index = self.seg.u32(at + 8).load(Ordering::Relaxed);
             let mut entry = [0u8; SQE_SIZE];
             self.seg.read(at + 64, &mut entry);
@@ -204,15 +208,18 @@ mod tests {
         );
         // A WRITING slot is not READY: the daemon does not see it.
         let mut seen = Vec::new();
-        d.ready(|s| seen.push(s));
+        d.ready(|_| true, |s| seen.push(s));
         assert!(seen.is_empty());
         c.publish(a, 7, 41, &[0xab; SQE_SIZE]);
-        d.ready(|s| seen.push(s));
+        d.ready(|_| true, |s| seen.push(s));
         assert_eq!(seen.len(), 1);
         let s = &seen[0];
         assert_eq!((s.slot, s.qp, s.sq_index), (a, 7, 41));
         assert_eq!(s.entry, [0xab; SQE_SIZE]);
         assert_eq!(s.state, (1 << 2) | READY);
+        let mut other = Vec::new();
+        d.ready(|qp| qp != 7, |s| other.push(s));
+        assert!(other.is_empty(), "filtered by queue pair before the copy");
         d.free(s.slot, s.state);
         assert_eq!(c.claim(a), Some(a), "freed, claimable again");
         // A stale free (an older generation) changes nothing.

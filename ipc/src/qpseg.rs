@@ -398,16 +398,15 @@ impl QpSegment {
         self.seg.write(self.geo.staging_at() + offset as usize, src);
     }
 
-    /// Daemon: copies staged octets out; `None` if the range lies outside the area.
-    pub fn staged(&self, offset: u32, len: u32) -> Option<Vec<u8>> {
-        let end = u64::from(offset) + u64::from(len);
+    /// Daemon: copies the staged octets at `offset` into `dst`; false (and nothing
+    /// copied) if the range lies outside the area.
+    pub fn read_staged(&self, offset: u32, dst: &mut [u8]) -> bool {
+        let end = u64::from(offset) + dst.len() as u64;
         if end > u64::from(self.geo.staging) {
-            return None;
+            return false;
         }
-        let mut v = vec![0u8; len as usize];
-        self.seg
-            .read(self.geo.staging_at() + offset as usize, &mut v);
-        Some(v)
+        self.seg.read(self.geo.staging_at() + offset as usize, dst);
+        true
     }
 
     // ---- push counters ----
@@ -556,9 +555,11 @@ mod tests {
             assert_eq!(c.cq_pop().unwrap(), None);
         }
         c.stage(120, b"12345678");
-        assert_eq!(d.staged(120, 8).unwrap(), b"12345678");
-        assert!(d.staged(121, 8).is_none());
-        assert!(d.staged(u32::MAX, 2).is_none());
+        let mut got = [0u8; 8];
+        assert!(d.read_staged(120, &mut got));
+        assert_eq!(&got, b"12345678");
+        assert!(!d.read_staged(121, &mut got));
+        assert!(!d.read_staged(u32::MAX, &mut got[..2]));
     }
 
     #[test]

@@ -249,6 +249,21 @@ pub fn encode_sqe(
     Ok(e)
 }
 
+/// Replaces the payload of an encoded Send or Write entry by `data`, inline: the pushed
+/// message of a request whose own entry names a gather list. False (and `e` unchanged)
+/// for another operation or more than [`INLINE_MAX`] octets.
+pub fn set_inline(e: &mut [u8; SQE_SIZE], data: &[u8]) -> bool {
+    if !matches!(e[0], 1 | 2) || data.len() > INLINE_MAX {
+        return false;
+    }
+    e[2] = P_INLINE;
+    e[3] = 0;
+    le32(e, 4, data.len() as u32);
+    e[BODY..].fill(0);
+    e[BODY..BODY + data.len()].copy_from_slice(data);
+    true
+}
+
 /// True if the entry says its twin message was pushed.
 pub fn sqe_pushed(e: &[u8; SQE_SIZE]) -> bool {
     e[1] & F_PUSHED != 0
@@ -259,12 +274,35 @@ pub fn mark_pushed(e: &mut [u8; SQE_SIZE]) {
     e[1] |= F_PUSHED;
 }
 
-/// Decodes a send queue entry copied out of the ring. `staged(offset, len)` copies staged
-/// octets out (`None` if the range is outside the area). Every field is checked; nothing
-/// in `e` is trusted.
+/// Where the octets of an owned (`Bytes`) payload are.
+#[derive(Copy, Clone, Debug)]
+pub enum Data<'a> {
+    /// In the entry.
+    Inline(&'a [u8]),
+    /// In the staging area.
+    Staged {
+        /// Offset in the area.
+        offset: u32,
+        /// Length.
+        len: u32,
+    },
+}
+
+/// An `own` for [`decode_sqe`] that copies inline payloads into a fresh `Bytes` and takes
+/// no staged ones (one allocation per payload: for tests and the occasional entry).
+pub fn copy_inline(d: Data<'_>) -> Option<Bytes> {
+    match d {
+        Data::Inline(b) => Some(Bytes::copy_from_slice(b)),
+        Data::Staged { .. } => None,
+    }
+}
+
+/// Decodes a send queue entry copied out of the ring. `own` makes `Bytes` of an owned
+/// payload's octets (`None` if it cannot: a staged range outside the area). Every field is
+/// checked; nothing in `e` is trusted.
 pub fn decode_sqe(
     e: &[u8; SQE_SIZE],
-    staged: &dyn Fn(u32, u32) -> Option<Vec<u8>>,
+    own: &mut dyn FnMut(Data<'_>) -> Option<Bytes>,
 ) -> Result<SendWr, Malformed> {
     let flags_bits = e[1];
     if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED) != 0 {
@@ -282,14 +320,19 @@ pub fn decode_sqe(
     }
     let nsge = usize::from(e[3]);
     let len = get32(e, 4);
-    let payload = || -> Result<Payload, Malformed> {
+    let mut payload = || -> Result<Payload, Malformed> {
         match e[2] {
-            P_INLINE if len as usize <= INLINE_MAX => Ok(Payload::Bytes(Bytes::copy_from_slice(
-                &e[BODY..BODY + len as usize],
-            ))),
-            P_STAGED => staged(get32(e, 72), len)
-                .map(|v| Payload::Bytes(Bytes::from(v)))
-                .ok_or(Malformed("staged range")),
+            P_INLINE if len as usize <= INLINE_MAX => {
+                own(Data::Inline(&e[BODY..BODY + len as usize]))
+                    .map(Payload::Bytes)
+                    .ok_or(Malformed("inline payload"))
+            }
+            P_STAGED => own(Data::Staged {
+                offset: get32(e, 72),
+                len,
+            })
+            .map(Payload::Bytes)
+            .ok_or(Malformed("staged range")),
             P_SGL if nsge <= SQ_SGES => Ok(Payload::Sgl(get_sges(e, BODY, nsge))),
             _ => Err(Malformed("send entry payload")),
         }
@@ -498,8 +541,11 @@ mod tests {
             Some(64)
         })
         .unwrap();
-        let back = decode_sqe(&e, &|off, len| {
-            (off == 64 && len as usize == staged.len()).then(|| staged.clone())
+        let back = decode_sqe(&e, &mut |d| match d {
+            Data::Staged { offset, len } => {
+                (offset == 64 && len as usize == staged.len()).then(|| Bytes::from(staged.clone()))
+            }
+            inline => copy_inline(inline),
         })
         .unwrap();
         assert_eq!(back, wr);
@@ -672,25 +718,62 @@ mod tests {
             for v in [0u8, 1, 0x7f, 0xff] {
                 let mut e = good;
                 e[at] = v;
-                let _ = decode_sqe(&e, &|_, _| None);
+                let _ = decode_sqe(&e, &mut copy_inline);
             }
         }
         let mut e = good;
         e[0] = 10;
         assert_eq!(
-            decode_sqe(&e, &|_, _| None),
+            decode_sqe(&e, &mut copy_inline),
             Err(Malformed("send entry opcode"))
         );
         let mut e = good;
         e[2] = P_INLINE;
         e[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode_sqe(&e, &|_, _| None).is_err());
+        assert!(decode_sqe(&e, &mut copy_inline).is_err());
         let mut e = good;
         e[3] = 200;
-        assert!(decode_sqe(&e, &|_, _| None).is_err());
+        assert!(decode_sqe(&e, &mut copy_inline).is_err());
         let mut e = [0u8; RQE_SIZE];
         e[8] = 16;
         assert!(decode_rqe(&e).is_err());
+    }
+
+    #[test]
+    fn a_gather_list_entry_becomes_its_inline_message() {
+        let wr = SendWr {
+            wr_id: 5,
+            op: SendOp::Write {
+                data: Payload::Sgl([sge(1), sge(2)].into()),
+                dst: remote(),
+            },
+            flags: SendFlags::SIGNALED,
+        };
+        let mut e = encode_sqe(&wr, &mut no_stage).unwrap();
+        assert!(set_inline(&mut e, b"eight oc"));
+        let back = decode_sqe(&e, &mut copy_inline).unwrap();
+        let want = SendWr {
+            op: SendOp::Write {
+                data: Payload::Bytes(Bytes::from_static(b"eight oc")),
+                dst: remote(),
+            },
+            ..wr
+        };
+        assert_eq!(back, want);
+        assert!(!set_inline(&mut e, &[0; INLINE_MAX + 1]));
+        let mut read = encode_sqe(
+            &SendWr {
+                wr_id: 1,
+                op: SendOp::Read {
+                    src: remote(),
+                    dst: sge(1),
+                },
+                flags: SendFlags::NONE,
+            },
+            &mut no_stage,
+        )
+        .unwrap();
+        assert!(!set_inline(&mut read, b"x"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ mod timeouts;
 pub mod tpt;
 
 pub use cm::{Incoming, Listener};
-pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum};
+pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum, Waiters};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, QpInit, Srq};
 pub use log_limit::LogLimit;

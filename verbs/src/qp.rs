@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use offload_engine::QpInit;
-use rdmap::{Completion, PostError, QpState, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
+use rdmap::{PostError, QpState, RecvWr, SendWr};
 
 use crate::daemon::qp::DaemonQp;
 
@@ -115,30 +115,6 @@ pub(crate) enum QpImpl {
     Daemon(DaemonQp),
 }
 
-/// The completion of one request posted by an async method.
-pub(crate) enum Notified {
-    Embedded(offload_engine::CompletionFuture),
-    Daemon(futures::channel::oneshot::Receiver<Completion>, WcOpcode),
-}
-
-impl Notified {
-    pub(crate) async fn wait(self) -> Completion {
-        match self {
-            Self::Embedded(f) => f.await,
-            // The pump is gone (the queue pair was dropped or iwarpd went away): the request
-            // ended with the queue pair.
-            Self::Daemon(rx, op) => rx.await.unwrap_or_else(|_| {
-                let q = if matches!(op, WcOpcode::Recv) {
-                    Queue::Recv
-                } else {
-                    Queue::Send
-                };
-                Completion::new(0, q, op, WcStatus::Flushed)
-            }),
-        }
-    }
-}
-
 macro_rules! either {
     ($qp:expr, $q:ident => $e:expr) => {
         match $qp {
@@ -176,22 +152,17 @@ impl QpImpl {
     fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         either!(self, q => q.post_recv(wr))
     }
-    pub(crate) fn post_send_notify(&self, wr: SendWr) -> Result<Notified, PostError> {
-        match self {
-            Self::Embedded(q) => q.post_send_notify(wr).map(Notified::Embedded),
-            Self::Daemon(q) => {
-                let op = wr.op.wc_opcode();
-                q.post_send_notify(wr).map(|rx| Notified::Daemon(rx, op))
-            }
-        }
+    pub(crate) fn post_send_notify(
+        &self,
+        wr: SendWr,
+    ) -> Result<offload_engine::CompletionFuture, PostError> {
+        either!(self, q => q.post_send_notify(wr))
     }
-    pub(crate) fn post_recv_notify(&self, wr: RecvWr) -> Result<Notified, PostError> {
-        match self {
-            Self::Embedded(q) => q.post_recv_notify(wr).map(Notified::Embedded),
-            Self::Daemon(q) => q
-                .post_recv_notify(wr)
-                .map(|rx| Notified::Daemon(rx, WcOpcode::Recv)),
-        }
+    pub(crate) fn post_recv_notify(
+        &self,
+        wr: RecvWr,
+    ) -> Result<offload_engine::CompletionFuture, PostError> {
+        either!(self, q => q.post_recv_notify(wr))
     }
     fn disconnect(&self) {
         either!(self, q => q.disconnect())

@@ -34,7 +34,7 @@ pub(crate) struct Shared {
     /// The end, once known.
     pub(crate) ended: watch::Sender<Option<QpEnd>>,
     /// Requests whose completion goes to a future instead of a CQ.
-    pub(crate) waiters: Waiters,
+    pub(crate) waiters: Arc<Waiters>,
     /// The engine's TPT, to release this queue pair's type 2 windows when it ends.
     pub(crate) tpt: Arc<crate::tpt::Tpt>,
     /// The engine's liveness limits, read by the driver.
@@ -57,7 +57,7 @@ impl Shared {
             send_cq,
             recv_cq,
             ended: watch::channel(None).0,
-            waiters: Waiters::default(),
+            waiters: Arc::default(),
             tpt,
             timeouts,
         }
@@ -209,7 +209,7 @@ impl Qp {
         let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
         self.post(Queue::Send, small, |s| s.post_send(wr))
             .inspect_err(|_| self.shared.waiters.forget(id))?;
-        Ok(CompletionFuture::new(self.shared.clone(), id))
+        Ok(self.shared.waiters.future(id))
     }
 
     /// Posts a receive whose completion goes to the returned future instead of the
@@ -219,7 +219,7 @@ impl Qp {
         wr.wr_id = id;
         self.post(Queue::Recv, false, |s| s.post_recv(wr))
             .inspect_err(|_| self.shared.waiters.forget(id))?;
-        Ok(CompletionFuture::new(self.shared.clone(), id))
+        Ok(self.shared.waiters.future(id))
     }
 
     /// Busy-poll mode: reads what the socket holds right now and processes it on the

@@ -30,7 +30,7 @@ pub use handle::{NOTIFY_BIT, Qp};
 pub(crate) use io::Io;
 pub use rdmap::{QpEnd, QpNum};
 pub(crate) use state::State;
-pub use waiters::CompletionFuture;
+pub use waiters::{CompletionFuture, Waiters};
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.
 pub(crate) fn now() -> std::time::Instant {

@@ -1,6 +1,8 @@
 //! Requests whose completion goes to a future ([`Qp::post_send_notify`](super::Qp::post_send_notify)):
 //! a slab of slots reused from one request to the next, so the per-request futures of the
 //! async API allocate nothing once the slab has grown to the most requests in flight.
+//! The engine's queue pairs use it, and so does a queue pair run by a local daemon
+//! (`verbs`' daemon mode), whose completions come out of shared memory instead.
 //!
 //! A request's work request id names its slot: [`NOTIFY_BIT`](super::NOTIFY_BIT), a 31-bit
 //! generation (bumped each time the slot is reused, so a stale id never matches) and the
@@ -13,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 
 use rdmap::{Completion, WrId};
 
-use super::handle::{NOTIFY_BIT, Shared};
+use super::handle::NOTIFY_BIT;
 
 #[derive(Debug)]
 enum Slot {
@@ -32,9 +34,10 @@ struct Slots {
     free: Vec<u32>,
 }
 
-/// The slab of one queue pair.
+/// The slab of one queue pair: [`register`](Self::register) a request, hand its
+/// completion to [`complete`](Self::complete), await it through [`future`](Self::future).
 #[derive(Debug, Default)]
-pub(crate) struct Waiters {
+pub struct Waiters {
     inner: Mutex<Slots>,
 }
 
@@ -51,7 +54,7 @@ impl Waiters {
     }
 
     /// A slot for a request about to be posted; its work request id.
-    pub(crate) fn register(&self) -> WrId {
+    pub fn register(&self) -> WrId {
         let mut s = self.lock();
         let index = match s.free.pop() {
             Some(i) => i,
@@ -67,7 +70,7 @@ impl Waiters {
     }
 
     /// Hands `wc` to its future; gives it back if no live slot has its id.
-    pub(crate) fn complete(&self, wc: Completion) -> Option<Completion> {
+    pub fn complete(&self, wc: Completion) -> Option<Completion> {
         let (index, generation) = split(wc.wr_id);
         let mut s = self.lock();
         let Some((g, slot)) = s.slots.get_mut(index) else {
@@ -97,7 +100,7 @@ impl Waiters {
     }
 
     /// Releases the slot of `id`: its request was never posted, or its future is gone.
-    pub(crate) fn release(&self, id: WrId) {
+    fn release(&self, id: WrId) {
         let (index, generation) = split(id);
         let mut s = self.lock();
         let Some((g, slot)) = s.slots.get_mut(index) else {
@@ -117,7 +120,7 @@ impl Waiters {
     }
 
     /// Forgets a slot whose request was refused (never posted).
-    pub(crate) fn forget(&self, id: WrId) {
+    pub fn forget(&self, id: WrId) {
         let (index, generation) = split(id);
         let mut s = self.lock();
         if let Some((g, slot)) = s.slots.get_mut(index)
@@ -125,6 +128,15 @@ impl Waiters {
         {
             *slot = Slot::Free;
             s.free.push(index as u32);
+        }
+    }
+
+    /// The future of the request registered as `id`.
+    pub fn future(self: &Arc<Self>, id: WrId) -> CompletionFuture {
+        CompletionFuture {
+            waiters: self.clone(),
+            id,
+            done: false,
         }
     }
 
@@ -165,26 +177,16 @@ impl Waiters {
 /// discarded.
 #[derive(Debug)]
 pub struct CompletionFuture {
-    shared: Arc<Shared>,
+    waiters: Arc<Waiters>,
     id: WrId,
     done: bool,
-}
-
-impl CompletionFuture {
-    pub(crate) fn new(shared: Arc<Shared>, id: WrId) -> Self {
-        Self {
-            shared,
-            id,
-            done: false,
-        }
-    }
 }
 
 impl Future for CompletionFuture {
     type Output = Completion;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion> {
-        let ready = self.shared.waiters.poll(self.id, cx);
+        let ready = self.waiters.poll(self.id, cx);
         if ready.is_ready() {
             self.done = true;
         }
@@ -195,7 +197,7 @@ impl Future for CompletionFuture {
 impl Drop for CompletionFuture {
     fn drop(&mut self) {
         if !self.done {
-            self.shared.waiters.release(self.id);
+            self.waiters.release(self.id);
         }
     }
 }

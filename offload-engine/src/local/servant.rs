@@ -13,10 +13,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::Discard;
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
-use ipc::wqe::{decode_rqe, decode_sqe, encode_cqe, sqe_pushed};
+use ipc::wqe::{Data, decode_rqe, decode_sqe, encode_cqe, sqe_pushed};
 use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
 
 use super::push::{PdPush, PushShare};
@@ -147,6 +148,10 @@ impl Prepared {
             sq_room: depth.sq_depth as usize,
             rq_room: (depth.rq_depth as usize).saturating_sub(self.initial_recvs),
             backlog: VecDeque::new(),
+            batch: Vec::new(),
+            completed: Vec::new(),
+            snapshots: Vec::new(),
+            arena: BytesMut::new(),
         };
         let pd = run.push.pd.clone();
         let task = tokio::spawn(run.run(to_daemon, ended));
@@ -197,6 +202,40 @@ struct Run {
     rq_room: usize,
     /// Completions waiting for room in the client's ring.
     backlog: VecDeque<[u8; CQE_SIZE]>,
+    /// Buffers kept from turn to turn, so that moving requests allocates nothing.
+    batch: Vec<SendWr>,
+    completed: Vec<Completion>,
+    snapshots: Vec<Snapshot>,
+    /// Where owned payloads are copied out of shared memory (see [`own`]).
+    arena: BytesMut,
+}
+
+/// Octets an arena holds before a fresh one is taken.
+const ARENA: usize = 64 << 10;
+
+/// Copies an owned payload out of shared memory into `Bytes` carved from `arena`: one
+/// allocation per 64 KiB of payloads (a fresh arena once the old one is full and still
+/// referenced by requests in flight; the same one again once they are gone), not one per
+/// request. `None` for a staged range outside the area.
+fn own(arena: &mut BytesMut, seg: &QpSegment, d: Data<'_>) -> Option<Bytes> {
+    let len = match d {
+        Data::Inline(b) => b.len(),
+        Data::Staged { len, .. } => len as usize,
+    };
+    if arena.capacity() < len {
+        arena.reserve(len.max(ARENA));
+    }
+    match d {
+        Data::Inline(b) => arena.extend_from_slice(b),
+        Data::Staged { offset, .. } => {
+            arena.resize(len, 0);
+            if !seg.read_staged(offset, arena) {
+                arena.clear();
+                return None;
+            }
+        }
+    }
+    Some(arena.split().freeze())
 }
 
 impl Run {
@@ -293,11 +332,12 @@ impl Run {
         let mut moved = self.take_recvs()?;
         let take = (n as usize).min(self.sq_room);
         if take > 0 {
-            let mut batch = Vec::with_capacity(take);
+            let mut batch = std::mem::take(&mut self.batch);
             let seg = &self.seg;
             for _ in 0..take {
                 let (_, e) = seg.sq_peek();
-                let wr = decode_sqe(&e, &|off, len| seg.staged(off, len)).map_err(|m| m.0)?;
+                let arena = &mut self.arena;
+                let wr = decode_sqe(&e, &mut |d| own(arena, seg, d)).map_err(|m| m.0)?;
                 // A pushed twin that reaches the send queue path: its push was discarded.
                 let via = if sqe_pushed(&e) {
                     Via::QueueAfterDiscard
@@ -309,7 +349,8 @@ impl Run {
             }
             seg.count_executed(0, take as u64);
             self.sq_room -= take;
-            self.post_sends(batch);
+            self.post_sends(batch.drain(..));
+            self.batch = batch;
             moved = true;
         }
         Ok(moved)
@@ -334,12 +375,14 @@ impl Run {
         Ok(moved)
     }
 
-    fn post_sends(&mut self, batch: Vec<SendWr>) {
-        let ids: Vec<u64> = batch.iter().map(|w| w.wr_id).collect();
+    /// Posts requests whose daemon ids are consecutive (as [`Ids`] hands them out); those
+    /// the engine refuses complete as flushed.
+    fn post_sends(&mut self, batch: impl ExactSizeIterator<Item = SendWr>) {
+        let (first, n) = (self.ids.next - batch.len() as u64, batch.len());
         if let Err((queued, e)) = self.qp.post_send_batch(batch) {
             tracing::debug!(error = %e, "send requests not posted");
-            for id in &ids[queued..] {
-                self.fail(*id, Queue::Send);
+            for id in first + queued as u64..first + n as u64 {
+                self.fail(id, Queue::Send);
             }
         }
     }
@@ -381,50 +424,59 @@ impl Run {
         if !region.any_ready() {
             return Ok(false);
         }
-        let mut mine = Vec::new();
-        let mut foreign = Vec::new();
-        region.ready(|s| {
-            if s.qp == self.id {
-                mine.push(s);
-            } else if !self.push.pd.has_qp(s.qp) {
-                foreign.push(s);
-            }
-        });
-        for s in &foreign {
-            region.free(s.slot, s.state);
-            self.seg.count_discard(Discard::Security);
-        }
+        let mut mine = std::mem::take(&mut self.snapshots);
+        let mut foreign = false;
+        let (id, pd) = (self.id, &self.push.pd);
+        region.ready(
+            |qp| qp == id || !pd.has_qp(qp),
+            |s| {
+                if s.qp == id {
+                    mine.push(s);
+                } else {
+                    // D6: a slot naming a queue pair outside the domain.
+                    region.free(s.slot, s.state);
+                    self.seg.count_discard(Discard::Security);
+                    foreign = true;
+                }
+            },
+        );
         // The receives posted before these messages' twins go in first (see take_work).
         if !mine.is_empty() {
             self.take_recvs()?;
         }
         // Oldest twin first: the one at the head can go, the rest then follow in order.
-        mine.sort_by_key(|s| s.sq_index.wrapping_sub(self.seg.sq_head()));
+        let head = self.seg.sq_head();
+        mine.sort_by_key(|s| s.sq_index.wrapping_sub(head));
         let now = std::time::Instant::now();
-        for s in &mine {
-            match self.admit(s, now) {
+        let moved = !mine.is_empty() || foreign;
+        for s in mine.drain(..) {
+            let admitted = self.admit(&s, now);
+            self.push.pd.region.free(s.slot, s.state);
+            match admitted {
                 Ok(wr) => {
                     self.seg.sq_take();
                     self.sq_room -= 1;
                     self.seg.count_executed(1, 0);
                     let wr = self.ids.send(wr, Via::Push);
-                    self.push.pd.region.free(s.slot, s.state);
-                    self.post_sends(vec![wr]);
+                    self.post_sends(std::iter::once(wr));
                 }
-                Err(why) => {
-                    self.push.pd.region.free(s.slot, s.state);
-                    self.seg.count_discard(why);
-                }
+                Err(why) => self.seg.count_discard(why),
             }
         }
-        Ok(!mine.is_empty() || !foreign.is_empty())
+        self.snapshots = mine;
+        Ok(moved)
     }
 
     /// The admission checks of a pushed message, in the seed's order; the request to
     /// execute, or why the message is discarded.
-    fn admit(&self, s: &Snapshot, now: std::time::Instant) -> Result<SendWr, Discard> {
+    fn admit(&mut self, s: &Snapshot, now: std::time::Instant) -> Result<SendWr, Discard> {
         // Only a whole request with its payload inline may be pushed.
-        let wr = decode_sqe(&s.entry, &|_, _| None).map_err(|_| Discard::Malformed)?;
+        let arena = &mut self.arena;
+        let wr = decode_sqe(&s.entry, &mut |d| match d {
+            Data::Inline(_) => own(arena, &self.seg, d),
+            Data::Staged { .. } => None,
+        })
+        .map_err(|_| Discard::Malformed)?;
         let octets = match &wr.op {
             SendOp::Send {
                 data: Payload::Bytes(b),
@@ -464,14 +516,15 @@ impl Run {
 
     /// Moves the engine's completions into the backlog; true if any.
     fn collect(&mut self) -> bool {
-        let mut got = Vec::new();
+        let mut got = std::mem::take(&mut self.completed);
         if self.cq.poll_with(usize::MAX, |w| got.push(w.wc)).is_err() {
             self.overrun();
         }
         let any = !got.is_empty();
-        for wc in got {
+        for wc in got.drain(..) {
             self.finish(wc);
         }
+        self.completed = got;
         any
     }
 

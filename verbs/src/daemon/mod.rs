@@ -167,9 +167,9 @@ impl Client {
         r.insert(stag.to_u32(), (Arc::downgrade(mem), base));
     }
 
-    /// Copies the octets of `sge` out of this process's region, if it is one of them and
-    /// the range lies inside.
-    pub(crate) fn copy_local(&self, sge: &rdmap::Sge, out: &mut Vec<u8>) -> bool {
+    /// Copies the octets of `sge` out of this process's region into `out` (exactly
+    /// `sge.len` octets long), if it is one of them and the range lies inside.
+    pub(crate) fn copy_local(&self, sge: &rdmap::Sge, out: &mut [u8]) -> bool {
         let r = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
         let Some((mem, base)) = r.get(&sge.stag.to_u32()) else {
             return false;
@@ -183,7 +183,7 @@ impl Client {
         let Ok(view) = mem.view(off as usize, sge.len as usize) else {
             return false;
         };
-        out.extend_from_slice(&view);
+        out.copy_from_slice(&view);
         true
     }
 

@@ -6,22 +6,20 @@
 //! set its parked word and found the ring empty. Posting writes entries and publishes the
 //! producer index; the daemon's doorbell is rung only if the daemon parked.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::channel::oneshot;
 use ipc::control::{QpInfo, Reply, Request};
 use ipc::push::PushRegion;
 use ipc::qpseg::{Doorbell, QpSegment, Side};
 use ipc::wqe::{
-    EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_pushed,
+    EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_pushed, set_inline,
 };
-use offload_engine::{Cq, NOTIFY_BIT};
+use offload_engine::{CompletionFuture, Cq, NOTIFY_BIT, Waiters};
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
-    SendWr, StreamStats, WcOpcode, WcStatus, WrId,
+    SendWr, StreamStats, WcOpcode, WcStatus,
 };
 use tokio::sync::watch;
 
@@ -70,7 +68,8 @@ impl Staging {
 struct Routes {
     send_cq: Cq,
     recv_cq: Cq,
-    waiters: Mutex<HashMap<WrId, oneshot::Sender<Completion>>>,
+    /// Requests of the async methods (the engine's slab: no allocation per request).
+    waiters: Arc<Waiters>,
 }
 
 impl Routes {
@@ -80,23 +79,28 @@ impl Routes {
         if wc.wr_id & NOTIFY_BIT == 0 {
             return Some(wc);
         }
-        let tx = self
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&wc.wr_id);
-        if let Some(tx) = tx {
-            let _ = tx.send(wc);
+        // A completion no live request is waiting for (its future was dropped and it
+        // already came) is never a completion queue's.
+        if let Some(stale) = self.waiters.complete(wc) {
+            tracing::debug!(wr_id = stale.wr_id, "completion of a forgotten request");
         }
         None
     }
 }
 
+/// Completions on their way to the application's queues, kept between drains so that
+/// draining allocates nothing.
+#[derive(Default)]
+struct Drained {
+    sends: Vec<Completion>,
+    recvs: Vec<Completion>,
+}
+
 /// What the handle and the pump share.
 struct Shared {
     /// The completion ring has one consumer at a time: the pump, or a thread in
-    /// `poll_input`.
-    consumer: Mutex<()>,
+    /// `poll_input` (it holds this lock, with the buffers it sorts completions into).
+    consumer: Mutex<Drained>,
     num: QpNum,
     seg: QpSegment,
     to_daemon: Doorbell,
@@ -106,8 +110,9 @@ struct Shared {
 impl Shared {
     /// Moves every completion in the ring to where it goes; true if there were any.
     fn drain(&self) -> bool {
-        let _one = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
-        let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+        let mut one = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
+        let Drained { sends, recvs } = &mut *one;
+        let mut any = false;
         loop {
             let e = match self.seg.cq_pop() {
                 Ok(Some(e)) => e,
@@ -117,6 +122,7 @@ impl Shared {
                     break;
                 }
             };
+            any = true;
             let Ok(wc) = decode_cqe(&e) else {
                 tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
                 continue;
@@ -129,12 +135,11 @@ impl Shared {
                 Queue::Recv => recvs.push(wc),
             }
         }
-        let any = !sends.is_empty() || !recvs.is_empty();
         if !sends.is_empty() {
-            self.routes.send_cq.deliver(self.num, sends.into_iter());
+            self.routes.send_cq.deliver(self.num, sends.drain(..));
         }
         if !recvs.is_empty() {
-            self.routes.recv_cq.deliver(self.num, recvs.into_iter());
+            self.routes.recv_cq.deliver(self.num, recvs.drain(..));
         }
         any
     }
@@ -188,7 +193,6 @@ pub(crate) struct DaemonQp {
     info: QpInfo,
     shared: Arc<Shared>,
     post: Mutex<Poster>,
-    next_notify: AtomicU64,
     end: watch::Receiver<Option<QpEnd>>,
     pump: tokio::task::JoinHandle<()>,
 }
@@ -237,14 +241,14 @@ impl DaemonQp {
         let to_client = to_client.into_async().map_err(|e| bad(e.to_string()))?;
         let id = info.qp;
         let shared = Arc::new(Shared {
-            consumer: Mutex::new(()),
+            consumer: Mutex::new(Drained::default()),
             num: QpNum(info.num),
             seg,
             to_daemon,
             routes: Routes {
                 send_cq,
                 recv_cq,
-                waiters: Mutex::new(HashMap::new()),
+                waiters: Arc::default(),
             },
         });
         let pump = tokio::spawn(pump(shared.clone(), to_client));
@@ -269,7 +273,6 @@ impl DaemonQp {
             }),
             info,
             shared,
-            next_notify: AtomicU64::new(0),
             end: client.qp_end(id),
             pump,
         })
@@ -411,7 +414,7 @@ impl DaemonQp {
                 staging.live.push_back((idx, end));
             }
             let message = match push.as_mut() {
-                Some(p) if n == 0 && wrs.peek().is_none() && p.pushing => self.message(&wr),
+                Some(p) if n == 0 && wrs.peek().is_none() && p.pushing => self.message(&wr, &e),
                 _ => None,
             };
             let slot = match (message, push.as_mut()) {
@@ -458,46 +461,31 @@ impl DaemonQp {
         }
     }
 
-    /// The pushed message for `wr`, if it may be pushed: a Send, Write or Immediate Data
-    /// whose payload fits inline (a gather list of this process's regions is copied in).
-    fn message(&self, wr: &SendWr) -> Option<[u8; SQE_SIZE]> {
-        let inline = |data: &Payload| -> Option<Payload> {
-            match data {
-                Payload::Bytes(b) if b.len() <= INLINE_MAX => Some(Payload::Bytes(b.clone())),
-                Payload::Sgl(sgl) => {
-                    let total: u64 = sgl.iter().map(|s| u64::from(s.len)).sum();
-                    if total > INLINE_MAX as u64 {
-                        return None;
-                    }
-                    let mut out = Vec::with_capacity(total as usize);
-                    for sge in sgl.iter() {
-                        if !self.client.copy_local(sge, &mut out) {
-                            return None;
-                        }
-                    }
-                    Some(Payload::Bytes(out.into()))
-                }
-                Payload::Bytes(_) => None,
-            }
-        };
-        let op = match &wr.op {
-            SendOp::Send { data, invalidate } => SendOp::Send {
-                data: inline(data)?,
-                invalidate: *invalidate,
-            },
-            SendOp::Write { data, dst } => SendOp::Write {
-                data: inline(data)?,
-                dst: *dst,
-            },
-            SendOp::Immediate { data } => SendOp::Immediate { data: *data },
+    /// The pushed message for `wr` (encoded as `entry`), if it may be pushed: a Send,
+    /// Write or Immediate Data whose payload is inline in its entry already, or a gather
+    /// list of this process's regions short enough to be copied in.
+    fn message(&self, wr: &SendWr, entry: &[u8; SQE_SIZE]) -> Option<[u8; SQE_SIZE]> {
+        let data = match &wr.op {
+            SendOp::Send { data, .. } | SendOp::Write { data, .. } => data,
+            SendOp::Immediate { .. } => return Some(*entry),
             _ => return None,
         };
-        let pushed = SendWr {
-            wr_id: wr.wr_id,
-            op,
-            flags: wr.flags,
-        };
-        encode_sqe(&pushed, &mut |_| None).ok()
+        match data {
+            Payload::Bytes(b) => (b.len() <= INLINE_MAX).then_some(*entry),
+            Payload::Sgl(sgl) => {
+                let mut body = [0u8; INLINE_MAX];
+                let mut at = 0;
+                for sge in sgl.iter() {
+                    let end = at + sge.len as usize;
+                    if end > INLINE_MAX || !self.client.copy_local(sge, &mut body[at..end]) {
+                        return None;
+                    }
+                    at = end;
+                }
+                let mut m = *entry;
+                set_inline(&mut m, &body[..at]).then_some(m)
+            }
+        }
     }
 
     fn complete_locally(&self, wc: Completion) {
@@ -531,58 +519,25 @@ impl DaemonQp {
         Ok(())
     }
 
-    fn notify_id(&self) -> (WrId, oneshot::Receiver<Completion>) {
-        let id = NOTIFY_BIT | self.next_notify.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.shared
-            .routes
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, tx);
-        (id, rx)
-    }
-
-    fn forget(&self, id: WrId) {
-        self.shared
-            .routes
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-    }
-
-    /// Posts `wr` signaled, its completion going to the returned receiver.
-    pub(crate) fn post_send_notify(
-        &self,
-        mut wr: SendWr,
-    ) -> Result<oneshot::Receiver<Completion>, PostError> {
-        let (id, rx) = self.notify_id();
+    /// Posts `wr` signaled, its completion going to the returned future.
+    pub(crate) fn post_send_notify(&self, mut wr: SendWr) -> Result<CompletionFuture, PostError> {
+        let waiters = &self.shared.routes.waiters;
+        let id = waiters.register();
         wr.wr_id = id;
         wr.flags = wr.flags | SendFlags::SIGNALED;
-        match self.post_sends(std::iter::once((wr, true))) {
-            Ok(()) => Ok(rx),
-            Err((_, e)) => {
-                self.forget(id);
-                Err(e)
-            }
-        }
+        self.post_sends(std::iter::once((wr, true)))
+            .map_err(|(_, e)| e)
+            .inspect_err(|_| waiters.forget(id))?;
+        Ok(waiters.future(id))
     }
 
-    /// Posts `wr`, its completion going to the returned receiver.
-    pub(crate) fn post_recv_notify(
-        &self,
-        mut wr: RecvWr,
-    ) -> Result<oneshot::Receiver<Completion>, PostError> {
-        let (id, rx) = self.notify_id();
+    /// Posts `wr`, its completion going to the returned future.
+    pub(crate) fn post_recv_notify(&self, mut wr: RecvWr) -> Result<CompletionFuture, PostError> {
+        let waiters = &self.shared.routes.waiters;
+        let id = waiters.register();
         wr.wr_id = id;
-        match self.push_recv(wr) {
-            Ok(()) => Ok(rx),
-            Err(e) => {
-                self.forget(id);
-                Err(e)
-            }
-        }
+        self.push_recv(wr).inspect_err(|_| waiters.forget(id))?;
+        Ok(waiters.future(id))
     }
 }
 
