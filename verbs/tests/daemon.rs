@@ -109,11 +109,18 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
     // Owned bytes: inline in the entry, and staged.
     qp.write(Bytes::from_static(b"inline bytes"), remote)
         .await?;
-    let big = Bytes::from(vec![0x5a; 100_000]);
-    qp.write(big.clone(), remote.slice(8192, 100_000)).await?;
-    qp.read(remote.slice(0, 1), &sink).await?;
+    // Staged payloads: 40 of 100,000 octets go through the 1 MiB staging area, so its
+    // space is taken back as the daemon takes entries, and wraps around.
+    for round in 0..40u8 {
+        let big = Bytes::from(vec![round; 100_000]);
+        qp.write(big.clone(), remote.slice(8192, 100_000)).await?;
+        qp.read(remote.slice(0, 1), &sink).await?;
+        assert!(
+            shared.read(8192..108_192)? == big,
+            "staged payload {round} placed"
+        );
+    }
     assert_eq!(shared.read(..12)?, b"inline bytes");
-    assert!(shared.read(8192..108_192)? == big, "staged payload placed");
 
     // A Send lands in the receive posted at accept; its completion on the server's CQ.
     qp.send(Bytes::from_static(b"ping")).await?;
@@ -717,5 +724,85 @@ async fn dropping_the_device_ends_its_session() -> Result<(), Error> {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gets_its_limits_and_connection_management_through_the_daemon() -> Result<(), Error>
+{
+    use verbs::{ConnectError, DaemonWhy};
+    let path = daemon_with(
+        "limits",
+        LocalConfig {
+            max_mrs: 1,
+            max_qps: 1,
+            ..LocalConfig::default()
+        },
+    )
+    .await;
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
+    let (pd, _cq, qp, _remote) = attach(&path, addr, 16).await?;
+    let first = pd.alloc_mr(4096, Access::LOCAL_WRITE)?;
+    let e = pd.alloc_mr(4096, Access::LOCAL_WRITE).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MemError::Daemon {
+                why: DaemonWhy::Refused,
+                ..
+            }
+        ),
+        "the region limit: {e}"
+    );
+    let dev = pd.device().clone();
+    let cq = dev.create_cq(16);
+    let e = dev
+        .connect(&pd, addr, QpConfig::new(&cq), b"")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("queue pairs, iwarpd's limit"), "{e}");
+    drop(first);
+
+    // A connection request through a daemon listener, rejected with private data, and a
+    // connection the daemon side closes.
+    let listener = dev.listen(any_port()).await?;
+    let laddr = listener.local_addr();
+    let peer = Device::open(DeviceConfig::default().embedded());
+    let ppd = peer.alloc_pd();
+    let pcq = peer.create_cq(16);
+    let asking = tokio::spawn(async move {
+        peer.connect(&ppd, laddr, QpConfig::new(&pcq), b"may I")
+            .await
+    });
+    let inc = listener.accept().await?;
+    assert_eq!(&inc.private_data()[..], b"may I");
+    inc.reject(b"no").await?;
+    match asking.await? {
+        Err(ConnectError::Rejected { private_data }) => assert_eq!(&private_data[..], b"no"),
+        other => panic!("{other:?}"),
+    }
+    qp.disconnect();
+    let end = tokio::time::timeout(Duration::from_secs(10), qp.closed()).await?;
+    assert_eq!(end, QpEnd::Closed);
+
+    // Another protocol version is refused with a reason naming both.
+    let p = path.clone();
+    let reply = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut sock = std::os::unix::net::UnixStream::connect(&p).unwrap();
+        let mut m = ipc::control::Request::Open { pid: 1 }.encode(1).to_vec();
+        m[6] = 9;
+        sock.write_all(&m).unwrap();
+        let mut got = Vec::new();
+        sock.read_to_end(&mut got).unwrap();
+        got
+    })
+    .await?;
+    let h = ipc::control::Header::parse(&reply).ok_or("no reply")??;
+    let r = ipc::control::Reply::decode(ipc::control::func::OPEN, &reply[16..h.len as usize])?;
+    assert!(
+        matches!(&r, ipc::control::Reply::Error { code: ipc::control::error::VERSION, text } if text.contains("version 1") && text.contains(" 9")),
+        "{r:?}"
+    );
     Ok(())
 }

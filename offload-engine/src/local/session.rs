@@ -108,8 +108,17 @@ pub(super) async fn run(
         }
     }
     release(&s).await;
-    writer.abort();
+    // What is queued still goes out (the reply that says why the session ends, a last
+    // event), for a moment: the writer ends once every sender is gone.
+    drop(s);
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(FLUSH_WAIT, writer).await.is_err() {
+        abort.abort();
+    }
 }
+
+/// How long a closing session may take to write what it has queued.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
     let mut inbox = Inbox::new();
