@@ -259,3 +259,61 @@ fn a_daemon_that_goes_away_is_named_in_the_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(sock.to_str().unwrap()), "{err}");
 }
+
+#[test]
+fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
+    let d = Iwarpd::start("stale");
+    let sock = d.sock.to_str().unwrap().to_owned();
+    // A second daemon told to use the same socket refuses, naming it.
+    let out = finish(
+        Command::new(iwarpd_bin())
+            .args(["--listen", "127.0.0.1:0", "--control", &sock])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&sock) && err.contains("another iwarpd"),
+        "{err}"
+    );
+    // Killed outright, the daemon leaves its socket file; the next one takes it over,
+    // and an application attaches.
+    let mut d = d;
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    assert!(Path::new(&sock).exists(), "a stale socket file");
+    let d2 = Iwarpd::start("stale");
+    let p = port();
+    let server = spawn(
+        RPING,
+        &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", &sock],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(
+        RPING,
+        &[
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-C",
+            "3",
+            "-V",
+            "--daemon",
+            &sock,
+        ],
+    );
+    ok(
+        &finish(client, Duration::from_secs(30)),
+        "rping through the new daemon",
+    );
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+    drop(d2);
+}
