@@ -235,6 +235,24 @@ fn a_daemon_that_goes_away_is_named_in_the_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(sock.to_str().unwrap()), "{err}");
     assert!(err.contains("iwarpd"), "{err}");
+    // The same binary without the flag, told by IWARP_DEVICE: the same error (it does not
+    // quietly run the engine in its own process).
+    let out = finish(
+        Command::new(IWPERF)
+            .args(["write_bw", "127.0.0.1", "-p", &port()])
+            .env("IWARP_DEVICE", format!("unix:{}", sock.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(sock.to_str().unwrap()),
+        "IWARP_DEVICE is read: {err}"
+    );
 
     // A daemon killed under a running client: the client's error names the socket.
     let d = Iwarpd::start("restart");

@@ -736,6 +736,7 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
         LocalConfig {
             max_mrs: 1,
             max_qps: 1,
+            max_pending_incoming: 1,
             ..LocalConfig::default()
         },
     )
@@ -763,21 +764,27 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     assert!(e.to_string().contains("queue pairs, iwarpd's limit"), "{e}");
     drop(first);
 
-    // A connection request through a daemon listener, rejected with private data, and a
-    // connection the daemon side closes.
+    // Connection requests through a daemon listener: one waits for an answer (the limit
+    // of unanswered requests is 1), the other is rejected by the daemon at once; the
+    // waiting one is then rejected by the application with private data.
     let listener = dev.listen(any_port()).await?;
     let laddr = listener.local_addr();
     let peer = Device::open(DeviceConfig::default().embedded());
     let ppd = peer.alloc_pd();
     let pcq = peer.create_cq(16);
-    let asking = tokio::spawn(async move {
-        peer.connect(&ppd, laddr, QpConfig::new(&pcq), b"may I")
-            .await
-    });
+    let ask = |pd: verbs::Pd, cq: verbs::Cq, peer: Device| {
+        tokio::spawn(async move { peer.connect(&pd, laddr, QpConfig::new(&cq), b"may I").await })
+    };
+    let first = ask(ppd.clone(), pcq.clone(), peer.clone());
     let inc = listener.accept().await?;
     assert_eq!(&inc.private_data()[..], b"may I");
+    let second = ask(ppd, pcq, peer);
+    match tokio::time::timeout(Duration::from_secs(10), second).await?? {
+        Err(ConnectError::Rejected { private_data }) => assert!(private_data.is_empty()),
+        other => panic!("over the limit of unanswered requests: {other:?}"),
+    }
     inc.reject(b"no").await?;
-    match asking.await? {
+    match first.await? {
         Err(ConnectError::Rejected { private_data }) => assert_eq!(&private_data[..], b"no"),
         other => panic!("{other:?}"),
     }
