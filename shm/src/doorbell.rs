@@ -78,9 +78,4 @@ impl AsyncDoorbell {
         g.clear_ready();
         Ok(())
     }
-
-    /// The doorbell.
-    pub fn get_ref(&self) -> &Doorbell {
-        self.0.get_ref()
-    }
 }
