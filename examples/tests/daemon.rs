@@ -142,8 +142,14 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
         ok(&finish(server, Duration::from_secs(30)), test);
     }
 
+    rping(sock, "20");
+}
+
+/// An rping server and a client (`-C count -V`) through the daemon at `sock`; the client
+/// must succeed.
+fn rping(sock: &str, count: &str) {
     let p = port();
-    let server = spawn(
+    let mut server = spawn(
         RPING,
         &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", sock],
     );
@@ -157,14 +163,13 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
             "-p",
             &p,
             "-C",
-            "20",
+            count,
             "-V",
             "--daemon",
             sock,
         ],
     );
     ok(&finish(client, Duration::from_secs(60)), "rping client");
-    let mut server = server;
     let _ = server.kill();
     let _ = server.wait();
 }
@@ -305,33 +310,6 @@ fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
     d.child.wait().unwrap();
     assert!(Path::new(&sock).exists(), "a stale socket file");
     let d2 = Iwarpd::start("stale");
-    let p = port();
-    let server = spawn(
-        RPING,
-        &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", &sock],
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(
-        RPING,
-        &[
-            "-c",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-C",
-            "3",
-            "-V",
-            "--daemon",
-            &sock,
-        ],
-    );
-    ok(
-        &finish(client, Duration::from_secs(30)),
-        "rping through the new daemon",
-    );
-    let mut server = server;
-    let _ = server.kill();
-    let _ = server.wait();
+    rping(&sock, "3");
     drop(d2);
 }

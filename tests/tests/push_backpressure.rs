@@ -16,22 +16,12 @@ const LEN: u32 = 16 << 20;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
     let path = std::env::temp_dir().join(format!("iwarpd-d4-{}.sock", std::process::id()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let p = path.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async move {
-            let listener = offload_engine::local::bind(&p).await.unwrap();
-            tx.send(()).unwrap();
-            offload_engine::local::serve(
-                offload_engine::Engine::new(offload_engine::EngineConfig::default()),
-                listener,
-                offload_engine::local::LocalConfig::default(),
-            )
-            .await;
-        });
-    });
-    rx.recv().unwrap();
+    offload_engine::local::serve_on_thread(
+        &path,
+        offload_engine::EngineConfig::default(),
+        offload_engine::local::LocalConfig::default(),
+    )
+    .unwrap();
 
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = tcp.local_addr().unwrap();

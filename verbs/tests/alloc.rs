@@ -206,22 +206,12 @@ fn check(results: &[(&str, f64)]) {
 /// allocations too: the daemon side of every message is measured with the client's).
 fn local_daemon() -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("iwarpd-alloc-{}.sock", std::process::id()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let p = path.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async move {
-            let listener = offload_engine::local::bind(&p).await.unwrap();
-            tx.send(()).unwrap();
-            offload_engine::local::serve(
-                offload_engine::Engine::new(offload_engine::EngineConfig::default()),
-                listener,
-                offload_engine::local::LocalConfig::default(),
-            )
-            .await;
-        });
-    });
-    rx.recv().unwrap();
+    offload_engine::local::serve_on_thread(
+        &path,
+        offload_engine::EngineConfig::default(),
+        offload_engine::local::LocalConfig::default(),
+    )
+    .unwrap();
     path
 }
 

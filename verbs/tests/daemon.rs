@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use offload_engine::local::{LocalConfig, bind, serve};
-use offload_engine::{Engine, EngineConfig};
+use offload_engine::EngineConfig;
+use offload_engine::local::{LocalConfig, serve_on_thread};
 use verbs::bytes::Bytes;
 use verbs::{
     Access, Device, DeviceConfig, MemError, Payload, QpConfig, QpEnd, RecvWr, RemoteBuf, SendFlags,
@@ -29,17 +29,7 @@ async fn daemon_with(name: &str, cfg: LocalConfig) -> PathBuf {
         .with_test_writer()
         .try_init();
     let path = std::env::temp_dir().join(format!("iwarpd-test-{}-{name}.sock", std::process::id()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let p = path.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async move {
-            let listener = bind(&p).await.unwrap();
-            tx.send(()).unwrap();
-            serve(Engine::new(EngineConfig::default()), listener, cfg).await;
-        });
-    });
-    rx.recv().unwrap();
+    serve_on_thread(&path, EngineConfig::default(), cfg).unwrap();
     path
 }
 

@@ -74,6 +74,38 @@ pub async fn bind(path: &Path) -> io::Result<UnixListener> {
     }
 }
 
+/// Serves local clients at `path` from a thread of its own with its own runtime and an
+/// engine configured by `engine` (a daemon inside a process: tests, tools); returns once
+/// the socket is bound. The thread runs until the process exits.
+pub fn serve_on_thread(
+    path: &Path,
+    engine: crate::EngineConfig,
+    cfg: LocalConfig,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_owned();
+    let thread = std::thread::Builder::new()
+        .name("iwarpd-local".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => return drop(tx.send(Err(e))),
+            };
+            rt.block_on(async move {
+                match bind(&path).await {
+                    Ok(listener) => {
+                        let _ = tx.send(Ok(()));
+                        serve(Engine::new(engine), listener, cfg).await;
+                    }
+                    Err(e) => drop(tx.send(Err(e))),
+                }
+            });
+        })?;
+    rx.recv()
+        .map_err(|_| io::Error::other("the local service's thread ended"))??;
+    Ok(thread)
+}
+
 /// Serves local clients on `listener` until the task is dropped.
 pub async fn serve(engine: Engine, listener: UnixListener, cfg: LocalConfig) {
     let share = std::sync::Arc::new(push::PushShare::new(cfg.push.clone()));
