@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use offload_engine::EngineConfig;
-use offload_engine::local::{LocalConfig, serve_on_thread};
+use offload_engine::local::{LocalConfig, LocalService};
 use verbs::bytes::Bytes;
 use verbs::{
     Access, Device, DeviceConfig, MemError, Payload, QpConfig, QpEnd, RecvWr, RemoteBuf, SendFlags,
@@ -29,7 +29,9 @@ async fn daemon_with(name: &str, cfg: LocalConfig) -> PathBuf {
         .with_test_writer()
         .try_init();
     let path = std::env::temp_dir().join(format!("iwarpd-test-{}-{name}.sock", std::process::id()));
-    serve_on_thread(&path, EngineConfig::default(), cfg).unwrap();
+    // Two shards: the two applications of a test run on different threads, as two
+    // daemons would.
+    LocalService::start(&path, EngineConfig::default(), cfg, 2).unwrap();
     path
 }
 

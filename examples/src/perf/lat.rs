@@ -222,9 +222,10 @@ async fn completion(
     }
 }
 
-/// Polls `ready` until it yields, the way perftest waits: busily, yielding to the
-/// runtime between polls (the connection's own tasks share it) and reading the clock
-/// every [`POLLS_PER_CLOCK`] polls. `Ok(None)` if the run's deadline passed first;
+/// Polls `ready` until it yields, the way perftest waits: busily, reading the clock and
+/// yielding to the runtime (the connection's own tasks share it) every
+/// [`POLLS_PER_CLOCK`] polls. (Yielding on every poll made a multi-threaded runtime wake
+/// its other worker each time: through iwarpd, ten thread switches per message.) `Ok(None)` if the run's deadline passed first;
 /// an error after the run's timeout (`what` number `n` never came).
 async fn spin<T>(
     lim: Limits,
@@ -247,8 +248,8 @@ async fn spin<T>(
             if now >= limit {
                 return Err(lim.timed_out(what, n));
             }
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! Daemon mode's server side (seed 002's I/O-unit module driver): `iwarpd` serving local
 //! applications over a Unix socket, with the [`ipc`] ABI.
 //!
-//! - [`serve`] accepts clients; each gets a session (`session.rs`): its control channel (requests in
+//! - [`LocalService`] accepts clients; each gets a session (`session.rs`): its control channel (requests in
 //!   order, replies and events through one writer) and the objects it created, which are
 //!   its alone: protection domains, regions (the client's memory files, mapped here),
 //!   listeners, connection requests and queue pairs. Every id a request names is checked
@@ -21,6 +21,7 @@ pub use push::PushConfig;
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::net::UnixListener;
 
@@ -74,52 +75,143 @@ pub async fn bind(path: &Path) -> io::Result<UnixListener> {
     }
 }
 
-/// Serves local clients at `path` from a thread of its own with its own runtime and an
-/// engine configured by `engine` (a daemon inside a process: tests, tools); returns once
-/// the socket is bound. The thread runs until the process exits.
-pub fn serve_on_thread(
-    path: &Path,
-    engine: crate::EngineConfig,
-    cfg: LocalConfig,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let path = path.to_owned();
-    let thread = std::thread::Builder::new()
-        .name("iwarpd-local".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => return drop(tx.send(Err(e))),
-            };
-            rt.block_on(async move {
+/// The local service running: an acceptor and one or more shards, each a thread with a
+/// single-threaded runtime and an engine of its own. A client's session, its queue pairs'
+/// servants and their connections all run on the one shard it was given (round robin), so
+/// that moving a request from its ring to its socket, and a completion back, never hops
+/// between threads; clients on different shards run in parallel.
+///
+/// It runs until [`stop`](Self::stop) or the end of the process.
+#[derive(Debug)]
+pub struct LocalService {
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl LocalService {
+    /// Binds the control socket at `path` (see [`bind`]) and starts `shards` shards (at
+    /// least one) whose engines are configured by `engine`; returns once the socket is
+    /// bound.
+    pub fn start(
+        path: &Path,
+        engine: crate::EngineConfig,
+        cfg: LocalConfig,
+        shards: usize,
+    ) -> io::Result<Self> {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let share = Arc::new(push::PushShare::new(cfg.push.clone()));
+        let mut threads = Vec::new();
+        let mut inboxes = Vec::new();
+        for n in 0..shards.max(1) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let (engine, cfg, share) = (engine.clone(), cfg.clone(), share.clone());
+            let stopped = stopped.clone();
+            threads.push(on_thread(format!("iwarpd-local-{n}"), move |ready| {
+                let _ = ready.send(Ok(()));
+                shard(Engine::new(engine), rx, cfg, share, stopped)
+            })?);
+            inboxes.push(tx);
+        }
+        let path = path.to_owned();
+        threads.push(on_thread(
+            "iwarpd-accept".into(),
+            move |ready| async move {
                 match bind(&path).await {
                     Ok(listener) => {
-                        let _ = tx.send(Ok(()));
-                        serve(Engine::new(engine), listener, cfg).await;
+                        let _ = ready.send(Ok(()));
+                        accept(listener, inboxes, stopped).await;
                     }
-                    Err(e) => drop(tx.send(Err(e))),
+                    Err(e) => drop(ready.send(Err(e))),
                 }
-            });
-        })?;
+            },
+        )?);
+        Ok(Self {
+            stop: Some(stop),
+            threads,
+        })
+    }
+
+    /// Stops accepting and ends every session (their queue pairs close); returns once the
+    /// threads are gone.
+    pub fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs `body` on a new thread with a single-threaded runtime; returns once `body` said
+/// it is ready (or why it cannot be).
+fn on_thread<F, Fut>(name: String, body: F) -> io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce(std::sync::mpsc::Sender<io::Result<()>>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(name).spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return drop(tx.send(Err(e))),
+        };
+        rt.block_on(body(tx));
+    })?;
     rx.recv()
-        .map_err(|_| io::Error::other("the local service's thread ended"))??;
+        .map_err(|_| io::Error::other("a thread of the local service ended"))??;
     Ok(thread)
 }
 
-/// Serves local clients on `listener` until the task is dropped.
-pub async fn serve(engine: Engine, listener: UnixListener, cfg: LocalConfig) {
-    let share = std::sync::Arc::new(push::PushShare::new(cfg.push.clone()));
+/// Accepts clients and hands them to the shards in turn, until stopped.
+async fn accept(
+    listener: UnixListener,
+    shards: Vec<tokio::sync::mpsc::UnboundedSender<std::os::unix::net::UnixStream>>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut next = 0;
     loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let engine = engine.clone();
-                let cfg = cfg.clone();
-                tokio::spawn(session::run(engine, stream, cfg, share.clone()));
+        tokio::select! {
+            got = listener.accept() => match got.and_then(|(s, _)| s.into_std()) {
+                Ok(stream) => {
+                    let _ = shards[next % shards.len()].send(stream);
+                    next += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "control socket accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+            Ok(_) = stopped.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// One shard: runs the sessions of the clients handed to it, until stopped.
+async fn shard(
+    engine: Engine,
+    mut clients: tokio::sync::mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
+    cfg: LocalConfig,
+    share: Arc<push::PushShare>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut sessions = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            got = clients.recv() => {
+                let Some(stream) = got else { return };
+                match tokio::net::UnixStream::from_std(stream) {
+                    Ok(stream) => {
+                        sessions.spawn(session::run(engine.clone(), stream, cfg.clone(), share.clone()));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "client not served"),
+                }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "control socket accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            Ok(_) = stopped.wait_for(|s| *s) => return,
         }
     }
 }

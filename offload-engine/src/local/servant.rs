@@ -168,6 +168,13 @@ pub(super) struct Servant {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// How long a servant keeps polling after it last moved something, before it parks and
+/// sleeps on its doorbell. A client's next request or the peer's answer usually comes
+/// within this, and is then taken without a thread wake-up (measured on loopback: one-way
+/// small-Send latency through iwarpd 50-65 µs without it, 20-30 µs with it). Each turn
+/// gives up the processor, so a busy-polling application on the same processor still runs.
+const SPIN: Duration = Duration::from_micros(100);
+
 /// How long destroying a queue pair waits for its close and its last completions.
 const DESTROY_WAIT: Duration = Duration::from_secs(5);
 
@@ -254,6 +261,7 @@ impl Run {
         let mut ended = Some(ended);
         let (mut end, mut stopping, mut broken) = (None, false, false);
         let mut spins = 0u32;
+        let mut last_moved = std::time::Instant::now();
         loop {
             let mut moved = false;
             if !stopping && !broken {
@@ -273,6 +281,7 @@ impl Run {
                 moved = true;
             }
             if moved {
+                last_moved = std::time::Instant::now();
                 spins += 1;
                 if spins.is_multiple_of(64) {
                     tokio::task::yield_now().await;
@@ -281,6 +290,11 @@ impl Run {
             }
             if stopping && end.is_some() && self.backlog.is_empty() {
                 return;
+            }
+            if last_moved.elapsed() < SPIN {
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+                continue;
             }
             self.seg.park(Side::Daemon);
             if (!stopping
@@ -379,7 +393,18 @@ impl Run {
     /// the engine refuses complete as flushed.
     fn post_sends(&mut self, batch: impl ExactSizeIterator<Item = SendWr>) {
         let (first, n) = (self.ids.next - batch.len() as u64, batch.len());
-        if let Err((queued, e)) = self.qp.post_send_batch(batch) {
+        // A lone request goes through `post_send`, which writes a small one to the socket
+        // on this thread when the connection is idle (no hop to the connection's driver).
+        let posted = if n == 1 {
+            let mut batch = batch;
+            match batch.next() {
+                Some(wr) => self.qp.post_send(wr).map_err(|e| (0, e)),
+                None => Ok(()),
+            }
+        } else {
+            self.qp.post_send_batch(batch)
+        };
+        if let Err((queued, e)) = posted {
             tracing::debug!(error = %e, "send requests not posted");
             for id in first + queued as u64..first + n as u64 {
                 self.fail(id, Queue::Send);

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ipc::control::{QpInfo, Reply, Request};
@@ -105,6 +106,8 @@ struct Shared {
     seg: QpSegment,
     to_daemon: Doorbell,
     routes: Routes,
+    /// Counts `poll_input` calls (the application busy-polls while it moves).
+    polls: AtomicU32,
 }
 
 impl Shared {
@@ -250,6 +253,7 @@ impl DaemonQp {
                 recv_cq,
                 waiters: Arc::default(),
             },
+            polls: AtomicU32::new(0),
         });
         let pump = tokio::spawn(pump(shared.clone(), to_client));
         Ok(Self {
@@ -337,7 +341,14 @@ impl DaemonQp {
 
     /// Takes what the completion ring holds now (busy-poll mode).
     pub(crate) fn poll_input(&self) -> bool {
-        self.shared.drain()
+        self.shared.polls.fetch_add(1, Ordering::Relaxed);
+        let any = self.shared.drain();
+        if !any {
+            // The daemon that serves this queue pair needs a processor to make progress:
+            // a busy poll that finds nothing gives this one up for a moment.
+            std::thread::yield_now();
+        }
+        any
     }
 
     pub(crate) fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
@@ -541,9 +552,22 @@ impl DaemonQp {
     }
 }
 
+/// How often the pump looks at the ring while the application busy-polls it.
+const POLLED_PUMP: std::time::Duration = std::time::Duration::from_millis(1);
+
 async fn pump(shared: Arc<Shared>, bell: shm::AsyncDoorbell) {
+    let mut polls = shared.polls.load(Ordering::Relaxed);
     loop {
         if shared.drain() {
+            continue;
+        }
+        // While the application busy-polls (`poll_input`), the ring is its: the pump
+        // stays unparked, so the daemon does not ring for each completion, and looks
+        // again now and then in case the polling stopped.
+        let now = shared.polls.load(Ordering::Relaxed);
+        if now != polls {
+            polls = now;
+            tokio::time::sleep(POLLED_PUMP).await;
             continue;
         }
         shared.seg.park(Side::Client);

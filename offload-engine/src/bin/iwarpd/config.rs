@@ -91,6 +91,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "Unix socket local applications attach to (verbs with IWARP_DEVICE=unix:PATH), \
          or `off`; default /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
     ),
+    (
+        "local_threads",
+        "threads serving local applications (1..=256; default: one per processor); each \
+         application's queue pairs run on one of them",
+    ),
 ];
 
 /// Where local applications attach.
@@ -158,6 +163,8 @@ pub(crate) struct Config {
     pub(crate) pcap: Option<PathBuf>,
     /// The control socket for local applications.
     pub(crate) control: Control,
+    /// Threads (shards) serving local applications.
+    pub(crate) local_threads: usize,
 }
 
 impl Default for Config {
@@ -185,6 +192,7 @@ impl Default for Config {
             log: None,
             pcap: None,
             control: Control::Default,
+            local_threads: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
 }
@@ -337,6 +345,7 @@ impl Config {
                 self.log = Some(value.to_owned());
             }
             "pcap" => self.pcap = Some(PathBuf::from(value)),
+            "local_threads" => self.local_threads = number(1, 256)? as usize,
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use offload_engine::local::{LocalConfig, LocalService};
 use offload_engine::tpt::{Base, PdId};
 use offload_engine::{Cq, Engine, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc};
 use rdmap::{
@@ -36,41 +37,41 @@ pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.
 /// Starts serving local applications on the control socket, with an engine of their own
 /// (the remote-memory target's idle timeout does not apply to them). The task stops, and
 /// the socket file is removed, when the returned guard is dropped.
-async fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
+fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
     let (path, explicit) = match &cfg.control {
         Control::Off => return Ok(None),
         Control::Default => (ipc::default_control_path(), false),
         Control::Path(p) => (p.clone(), true),
     };
-    let listener = match offload_engine::local::bind(&path).await {
-        Ok(l) => l,
+    let mut ecfg = cfg.engine()?;
+    ecfg.timeouts.idle = None;
+    let service = match LocalService::start(&path, ecfg, LocalConfig::default(), cfg.local_threads)
+    {
+        Ok(s) => s,
         Err(e) if !explicit => {
             tracing::warn!(error = %e, "not serving local applications");
             return Ok(None);
         }
         Err(e) => return Err(format!("cannot serve local applications: {e}")),
     };
-    let mut ecfg = cfg.engine()?;
-    ecfg.timeouts.idle = None;
-    let engine = Engine::new(ecfg);
-    tracing::info!(control = %path.display(), "serving local applications");
-    let task = tokio::spawn(offload_engine::local::serve(
-        engine,
-        listener,
-        offload_engine::local::LocalConfig::default(),
-    ));
-    Ok(Some(LocalGuard { task, path }))
+    tracing::info!(control = %path.display(), threads = cfg.local_threads, "serving local applications");
+    Ok(Some(LocalGuard {
+        service: Some(service),
+        path,
+    }))
 }
 
 /// Stops the local service and removes its socket file.
 struct LocalGuard {
-    task: tokio::task::JoinHandle<()>,
+    service: Option<LocalService>,
     path: std::path::PathBuf,
 }
 
 impl Drop for LocalGuard {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(s) = self.service.take() {
+            s.stop();
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -87,7 +88,9 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         format!("cannot listen on {addr}: {e} (is the port in use, or the address not local?)")
     })?;
     let local = listener.local_addr();
-    // The one line on stdout: scripts and tests read the bound address from it.
+    let _local = serve_local(&cfg)?;
+    // The one line on stdout, once everything serves: scripts and tests read the bound
+    // address from it.
     println!("listening on {local}");
     let _ = std::io::stdout().flush();
     tracing::info!(
@@ -104,8 +107,6 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         ord = cfg.ord,
         "iwarpd listening"
     );
-
-    let _local = serve_local(&cfg).await?;
 
     let cfg = Arc::new(cfg);
     // Places for the connections served: max_qps in all, max_qps_per_address each.
