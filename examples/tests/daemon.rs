@@ -9,20 +9,22 @@ use std::time::{Duration, Instant};
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
 
-/// The iwarpd binary of this build (built here if `cargo test -p examples` ran alone).
+/// The iwarpd binary of this build, brought up to date once per test run (cargo builds
+/// only this package's binaries for its tests; a stale iwarpd would test old code).
 fn iwarpd_bin() -> PathBuf {
-    let dir = Path::new(IWPERF).parent().unwrap().to_owned();
-    let bin = dir.join("iwarpd");
-    if !bin.exists() {
-        let profile_release = dir.ends_with("release");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "offload-engine", "--bin", "iwarpd"]);
-        if profile_release {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().unwrap().success(), "build iwarpd");
-    }
-    bin
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = Path::new(IWPERF).parent().unwrap().to_owned();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-q", "-p", "offload-engine", "--bin", "iwarpd"]);
+            if dir.ends_with("release") {
+                cmd.arg("--release");
+            }
+            assert!(cmd.status().unwrap().success(), "build iwarpd");
+            dir.join("iwarpd")
+        })
+        .clone()
 }
 
 /// A running iwarpd serving local applications at `sock`; killed on drop.
@@ -143,6 +145,46 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
     }
 
     rping(sock, "20");
+
+    // `iwarpd stat` reads what went through: both ends of every connection in this one
+    // daemon, 500 Writes of 64 KiB counted as RDMA Write octets, the small Sends mostly
+    // pushed, and nobody attached any more.
+    let stat = |json: bool| {
+        let mut args = vec!["stat", "--control", sock];
+        if json {
+            args.push("--json");
+        }
+        let out = Command::new(iwarpd_bin()).args(&args).output().unwrap();
+        ok(&out, "iwarpd stat");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let j = stat(true);
+    let num = |key: &str| -> u64 {
+        let at = j
+            .find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("{key} in {j}"));
+        let rest = &j[at + key.len() + 3..];
+        rest[..rest.find([',', '}']).unwrap()].parse().unwrap()
+    };
+    assert_eq!(num("clients"), 0, "{j}");
+    let connections = num("connections");
+    assert!(connections >= 6 && connections % 2 == 0, "{j}");
+    assert_eq!(num("connections_closed"), connections, "{j}");
+    assert!(num("write") >= 500 * 65536, "{j}");
+    // send_lat sends 2 octets (perftest's default size) each way, 5000 times.
+    assert!(num("send") >= 2 * 5000 * 2, "{j}");
+    assert!(
+        num("executed") > 1000,
+        "the small Sends went through the push path: {j}"
+    );
+    assert_eq!(num("terminates_received"), 0, "{j}");
+    let table = stat(false);
+    assert!(
+        table.contains(&format!("connections            {connections} opened"))
+            && table.contains("push path")
+            && table.contains("write"),
+        "{table}"
+    );
 }
 
 /// An rping server and a client (`-C count -V`) through the daemon at `sock`; the client

@@ -29,7 +29,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -418,9 +418,11 @@ pub struct QpInfo {
     pub geometry: crate::qpseg::Geometry,
 }
 
-/// Counters of a queue pair.
+/// The counters of a queue pair, or their sum over a device: the traffic, and seed 000's
+/// push path. On the wire: 39 little-endian u64s in the order of the fields (arrays
+/// element by element).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct QpCounters {
+pub struct Counters {
     /// FPDUs sent.
     pub fpdus_sent: u64,
     /// FPDUs received.
@@ -431,6 +433,113 @@ pub struct QpCounters {
     pub bytes_sent_in_place: u64,
     /// Payload octets read from the socket straight into registered memory.
     pub bytes_received_in_place: u64,
+    /// DDP payload octets sent per RDMAP opcode (0x0..=0xB).
+    pub octets_sent: [u64; OPCODES],
+    /// DDP payload octets received per RDMAP opcode.
+    pub octets_received: [u64; OPCODES],
+    /// Terminates sent.
+    pub terminates_sent: u64,
+    /// Terminates received.
+    pub terminates_received: u64,
+    /// Requests executed from pushed messages.
+    pub pushed: u64,
+    /// Requests executed from the send queue.
+    pub sq_executed: u64,
+    /// Pushed messages discarded, by reason ([`Discard::ALL`](crate::qpseg::Discard::ALL) order).
+    pub push_discards: [u64; 6],
+}
+
+/// The RDMAP opcodes counted: 0x0 to 0xB.
+pub const OPCODES: usize = rdmap::OPCODES;
+
+impl Counters {
+    /// The counters in wire order.
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        [
+            self.fpdus_sent,
+            self.fpdus_received,
+            self.bytes_placed,
+            self.bytes_sent_in_place,
+            self.bytes_received_in_place,
+        ]
+        .into_iter()
+        .chain(self.octets_sent)
+        .chain(self.octets_received)
+        .chain([
+            self.terminates_sent,
+            self.terminates_received,
+            self.pushed,
+            self.sq_executed,
+        ])
+        .chain(self.push_discards)
+    }
+
+    fn put(&self, out: &mut BytesMut) {
+        for w in self.words() {
+            out.put_u64_le(w);
+        }
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let mut c = Self {
+            fpdus_sent: r.u64("counter")?,
+            fpdus_received: r.u64("counter")?,
+            bytes_placed: r.u64("counter")?,
+            bytes_sent_in_place: r.u64("counter")?,
+            bytes_received_in_place: r.u64("counter")?,
+            ..Self::default()
+        };
+        for w in c.octets_sent.iter_mut().chain(c.octets_received.iter_mut()) {
+            *w = r.u64("counter")?;
+        }
+        c.terminates_sent = r.u64("counter")?;
+        c.terminates_received = r.u64("counter")?;
+        c.pushed = r.u64("counter")?;
+        c.sq_executed = r.u64("counter")?;
+        for w in &mut c.push_discards {
+            *w = r.u64("counter")?;
+        }
+        Ok(c)
+    }
+
+    /// The traffic counters of `s`; the push counters stay as they are.
+    pub fn set_traffic(&mut self, s: &rdmap::StreamStats) {
+        self.fpdus_sent = s.fpdus_sent;
+        self.fpdus_received = s.fpdus_received;
+        self.bytes_placed = s.bytes_placed;
+        self.bytes_sent_in_place = s.bytes_sent_in_place;
+        self.bytes_received_in_place = s.bytes_received_in_place;
+        self.octets_sent = s.octets_sent;
+        self.octets_received = s.octets_received;
+        self.terminates_sent = s.terminates_sent;
+        self.terminates_received = s.terminates_received;
+    }
+
+    /// The push counters of `p`; the traffic counters stay as they are.
+    pub fn set_push(&mut self, p: &crate::qpseg::PushCounters) {
+        self.pushed = p.executed;
+        self.sq_executed = p.sq_path;
+        self.push_discards = p.discards;
+    }
+}
+
+/// A device's counters (the whole daemon), with the asking client's share.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Queue pairs of the asking client.
+    pub queue_pairs: u32,
+    /// Registered regions of the asking client.
+    pub memory_entries: u32,
+    /// Applications attached now.
+    pub clients: u32,
+    /// Queue pairs of every client now.
+    pub device_queue_pairs: u32,
+    /// Connections that reached FPDU mode since the daemon started.
+    pub connections: u64,
+    /// Of those, the ones closed and released.
+    pub connections_closed: u64,
+    /// Every queue pair's counters, live and gone, summed.
+    pub totals: Counters,
 }
 
 /// A reply's result.
@@ -464,14 +573,9 @@ pub enum Reply {
     /// A connected queue pair (three memory files attached).
     Qp(QpInfo),
     /// Queue pair counters.
-    QpCounters(QpCounters),
-    /// Device counters: queue pairs, memory entries, clients.
-    Stats {
-        /// Queue pairs of this client.
-        queue_pairs: u32,
-        /// Memory entries of this client.
-        memory_entries: u32,
-    },
+    QpCounters(Counters),
+    /// Device counters.
+    Stats(DeviceCounters),
 }
 
 /// Reply error codes.
@@ -520,23 +624,15 @@ impl Reply {
                 q.geometry.put(&mut out);
                 put_blob(&mut out, &q.private);
             }
-            Self::QpCounters(c) => {
-                for v in [
-                    c.fpdus_sent,
-                    c.fpdus_received,
-                    c.bytes_placed,
-                    c.bytes_sent_in_place,
-                    c.bytes_received_in_place,
-                ] {
-                    out.put_u64_le(v);
-                }
-            }
-            Self::Stats {
-                queue_pairs,
-                memory_entries,
-            } => {
-                out.put_u32_le(*queue_pairs);
-                out.put_u32_le(*memory_entries);
+            Self::QpCounters(c) => c.put(&mut out),
+            Self::Stats(d) => {
+                out.put_u32_le(d.queue_pairs);
+                out.put_u32_le(d.memory_entries);
+                out.put_u32_le(d.clients);
+                out.put_u32_le(d.device_queue_pairs);
+                out.put_u64_le(d.connections);
+                out.put_u64_le(d.connections_closed);
+                d.totals.put(&mut out);
             }
         }
         finish(out)
@@ -572,17 +668,16 @@ impl Reply {
                 geometry: crate::qpseg::Geometry::read(&mut r)?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
             }),
-            func::QUERY_QP => Self::QpCounters(QpCounters {
-                fpdus_sent: r.u64("counter")?,
-                fpdus_received: r.u64("counter")?,
-                bytes_placed: r.u64("counter")?,
-                bytes_sent_in_place: r.u64("counter")?,
-                bytes_received_in_place: r.u64("counter")?,
-            }),
-            func::STATS => Self::Stats {
+            func::QUERY_QP => Self::QpCounters(Counters::read(&mut r)?),
+            func::STATS => Self::Stats(DeviceCounters {
                 queue_pairs: r.u32("queue pairs")?,
                 memory_entries: r.u32("memory entries")?,
-            },
+                clients: r.u32("clients")?,
+                device_queue_pairs: r.u32("queue pairs")?,
+                connections: r.u64("connections")?,
+                connections_closed: r.u64("connections")?,
+                totals: Counters::read(&mut r)?,
+            }),
             _ => Self::Done,
         };
         if !r.is_empty() {
@@ -702,7 +797,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x01, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x02, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -712,10 +807,30 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 1, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 2, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
+    }
+
+    #[test]
+    fn counters_are_39_words_in_field_order() {
+        let c = Counters {
+            fpdus_sent: 0x0102,
+            octets_sent: std::array::from_fn(|i| i as u64),
+            push_discards: [0, 0, 0, 0, 0, 0x55],
+            ..Counters::default()
+        };
+        let m = Reply::QpCounters(c).encode(func::QUERY_QP, 1);
+        // After the status (0: success).
+        let body = &m[HEADER_LEN + 2..];
+        assert_eq!(body.len(), 39 * 8);
+        assert_eq!(&body[..8], &[0x02, 0x01, 0, 0, 0, 0, 0, 0]);
+        // octets_sent[11] is word 5 + 11.
+        assert_eq!(body[16 * 8], 11);
+        assert_eq!(body[38 * 8], 0x55);
+        let d = Reply::Stats(DeviceCounters::default()).encode(func::STATS, 1);
+        assert_eq!(d.len() - HEADER_LEN - 2, 4 * 4 + 2 * 8 + 39 * 8);
     }
 
     #[test]
@@ -849,20 +964,26 @@ mod tests {
             (func::CONNECT, Reply::Qp(info)),
             (
                 func::QUERY_QP,
-                Reply::QpCounters(QpCounters {
+                Reply::QpCounters(Counters {
                     fpdus_sent: 1,
-                    fpdus_received: 2,
-                    bytes_placed: 3,
-                    bytes_sent_in_place: 4,
-                    bytes_received_in_place: 5,
+                    octets_received: [7; OPCODES],
+                    push_discards: [1, 2, 3, 4, 5, 6],
+                    ..Counters::default()
                 }),
             ),
             (
                 func::STATS,
-                Reply::Stats {
+                Reply::Stats(DeviceCounters {
                     queue_pairs: 1,
                     memory_entries: 2,
-                },
+                    clients: 3,
+                    connections: 9,
+                    totals: Counters {
+                        terminates_received: 4,
+                        ..Counters::default()
+                    },
+                    ..DeviceCounters::default()
+                }),
             ),
             (
                 func::REG_MR,

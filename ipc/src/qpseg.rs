@@ -91,7 +91,8 @@ impl Discard {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`Self::ALL`] (and in the counters).
+    pub fn index(self) -> usize {
         Self::ALL.iter().position(|d| *d == self).unwrap_or(0)
     }
 }

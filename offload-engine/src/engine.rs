@@ -2,13 +2,13 @@
 //! as tokio tasks.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use mpa::{MpaConfig, Negotiated};
-use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
+use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
 use crate::conn::{Io, Qp, QpNum, Shared, State};
@@ -150,6 +150,37 @@ struct Inner {
     tpt: Arc<Tpt>,
     next_qp: AtomicU32,
     qps: Mutex<HashMap<QpNum, Weak<Shared>>>,
+    totals: Arc<Totals>,
+}
+
+/// What the queue pairs that are gone leave behind: their counters, summed.
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    /// Connections that reached FPDU mode.
+    connections: AtomicU64,
+    retired: Mutex<(u64, StreamStats)>,
+}
+
+impl Totals {
+    /// Adds the counters of a queue pair that is gone.
+    pub(crate) fn retire(&self, stats: &StreamStats) {
+        let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        r.0 += 1;
+        r.1.add(stats);
+    }
+}
+
+/// An engine's counters, from [`Engine::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// Connections that reached FPDU mode since the engine started.
+    pub connections: u64,
+    /// Of those, the ones whose queue pair is gone (closed and released).
+    pub connections_closed: u64,
+    /// The traffic of every queue pair, live and gone: FPDUs, octets per opcode,
+    /// Terminates sent and received.
+    pub traffic: StreamStats,
 }
 
 /// One software RNIC. Cheap to clone; clones share it.
@@ -167,6 +198,7 @@ impl Engine {
                 tpt: Arc::new(Tpt::new()),
                 next_qp: AtomicU32::new(1),
                 qps: Mutex::new(HashMap::new()),
+                totals: Arc::default(),
             }),
         }
     }
@@ -264,7 +296,12 @@ impl Engine {
             init.recv_cq.clone(),
             self.inner.tpt.clone(),
             self.inner.cfg.timeouts.clone(),
+            self.inner.totals.clone(),
         );
+        self.inner
+            .totals
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
         let qp = Qp {
             shared: Arc::new(shared),
         };
@@ -282,6 +319,29 @@ impl Engine {
             .filter_map(Weak::upgrade)
             .map(|shared| Qp { shared })
             .collect()
+    }
+
+    /// Its counters: connections, and the traffic of every queue pair it has had.
+    pub fn stats(&self) -> EngineStats {
+        // The live ones first: held here, none of them can retire before the sum is read.
+        let live = self.qps();
+        let (closed, mut traffic) = {
+            let r = self
+                .inner
+                .totals
+                .retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            (r.0, r.1)
+        };
+        for qp in &live {
+            traffic.add(&qp.stats());
+        }
+        EngineStats {
+            connections: self.inner.totals.connections.load(Ordering::Relaxed),
+            connections_closed: closed,
+            traffic,
+        }
     }
 
     /// Gracefully disconnects every queue pair and waits until all have ended (posted work

@@ -86,7 +86,7 @@ pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedR
 pub use qp::{QpEnd, QpNum};
 pub use sgl::{SGL_INLINE, Sgl};
 pub use stream::{
-    DirectTarget, Event, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
+    DirectTarget, Event, OPCODES, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
 };
 pub use term::TermCode;
 pub use work::{

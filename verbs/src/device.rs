@@ -16,17 +16,30 @@ use crate::cq::{Cq, Srq};
 use crate::daemon::{Client, DaemonError, IncomingEvent, qp::DaemonQp};
 use crate::error::DaemonWhy;
 use crate::pd::Pd;
-use crate::qp::{Qp, QpConfig};
+use crate::qp::{Qp, QpConfig, QpStats};
 use mpa::ConnectError;
 
 /// A device's counters, from [`Device::stats`].
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeviceStats {
-    /// Queue pairs whose connection is still running or whose handle is held.
+    /// This application's queue pairs whose connection is still running or whose handle
+    /// is held.
     pub queue_pairs: usize,
-    /// Live entries of the memory table: regions and windows.
+    /// This application's live entries of the memory table: regions and windows.
     pub memory_entries: usize,
+    /// Applications attached to the device (1 for an embedded engine).
+    pub clients: usize,
+    /// Queue pairs of every application of the device, now.
+    pub all_queue_pairs: usize,
+    /// Connections that reached FPDU mode since the device started.
+    pub connections: u64,
+    /// Of those, the ones closed and released.
+    pub connections_closed: u64,
+    /// The counters of every queue pair the device has had, live and gone, summed:
+    /// FPDUs, octets per opcode, Terminates sent and received, and (through iwarpd) the
+    /// push path's executions and discards.
+    pub totals: QpStats,
 }
 
 /// Where the engine runs.
@@ -129,20 +142,34 @@ impl Device {
         crate::MemError::Daemon { op, why }
     }
 
-    /// The device's counters.
+    /// The device's counters. Through iwarpd these are the daemon's (every application
+    /// attached to it), asked for on the control socket.
     pub fn stats(&self) -> DeviceStats {
         match &self.backend {
-            Backend::Embedded(e) => DeviceStats {
-                queue_pairs: e.qps().len(),
-                memory_entries: e.tpt().len(),
-            },
+            Backend::Embedded(e) => {
+                let st = e.stats();
+                let mut c = ipc::control::Counters::default();
+                c.set_traffic(&st.traffic);
+                let live = e.qps().len();
+                DeviceStats {
+                    queue_pairs: live,
+                    memory_entries: e.tpt().len(),
+                    clients: 1,
+                    all_queue_pairs: live,
+                    connections: st.connections,
+                    connections_closed: st.connections_closed,
+                    totals: QpStats::from(&c),
+                }
+            }
             Backend::Daemon(c) => match c.call(&Request::Stats) {
-                Ok(Reply::Stats {
-                    queue_pairs,
-                    memory_entries,
-                }) => DeviceStats {
-                    queue_pairs: queue_pairs as usize,
-                    memory_entries: memory_entries as usize,
+                Ok(Reply::Stats(d)) => DeviceStats {
+                    queue_pairs: d.queue_pairs as usize,
+                    memory_entries: d.memory_entries as usize,
+                    clients: d.clients as usize,
+                    all_queue_pairs: d.device_queue_pairs as usize,
+                    connections: d.connections,
+                    connections_closed: d.connections_closed,
+                    totals: QpStats::from(&d.totals),
                 },
                 _ => DeviceStats::default(),
             },

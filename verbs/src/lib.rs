@@ -101,7 +101,7 @@ pub use error::{DaemonWhy, MemError, WcError};
 pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
-pub use qp::{PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
+pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
 pub use types::{MwType, PdId};
 

@@ -30,6 +30,16 @@ pub struct QpStats {
     /// Payload octets read from the socket straight into registered memory, with no copy
     /// (RDMA Writes from 8 KiB on connections without CRC or markers).
     pub bytes_received_in_place: u64,
+    /// DDP payload octets sent per RDMAP opcode, indexed by the opcode's value (0x0 RDMA
+    /// Write, 0x1 Read Request, 0x2 Read Response, 0x3..=0x6 the Sends, 0x7 Terminate,
+    /// 0x8/0x9 Immediate Data, 0xA/0xB Atomic Request/Response): [`OPCODE_NAMES`].
+    pub octets_sent: [u64; 12],
+    /// DDP payload octets received per RDMAP opcode, in segments that passed validation.
+    pub octets_received: [u64; 12],
+    /// Terminate messages sent.
+    pub terminates_sent: u64,
+    /// Terminate messages received.
+    pub terminates_received: u64,
     /// Through iwarpd: requests the daemon executed from pushed messages (seed 000's
     /// push path).
     pub pushed: u64,
@@ -38,6 +48,42 @@ pub struct QpStats {
     /// Through iwarpd: pushed messages the daemon discarded (their requests then ran
     /// from the send queue), by reason, in the order of [`PUSH_DISCARD_REASONS`].
     pub push_discards: [u64; 6],
+}
+
+/// The RDMAP opcodes of [`QpStats::octets_sent`] and [`QpStats::octets_received`], in
+/// order (the names Wireshark's iwarp-rdmap dissector shows).
+pub const OPCODE_NAMES: [&str; 12] = [
+    "Write",
+    "Read Request",
+    "Read Response",
+    "Send",
+    "Send with Invalidate",
+    "Send with SE",
+    "Send with SE and Invalidate",
+    "Terminate",
+    "Immediate Data",
+    "Immediate Data with SE",
+    "Atomic Request",
+    "Atomic Response",
+];
+
+impl From<&ipc::control::Counters> for QpStats {
+    fn from(c: &ipc::control::Counters) -> Self {
+        Self {
+            fpdus_sent: c.fpdus_sent,
+            fpdus_received: c.fpdus_received,
+            bytes_placed: c.bytes_placed,
+            bytes_sent_in_place: c.bytes_sent_in_place,
+            bytes_received_in_place: c.bytes_received_in_place,
+            octets_sent: c.octets_sent,
+            octets_received: c.octets_received,
+            terminates_sent: c.terminates_sent,
+            terminates_received: c.terminates_received,
+            pushed: c.pushed,
+            sq_executed: c.sq_executed,
+            push_discards: c.push_discards,
+        }
+    }
 }
 
 /// The reasons of [`QpStats::push_discards`], in order: the twin request was not at the
@@ -128,8 +174,15 @@ impl QpImpl {
     pub(crate) fn num(&self) -> QpNum {
         either!(self, q => q.num())
     }
-    fn stats(&self) -> rdmap::StreamStats {
-        either!(self, q => q.stats())
+    fn counters(&self) -> ipc::control::Counters {
+        match self {
+            Self::Embedded(q) => {
+                let mut c = ipc::control::Counters::default();
+                c.set_traffic(&q.stats());
+                c
+            }
+            Self::Daemon(q) => q.counters(),
+        }
     }
     fn state(&self) -> QpState {
         either!(self, q => q.state())
@@ -247,23 +300,10 @@ impl Qp {
         self.inner.qp.num()
     }
 
-    /// Its counters.
+    /// Its counters. Through iwarpd this asks the daemon (a round trip on the control
+    /// socket).
     pub fn stats(&self) -> QpStats {
-        let s = self.inner.qp.stats();
-        let push = match &self.inner.qp {
-            QpImpl::Daemon(q) => q.push_counters(),
-            QpImpl::Embedded(_) => Default::default(),
-        };
-        QpStats {
-            fpdus_sent: s.fpdus_sent,
-            fpdus_received: s.fpdus_received,
-            bytes_placed: s.bytes_placed,
-            bytes_sent_in_place: s.bytes_sent_in_place,
-            bytes_received_in_place: s.bytes_received_in_place,
-            pushed: push.executed,
-            sq_executed: push.sq_path,
-            push_discards: push.discards,
-        }
+        QpStats::from(&self.inner.qp.counters())
     }
 
     /// The current state: [`QpState::Rts`] while connected.

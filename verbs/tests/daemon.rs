@@ -800,7 +800,7 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     let h = ipc::control::Header::parse(&reply).ok_or("no reply")??;
     let r = ipc::control::Reply::decode(ipc::control::func::OPEN, &reply[16..h.len as usize])?;
     assert!(
-        matches!(&r, ipc::control::Reply::Error { code: ipc::control::error::VERSION, text } if text.contains("version 1") && text.contains(" 9")),
+        matches!(&r, ipc::control::Reply::Error { code: ipc::control::error::VERSION, text } if text.contains(&format!("version {}", ipc::control::VERSION)) && text.contains(" 9")),
         "{r:?}"
     );
     Ok(())

@@ -42,6 +42,24 @@ async fn read_of_a_stale_stag_fails_with_status_and_terminate() {
     assert_eq!(s.qp.closed().await, QpEnd::Terminated(term));
     assert_eq!(sink.read(..).unwrap(), vec![0; 64], "nothing placed");
 
+    // The counters saw it: one Read Request out, one Terminate each way, and the queue
+    // pair counted in its device's totals.
+    let (cs, ss) = (c.qp.stats(), s.qp.stats());
+    assert_eq!((cs.terminates_received, ss.terminates_sent), (1, 1));
+    assert_eq!((cs.terminates_sent, ss.terminates_received), (0, 0));
+    assert_eq!(
+        cs.octets_sent[1], 28,
+        "one Read Request: 28 octets (RFC 5040 §4.4)"
+    );
+    assert_eq!(ss.octets_received[1], 28);
+    assert_eq!(
+        ss.octets_sent[7], cs.octets_received[7],
+        "the Terminate's octets"
+    );
+    assert_eq!(verbs::OPCODE_NAMES[7], "Terminate");
+    let d = c.host.device.stats();
+    assert_eq!((d.connections, d.totals.terminates_received), (1, 1));
+
     // The queue pair is dead: later requests complete as flushed.
     let err = c.qp.send(Bytes::from_static(b"late")).await.unwrap_err();
     assert_eq!(err.status(), Some(WcStatus::Flushed), "{err}");

@@ -32,6 +32,8 @@ mod config;
 mod proto;
 #[path = "iwarpd/serve.rs"]
 mod serve;
+#[path = "iwarpd/stat.rs"]
+mod stat;
 
 use cli::{Args, Mode};
 
@@ -54,6 +56,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Mode::Stat { json } = args.mode {
+        let path = match &cfg.control {
+            config::Control::Path(p) => p.clone(),
+            _ => ipc::default_control_path(),
+        };
+        return match stat::query(&path) {
+            Ok(d) if json => {
+                println!("{}", stat::json(&d));
+                ExitCode::SUCCESS
+            }
+            Ok(d) => {
+                print!("{}", stat::table(&d, &path));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("iwarpd stat: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.mode == Mode::Serve && cfg.listen.is_none() {
         eprintln!("iwarpd: {}", serve::NO_LISTEN);
         return ExitCode::from(2);

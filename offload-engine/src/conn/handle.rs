@@ -39,6 +39,15 @@ pub(crate) struct Shared {
     pub(crate) tpt: Arc<crate::tpt::Tpt>,
     /// The engine's liveness limits, read by the driver.
     pub(crate) timeouts: crate::Timeouts,
+    /// The engine's totals, which take this queue pair's counters when it is gone.
+    pub(crate) totals: Arc<crate::engine::Totals>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let stats = self.lock().stream.stats();
+        self.totals.retire(&stats);
+    }
 }
 
 impl Shared {
@@ -49,6 +58,7 @@ impl Shared {
         recv_cq: Cq,
         tpt: Arc<crate::tpt::Tpt>,
         timeouts: crate::Timeouts,
+        totals: Arc<crate::engine::Totals>,
     ) -> Self {
         Self {
             num,
@@ -60,6 +70,7 @@ impl Shared {
             waiters: Arc::default(),
             tpt,
             timeouts,
+            totals,
         }
     }
 

@@ -22,6 +22,7 @@ pub use push::PushConfig;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::net::UnixListener;
 
@@ -75,6 +76,40 @@ pub async fn bind(path: &Path) -> io::Result<UnixListener> {
     }
 }
 
+/// What the shards share: the push path's resources, and what the device's counters are
+/// summed from.
+#[derive(Debug)]
+struct Device {
+    /// Every shard's engine.
+    engines: Vec<Engine>,
+    share: Arc<push::PushShare>,
+    /// Sessions running.
+    clients: AtomicU32,
+}
+
+impl Device {
+    /// The device's counters, with `own` (the asking client's queue pairs and regions).
+    fn counters(&self, own: (u32, u32)) -> ipc::control::DeviceCounters {
+        let mut d = ipc::control::DeviceCounters {
+            queue_pairs: own.0,
+            memory_entries: own.1,
+            clients: self.clients.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        let mut traffic = rdmap::StreamStats::default();
+        for e in &self.engines {
+            let st = e.stats();
+            d.device_queue_pairs += (st.connections - st.connections_closed) as u32;
+            d.connections += st.connections;
+            d.connections_closed += st.connections_closed;
+            traffic.add(&st.traffic);
+        }
+        d.totals.set_traffic(&traffic);
+        d.totals.set_push(&self.share.totals());
+        d
+    }
+}
+
 /// The local service running: an acceptor and one or more shards, each a thread with a
 /// single-threaded runtime and an engine of its own. A client's session, its queue pairs'
 /// servants and their connections all run on the one shard it was given (round robin), so
@@ -99,16 +134,22 @@ impl LocalService {
         shards: usize,
     ) -> io::Result<Self> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let share = Arc::new(push::PushShare::new(cfg.push.clone()));
+        let device = Arc::new(Device {
+            engines: (0..shards.max(1))
+                .map(|_| Engine::new(engine.clone()))
+                .collect(),
+            share: Arc::new(push::PushShare::new(cfg.push.clone())),
+            clients: AtomicU32::new(0),
+        });
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
-        for n in 0..shards.max(1) {
+        for (n, engine) in device.engines.iter().enumerate() {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let (engine, cfg, share) = (engine.clone(), cfg.clone(), share.clone());
+            let (engine, cfg, device) = (engine.clone(), cfg.clone(), device.clone());
             let stopped = stopped.clone();
             threads.push(on_thread(format!("iwarpd-local-{n}"), move |ready| {
                 let _ = ready.send(Ok(()));
-                shard(Engine::new(engine), rx, cfg, share, stopped)
+                shard(engine, rx, cfg, device, stopped)
             })?);
             inboxes.push(tx);
         }
@@ -195,7 +236,7 @@ async fn shard(
     engine: Engine,
     mut clients: tokio::sync::mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
     cfg: LocalConfig,
-    share: Arc<push::PushShare>,
+    device: Arc<Device>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut sessions = tokio::task::JoinSet::new();
@@ -205,7 +246,7 @@ async fn shard(
                 let Some(stream) = got else { return };
                 match tokio::net::UnixStream::from_std(stream) {
                     Ok(stream) => {
-                        sessions.spawn(session::run(engine.clone(), stream, cfg.clone(), share.clone()));
+                        sessions.spawn(session::run(engine.clone(), stream, cfg.clone(), device.clone()));
                     }
                     Err(e) => tracing::warn!(error = %e, "client not served"),
                 }

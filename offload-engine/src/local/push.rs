@@ -8,11 +8,12 @@
 //!   processing; a message whose octets exceed what is left is discarded.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use ipc::push::PushRegion;
+use ipc::qpseg::{Discard, PushCounters};
 
 /// The push settings of a daemon.
 #[derive(Clone, Debug)]
@@ -38,12 +39,16 @@ impl Default for PushConfig {
     }
 }
 
-/// The resources pushed messages draw on, shared by every servant.
+/// The resources pushed messages draw on, shared by every servant, and the device's push
+/// counters.
 #[derive(Debug)]
 pub(super) struct PushShare {
     pub(super) cfg: PushConfig,
     in_flight: AtomicUsize,
     credits: Mutex<Bucket>,
+    /// Requests executed from pushed messages, from the send queue, then discards by
+    /// reason ([`Discard::ALL`] order), over every queue pair the daemon has had.
+    totals: [AtomicU64; 8],
 }
 
 #[derive(Debug)]
@@ -61,6 +66,28 @@ impl PushShare {
             }),
             in_flight: AtomicUsize::new(0),
             cfg,
+            totals: Default::default(),
+        }
+    }
+
+    /// Counts requests executed from pushed messages and from the send queue.
+    pub(super) fn count_executed(&self, pushed: u64, sq_path: u64) {
+        self.totals[0].fetch_add(pushed, Ordering::Relaxed);
+        self.totals[1].fetch_add(sq_path, Ordering::Relaxed);
+    }
+
+    /// Counts a discarded pushed message.
+    pub(super) fn count_discard(&self, why: Discard) {
+        self.totals[2 + why.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The device's push counters.
+    pub(super) fn totals(&self) -> PushCounters {
+        let get = |i: usize| self.totals[i].load(Ordering::Relaxed);
+        PushCounters {
+            executed: get(0),
+            sq_path: get(1),
+            discards: std::array::from_fn(|i| get(2 + i)),
         }
     }
 

@@ -245,6 +245,12 @@ fn own(arena: &mut BytesMut, seg: &QpSegment, d: Data<'_>) -> Option<Bytes> {
     Some(arena.split().freeze())
 }
 
+/// Counts a discarded pushed message, in the queue pair's segment and the device's totals.
+fn discard(seg: &QpSegment, share: &PushShare, why: Discard) {
+    seg.count_discard(why);
+    share.count_discard(why);
+}
+
 impl Run {
     async fn run(mut self, to_daemon: Doorbell, ended: impl FnOnce(QpEnd) + Send + 'static) {
         let bell = match to_daemon.into_async() {
@@ -361,7 +367,7 @@ impl Run {
                 batch.push(self.ids.send(wr, via));
                 seg.sq_take();
             }
-            seg.count_executed(0, take as u64);
+            self.executed(0, take as u64);
             self.sq_room -= take;
             self.post_sends(batch.drain(..));
             self.batch = batch;
@@ -460,7 +466,7 @@ impl Run {
                 } else {
                     // D6: a slot naming a queue pair outside the domain.
                     region.free(s.slot, s.state);
-                    self.seg.count_discard(Discard::Security);
+                    discard(&self.seg, &self.push.share, Discard::Security);
                     foreign = true;
                 }
             },
@@ -481,15 +487,21 @@ impl Run {
                 Ok(wr) => {
                     self.seg.sq_take();
                     self.sq_room -= 1;
-                    self.seg.count_executed(1, 0);
+                    self.executed(1, 0);
                     let wr = self.ids.send(wr, Via::Push);
                     self.post_sends(std::iter::once(wr));
                 }
-                Err(why) => self.seg.count_discard(why),
+                Err(why) => discard(&self.seg, &self.push.share, why),
             }
         }
         self.snapshots = mine;
         Ok(moved)
+    }
+
+    /// Counts requests executed, in the queue pair's segment and the device's totals.
+    fn executed(&self, pushed: u64, sq_path: u64) {
+        self.seg.count_executed(pushed, sq_path);
+        self.push.share.count_executed(pushed, sq_path);
     }
 
     /// The admission checks of a pushed message, in the seed's order; the request to

@@ -5,12 +5,13 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use ipc::channel::{Inbox, RecvError, send_some};
 use ipc::control::{
-    Event, Header, QpCounters, QpInfo, Reply, Request, VERSION, end, error, request_fds,
+    Counters, Event, Header, QpInfo, Reply, Request, VERSION, end, error, request_fds,
 };
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use rdmap::{Access, QpEnd, RecvWr, STag};
@@ -18,9 +19,9 @@ use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use super::LocalConfig;
-use super::push::{PdPush, PushShare};
+use super::push::PdPush;
 use super::servant::{self, Servant};
+use super::{Device, LocalConfig};
 use crate::tpt::{Base, PdId, Storage};
 use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
@@ -54,7 +55,7 @@ impl Objects {
 struct Session {
     engine: Engine,
     limits: LocalConfig,
-    share: Arc<PushShare>,
+    device: Arc<Device>,
     objs: Mutex<Objects>,
     out: mpsc::Sender<Out>,
     pid: Mutex<u32>,
@@ -85,15 +86,16 @@ pub(super) async fn run(
     engine: Engine,
     stream: UnixStream,
     limits: LocalConfig,
-    share: Arc<PushShare>,
+    device: Arc<Device>,
 ) {
+    device.clients.fetch_add(1, Ordering::Relaxed);
     let stream = Arc::new(stream);
     let (tx, rx) = mpsc::channel(256);
     let writer = tokio::spawn(write_loop(stream.clone(), rx));
     let s = Arc::new(Session {
         engine,
         limits,
-        share,
+        device: device.clone(),
         objs: Mutex::new(Objects::default()),
         out: tx,
         pid: Mutex::new(0),
@@ -108,6 +110,7 @@ pub(super) async fn run(
         }
     }
     release(&s).await;
+    s.device.clients.fetch_sub(1, Ordering::Relaxed);
     // What is queued still goes out (the reply that says why the session ends, a last
     // event), for a moment: the writer ends once every sender is gone.
     drop(s);
@@ -368,23 +371,19 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         }
         Request::QueryQp { qp } => match s.objs().qps.get(&qp) {
             Some(sv) => {
-                let st = sv.qp.stats();
-                Reply::QpCounters(QpCounters {
-                    fpdus_sent: st.fpdus_sent,
-                    fpdus_received: st.fpdus_received,
-                    bytes_placed: st.bytes_placed,
-                    bytes_sent_in_place: st.bytes_sent_in_place,
-                    bytes_received_in_place: st.bytes_received_in_place,
-                })
+                // The push counters are in the queue pair's segment, which the client reads.
+                let mut c = Counters::default();
+                c.set_traffic(&sv.qp.stats());
+                Reply::QpCounters(c)
             }
             None => not_found("queue pair", qp),
         },
         Request::Stats => {
-            let o = s.objs();
-            Reply::Stats {
-                queue_pairs: o.qps.len() as u32,
-                memory_entries: o.mrs.len() as u32,
-            }
+            let own = {
+                let o = s.objs();
+                (o.qps.len() as u32, o.mrs.len() as u32)
+            };
+            Reply::Stats(s.device.counters(own))
         }
     };
     reply(s, h, r, Vec::new()).await;
@@ -541,7 +540,7 @@ where
         to_client,
         servant::Push {
             pd: push,
-            share: s.share.clone(),
+            share: s.device.share.clone(),
         },
         ended,
     );

@@ -145,6 +145,8 @@ impl Stream {
         self.rx.direct = None;
         self.deframer.skip(ulpdu_len);
         self.stats.fpdus_received += 1;
+        // Only RDMA Write payloads are placed from the socket directly.
+        self.stats.octets_received[usize::from(u8::from(Opcode::RdmaWrite))] += len as u64;
         self.write_placed(&seg, len, mem);
         true
     }

@@ -157,6 +157,45 @@ pub struct StreamStats {
     /// Payload octets read from the socket straight into registered memory, with no copy
     /// ([`Stream::direct_target`]).
     pub bytes_received_in_place: u64,
+    /// DDP payload octets sent, per RDMAP opcode (indexed by its value, 0x0..=0xB; see
+    /// [`Opcode`](crate::wire::Opcode)).
+    pub octets_sent: [u64; OPCODES],
+    /// DDP payload octets received in segments that passed validation, per RDMAP opcode.
+    pub octets_received: [u64; OPCODES],
+    /// Terminate messages sent.
+    pub terminates_sent: u64,
+    /// Terminate messages received.
+    pub terminates_received: u64,
+}
+
+/// The RDMAP opcodes with a meaning (RFC 5040 and RFC 7306): 0x0 to 0xB.
+pub const OPCODES: usize = 12;
+
+impl StreamStats {
+    /// Adds `len` octets of `op` to `per_opcode` (unknown opcodes are not counted: they
+    /// never pass validation and are never sent).
+    fn count(per_opcode: &mut [u64; OPCODES], op: crate::wire::Opcode, len: usize) {
+        if let Some(n) = per_opcode.get_mut(usize::from(u8::from(op))) {
+            *n += len as u64;
+        }
+    }
+
+    /// Adds `other`'s counts to these (device totals from queue pairs' counters).
+    pub fn add(&mut self, other: &Self) {
+        self.fpdus_sent += other.fpdus_sent;
+        self.fpdus_received += other.fpdus_received;
+        self.bytes_placed += other.bytes_placed;
+        self.bytes_sent_in_place += other.bytes_sent_in_place;
+        self.bytes_received_in_place += other.bytes_received_in_place;
+        for (a, b) in self.octets_sent.iter_mut().zip(other.octets_sent) {
+            *a += b;
+        }
+        for (a, b) in self.octets_received.iter_mut().zip(other.octets_received) {
+            *a += b;
+        }
+        self.terminates_sent += other.terminates_sent;
+        self.terminates_received += other.terminates_received;
+    }
 }
 
 /// One RDMAP stream in FPDU mode: RDMAP over DDP over MPA for one connection, sans-IO.

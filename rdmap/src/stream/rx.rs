@@ -7,7 +7,7 @@ use ddp::{Access, DdpError, STag, SegmentRepr, TaggedRepr, UntaggedRepr, check_u
 use mpa::RtrFlags;
 
 use super::tx::{Flush, IrqEntry, OrqEntry};
-use super::{Event, QpState, Stream};
+use super::{Event, QpState, Stream, StreamStats};
 use crate::atomic;
 use crate::memory::{Memory, SharedRecv};
 use crate::term::TermCode;
@@ -169,6 +169,10 @@ impl Stream {
             Ok(x) => x,
             Err((code, copy)) => return self.fatal(code, copy.then_some(ulpdu), None),
         };
+        StreamStats::count(&mut self.stats.octets_received, op, payload.len());
+        if op == Opcode::Terminate && seg.last() {
+            self.stats.terminates_received += 1;
+        }
         if !self.rx.peer_started && op != Opcode::Terminate {
             if !self.first_fpdu(&seg, op, payload) {
                 return self.fatal(TermCode::llp(MPA_NO_MATCHING_RTR), None, None);

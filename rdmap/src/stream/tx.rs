@@ -9,7 +9,7 @@ use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 use mpa::Rtr;
 
 use super::transmit::{Chained, IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
-use super::{QpState, Stream};
+use super::{QpState, Stream, StreamStats};
 use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
 use crate::wire::{
@@ -388,6 +388,11 @@ impl Stream {
     fn segment_sent(&mut self, mut msg: OutMsg, seg_len: u32, last: bool) -> bool {
         self.tx.emitted = self.framer.position();
         self.stats.fpdus_sent += 1;
+        let op = RdmapControl::parse(msg.header.rsvd_ulp()).opcode;
+        StreamStats::count(&mut self.stats.octets_sent, op, seg_len as usize);
+        if last && op == Opcode::Terminate {
+            self.stats.terminates_sent += 1;
+        }
         msg.off += seg_len;
         if last {
             self.message_sent(msg.done);

@@ -20,7 +20,7 @@ use ipc::wqe::{
 use offload_engine::{CompletionFuture, Cq, NOTIFY_BIT, Waiters};
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
-    SendWr, StreamStats, WcOpcode, WcStatus,
+    SendWr, WcOpcode, WcStatus,
 };
 use tokio::sync::watch;
 
@@ -311,16 +311,14 @@ impl DaemonQp {
         self.shared.seg.push_counters()
     }
 
-    pub(crate) fn stats(&self) -> StreamStats {
-        let mut s = StreamStats::default();
-        if let Ok(Reply::QpCounters(c)) = self.client.call(&Request::QueryQp { qp: self.id }) {
-            s.fpdus_sent = c.fpdus_sent;
-            s.fpdus_received = c.fpdus_received;
-            s.bytes_placed = c.bytes_placed;
-            s.bytes_sent_in_place = c.bytes_sent_in_place;
-            s.bytes_received_in_place = c.bytes_received_in_place;
-        }
-        s
+    /// The traffic counters from the daemon, and the push counters from the segment.
+    pub(crate) fn counters(&self) -> ipc::control::Counters {
+        let mut c = match self.client.call(&Request::QueryQp { qp: self.id }) {
+            Ok(Reply::QpCounters(c)) => c,
+            _ => ipc::control::Counters::default(),
+        };
+        c.set_push(&self.push_counters());
+        c
     }
 
     pub(crate) fn disconnect(&self) {

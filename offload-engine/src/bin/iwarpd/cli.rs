@@ -19,6 +19,11 @@ usage:
       Exercise a daemon at ADDR (HOST:PORT): N RDMA Writes of a pattern, each Read back and
       verified, then N Sends whose echoes are verified; prints throughput. Exits 1 on any
       mismatch or error. --size defaults to 1M (at most the peer's buffer), --count to 64.
+  iwarpd stat [--json] [--control PATH] [--config FILE]
+      Print the counters of the daemon serving local applications at PATH (default: the
+      `control` key's): applications, queue pairs, connections, FPDUs, payload octets per
+      RDMAP opcode, Terminates sent and received, and the push path's executions and
+      discards by reason. --json prints one JSON object instead of a table.
   iwarpd --help
 
 Every config-file key is also a flag (--buffer-size 1M, --crc=false); flags win over the
@@ -47,6 +52,11 @@ pub(crate) enum Mode {
         size: Option<u32>,
         /// Rounds of each test.
         count: u32,
+    },
+    /// Print a running daemon's counters.
+    Stat {
+        /// As JSON instead of a table.
+        json: bool,
     },
     /// Print the help.
     Help,
@@ -78,6 +88,11 @@ impl Args {
     pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, UsageError> {
         let mut args = args.into_iter().peekable();
         let mut check = None;
+        let mut stat = None;
+        if args.peek().map(String::as_str) == Some("stat") {
+            args.next();
+            stat = Some(false);
+        }
         if args.peek().map(String::as_str) == Some("check") {
             args.next();
             let addr = args
@@ -99,6 +114,17 @@ impl Args {
             if arg == "--help" || arg == "-h" {
                 out.mode = Mode::Help;
                 return Ok(out);
+            }
+            if arg == "--json" {
+                match stat.as_mut() {
+                    Some(json) => *json = true,
+                    None => {
+                        return Err(UsageError(
+                            "--json belongs to stat mode: iwarpd stat --json".into(),
+                        ));
+                    }
+                }
+                continue;
             }
             let Some(flag) = arg.strip_prefix("--") else {
                 return Err(UsageError(format!(
@@ -144,6 +170,9 @@ impl Args {
         if let Some((addr, size, count)) = check {
             out.mode = Mode::Check { addr, size, count };
         }
+        if let Some(json) = stat {
+            out.mode = Mode::Stat { json };
+        }
         Ok(out)
     }
 
@@ -171,6 +200,23 @@ mod tests {
 
     fn parse(s: &str) -> Result<Args, UsageError> {
         Args::parse(s.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn stat_mode_takes_json_and_the_control_path() {
+        let a = parse("stat --json --control /tmp/x.sock").unwrap();
+        assert_eq!(a.mode, Mode::Stat { json: true });
+        assert_eq!(
+            a.config().unwrap().control,
+            crate::config::Control::Path("/tmp/x.sock".into())
+        );
+        assert_eq!(parse("stat").unwrap().mode, Mode::Stat { json: false });
+        assert!(
+            parse("--json")
+                .unwrap_err()
+                .0
+                .contains("iwarpd stat --json")
+        );
     }
 
     #[test]
