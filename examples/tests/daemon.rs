@@ -35,9 +35,15 @@ struct Iwarpd {
 
 impl Iwarpd {
     fn start(name: &str) -> Self {
+        Self::start_on(None, "127.0.0.1", name)
+    }
+
+    /// An iwarpd listening on `addr` inside network namespace `ns` (its control socket is
+    /// a file, reachable from every namespace).
+    fn start_on(ns: Option<&str>, addr: &str, name: &str) -> Self {
         let sock = std::env::temp_dir().join(format!("iwarpd-{}-{name}.sock", std::process::id()));
-        let mut child = Command::new(iwarpd_bin())
-            .args(["--listen", "127.0.0.1:0", "--control"])
+        let mut child = command(ns, &iwarpd_bin().to_string_lossy())
+            .args(["--listen", &format!("{addr}:0"), "--control"])
             .arg(&sock)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -72,6 +78,27 @@ impl Drop for Iwarpd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `bin`, run inside network namespace `ns` if one is given.
+fn command(ns: Option<&str>, bin: &str) -> Command {
+    match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin]);
+            c
+        }
+        None => Command::new(bin),
+    }
+}
+
+fn spawn_in(ns: Option<&str>, bin: &str, args: &[&str]) -> Child {
+    command(ns, bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {bin}: {e}"))
 }
 
 fn spawn(bin: &str, args: &[&str]) -> Child {
@@ -354,4 +381,72 @@ fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
     let d2 = Iwarpd::start("stale");
     rping(&sock, "3");
     drop(d2);
+}
+
+/// Between two hosts (network namespaces joined by a veth, as root; skipped elsewhere):
+/// an iwarpd on each, two applications on each side attached through their host's
+/// daemon, and an application with its engine embedded talking to one through a daemon,
+/// all at once, every payload verified (rping -V checks each ping's pattern).
+#[test]
+fn two_daemons_across_a_veth_serve_two_applications_each_and_an_embedded_one() {
+    let Some(hosts) = tests::netns::two_hosts_or_skip() else {
+        return;
+    };
+    let (a, b) = (hosts.a(), hosts.b());
+    let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
+    let da = Iwarpd::start_on(Some(a.name()), &a_addr, "veth-a");
+    let db = Iwarpd::start_on(Some(b.name()), &b_addr, "veth-b");
+    let (sa, sb) = (da.sock.to_str().unwrap(), db.sock.to_str().unwrap());
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    // (port, the server through daemon a, the client through daemon b): two pairs
+    // daemon to daemon, then an embedded server and an embedded client.
+    let pairs = [
+        ("7001", true, true),
+        ("7002", true, true),
+        ("7003", false, true),
+        ("7004", true, false),
+    ];
+    for (port, server_daemon, _) in pairs {
+        let mut args = vec!["-s", "-a", &a_addr, "-p", port];
+        if server_daemon {
+            args.extend(["--daemon", sa]);
+        }
+        servers.push(spawn_in(Some(a.name()), RPING, &args));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for (port, client_daemon) in [
+        ("7001", true),
+        ("7002", true),
+        ("7003", true),
+        ("7004", false),
+    ] {
+        let mut args = vec![
+            "-c", "-a", &a_addr, "-p", port, "-C", "300", "-S", "4000", "-V",
+        ];
+        if client_daemon {
+            args.extend(["--daemon", sb]);
+        }
+        clients.push((port, spawn_in(Some(b.name()), RPING, &args)));
+    }
+    for (port, c) in clients {
+        ok(
+            &finish(c, Duration::from_secs(120)),
+            &format!("rping client on port {port}"),
+        );
+    }
+    for mut s in servers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    // Each daemon counted the connections of its side: three on a, three on b.
+    for (d, want) in [(&da, 3), (&db, 3)] {
+        let out = Command::new(iwarpd_bin())
+            .args(["stat", "--json", "--control", d.sock.to_str().unwrap()])
+            .output()
+            .unwrap();
+        ok(&out, "iwarpd stat");
+        let j = String::from_utf8(out.stdout).unwrap();
+        assert!(j.contains(&format!("\"connections\":{want},")), "{j}");
+    }
 }
