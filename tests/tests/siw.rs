@@ -4,7 +4,9 @@
 //! the client of siw's `ib_write_bw`/`ib_read_bw`/`ib_send_bw -R` servers and as the server
 //! of the same perftest clients; the same for `ib_read_lat`/`ib_send_lat`, and
 //! `ib_write_lat` with iwperf as the client only (perftest's write_lat server writes
-//! first, which an RFC 5044 MPA Responder such as ours may not do).
+//! first, which an RFC 5044 MPA Responder such as ours may not do); and in daemon mode,
+//! `iwarp-rping` and `iwperf` attached to our `iwarpd` in the lab's netns (`--daemon`)
+//! as siw's clients.
 //!
 //! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
 //! `siw.ko` and an initramfs). Every test is `#[ignore]`d with that reason, so a plain
@@ -87,6 +89,11 @@ fn rping_binary() -> PathBuf {
 
 /// Builds the `examples` binary `name` and returns its path.
 fn example_binary(name: &str) -> PathBuf {
+    binary("examples", name)
+}
+
+/// Builds binary `name` of package `package` and returns its path.
+fn binary(package: &str, name: &str) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the tests crate lives in the workspace")
@@ -95,14 +102,14 @@ fn example_binary(name: &str) -> PathBuf {
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
-        .args(["build", "-p", "examples", "--bin", name])
+        .args(["build", "-p", package, "--bin", name])
         .current_dir(&root)
         .env("CARGO_TARGET_DIR", &target)
         .status()
         .expect("run cargo build");
     assert!(
         status.success(),
-        "cargo build -p examples --bin {name} failed"
+        "cargo build -p {package} --bin {name} failed"
     );
     target.join("debug").join(name)
 }
@@ -230,16 +237,62 @@ fn run_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
     out
 }
 
+/// Our `iwarpd` in the lab's netns, serving local applications on a socket file, with
+/// `flags` (its CRC and MPA settings are what its clients' connections use); killed on
+/// drop.
+struct Daemon {
+    child: Child,
+    sock: String,
+}
+
+impl Daemon {
+    fn start(flags: &[&str]) -> Self {
+        let sock = format!("/tmp/iwarpd-siw-{}.sock", std::process::id());
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", NETNS])
+            .arg(binary("offload-engine", "iwarpd"))
+            .args(["--listen", &format!("{HOST}:0"), "--control", &sock])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start iwarpd");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
+        assert!(
+            line.starts_with("listening on"),
+            "iwarpd did not start: {line:?}"
+        );
+        Self { child, sock }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Our client against siw's `rping -s` (vm1) with siw module parameters `params`.
 fn client_against_siw(params: &str, extra: &[&str]) {
+    client_against_siw_through(params, extra, None);
+}
+
+/// [`client_against_siw`], through our `iwarpd` started with `daemon` flags if given
+/// (daemon mode: the client attached with `--daemon`).
+fn client_against_siw_through(params: &str, extra: &[&str], daemon: Option<&[&str]>) {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
     let _lab = Lab::serve(240, params, None);
+    let daemon = daemon.map(Daemon::start);
     // rping needs a moment after READY to reach rdma_listen().
     std::thread::sleep(Duration::from_secs(2));
     let mut args = vec!["-c", "-a", VM1, "-C", "10", "-V", "-v"];
     args.extend_from_slice(extra);
+    if let Some(d) = &daemon {
+        args.extend(["--daemon", &d.sock]);
+    }
     let out = run_in_netns(&bin, &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "iwarp-rping -c failed: {out:?}");
@@ -260,6 +313,21 @@ fn our_client_siw_server_crc_off() {
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn our_client_siw_server_crc_on() {
     client_against_siw("mpa_crc_required=1", &["--crc"]);
+}
+
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn daemon_mode_client_siw_server_crc_off_and_on() {
+    client_against_siw_through("", &[], Some(&["--crc", "false"]));
+    client_against_siw_through("mpa_crc_required=1", &[], Some(&["--crc", "true"]));
+}
+
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn daemon_mode_iwperf_client_siw_perftest_servers() {
+    for test in ["write_bw", "send_lat"] {
+        perftest_client_against_siw_through(test, &["-s", "4096", "-n", "16"], true);
+    }
 }
 
 #[test]
@@ -324,13 +392,23 @@ fn perftest_client_against_siw(test: &str) {
 
 /// [`perftest_client_against_siw`] with the size/iteration flags `flags` on both sides.
 fn perftest_client_against_siw_with(test: &str, flags: &[&str]) {
+    perftest_client_against_siw_through(test, flags, false);
+}
+
+/// [`perftest_client_against_siw_with`], through our `iwarpd` (CRC off, as siw's
+/// default) if `daemon`.
+fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool) {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     let siw = format!("ib_{test} -d siw0 -F -R {}", flags.join(" "));
     let mut lab = Lab::serve(240, "", Some(&siw));
+    let daemon = daemon.then(|| Daemon::start(&["--crc", "false"]));
     let mut args = vec![test, "-R"];
     args.extend_from_slice(flags);
+    if let Some(d) = &daemon {
+        args.extend(["--daemon", &d.sock]);
+    }
     args.push(VM1);
     let out = run_in_netns(&bin, &args);
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
