@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
+const KV: &str = env!("CARGO_BIN_EXE_kv");
 
 /// The iwarpd binary of this build, brought up to date once per test run (cargo builds
 /// only this package's binaries for its tests; a stale iwarpd would test old code).
@@ -176,23 +177,8 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
     // `iwarpd stat` reads what went through: both ends of every connection in this one
     // daemon, 500 Writes of 64 KiB counted as RDMA Write octets, the small Sends mostly
     // pushed, and nobody attached any more.
-    let stat = |json: bool| {
-        let mut args = vec!["stat", "--control", sock];
-        if json {
-            args.push("--json");
-        }
-        let out = Command::new(iwarpd_bin()).args(&args).output().unwrap();
-        ok(&out, "iwarpd stat");
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let j = stat(true);
-    let num = |key: &str| -> u64 {
-        let at = j
-            .find(&format!("\"{key}\":"))
-            .unwrap_or_else(|| panic!("{key} in {j}"));
-        let rest = &j[at + key.len() + 3..];
-        rest[..rest.find([',', '}']).unwrap()].parse().unwrap()
-    };
+    let j = stat(sock, true);
+    let num = |key: &str| counter(&j, key);
     assert_eq!(num("clients"), 0, "{j}");
     let connections = num("connections");
     assert!(connections >= 6 && connections % 2 == 0, "{j}");
@@ -205,7 +191,7 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
         "the small Sends went through the push path: {j}"
     );
     assert_eq!(num("terminates_received"), 0, "{j}");
-    let table = stat(false);
+    let table = stat(sock, false);
     assert!(
         table.contains(&format!("connections            {connections} opened"))
             && table.contains("push path")
@@ -440,13 +426,51 @@ fn two_daemons_across_a_veth_serve_two_applications_each_and_an_embedded_one() {
         let _ = s.wait();
     }
     // Each daemon counted the connections of its side: three on a, three on b.
-    for (d, want) in [(&da, 3), (&db, 3)] {
-        let out = Command::new(iwarpd_bin())
-            .args(["stat", "--json", "--control", d.sock.to_str().unwrap()])
-            .output()
-            .unwrap();
-        ok(&out, "iwarpd stat");
-        let j = String::from_utf8(out.stdout).unwrap();
-        assert!(j.contains(&format!("\"connections\":{want},")), "{j}");
+    for d in [&da, &db] {
+        let j = stat(d.sock.to_str().unwrap(), true);
+        assert_eq!(counter(&j, "connections"), 3, "{j}");
     }
+}
+
+/// The kv example runs unchanged through the daemon, chosen by flag and by environment.
+#[test]
+fn kv_runs_through_the_daemon() {
+    let d = Iwarpd::start("kv");
+    let sock = d.sock.to_str().unwrap();
+    let by_flag = finish(spawn(KV, &["--daemon", sock]), Duration::from_secs(60));
+    ok(&by_flag, "kv --daemon");
+    let by_env = Command::new(KV)
+        .env("IWARP_DEVICE", format!("unix:{sock}"))
+        .output()
+        .unwrap();
+    ok(&by_env, "kv with IWARP_DEVICE");
+    for out in [by_flag, by_env] {
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("all values read back as written"),
+            "{out:?}"
+        );
+    }
+    // Both ends of both runs' connections were the daemon's.
+    let j = stat(sock, true);
+    assert_eq!(counter(&j, "connections"), 4, "{j}");
+}
+
+/// `iwarpd stat` of the daemon at `sock`: its JSON or its table.
+fn stat(sock: &str, json: bool) -> String {
+    let mut args = vec!["stat", "--control", sock];
+    if json {
+        args.push("--json");
+    }
+    let out = Command::new(iwarpd_bin()).args(&args).output().unwrap();
+    ok(&out, "iwarpd stat");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The number after the first `"key":` of `iwarpd stat --json`'s output.
+fn counter(json: &str, key: &str) -> u64 {
+    let at = json
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("{key} in {json}"));
+    let rest = &json[at + key.len() + 3..];
+    rest[..rest.find([',', '}']).unwrap()].parse().unwrap()
 }

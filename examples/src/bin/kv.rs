@@ -10,7 +10,8 @@
 //!   16-octet `RemoteBuf` (or an empty message), and the client RDMA-Reads it.
 //!
 //! Run: `cargo run -p examples --bin kv`. Both sides run in this process over loopback; it
-//! prints each operation and checks every value it reads back.
+//! prints each operation and checks every value it reads back. With `--daemon PATH` (or
+//! `IWARP_DEVICE=unix:PATH`) both attach to the local `iwarpd` instead.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,10 +26,17 @@ const MSG: usize = 256;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (server, client) = (
-        Device::open(DeviceConfig::default()),
-        Device::open(DeviceConfig::default()),
-    );
+    // `--daemon PATH`: both sides attach to the local iwarpd (daemon mode) instead of
+    // running an engine each in this process.
+    let mut cfg = DeviceConfig::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match (a.as_str(), args.next()) {
+            ("--daemon", Some(path)) => cfg = cfg.daemon(path),
+            _ => return Err(format!("unknown argument {a}; usage: kv [--daemon PATH]").into()),
+        }
+    }
+    let (server, client) = (Device::try_open(cfg.clone())?, Device::try_open(cfg)?);
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
     let store = tokio::spawn(serve(listener, server.alloc_pd()));

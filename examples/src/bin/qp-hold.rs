@@ -1,0 +1,98 @@
+//! `qp-hold`: opens many queue pairs and holds them idle, to measure what an idle queue
+//! pair costs (scripts/daemon_scale.py runs ten of these against one iwarpd).
+//!
+//! ```text
+//! qp-hold --daemon SOCK --listen 127.0.0.1:PORT -n 100     # accepts 100, then holds
+//! qp-hold --daemon SOCK --connect 127.0.0.1:PORT -n 100    # connects 100, then holds
+//! ```
+//!
+//! Each queue pair has its own completion queue and one receive posted, as an idle
+//! application's would. Once all are connected it prints `ready N` and its resident set
+//! (`rss_kib K`), then holds them until its standard input closes. Without `--daemon`
+//! (or `IWARP_DEVICE`) the engine is embedded.
+
+use std::io::{BufRead as _, Write as _};
+
+use verbs::{Access, Device, DeviceConfig, Qp, QpConfig, RecvWr};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const USAGE: &str = "usage: qp-hold [--daemon SOCK] (--listen ADDR | --connect ADDR) [-n N]";
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Error> {
+    let (mut daemon, mut listen, mut connect, mut n) = (None, None, None, 100usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{a} needs a value; {USAGE}"))
+        };
+        match a.as_str() {
+            "--daemon" => daemon = Some(value()?),
+            "--listen" => listen = Some(value()?),
+            "--connect" => connect = Some(value()?),
+            "-n" => {
+                n = value()?
+                    .parse()
+                    .map_err(|_| format!("-n: a number; {USAGE}"))?
+            }
+            _ => return Err(format!("unknown argument {a}; {USAGE}").into()),
+        }
+    }
+    let mut cfg = DeviceConfig::default();
+    if let Some(d) = &daemon {
+        cfg = cfg.daemon(d);
+    }
+    let device = Device::try_open(cfg)?;
+    let pd = device.alloc_pd();
+    let buf = pd.alloc_mr(64 * n, Access::LOCAL_WRITE)?;
+    let mut qps: Vec<(Qp, verbs::Cq)> = Vec::with_capacity(n);
+    match (listen, connect) {
+        (Some(addr), None) => {
+            let l = device.listen(addr.as_str()).await?;
+            println!("listening {}", l.local_addr());
+            std::io::stdout().flush()?;
+            while qps.len() < n {
+                let inc = l.accept().await?;
+                let cq = device.create_cq(32);
+                let qp = inc.accept(&pd, QpConfig::new(&cq), b"").await?;
+                qps.push((qp, cq));
+            }
+        }
+        (None, Some(addr)) => {
+            for _ in 0..n {
+                let cq = device.create_cq(32);
+                let c = device
+                    .connect(&pd, addr.as_str(), QpConfig::new(&cq), b"")
+                    .await?;
+                qps.push((c.qp, cq));
+            }
+        }
+        _ => return Err(USAGE.into()),
+    }
+    for (i, (qp, _)) in qps.iter().enumerate() {
+        qp.post_recv(RecvWr {
+            wr_id: i as u64,
+            sgl: [buf.try_local(64 * i..64 * (i + 1))?].into(),
+        })?;
+    }
+    println!("ready {}", qps.len());
+    println!("rss_kib {}", rss_kib());
+    std::io::stdout().flush()?;
+    // Hold until stdin closes.
+    tokio::task::spawn_blocking(|| for _ in std::io::stdin().lock().lines() {}).await?;
+    Ok(())
+}
+
+/// This process's resident set, KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
