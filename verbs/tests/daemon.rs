@@ -805,3 +805,52 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     );
     Ok(())
 }
+
+/// The daemon goes away with requests outstanding: they complete as flushed (a receive
+/// waited for on a completion queue, and one through an async method's future), as an
+/// RNIC that failed flushes its queues; nothing waits forever, and the end names the
+/// socket's loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_goes_away_flushes_what_was_outstanding() -> Result<(), Error> {
+    let path = std::env::temp_dir().join(format!("iwarpd-test-{}-gone.sock", std::process::id()));
+    let service = LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
+    let server = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let (spd, cpd) = (server.alloc_pd(), client.alloc_pd());
+    let (scq, ccq) = (server.create_cq(16), client.create_cq(16));
+    let listener = server.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        Ok::<_, Error>(inc.accept(&spd, QpConfig::new(&scq), b"").await?)
+    });
+    let qp = client
+        .connect(&cpd, addr, QpConfig::new(&ccq), b"")
+        .await?
+        .qp;
+    let _server_qp = accepting.await??;
+
+    let inbox = cpd.alloc_mr(256, Access::LOCAL_WRITE)?;
+    qp.post_recv(RecvWr {
+        wr_id: 5,
+        sgl: [inbox.local(..128)].into(),
+    })?;
+    let waiting = {
+        let (qp, sge) = (qp.clone(), inbox.local(128..));
+        tokio::spawn(async move { qp.recv(sge).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::task::spawn_blocking(move || service.stop()).await?;
+
+    let err = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .map_err(|_| "the async receive still waits after the daemon went away")??
+        .expect_err("no message came");
+    assert_eq!(err.status(), Some(verbs::WcStatus::Flushed), "{err}");
+    let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next())
+        .await
+        .map_err(|_| "no flushed completion on the completion queue")??;
+    assert_eq!((wc.wc.wr_id, wc.wc.status), (5, verbs::WcStatus::Flushed));
+    assert_eq!(qp.closed().await, QpEnd::ConnectionLost);
+    Ok(())
+}

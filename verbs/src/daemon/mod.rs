@@ -265,6 +265,11 @@ impl Client {
         }
     }
 
+    /// True once the connection to the daemon is lost (it exited or was restarted).
+    pub(crate) fn is_gone(&self) -> bool {
+        lock(&self.dispatch).gone.is_some()
+    }
+
     /// Routes the daemon's connection requests on listener `id` to the returned queue.
     pub(crate) fn listener_events(&self, id: u32) -> mpsc::UnboundedReceiver<IncomingEvent> {
         let (tx, rx) = mpsc::unbounded_channel();

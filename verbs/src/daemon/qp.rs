@@ -20,7 +20,7 @@ use ipc::wqe::{
 use offload_engine::{CompletionFuture, Cq, NOTIFY_BIT, Waiters};
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
-    SendWr, WcOpcode, WcStatus,
+    SendWr, WcOpcode, WcStatus, WrId,
 };
 use tokio::sync::watch;
 
@@ -97,6 +97,34 @@ struct Drained {
     recvs: Vec<Completion>,
 }
 
+/// The requests posted and not yet complete, in posting order: what is flushed if the
+/// daemon goes away (it can no longer complete them).
+#[derive(Default)]
+struct Outstanding {
+    /// Send requests, with the send queue index of the first: the daemon retires them in
+    /// order (its `sq_done` index), signaled or not.
+    sends: VecDeque<(WrId, WcOpcode)>,
+    first_send: u32,
+    /// Receives, removed as their completions arrive.
+    recvs: VecDeque<WrId>,
+}
+
+impl Outstanding {
+    /// Forgets the send requests the daemon retired (up to index `done`).
+    fn retire(&mut self, done: u32) {
+        while !self.sends.is_empty() && (done.wrapping_sub(self.first_send) as i32) > 0 {
+            self.sends.pop_front();
+            self.first_send = self.first_send.wrapping_add(1);
+        }
+    }
+
+    fn received(&mut self, id: WrId) {
+        if let Some(at) = self.recvs.iter().position(|&r| r == id) {
+            self.recvs.remove(at);
+        }
+    }
+}
+
 /// What the handle and the pump share.
 struct Shared {
     /// The completion ring has one consumer at a time: the pump, or a thread in
@@ -108,6 +136,7 @@ struct Shared {
     routes: Routes,
     /// Counts `poll_input` calls (the application busy-polls while it moves).
     polls: AtomicU32,
+    outstanding: Mutex<Outstanding>,
 }
 
 impl Shared {
@@ -130,12 +159,21 @@ impl Shared {
                 tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
                 continue;
             };
+            if wc.queue == Queue::Recv && wc.wr_id & NOTIFY_BIT != 0 {
+                self.outstanding().received(wc.wr_id);
+            }
             let Some(wc) = self.routes.notify(wc) else {
                 continue;
             };
             match wc.queue {
                 Queue::Send => sends.push(wc),
                 Queue::Recv => recvs.push(wc),
+            }
+        }
+        if !recvs.is_empty() || any {
+            let mut o = self.outstanding();
+            for wc in recvs.iter() {
+                o.received(wc.wr_id);
             }
         }
         if !sends.is_empty() {
@@ -145,6 +183,45 @@ impl Shared {
             self.routes.recv_cq.deliver(self.num, recvs.drain(..));
         }
         any
+    }
+
+    fn outstanding(&self) -> std::sync::MutexGuard<'_, Outstanding> {
+        self.outstanding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The daemon is gone: what it had not completed completes here as flushed (after
+    /// what it did complete), as an RNIC that failed flushes its queues, so no
+    /// application waits forever for it.
+    fn flush_all(&self) {
+        self.drain();
+        let (_, done) = self.seg.sq_cons_done();
+        let mut o = self.outstanding();
+        o.retire(done);
+        let sends: Vec<_> = o.sends.drain(..).collect();
+        let recvs: Vec<_> = o.recvs.drain(..).collect();
+        drop(o);
+        let flushed = sends
+            .into_iter()
+            .map(|(id, op)| Completion::new(id, Queue::Send, op, WcStatus::Flushed))
+            .chain(
+                recvs
+                    .into_iter()
+                    .map(|id| Completion::new(id, Queue::Recv, WcOpcode::Recv, WcStatus::Flushed)),
+            );
+        let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+        for wc in flushed {
+            let Some(wc) = self.routes.notify(wc) else {
+                continue;
+            };
+            match wc.queue {
+                Queue::Send => sends.push(wc),
+                Queue::Recv => recvs.push(wc),
+            }
+        }
+        self.routes.send_cq.deliver(self.num, sends.into_iter());
+        self.routes.recv_cq.deliver(self.num, recvs.into_iter());
     }
 
     fn ring_daemon(&self) {
@@ -254,8 +331,10 @@ impl DaemonQp {
                 waiters: Arc::default(),
             },
             polls: AtomicU32::new(0),
+            outstanding: Mutex::default(),
         });
-        let pump = tokio::spawn(pump(shared.clone(), to_client));
+        let end = client.qp_end(id);
+        let pump = tokio::spawn(pump(shared.clone(), to_client, client.clone(), end.clone()));
         Ok(Self {
             client: client.clone(),
             id,
@@ -277,7 +356,7 @@ impl DaemonQp {
             }),
             info,
             shared,
-            end: client.qp_end(id),
+            end,
             pump,
         })
     }
@@ -370,7 +449,13 @@ impl DaemonQp {
         let seg = &self.shared.seg;
         let mut post = self.post.lock().unwrap_or_else(PoisonError::into_inner);
         let Poster { staging, push } = &mut *post;
-        staging.reclaim(seg.sq_cons_done().0);
+        let (taken, done) = seg.sq_cons_done();
+        staging.reclaim(taken);
+        let mut outstanding = self.shared.outstanding();
+        outstanding.retire(done);
+        if outstanding.sends.is_empty() {
+            outstanding.first_send = seg.sq_prod();
+        }
         if let Some(p) = push.as_mut() {
             p.update(seg);
         }
@@ -422,6 +507,7 @@ impl DaemonQp {
             if let Some(end) = staged_end {
                 staging.live.push_back((idx, end));
             }
+            outstanding.sends.push_back((wr.wr_id, wr.op.wc_opcode()));
             let message = match push.as_mut() {
                 Some(p) if n == 0 && wrs.peek().is_none() && p.pushing => self.message(&wr, &e),
                 _ => None,
@@ -460,6 +546,7 @@ impl DaemonQp {
         if n > 0 {
             seg.sq_publish(n);
         }
+        drop(outstanding);
         drop(post);
         if done > 0 {
             self.shared.ring_daemon();
@@ -521,9 +608,12 @@ impl DaemonQp {
             self.complete_locally(wc);
             return Ok(());
         };
+        let mut outstanding = self.shared.outstanding();
         if !self.shared.seg.rq_push(&e) {
             return Err(PostError::QueueFull);
         }
+        outstanding.recvs.push_back(wr.wr_id);
+        drop(outstanding);
         self.shared.ring_daemon();
         Ok(())
     }
@@ -553,9 +643,19 @@ impl DaemonQp {
 /// How often the pump looks at the ring while the application busy-polls it.
 const POLLED_PUMP: std::time::Duration = std::time::Duration::from_millis(1);
 
-async fn pump(shared: Arc<Shared>, bell: shm::AsyncDoorbell) {
+async fn pump(
+    shared: Arc<Shared>,
+    bell: shm::AsyncDoorbell,
+    client: Arc<Client>,
+    mut end: watch::Receiver<Option<QpEnd>>,
+) {
     let mut polls = shared.polls.load(Ordering::Relaxed);
+    let mut watching = true;
     loop {
+        if end.borrow().is_some() && client.is_gone() {
+            shared.flush_all();
+            return;
+        }
         if shared.drain() {
             continue;
         }
@@ -573,8 +673,11 @@ async fn pump(shared: Arc<Shared>, bell: shm::AsyncDoorbell) {
             shared.seg.unpark(Side::Client);
             continue;
         }
-        if bell.wait().await.is_err() {
-            return;
+        tokio::select! {
+            rung = bell.wait() => if rung.is_err() {
+                return;
+            },
+            changed = end.changed(), if watching => watching = changed.is_ok(),
         }
         shared.seg.unpark(Side::Client);
     }
