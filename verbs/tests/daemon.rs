@@ -852,5 +852,24 @@ async fn a_daemon_that_goes_away_flushes_what_was_outstanding() -> Result<(), Er
         .map_err(|_| "no flushed completion on the completion queue")??;
     assert_eq!((wc.wc.wr_id, wc.wc.status), (5, verbs::WcStatus::Flushed));
     assert_eq!(qp.closed().await, QpEnd::ConnectionLost);
+
+    // What is posted after that completes at once as flushed, as on a queue pair in the
+    // error state: it does not sit in a ring nobody reads.
+    qp.post_recv(RecvWr {
+        wr_id: 6,
+        sgl: [inbox.local(..128)].into(),
+    })?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next())
+        .await
+        .map_err(|_| "a receive posted after the daemon went away was not flushed")??;
+    assert_eq!((wc.wc.wr_id, wc.wc.status), (6, verbs::WcStatus::Flushed));
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        qp.send(Bytes::from_static(b"late")),
+    )
+    .await
+    .map_err(|_| "a send posted after the daemon went away still waits")?
+    .expect_err("nothing can send it");
+    assert_eq!(err.status(), Some(verbs::WcStatus::Flushed), "{err}");
     Ok(())
 }

@@ -107,6 +107,9 @@ struct Outstanding {
     first_send: u32,
     /// Receives, removed as their completions arrive.
     recvs: VecDeque<WrId>,
+    /// The daemon is gone and everything outstanding was flushed: what is posted from
+    /// now on completes here at once as flushed.
+    dead: bool,
 }
 
 impl Outstanding {
@@ -198,6 +201,7 @@ impl Shared {
         self.drain();
         let (_, done) = self.seg.sq_cons_done();
         let mut o = self.outstanding();
+        o.dead = true;
         o.retire(done);
         let sends: Vec<_> = o.sends.drain(..).collect();
         let recvs: Vec<_> = o.recvs.drain(..).collect();
@@ -452,6 +456,11 @@ impl DaemonQp {
         let (taken, done) = seg.sq_cons_done();
         staging.reclaim(taken);
         let mut outstanding = self.shared.outstanding();
+        if outstanding.dead {
+            drop(outstanding);
+            drop(post);
+            return self.flush_posted(wrs);
+        }
         outstanding.retire(done);
         if outstanding.sends.is_empty() {
             outstanding.first_send = seg.sq_prod();
@@ -584,6 +593,29 @@ impl DaemonQp {
         }
     }
 
+    /// Completes send requests posted after the daemon went away as flushed, as a
+    /// queue pair in the error state does.
+    fn flush_posted(
+        &self,
+        wrs: impl Iterator<Item = (SendWr, bool)>,
+    ) -> Result<(), (usize, PostError)> {
+        let mut done = 0;
+        for (wr, internal) in wrs {
+            if !internal && wr.wr_id & NOTIFY_BIT != 0 {
+                return Err((done, PostError::ReservedWrId));
+            }
+            let op = wr.op.wc_opcode();
+            self.complete_locally(Completion::new(
+                wr.wr_id,
+                Queue::Send,
+                op,
+                WcStatus::Flushed,
+            ));
+            done += 1;
+        }
+        Ok(())
+    }
+
     fn complete_locally(&self, wc: Completion) {
         let Some(wc) = self.shared.routes.notify(wc) else {
             return;
@@ -609,6 +641,12 @@ impl DaemonQp {
             return Ok(());
         };
         let mut outstanding = self.shared.outstanding();
+        if outstanding.dead {
+            drop(outstanding);
+            let wc = Completion::new(wr.wr_id, Queue::Recv, WcOpcode::Recv, WcStatus::Flushed);
+            self.complete_locally(wc);
+            return Ok(());
+        }
         if !self.shared.seg.rq_push(&e) {
             return Err(PostError::QueueFull);
         }
