@@ -36,16 +36,17 @@ struct Iwarpd {
 
 impl Iwarpd {
     fn start(name: &str) -> Self {
-        Self::start_on(None, "127.0.0.1", name)
+        Self::start_on(None, "127.0.0.1", name, &[])
     }
 
     /// An iwarpd listening on `addr` inside network namespace `ns` (its control socket is
     /// a file, reachable from every namespace).
-    fn start_on(ns: Option<&str>, addr: &str, name: &str) -> Self {
+    fn start_on(ns: Option<&str>, addr: &str, name: &str, extra: &[&str]) -> Self {
         let sock = std::env::temp_dir().join(format!("iwarpd-{}-{name}.sock", std::process::id()));
         let mut child = command(ns, &iwarpd_bin().to_string_lossy())
             .args(["--listen", &format!("{addr}:0"), "--control"])
             .arg(&sock)
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -65,6 +66,18 @@ impl Iwarpd {
             std::thread::sleep(Duration::from_millis(20));
         }
         Self { child, sock }
+    }
+
+    /// The names of the daemon's threads.
+    fn threads(&self) -> Vec<String> {
+        let dir = format!("/proc/{}/task", self.child.id());
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim().to_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     /// Shared-memory regions the daemon has mapped now (its clients' regions).
@@ -338,6 +351,34 @@ fn a_daemon_that_goes_away_is_named_in_the_error() {
     assert!(err.contains(sock.to_str().unwrap()), "{err}");
 }
 
+/// `--local-threads` sets how many shards serve applications; clients spread over them
+/// in turn, and each shard carries its clients' connections.
+#[test]
+fn local_threads_sets_the_shards_that_serve_applications() {
+    let d = Iwarpd::start_on(None, "127.0.0.1", "shards", &["--local-threads", "3"]);
+    let shards: Vec<_> = d
+        .threads()
+        .into_iter()
+        .filter(|n| n.starts_with("iwarpd-local-"))
+        .collect();
+    assert_eq!(
+        shards,
+        ["iwarpd-local-0", "iwarpd-local-1", "iwarpd-local-2"]
+    );
+    // Two rping pairs at once: four clients, on shards 0, 1, 2 and 0 again.
+    let sock = d.sock.to_str().unwrap().to_owned();
+    let pairs: Vec<_> = (0..2)
+        .map(|_| {
+            let sock = sock.clone();
+            std::thread::spawn(move || rping(&sock, "50"))
+        })
+        .collect();
+    for p in pairs {
+        p.join().unwrap();
+    }
+    assert_eq!(counter(&stat(&sock, true), "connections"), 4);
+}
+
 #[test]
 fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
     let d = Iwarpd::start("stale");
@@ -380,8 +421,8 @@ fn two_daemons_across_a_veth_serve_two_applications_each_and_an_embedded_one() {
     };
     let (a, b) = (hosts.a(), hosts.b());
     let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
-    let da = Iwarpd::start_on(Some(a.name()), &a_addr, "veth-a");
-    let db = Iwarpd::start_on(Some(b.name()), &b_addr, "veth-b");
+    let da = Iwarpd::start_on(Some(a.name()), &a_addr, "veth-a", &[]);
+    let db = Iwarpd::start_on(Some(b.name()), &b_addr, "veth-b", &[]);
     let (sa, sb) = (da.sock.to_str().unwrap(), db.sock.to_str().unwrap());
     let mut servers = Vec::new();
     let mut clients = Vec::new();

@@ -55,7 +55,7 @@ impl Default for LocalConfig {
 
 /// Binds the control socket at `path`, replacing a stale socket file left by a daemon
 /// that died (but not a socket a live daemon still answers on).
-pub async fn bind(path: &Path) -> io::Result<UnixListener> {
+async fn bind(path: &Path) -> io::Result<UnixListener> {
     match UnixListener::bind(path) {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
@@ -83,6 +83,8 @@ struct Device {
     /// Every shard's engine.
     engines: Vec<Engine>,
     share: Arc<push::PushShare>,
+    /// What one client may hold.
+    limits: LocalConfig,
     /// Sessions running.
     clients: AtomicU32,
 }
@@ -124,7 +126,8 @@ pub struct LocalService {
 }
 
 impl LocalService {
-    /// Binds the control socket at `path` (see [`bind`]) and starts `shards` shards (at
+    /// Binds the control socket at `path` (replacing a stale socket file left by a
+    /// daemon that died, never one a live daemon answers on) and starts `shards` shards (at
     /// least one) whose engines are configured by `engine`; returns once the socket is
     /// bound.
     pub fn start(
@@ -139,17 +142,18 @@ impl LocalService {
                 .map(|_| Engine::new(engine.clone()))
                 .collect(),
             share: Arc::new(push::PushShare::new(cfg.push.clone())),
+            limits: cfg,
             clients: AtomicU32::new(0),
         });
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
         for (n, engine) in device.engines.iter().enumerate() {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let (engine, cfg, device) = (engine.clone(), cfg.clone(), device.clone());
+            let (engine, device) = (engine.clone(), device.clone());
             let stopped = stopped.clone();
             threads.push(on_thread(format!("iwarpd-local-{n}"), move |ready| {
                 let _ = ready.send(Ok(()));
-                shard(engine, rx, cfg, device, stopped)
+                shard(engine, rx, device, stopped)
             })?);
             inboxes.push(tx);
         }
@@ -235,7 +239,6 @@ async fn accept(
 async fn shard(
     engine: Engine,
     mut clients: tokio::sync::mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
-    cfg: LocalConfig,
     device: Arc<Device>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -246,7 +249,7 @@ async fn shard(
                 let Some(stream) = got else { return };
                 match tokio::net::UnixStream::from_std(stream) {
                     Ok(stream) => {
-                        sessions.spawn(session::run(engine.clone(), stream, cfg.clone(), device.clone()));
+                        sessions.spawn(session::run(engine.clone(), stream, device.clone()));
                     }
                     Err(e) => tracing::warn!(error = %e, "client not served"),
                 }

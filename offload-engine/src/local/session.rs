@@ -1,7 +1,6 @@
 //! One local client: its control channel and the objects it owns.
 
 use std::collections::{HashMap, HashSet};
-
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -19,9 +18,9 @@ use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
+use super::Device;
 use super::push::PdPush;
 use super::servant::{self, Servant};
-use super::{Device, LocalConfig};
 use crate::tpt::{Base, PdId, Storage};
 use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
@@ -54,7 +53,6 @@ impl Objects {
 
 struct Session {
     engine: Engine,
-    limits: LocalConfig,
     device: Arc<Device>,
     objs: Mutex<Objects>,
     out: mpsc::Sender<Out>,
@@ -82,19 +80,13 @@ fn not_found(what: &str, id: u32) -> Reply {
 }
 
 /// Runs a client's session until it disconnects, then releases what it held.
-pub(super) async fn run(
-    engine: Engine,
-    stream: UnixStream,
-    limits: LocalConfig,
-    device: Arc<Device>,
-) {
+pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>) {
     device.clients.fetch_add(1, Ordering::Relaxed);
     let stream = Arc::new(stream);
     let (tx, rx) = mpsc::channel(256);
     let writer = tokio::spawn(write_loop(stream.clone(), rx));
     let s = Arc::new(Session {
         engine,
-        limits,
         device: device.clone(),
         objs: Mutex::new(Objects::default()),
         out: tx,
@@ -224,15 +216,10 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         }
         Request::AllocPd => {
             // The domain's push region: its own memory file, handed to this client only.
-            let region = match PushRegion::create(s.limits.push.slots) {
-                Ok(r) => r,
-                Err(e) => {
-                    let r = err(error::REFUSED, format!("no push region: {e}"));
-                    return reply(s, h, r, Vec::new()).await;
-                }
-            };
-            let fd = match region.fd().try_clone_to_owned() {
-                Ok(fd) => fd,
+            let created = PushRegion::create(s.device.limits.push.slots)
+                .and_then(|r| Ok((r.fd().try_clone_to_owned()?, r)));
+            let (fd, region) = match created {
+                Ok(got) => got,
                 Err(e) => {
                     let r = err(error::REFUSED, format!("no push region: {e}"));
                     return reply(s, h, r, Vec::new()).await;
@@ -400,12 +387,12 @@ fn reg_mr(
     if !s.objs().pds.contains_key(&pd) {
         return not_found("protection domain", pd);
     }
-    if s.objs().mrs.len() >= s.limits.max_mrs {
+    if s.objs().mrs.len() >= s.device.limits.max_mrs {
         return err(
             error::LIMIT,
             format!(
                 "this client already has {} regions registered, iwarpd's limit",
-                s.limits.max_mrs
+                s.device.limits.max_mrs
             ),
         );
     }
@@ -450,12 +437,12 @@ fn admit_qp(s: &Session, pd: u32) -> Option<Reply> {
         drop(o);
         return Some(not_found("protection domain", pd));
     }
-    if o.qps.len() + o.connecting >= s.limits.max_qps {
+    if o.qps.len() + o.connecting >= s.device.limits.max_qps {
         return Some(err(
             error::LIMIT,
             format!(
                 "this client already has {} queue pairs, iwarpd's limit",
-                s.limits.max_qps
+                s.device.limits.max_qps
             ),
         ));
     }
@@ -573,7 +560,7 @@ async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Liste
         let (peer, private) = (inc.peer_addr(), inc.private_data().clone());
         let id = {
             let mut o = s.objs();
-            if o.incoming.len() >= s.limits.max_pending_incoming {
+            if o.incoming.len() >= s.device.limits.max_pending_incoming {
                 drop(o);
                 tracing::info!(%peer, "connection request rejected: the application has too many unanswered");
                 tokio::spawn(async move {

@@ -599,8 +599,7 @@ impl DaemonQp {
         &self,
         wrs: impl Iterator<Item = (SendWr, bool)>,
     ) -> Result<(), (usize, PostError)> {
-        let mut done = 0;
-        for (wr, internal) in wrs {
+        for (done, (wr, internal)) in wrs.enumerate() {
             if !internal && wr.wr_id & NOTIFY_BIT != 0 {
                 return Err((done, PostError::ReservedWrId));
             }
@@ -611,7 +610,6 @@ impl DaemonQp {
                 op,
                 WcStatus::Flushed,
             ));
-            done += 1;
         }
         Ok(())
     }

@@ -465,7 +465,8 @@ mod tests {
              connect_timeout = 3\n\
              log = offload_engine=debug\n\
              pcap = /tmp/iwarpd.pcapng\n\
-             control = /tmp/iwarpd-test.sock\n",
+             control = /tmp/iwarpd-test.sock\n\
+             local_threads = 3\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
@@ -488,6 +489,8 @@ mod tests {
             Control::Path(PathBuf::from("/tmp/iwarpd-test.sock"))
         );
         assert_eq!(load("control = off\n").unwrap().control, Control::Off);
+        assert_eq!(c.local_threads, 3);
+        assert!(load("local_threads = 0\n").is_err(), "at least one thread");
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));
         assert!(e.mpa.large_fpdus);
