@@ -13,7 +13,8 @@
 //! A reply's body starts with a u16 status: 0, then the result; or an error code, then a
 //! length-prefixed UTF-8 text that names the cause and the fix. Memory files travel as
 //! `SCM_RIGHTS` with the message that names them: one with [`Request::RegMr`], three with
-//! a queue pair reply (its segment, then the two doorbells).
+//! a queue pair reply (its segment, then the two doorbells), one with a protection
+//! domain's reply (its push region) and one with a shared receive queue's (its ring).
 //!
 //! A fixed little-endian layout (not a serialization crate): the messages are few and
 //! small, the format is the ABI between two builds that may differ, and every field is
@@ -29,7 +30,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -69,6 +70,10 @@ pub mod func {
     pub const QUERY_QP: u16 = 0x000d;
     /// The device's counters.
     pub const STATS: u16 = 0x000e;
+    /// Create a shared receive queue (its ring's memory file comes with the reply).
+    pub const CREATE_SRQ: u16 = 0x000f;
+    /// Destroy a shared receive queue.
+    pub const DESTROY_SRQ: u16 = 0x0010;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -175,6 +180,8 @@ pub enum Request {
     Connect {
         /// The domain.
         pd: u32,
+        /// The shared receive queue it draws on (0: none).
+        srq: u32,
         /// The peer.
         addr: SocketAddr,
         /// MPA private data.
@@ -188,6 +195,8 @@ pub enum Request {
         incoming: u32,
         /// The domain.
         pd: u32,
+        /// The shared receive queue it draws on (0: none).
+        srq: u32,
         /// MPA private data.
         private: Bytes,
         /// Receives posted before the connection carries data.
@@ -217,6 +226,17 @@ pub enum Request {
     },
     /// The device's counters.
     Stats,
+    /// Creates a shared receive queue of at least `depth` entries.
+    CreateSrq {
+        /// Entries wanted (the daemon rounds up to a power of two).
+        depth: u32,
+    },
+    /// Destroys a shared receive queue: queue pairs created with it keep drawing on it
+    /// until they end.
+    DestroySrq {
+        /// The queue.
+        srq: u32,
+    },
 }
 
 impl Request {
@@ -237,6 +257,8 @@ impl Request {
             Self::DestroyQp { .. } => func::DESTROY_QP,
             Self::QueryQp { .. } => func::QUERY_QP,
             Self::Stats => func::STATS,
+            Self::CreateSrq { .. } => func::CREATE_SRQ,
+            Self::DestroySrq { .. } => func::DESTROY_SRQ,
         }
     }
 
@@ -264,14 +286,18 @@ impl Request {
             Self::CloseListener { id: n }
             | Self::Disconnect { qp: n }
             | Self::DestroyQp { qp: n }
-            | Self::QueryQp { qp: n } => out.put_u32_le(*n),
+            | Self::QueryQp { qp: n }
+            | Self::CreateSrq { depth: n }
+            | Self::DestroySrq { srq: n } => out.put_u32_le(*n),
             Self::Connect {
                 pd,
+                srq,
                 addr,
                 private,
                 recvs,
             } => {
                 out.put_u32_le(*pd);
+                out.put_u32_le(*srq);
                 put_addr(&mut out, *addr);
                 put_blob(&mut out, private);
                 put_recvs(&mut out, recvs);
@@ -279,11 +305,13 @@ impl Request {
             Self::Accept {
                 incoming,
                 pd,
+                srq,
                 private,
                 recvs,
             } => {
                 out.put_u32_le(*incoming);
                 out.put_u32_le(*pd);
+                out.put_u32_le(*srq);
                 put_blob(&mut out, private);
                 put_recvs(&mut out, recvs);
             }
@@ -329,8 +357,13 @@ impl Request {
             func::DISCONNECT => Self::Disconnect { qp: r.u32("qp")? },
             func::DESTROY_QP => Self::DestroyQp { qp: r.u32("qp")? },
             func::QUERY_QP => Self::QueryQp { qp: r.u32("qp")? },
+            func::CREATE_SRQ => Self::CreateSrq {
+                depth: r.u32("depth")?,
+            },
+            func::DESTROY_SRQ => Self::DestroySrq { srq: r.u32("srq")? },
             func::CONNECT => Self::Connect {
                 pd: r.u32("pd")?,
+                srq: r.u32("srq")?,
                 addr: r.addr()?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
                 recvs: read_recvs(&mut r)?,
@@ -338,6 +371,7 @@ impl Request {
             func::ACCEPT => Self::Accept {
                 incoming: r.u32("incoming")?,
                 pd: r.u32("pd")?,
+                srq: r.u32("srq")?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
                 recvs: read_recvs(&mut r)?,
             },
@@ -394,7 +428,7 @@ pub fn reply_fds(func: u16, body: &[u8]) -> usize {
     match f {
         _ if func & func::REPLY == 0 || !ok => 0,
         func::CONNECT | func::ACCEPT => 3,
-        func::ALLOC_PD => 1,
+        func::ALLOC_PD | func::CREATE_SRQ => 1,
         _ => 0,
     }
 }
@@ -576,6 +610,13 @@ pub enum Reply {
     QpCounters(Counters),
     /// Device counters.
     Stats(DeviceCounters),
+    /// A shared receive queue (its ring's memory file attached).
+    Srq {
+        /// The queue.
+        srq: u32,
+        /// Entries its ring holds.
+        depth: u32,
+    },
 }
 
 /// Reply error codes.
@@ -607,9 +648,13 @@ impl Reply {
         match self {
             Self::Done | Self::Error { .. } => {}
             Self::Id(n) => out.put_u32_le(*n),
-            Self::Pd { pd, push_slots } => {
-                out.put_u32_le(*pd);
-                out.put_u32_le(*push_slots);
+            Self::Pd {
+                pd: a,
+                push_slots: b,
+            }
+            | Self::Srq { srq: a, depth: b } => {
+                out.put_u32_le(*a);
+                out.put_u32_le(*b);
             }
             Self::Listening { id, addr } => {
                 out.put_u32_le(*id);
@@ -654,6 +699,10 @@ impl Reply {
             func::ALLOC_PD => Self::Pd {
                 pd: r.u32("pd")?,
                 push_slots: r.u32("push slots")?,
+            },
+            func::CREATE_SRQ => Self::Srq {
+                srq: r.u32("srq")?,
+                depth: r.u32("depth")?,
             },
             func::LISTEN => Self::Listening {
                 id: r.u32("id")?,
@@ -797,7 +846,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x02, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x03, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -807,7 +856,7 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 2, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 3, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
@@ -837,6 +886,7 @@ mod tests {
     fn connect_carries_address_and_private_data() {
         let m = Request::Connect {
             pd: 1,
+            srq: 0x0203,
             addr: "10.0.0.2:4791".parse().unwrap(),
             private: Bytes::from_static(b"hi"),
             recvs: Vec::new(),
@@ -845,6 +895,7 @@ mod tests {
         #[rustfmt::skip]
         let body: &[u8] = &[
             1, 0, 0, 0,
+            3, 2, 0, 0,
             4, 0xb7, 0x12, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             2, 0, b'h', b'i',
             0, 0,
@@ -852,7 +903,11 @@ mod tests {
         assert_eq!(&m[HEADER_LEN..], body);
         assert!(matches!(
             Request::decode(func::CONNECT, body).unwrap(),
-            Request::Connect { pd: 1, .. }
+            Request::Connect {
+                pd: 1,
+                srq: 0x0203,
+                ..
+            }
         ));
     }
 
@@ -874,6 +929,7 @@ mod tests {
             Request::CloseListener { id: 5 },
             Request::Connect {
                 pd: 1,
+                srq: 0,
                 addr,
                 private: Bytes::from(vec![9; 512]),
                 recvs: vec![
@@ -892,6 +948,7 @@ mod tests {
             Request::Accept {
                 incoming: 3,
                 pd: 1,
+                srq: 7,
                 private: Bytes::new(),
                 recvs: Vec::new(),
             },
@@ -903,6 +960,8 @@ mod tests {
             Request::DestroyQp { qp: 1 },
             Request::QueryQp { qp: 1 },
             Request::Stats,
+            Request::CreateSrq { depth: 100 },
+            Request::DestroySrq { srq: 7 },
         ];
         for req in all {
             let m = req.encode(1);
@@ -928,6 +987,7 @@ mod tests {
         let mut m = BytesMut::new();
         m.put_u32_le(1);
         m.put_u32_le(1);
+        m.put_u32_le(0);
         m.put_u16_le(513);
         m.put_slice(&[0; 513]);
         assert!(Request::decode(func::ACCEPT, &m).is_err());
@@ -953,6 +1013,7 @@ mod tests {
                 },
             ),
             (func::OPEN, Reply::Id(3)),
+            (func::CREATE_SRQ, Reply::Srq { srq: 5, depth: 128 }),
             (func::DEREG_MR, Reply::Done),
             (
                 func::LISTEN,
@@ -1002,6 +1063,17 @@ mod tests {
         assert_eq!(
             &Reply::Id(3).encode(func::ALLOC_PD, 9)[HEADER_LEN..],
             &[0, 0, 3, 0, 0, 0]
+        );
+        let srq = Reply::Srq { srq: 5, depth: 128 }.encode(func::CREATE_SRQ, 9);
+        assert_eq!(&srq[HEADER_LEN..], &[0, 0, 5, 0, 0, 0, 128, 0, 0, 0]);
+        assert_eq!(
+            reply_fds(func::CREATE_SRQ | func::REPLY, &srq[HEADER_LEN..]),
+            1
+        );
+        assert_eq!(
+            &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
+            &[0x0f, 0, 3, 0],
+            "function 0x000f, version 3"
         );
         let ev = Event::QpEnded {
             qp: 4,

@@ -7,6 +7,7 @@
 //! - [`qpseg`]: the data channel (channel 1) of one queue pair, a shared-memory segment
 //!   of rings with no per-message framing, and eventfd doorbells rung only when the other
 //!   side is parked.
+//! - [`srq`]: a shared receive queue's ring, read by the daemon as buffers are needed.
 //! - [`wqe`]: the fixed layouts of send, receive and completion entries.
 //! - [`push`]: seed 000's push region, one per protection domain: slots where the library
 //!   writes a small request whole, after its twin send queue entry, for the daemon to
@@ -24,6 +25,7 @@ mod codec;
 pub mod control;
 pub mod push;
 pub mod qpseg;
+pub mod srq;
 pub mod wqe;
 
 pub use codec::Malformed;

@@ -344,52 +344,25 @@ impl QpSegment {
         }
     }
 
-    /// Writes and publishes one entry; false if the ring is full.
-    fn push<const N: usize>(&self, r: Ring, entry: &[u8; N]) -> bool {
-        let prod = self.word(r.prod).load(Ordering::Relaxed);
-        let cons = self.word(r.cons).load(Ordering::Acquire);
-        // A consumer that moved its index past ours gets no more entries.
-        if prod.wrapping_sub(cons) >= r.depth {
-            return false;
-        }
-        self.seg.write(r.at::<N>(prod), entry);
-        self.word(r.prod)
-            .store(prod.wrapping_add(1), Ordering::Release);
-        true
-    }
-
-    /// Copies out and consumes the next entry, if any.
-    fn pop<const N: usize>(&self, r: Ring) -> Result<Option<[u8; N]>, Garbage> {
-        let cons = self.word(r.cons).load(Ordering::Relaxed);
-        if pending(self.word(r.prod).load(Ordering::Acquire), cons, r.depth)? == 0 {
-            return Ok(None);
-        }
-        let mut e = [0u8; N];
-        self.seg.read(r.at::<N>(cons), &mut e);
-        self.word(r.cons)
-            .store(cons.wrapping_add(1), Ordering::Release);
-        Ok(Some(e))
-    }
-
     /// Client: writes and publishes one receive entry; false if the ring is full.
     pub fn rq_push(&self, entry: &[u8; RQE_SIZE]) -> bool {
-        self.push(self.rq(), entry)
+        self.rq().push(&self.seg, entry)
     }
 
     /// Daemon: takes the next receive entry, if any.
     pub fn rq_pop(&self) -> Result<Option<[u8; RQE_SIZE]>, Garbage> {
-        self.pop(self.rq())
+        self.rq().pop(&self.seg)
     }
 
     /// Daemon: writes and publishes one completion; false if the ring is full (the
     /// client has not consumed; the daemon retries later).
     pub fn cq_push(&self, entry: &[u8; CQE_SIZE]) -> bool {
-        self.push(self.cq(), entry)
+        self.cq().push(&self.seg, entry)
     }
 
     /// Client: takes the next completion, if any.
     pub fn cq_pop(&self) -> Result<Option<[u8; CQE_SIZE]>, Garbage> {
-        self.pop(self.cq())
+        self.cq().pop(&self.seg)
     }
 
     // ---- staging ----
@@ -482,19 +455,53 @@ impl QpSegment {
     }
 }
 
-/// Where one ring lives: its two index words and its entries.
+/// Where one ring of a segment lives: its two index words and its entries. One producer
+/// and one consumer, each on its own side.
 #[derive(Copy, Clone)]
-struct Ring {
-    prod: usize,
-    cons: usize,
-    base: usize,
-    depth: u32,
+pub(crate) struct Ring {
+    pub(crate) prod: usize,
+    pub(crate) cons: usize,
+    pub(crate) base: usize,
+    pub(crate) depth: u32,
 }
 
 impl Ring {
     /// The offset of the entry of index `i` (entries of `N` octets).
     fn at<const N: usize>(self, i: u32) -> usize {
         self.base + (i % self.depth) as usize * N
+    }
+
+    /// Producer: writes and publishes one entry; false if the ring is full.
+    pub(crate) fn push<const N: usize>(self, seg: &Segment, entry: &[u8; N]) -> bool {
+        let prod = seg.u32(self.prod).load(Ordering::Relaxed);
+        let cons = seg.u32(self.cons).load(Ordering::Acquire);
+        // A consumer that moved its index past ours gets no more entries.
+        if prod.wrapping_sub(cons) >= self.depth {
+            return false;
+        }
+        seg.write(self.at::<N>(prod), entry);
+        seg.u32(self.prod)
+            .store(prod.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Consumer: copies out and consumes the next entry, if any.
+    pub(crate) fn pop<const N: usize>(self, seg: &Segment) -> Result<Option<[u8; N]>, Garbage> {
+        let cons = seg.u32(self.cons).load(Ordering::Relaxed);
+        if self.pending(seg)? == 0 {
+            return Ok(None);
+        }
+        let mut e = [0u8; N];
+        seg.read(self.at::<N>(cons), &mut e);
+        seg.u32(self.cons)
+            .store(cons.wrapping_add(1), Ordering::Release);
+        Ok(Some(e))
+    }
+
+    /// Entries published and not yet consumed, as the consumer sees them.
+    pub(crate) fn pending(self, seg: &Segment) -> Result<u32, Garbage> {
+        let cons = seg.u32(self.cons).load(Ordering::Relaxed);
+        pending(seg.u32(self.prod).load(Ordering::Acquire), cons, self.depth)
     }
 }
 

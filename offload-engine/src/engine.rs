@@ -72,9 +72,28 @@ impl Default for EngineConfig {
 }
 
 /// A shared receive queue: receive buffers that any queue pair created with it draws on.
+/// Buffers come from [`post_recv`](Self::post_recv), and for a queue built with
+/// [`fed`](Self::fed) from its feed once those run out.
 #[derive(Clone, Debug, Default)]
 pub struct Srq {
-    pub(crate) queue: Arc<Mutex<VecDeque<RecvWr>>>,
+    queue: Arc<Mutex<VecDeque<RecvWr>>>,
+    feed: Option<Arc<dyn SrqFeed>>,
+}
+
+/// Where a shared receive queue's buffers come from besides
+/// [`Srq::post_recv`]: read one at a time, only when a queue pair needs one (iwarpd reads
+/// its clients' shared-memory rings this way).
+pub trait SrqFeed: Send + Sync + std::fmt::Debug {
+    /// The next receive buffer, if there is one.
+    fn take(&self) -> Option<RecvWr>;
+
+    /// Buffers waiting.
+    fn len(&self) -> usize;
+
+    /// True when no buffer is waiting.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Srq {
@@ -83,17 +102,26 @@ impl Srq {
         Self::default()
     }
 
+    /// A shared receive queue drawing on `feed`.
+    pub fn fed(feed: Arc<dyn SrqFeed>) -> Self {
+        Self {
+            queue: Arc::default(),
+            feed: Some(feed),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<RecvWr>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Adds a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(wr);
+        self.queue().push_back(wr);
     }
 
     /// Receive buffers not yet taken.
     pub fn len(&self) -> usize {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.queue().len() + self.feed.as_ref().map_or(0, |f| f.len())
     }
 
     /// True when no receive buffer is waiting.
@@ -106,10 +134,8 @@ impl Srq {
 /// at a time under the queue's lock (queue pairs sharing it are never serialized longer).
 impl rdmap::SharedRecv for Srq {
     fn take(&mut self) -> Option<RecvWr> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front()
+        let posted = self.queue().pop_front();
+        posted.or_else(|| self.feed.as_ref()?.take())
     }
 }
 

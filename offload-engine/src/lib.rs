@@ -38,7 +38,7 @@ pub mod tpt;
 pub use cm::{Incoming, Listener};
 pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum, Waiters};
 pub use cq::{Cq, CqError, Wc};
-pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq};
+pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq, SrqFeed};
 pub use log_limit::LogLimit;
 pub use mpa::ConnectError;
 pub use net::SocketOptions;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use rdmap::{Completion, RecvWr};
+use rdmap::{Completion, PostError, RecvWr};
 
 use rdmap::QpNum;
 
@@ -133,30 +133,63 @@ impl Cq {
 /// A shared receive queue ([`Device::create_srq`](crate::Device::create_srq)): receive
 /// buffers that any queue pair created with it draws on when its own receive queue is
 /// empty. Cheap to clone; clones share the queue.
+///
+/// Through iwarpd the queue is a ring in shared memory that the daemon reads only when a
+/// queue pair needs a buffer, so a buffer posted before the Send that answers the peer is
+/// there for the peer's next message, as with an embedded engine.
 #[derive(Clone, Debug)]
 pub struct Srq {
-    pub(crate) inner: offload_engine::Srq,
+    pub(crate) inner: SrqImpl,
+}
+
+/// The queue behind an [`Srq`].
+#[derive(Clone, Debug)]
+pub(crate) enum SrqImpl {
+    Embedded {
+        queue: offload_engine::Srq,
+        depth: usize,
+    },
+    Daemon(std::sync::Arc<crate::daemon::srq::DaemonSrq>),
 }
 
 impl Srq {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn embedded(depth: usize) -> Self {
         Self {
-            inner: offload_engine::Srq::new(),
+            inner: SrqImpl::Embedded {
+                queue: offload_engine::Srq::new(),
+                depth,
+            },
         }
     }
 
-    /// Adds a receive buffer.
-    pub fn post_recv(&self, wr: RecvWr) {
-        self.inner.post_recv(wr);
+    /// Adds a receive buffer. Fails when the queue holds its depth of buffers, or for a
+    /// work request id with the top bit set (reserved, as on queue pairs).
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        match &self.inner {
+            SrqImpl::Embedded { queue, depth } => {
+                if wr.wr_id & offload_engine::NOTIFY_BIT != 0 {
+                    return Err(PostError::ReservedWrId);
+                }
+                if queue.len() >= *depth {
+                    return Err(PostError::QueueFull);
+                }
+                queue.post_recv(wr);
+                Ok(())
+            }
+            SrqImpl::Daemon(q) => q.post_recv(&wr),
+        }
     }
 
     /// Receive buffers not yet taken.
     pub fn len(&self) -> usize {
-        self.inner.len()
+        match &self.inner {
+            SrqImpl::Embedded { queue, .. } => queue.len(),
+            SrqImpl::Daemon(q) => q.len(),
+        }
     }
 
     /// True when no receive buffer is waiting.
     pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
+        self.len() == 0
     }
 }

@@ -12,7 +12,8 @@ use tokio::net::ToSocketAddrs;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::config::DeviceConfig;
-use crate::cq::{Cq, Srq};
+use crate::cq::{Cq, Srq, SrqImpl};
+use crate::daemon::srq::DaemonSrq;
 use crate::daemon::{Client, DaemonError, IncomingEvent, qp::DaemonQp};
 use crate::error::DaemonWhy;
 use crate::pd::Pd;
@@ -64,8 +65,7 @@ pub(crate) enum Backend {
 ///   environment, so the same binary runs either way.
 ///
 /// Through iwarpd the daemon's settings (CRC, markers, IRD/ORD, timeouts) apply, not
-/// `cfg`'s; memory windows, fast registration and shared receive queues are not
-/// available through it yet.
+/// `cfg`'s; memory windows and fast registration are not available through it yet.
 #[derive(Clone, Debug)]
 pub struct Device {
     backend: Backend,
@@ -198,10 +198,20 @@ impl Device {
         Cq::new(depth)
     }
 
-    /// Creates a shared receive queue: receive buffers any queue pair created with it
-    /// draws on when its own receive queue is empty.
-    pub fn create_srq(&self) -> Srq {
-        Srq::new()
+    /// Creates a shared receive queue holding at most `depth` receive buffers: buffers
+    /// any queue pair created with it draws on when its own receive queue is empty.
+    /// Through iwarpd the depth is rounded up to a power of two (at most 65,536), and the
+    /// call fails if the daemon cannot be reached or refuses.
+    pub fn create_srq(&self, depth: usize) -> Result<Srq, crate::MemError> {
+        match &self.backend {
+            Backend::Embedded(_) => Ok(Srq::embedded(depth)),
+            Backend::Daemon(c) => match DaemonSrq::create(c, depth) {
+                Ok(q) => Ok(Srq {
+                    inner: SrqImpl::Daemon(Arc::new(q)),
+                }),
+                Err(e) => Err(self.daemon_mem_error("create_srq", &e)),
+            },
+        }
     }
 
     /// Listens for iWARP connections on `addr`: a socket address, or a `"host:port"` whose
@@ -266,12 +276,13 @@ impl Device {
         for a in tokio::net::lookup_host(addr).await? {
             let got = match &self.backend {
                 Backend::Embedded(e) => e
-                    .connect(a, qp.to_init(pd.engine_id()), private_data)
+                    .connect(a, qp.to_init(pd.engine_id())?, private_data)
                     .await
                     .map(|(inner, private)| (Qp::new(inner, pd.clone()), private)),
                 Backend::Daemon(c) => {
                     let req = Request::Connect {
                         pd: pd.engine_id().get(),
+                        srq: daemon_srq(c, &qp)?,
                         addr: a,
                         private: Bytes::copy_from_slice(private_data),
                         recvs: qp.recvs.clone(),
@@ -370,6 +381,16 @@ async fn daemon_listen(c: &Arc<Client>, addr: SocketAddr) -> io::Result<Listener
     }
 }
 
+/// The daemon's handle of the shared receive queue `cfg` names (0: none); an error if it
+/// is not one of this daemon session's.
+fn daemon_srq(c: &Arc<Client>, cfg: &QpConfig) -> Result<u32, ConnectError> {
+    match cfg.srq.as_ref().map(|s| &s.inner) {
+        None => Ok(0),
+        Some(SrqImpl::Daemon(q)) if q.is_of(c) => Ok(q.id()),
+        Some(_) => Err(crate::qp::other_device_srq()),
+    }
+}
+
 /// Runs a Connect or Accept in iwarpd and maps the queue pair it returns.
 async fn daemon_qp(
     c: &Arc<Client>,
@@ -377,13 +398,6 @@ async fn daemon_qp(
     pd: &Pd,
     cfg: &QpConfig,
 ) -> Result<(Qp, Bytes), ConnectError> {
-    if cfg.srq.is_some() {
-        return Err(ConnectError::Invalid(
-            "shared receive queues are not available through iwarpd yet: post receives on \
-             the queue pair, or run the engine in this process (unset IWARP_DEVICE)"
-                .into(),
-        ));
-    }
     let to_connect = |e: DaemonError| match e {
         DaemonError::Unreachable(m) => {
             ConnectError::Io(io::Error::new(io::ErrorKind::NotConnected, m))
@@ -541,20 +555,23 @@ impl Incoming {
         let mut this = self;
         match &mut this.inner {
             IncomingInner::Embedded(_) => {
+                let init = qp.to_init(pd.engine_id())?;
                 let IncomingInner::Embedded(inc) =
                     std::mem::replace(&mut this.inner, IncomingInner::Answered)
                 else {
                     unreachable!()
                 };
-                let inner = inc.accept(qp.to_init(pd.engine_id()), private_data).await?;
+                let inner = inc.accept(init, private_data).await?;
                 Ok(Qp::new(inner, pd.clone()))
             }
             IncomingInner::Daemon(d) => {
+                let srq = daemon_srq(&d.client, &qp)?;
                 d.answered = true;
                 let client = d.client.clone();
                 let req = Request::Accept {
                     incoming: d.ev.id,
                     pd: pd.engine_id().get(),
+                    srq,
                     private: Bytes::copy_from_slice(private_data),
                     recvs: qp.recvs.clone(),
                 };

@@ -44,8 +44,8 @@
 //!     let spd = server.alloc_pd();
 //!     let shared = spd.alloc_mr(64 << 10, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
 //!     let inbox = spd.alloc_mr(256, Access::LOCAL_WRITE)?;
-//!     let (scq, srq) = (server.create_cq(16), server.create_srq());
-//!     srq.post_recv(RecvWr { wr_id: 7, sgl: [inbox.local(..)].into() });
+//!     let (scq, srq) = (server.create_cq(16), server.create_srq(16)?);
+//!     srq.post_recv(RecvWr { wr_id: 7, sgl: [inbox.local(..)].into() })?;
 //!     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
 //!     let addr = listener.local_addr();
 //!     let advert = shared.remote().encode();

@@ -9,7 +9,7 @@ use rdmap::{PostError, QpState, RecvWr, SendWr};
 
 use crate::daemon::qp::DaemonQp;
 
-use crate::cq::{Cq, Srq};
+use crate::cq::{Cq, Srq, SrqImpl};
 use crate::mr::Mr;
 use crate::pd::Pd;
 use rdmap::{QpEnd, QpNum};
@@ -146,13 +146,31 @@ impl QpConfig {
         self
     }
 
-    pub(crate) fn to_init(&self, pd: offload_engine::tpt::PdId) -> QpInit {
+    /// The engine's queue pair settings; an error if the shared receive queue is not the
+    /// embedded engine's.
+    pub(crate) fn to_init(
+        &self,
+        pd: offload_engine::tpt::PdId,
+    ) -> Result<QpInit, crate::ConnectError> {
         let mut init = QpInit::new(pd, &self.send_cq.inner);
         init.recv_cq = self.recv_cq.inner.clone();
-        init.srq = self.srq.as_ref().map(|s| s.inner.clone());
+        init.srq = match self.srq.as_ref().map(|s| &s.inner) {
+            None => None,
+            Some(SrqImpl::Embedded { queue, .. }) => Some(queue.clone()),
+            Some(SrqImpl::Daemon(_)) => return Err(other_device_srq()),
+        };
         init.recvs = self.recvs.clone();
-        init
+        Ok(init)
     }
+}
+
+/// The error for a queue pair given a shared receive queue of another device.
+pub(crate) fn other_device_srq() -> crate::ConnectError {
+    crate::ConnectError::Invalid(
+        "the shared receive queue belongs to another device: create it with the device \
+         that creates the queue pair"
+            .into(),
+    )
 }
 
 /// The queue pair behind a [`Qp`]: in this process's engine, or in iwarpd.

@@ -38,16 +38,18 @@ async fn device_shutdown_closes_every_queue_pair() {
 #[tokio::test]
 async fn shared_receive_queue_feeds_queue_pairs() {
     let server = Host::new(DeviceConfig::default());
-    let srq = server.device.create_srq();
+    let srq = server.device.create_srq(16).unwrap();
     let inbox = server.pd.alloc_mr(64, Access::LOCAL_WRITE).unwrap();
     srq.post_recv(RecvWr {
         wr_id: 1,
         sgl: [inbox.local(..32)].into(),
-    });
+    })
+    .unwrap();
     srq.post_recv(RecvWr {
         wr_id: 2,
         sgl: [inbox.local(32..)].into(),
-    });
+    })
+    .unwrap();
     let listener = server
         .device
         .listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))

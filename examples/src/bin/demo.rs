@@ -210,10 +210,10 @@ async fn run(o: Opts) -> Result<(), Error> {
 /// for the close. Returns how many pings it answered and how its queue pair ended.
 async fn serve(listener: Listener, pd: Pd, target: RemoteBuf) -> Result<(usize, QpEnd), Error> {
     let device = pd.device().clone();
-    let (cq, srq) = (device.create_cq(64), device.create_srq());
+    let (cq, srq) = (device.create_cq(64), device.create_srq(16)?);
     let inbox = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
     // Posted before the connection exists, so the first ping always finds it.
-    repost(&srq, &inbox);
+    repost(&srq, &inbox)?;
     let incoming = listener.accept().await?;
     let qp = incoming
         .accept(&pd, QpConfig::new(&cq).srq(&srq), &target.encode())
@@ -227,18 +227,19 @@ async fn serve(listener: Listener, pd: Pd, target: RemoteBuf) -> Result<(usize, 
         if wc.wc.byte_len == 0 {
             break;
         }
-        repost(&srq, &inbox);
+        repost(&srq, &inbox)?;
         qp.send(Bytes::from(format!("pong {answered}"))).await?;
         answered += 1;
     }
     Ok((answered, qp.closed().await))
 }
 
-fn repost(srq: &Srq, inbox: &Mr) {
+fn repost(srq: &Srq, inbox: &Mr) -> Result<(), Error> {
     srq.post_recv(RecvWr {
         wr_id: 0,
         sgl: [inbox.local(..)].into(),
-    });
+    })?;
+    Ok(())
 }
 
 /// `(offset, len)` of each request: `size` octets, the last one shorter if need be.

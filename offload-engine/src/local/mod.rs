@@ -16,6 +16,7 @@
 mod push;
 mod servant;
 mod session;
+mod srq;
 
 pub use push::PushConfig;
 
@@ -40,6 +41,8 @@ pub struct LocalConfig {
     pub max_mrs: usize,
     /// Connection requests waiting for accept or reject; more are rejected.
     pub max_pending_incoming: usize,
+    /// Shared receive queues.
+    pub max_srqs: usize,
 }
 
 impl Default for LocalConfig {
@@ -49,6 +52,7 @@ impl Default for LocalConfig {
             max_qps: 4096,
             max_mrs: 65536,
             max_pending_incoming: 64,
+            max_srqs: 1024,
         }
     }
 }

@@ -21,6 +21,7 @@ use ipc::wqe::{Data, decode_rqe, decode_sqe, encode_cqe, sqe_pushed};
 use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
 
 use super::push::{PdPush, PushShare};
+use super::srq::{ClientSrq, SRQ_ID};
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};
@@ -100,15 +101,17 @@ pub(super) struct Push {
 pub(super) struct Prepared {
     cq: Cq,
     ids: Ids,
+    srq: Option<Arc<ClientSrq>>,
     /// Receives posted with the connection (they hold engine receive queue room).
     initial_recvs: usize,
 }
 
 impl Prepared {
-    pub(super) fn new(geo: &Geometry) -> Self {
+    pub(super) fn new(geo: &Geometry, srq: Option<Arc<ClientSrq>>) -> Self {
         Self {
             cq: Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64),
             ids: Ids::default(),
+            srq,
             initial_recvs: 0,
         }
     }
@@ -142,6 +145,7 @@ impl Prepared {
             qp: qp.clone(),
             cq: self.cq,
             ids: self.ids,
+            srq: self.srq,
             seg,
             to_client,
             stop: stop.clone(),
@@ -198,6 +202,8 @@ struct Run {
     id: u32,
     push: Push,
     sq_depth: usize,
+    /// The client's shared receive queue the queue pair draws on, if any.
+    srq: Option<Arc<ClientSrq>>,
     qp: Qp,
     cq: Cq,
     ids: Ids,
@@ -428,7 +434,15 @@ impl Run {
         self.finish(wc);
     }
 
-    fn finish(&mut self, wc: Completion) {
+    fn finish(&mut self, mut wc: Completion) {
+        if wc.wr_id & SRQ_ID != 0 {
+            // A receive taken from the shared receive queue: not one of the queue's own.
+            if let Some(client) = self.srq.as_ref().and_then(|q| q.complete(wc.wr_id)) {
+                wc.wr_id = client;
+                self.backlog.push_back(encode_cqe(&wc));
+            }
+            return;
+        }
         match wc.queue {
             Queue::Send => {
                 self.sq_room += 1;

@@ -13,6 +13,7 @@ use ipc::control::{
     Counters, Event, Header, QpInfo, Reply, Request, VERSION, end, error, request_fds,
 };
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
+use ipc::srq::SrqSegment;
 use rdmap::{Access, QpEnd, RecvWr, STag};
 use tokio::io::Interest;
 use tokio::net::UnixStream;
@@ -21,6 +22,7 @@ use tokio::sync::mpsc;
 use super::Device;
 use super::push::PdPush;
 use super::servant::{self, Servant};
+use super::srq::ClientSrq;
 use crate::tpt::{Base, PdId, Storage};
 use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
@@ -39,6 +41,7 @@ struct Objects {
     listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
     incoming: HashMap<u32, Incoming>,
     qps: HashMap<u32, Servant>,
+    srqs: HashMap<u32, Arc<ClientSrq>>,
     /// Queue pairs being connected or accepted (counted against the limit).
     connecting: usize,
     next_id: u32,
@@ -280,6 +283,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         },
         Request::Connect {
             pd,
+            srq,
             addr,
             private,
             recvs,
@@ -290,7 +294,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 let s = s.clone();
                 tokio::spawn(async move {
                     let engine = s.engine.clone();
-                    let r = start_qp(&s, pd, recvs, |init| async move {
+                    let r = start_qp(&s, pd, srq, recvs, |init| async move {
                         engine.connect(addr, init, &private).await
                     })
                     .await;
@@ -304,6 +308,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         Request::Accept {
             incoming,
             pd,
+            srq,
             private,
             recvs,
         } => {
@@ -314,7 +319,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 (Some(inc), None) => {
                     let s = s.clone();
                     tokio::spawn(async move {
-                        let r = start_qp(&s, pd, recvs, |init| async move {
+                        let r = start_qp(&s, pd, srq, recvs, |init| async move {
                             let qp = inc.accept(init, &private).await?;
                             Ok((qp, Bytes::new()))
                         })
@@ -364,6 +369,37 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 Reply::QpCounters(c)
             }
             None => not_found("queue pair", qp),
+        },
+        Request::CreateSrq { depth } => {
+            if s.objs().srqs.len() >= s.device.limits.max_srqs {
+                err(
+                    error::LIMIT,
+                    format!(
+                        "this client already has {} shared receive queues, iwarpd's limit",
+                        s.device.limits.max_srqs
+                    ),
+                )
+            } else {
+                let depth = SrqSegment::depth_for(depth as usize);
+                let created = SrqSegment::create(depth)
+                    .and_then(|seg| Ok((seg.fd().try_clone_to_owned()?, seg)));
+                match created {
+                    Ok((fd, seg)) => {
+                        let srq = {
+                            let mut o = s.objs();
+                            let srq = o.id();
+                            o.srqs.insert(srq, Arc::new(ClientSrq::new(seg)));
+                            srq
+                        };
+                        return reply(s, h, Reply::Srq { srq, depth }, vec![fd]).await;
+                    }
+                    Err(e) => err(error::REFUSED, format!("no shared receive queue: {e}")),
+                }
+            }
+        }
+        Request::DestroySrq { srq } => match s.objs().srqs.remove(&srq) {
+            Some(_) => Reply::Done,
+            None => not_found("shared receive queue", srq),
         },
         Request::Stats => {
             let own = {
@@ -455,6 +491,7 @@ fn admit_qp(s: &Session, pd: u32) -> Option<Reply> {
 async fn start_qp<F, Fut>(
     s: &Arc<Session>,
     pd: u32,
+    srq: u32,
     recvs: Vec<RecvWr>,
     establish: F,
 ) -> Result<(Reply, Vec<OwnedFd>), Reply>
@@ -465,6 +502,13 @@ where
     let geo = geometry(&s.engine);
     let Some(push) = s.objs().pds.get(&pd).cloned() else {
         return Err(not_found("protection domain", pd));
+    };
+    let srq = match srq {
+        0 => None,
+        n => match s.objs().srqs.get(&n) {
+            Some(q) => Some(q.clone()),
+            None => return Err(not_found("shared receive queue", n)),
+        },
     };
     let io_err = |e: io::Error| {
         err(
@@ -477,8 +521,9 @@ where
         Doorbell::new().map_err(io_err)?,
         Doorbell::new().map_err(io_err)?,
     );
-    let mut prep = servant::Prepared::new(&geo);
+    let mut prep = servant::Prepared::new(&geo, srq.clone());
     let mut init = QpInit::new(PdId::new(pd), prep.cq());
+    init.srq = srq.map(|q| crate::Srq::fed(q));
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
     let (qp, private) = establish(init)
         .await

@@ -125,6 +125,11 @@ pub enum PostError {
     /// engine keeps ids with the top bit set for requests whose completion goes to a
     /// future).
     ReservedWrId,
+    /// The scatter/gather list is longer than the queue's entries hold.
+    TooManySges {
+        /// The most an entry holds.
+        max: usize,
+    },
 }
 
 impl core::fmt::Display for PostError {
@@ -135,6 +140,11 @@ impl core::fmt::Display for PostError {
             Self::ReservedWrId => f.write_str(
                 "work request ids with the top bit set are reserved for the per-request \
                  futures: use ids below 2^63",
+            ),
+            Self::TooManySges { max } => write!(
+                f,
+                "a scatter/gather list longer than the {max} entries a queue entry holds: \
+                 split the buffer or register it as one region"
             ),
         }
     }

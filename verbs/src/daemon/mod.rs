@@ -8,6 +8,7 @@
 //! thread turns events into connection requests and queue pair ends.
 
 pub(crate) mod qp;
+pub(crate) mod srq;
 
 use std::collections::HashMap;
 use std::fmt;

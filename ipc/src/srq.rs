@@ -1,0 +1,137 @@
+//! A shared receive queue's ring: receive entries the client writes and the daemon takes
+//! one at a time, when a Send arrives for a queue pair whose own receive queue is empty.
+//!
+//! The daemon creates the segment and the client maps it, as with [`qpseg`](crate::qpseg):
+//! a header page with the producer index (the client's) and the consumer index (the
+//! daemon's) on cache lines of their own, then `depth` entries of [`RQE_SIZE`] octets.
+//! Being read only when a buffer is needed, a receive the client published before it
+//! posted the Send that answers the peer is always there for the peer's next message.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use shm::Segment;
+
+use crate::qpseg::{Garbage, MAX_DEPTH, RQE_SIZE, Ring};
+
+const PROD: usize = 0;
+const CONS: usize = 64;
+const HEADER: usize = 4096;
+
+/// A shared receive queue's segment, seen from one side.
+#[derive(Debug)]
+pub struct SrqSegment {
+    seg: Segment,
+    depth: u32,
+}
+
+impl SrqSegment {
+    /// The depth a request for `wanted` entries gets: a power of two, at least 1 and at
+    /// most [`MAX_DEPTH`].
+    pub fn depth_for(wanted: usize) -> u32 {
+        (wanted.clamp(1, MAX_DEPTH as usize) as u32).next_power_of_two()
+    }
+
+    /// Creates the segment (the daemon does); `depth` must come from
+    /// [`depth_for`](Self::depth_for).
+    pub fn create(depth: u32) -> io::Result<Self> {
+        Self::check(depth)?;
+        Ok(Self {
+            seg: Segment::create("iwarp-srq", Self::len(depth))?,
+            depth,
+        })
+    }
+
+    /// Maps a segment the daemon sent.
+    pub fn map(file: std::fs::File, depth: u32) -> io::Result<Self> {
+        Self::check(depth)?;
+        Ok(Self {
+            seg: Segment::map(file, Self::len(depth))?,
+            depth,
+        })
+    }
+
+    fn check(depth: u32) -> io::Result<()> {
+        if depth.is_power_of_two() && depth <= MAX_DEPTH {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("shared receive queue depth {depth}"),
+            ))
+        }
+    }
+
+    fn len(depth: u32) -> usize {
+        HEADER + depth as usize * RQE_SIZE
+    }
+
+    /// The memory file, to send.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.seg.fd()
+    }
+
+    /// Entries the ring holds.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    fn ring(&self) -> Ring {
+        Ring {
+            prod: PROD,
+            cons: CONS,
+            base: HEADER,
+            depth: self.depth,
+        }
+    }
+
+    /// Client: writes and publishes one entry; false if the ring is full.
+    pub fn push(&self, entry: &[u8; RQE_SIZE]) -> bool {
+        self.ring().push(&self.seg, entry)
+    }
+
+    /// Daemon: takes the next entry, if any.
+    pub fn pop(&self) -> Result<Option<[u8; RQE_SIZE]>, Garbage> {
+        self.ring().pop(&self.seg)
+    }
+
+    /// Entries waiting (garbage indices count as none).
+    pub fn len_waiting(&self) -> usize {
+        self.ring().pending(&self.seg).unwrap_or(0) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_cross_two_mappings_in_order_and_the_ring_fills() {
+        let d = SrqSegment::create(SrqSegment::depth_for(3)).unwrap();
+        assert_eq!(d.depth(), 4);
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = SrqSegment::map(file, d.depth()).unwrap();
+        for round in 0u8..5 {
+            for i in 0..4 {
+                assert!(c.push(&[round * 4 + i; RQE_SIZE]));
+            }
+            assert!(!c.push(&[0; RQE_SIZE]), "full");
+            assert_eq!(c.len_waiting(), 4);
+            for i in 0..4 {
+                assert_eq!(d.pop().unwrap(), Some([round * 4 + i; RQE_SIZE]));
+            }
+            assert_eq!(d.pop().unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn a_producer_index_more_than_a_ring_ahead_is_garbage() {
+        let d = SrqSegment::create(4).unwrap();
+        d.seg
+            .u32(PROD)
+            .store(5, std::sync::atomic::Ordering::Release);
+        assert_eq!(d.pop(), Err(Garbage));
+        assert_eq!(d.len_waiting(), 0);
+        assert!(SrqSegment::create(3).is_err() && SrqSegment::create(1 << 17).is_err());
+    }
+}
