@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
 const KV: &str = env!("CARGO_BIN_EXE_kv");
+const DEMO: &str = env!("CARGO_BIN_EXE_demo");
 
 /// The iwarpd binary of this build, brought up to date once per test run (cargo builds
 /// only this package's binaries for its tests; a stale iwarpd would test old code).
@@ -497,6 +498,32 @@ fn kv_runs_through_the_daemon() {
 }
 
 /// `iwarpd stat` of the daemon at `sock`: its JSON or its table.
+/// The README's first command, unchanged, through the daemon: Writes, Reads read back and
+/// verified, ping-pongs on a shared receive queue, a graceful close on both sides.
+#[test]
+fn the_demo_runs_through_the_daemon() {
+    let d = Iwarpd::start("demo");
+    let sock = d.sock.to_str().unwrap();
+    let out = finish(
+        spawn(DEMO, &["--total", "8M", "--pings", "300", "--daemon", sock]),
+        Duration::from_secs(120),
+    );
+    ok(&out, "demo --daemon");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "through the iwarpd at",
+        "verified: all 8 MiB read back",
+        "300 ping-pongs",
+        "client closed gracefully, server closed gracefully (it answered 300 pings)",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    let j = stat(sock, true);
+    assert_eq!(counter(&j, "connections"), 2, "{j}");
+    // Both sides' pings and pongs at least (the server's from its shared receive queue).
+    assert!(counter(&j, "fpdus_received") >= 600, "{j}");
+}
+
 fn stat(sock: &str, json: bool) -> String {
     let mut args = vec!["stat", "--control", sock];
     if json {

@@ -1,8 +1,12 @@
 //! The README's first command: two embedded iWARP engines in one process over loopback.
 //!
 //! ```text
-//! cargo run --release -p examples --bin demo -- [--size 64K] [--total 256M] [--depth 16] [--pings 1000]
+//! cargo run --release -p examples --bin demo -- [--size 64K] [--total 256M] [--depth 16] [--pings 1000] [--daemon PATH]
 //! ```
+//!
+//! With `--daemon PATH` (or `IWARP_DEVICE=unix:PATH`) both sides attach to the local
+//! `iwarpd` serving applications at PATH instead of embedding their engines: the same
+//! code, run through the daemon.
 //!
 //! Steps, each printed as it happens: listen; register the server's target region; connect
 //! (the client's private data says hello, the server's carries the target as a
@@ -24,12 +28,15 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const HELP: &str = "\
 demo: two embedded iWARP engines in one process over loopback
 
-USAGE: demo [--size N] [--total N] [--depth N] [--pings N]
+USAGE: demo [--size N] [--total N] [--depth N] [--pings N] [--daemon PATH]
 
-  --size N    octets per RDMA Write/Read (default 64K)
-  --total N   octets written, then read back (default 256M)
-  --depth N   requests in flight (default 16)
-  --pings N   Send/Recv round trips (default 1000)
+  --size N       octets per RDMA Write/Read (default 64K)
+  --total N      octets written, then read back (default 256M)
+  --depth N      requests in flight (default 16)
+  --pings N      Send/Recv round trips (default 1000)
+  --daemon PATH  both sides go through the iwarpd serving applications at PATH
+                 (start one with: iwarpd --control PATH); IWARP_DEVICE=unix:PATH
+                 does the same
 
 Sizes take K, M, G suffixes (binary).";
 
@@ -40,6 +47,7 @@ struct Opts {
     total: usize,
     depth: usize,
     pings: usize,
+    daemon: Option<String>,
 }
 
 fn parse_args() -> Result<Option<Opts>, ArgError> {
@@ -48,6 +56,7 @@ fn parse_args() -> Result<Option<Opts>, ArgError> {
         total: 256 << 20,
         depth: 16,
         pings: 1000,
+        daemon: None,
     };
     for (name, value) in flags(std::env::args().skip(1))? {
         let n = || {
@@ -59,6 +68,7 @@ fn parse_args() -> Result<Option<Opts>, ArgError> {
             "total" => o.total = n()?,
             "depth" => o.depth = n()?,
             "pings" => o.pings = n()?,
+            "daemon" => o.daemon = Some(value),
             other => return Err(ArgError(format!("unknown flag --{other}; see --help"))),
         }
     }
@@ -87,10 +97,19 @@ async fn main() {
 }
 
 async fn run(o: Opts) -> Result<(), Error> {
-    println!("iWARP demo: two embedded engines in one process, over loopback TCP");
-    let cfg = DeviceConfig::default().queue_depths(o.depth.max(256), 256);
-    let server = Device::open(cfg.clone());
-    let client = Device::open(cfg);
+    let mut cfg = DeviceConfig::default().queue_depths(o.depth.max(256), 256);
+    if let Some(path) = &o.daemon {
+        cfg = cfg.daemon(path);
+    }
+    let server = Device::try_open(cfg.clone())?;
+    let client = Device::try_open(cfg)?;
+    match server.daemon_path() {
+        None => println!("iWARP demo: two embedded engines in one process, over loopback TCP"),
+        Some(p) => println!(
+            "iWARP demo: two applications' devices through the iwarpd at {}, over loopback TCP",
+            p.display()
+        ),
+    }
 
     // ── server: listen, register the target, pre-post a receive for the pings ──
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
