@@ -74,6 +74,16 @@ pub mod func {
     pub const CREATE_SRQ: u16 = 0x000f;
     /// Destroy a shared receive queue.
     pub const DESTROY_SRQ: u16 = 0x0010;
+    /// Allocate a memory window.
+    pub const ALLOC_MW: u16 = 0x0011;
+    /// Deallocate a memory window.
+    pub const DEALLOC_MW: u16 = 0x0012;
+    /// Bind a type 1 memory window.
+    pub const BIND_MW: u16 = 0x0013;
+    /// Invalidate a window or a fast-registration region.
+    pub const INVALIDATE: u16 = 0x0014;
+    /// Allocate a region for fast registration (one memory file attached).
+    pub const ALLOC_FAST_REG_MR: u16 = 0x0015;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -237,6 +247,44 @@ pub enum Request {
         /// The queue.
         srq: u32,
     },
+    /// Allocates an unbound memory window of `pd`.
+    AllocMw {
+        /// The domain.
+        pd: u32,
+        /// 1 or 2.
+        kind: u8,
+    },
+    /// Deallocates a window.
+    DeallocMw {
+        /// Its STag.
+        stag: u32,
+    },
+    /// Binds type 1 window `mw` to `[to, to + len)` of region `mr` with `access`.
+    BindMw {
+        /// The window's STag.
+        mw: u32,
+        /// The region's STag.
+        mr: u32,
+        /// First tagged offset, in the region's.
+        to: u64,
+        /// Octets.
+        len: u64,
+        /// Rights (the `Access` bits).
+        access: u32,
+    },
+    /// Invalidates a window or a fast-registration region.
+    Invalidate {
+        /// Its STag.
+        stag: u32,
+    },
+    /// Allocates a region of `len` octets for fast registration, over the memory file
+    /// attached.
+    AllocFastRegMr {
+        /// The domain.
+        pd: u32,
+        /// Octets.
+        len: u64,
+    },
 }
 
 impl Request {
@@ -259,6 +307,11 @@ impl Request {
             Self::Stats => func::STATS,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
+            Self::AllocMw { .. } => func::ALLOC_MW,
+            Self::DeallocMw { .. } => func::DEALLOC_MW,
+            Self::BindMw { .. } => func::BIND_MW,
+            Self::Invalidate { .. } => func::INVALIDATE,
+            Self::AllocFastRegMr { .. } => func::ALLOC_FAST_REG_MR,
         }
     }
 
@@ -288,7 +341,30 @@ impl Request {
             | Self::DestroyQp { qp: n }
             | Self::QueryQp { qp: n }
             | Self::CreateSrq { depth: n }
-            | Self::DestroySrq { srq: n } => out.put_u32_le(*n),
+            | Self::DestroySrq { srq: n }
+            | Self::DeallocMw { stag: n }
+            | Self::Invalidate { stag: n } => out.put_u32_le(*n),
+            Self::AllocMw { pd, kind } => {
+                out.put_u32_le(*pd);
+                out.put_u8(*kind);
+            }
+            Self::BindMw {
+                mw,
+                mr,
+                to,
+                len,
+                access,
+            } => {
+                out.put_u32_le(*mw);
+                out.put_u32_le(*mr);
+                out.put_u64_le(*to);
+                out.put_u64_le(*len);
+                out.put_u32_le(*access);
+            }
+            Self::AllocFastRegMr { pd, len } => {
+                out.put_u32_le(*pd);
+                out.put_u64_le(*len);
+            }
             Self::Connect {
                 pd,
                 srq,
@@ -361,6 +437,30 @@ impl Request {
                 depth: r.u32("depth")?,
             },
             func::DESTROY_SRQ => Self::DestroySrq { srq: r.u32("srq")? },
+            func::ALLOC_MW => Self::AllocMw {
+                pd: r.u32("pd")?,
+                kind: match r.u8("window type")? {
+                    k @ (1 | 2) => k,
+                    _ => return Err(Malformed("window type")),
+                },
+            },
+            func::DEALLOC_MW => Self::DeallocMw {
+                stag: r.u32("stag")?,
+            },
+            func::BIND_MW => Self::BindMw {
+                mw: r.u32("mw")?,
+                mr: r.u32("mr")?,
+                to: r.u64("to")?,
+                len: r.u64("len")?,
+                access: r.u32("access")?,
+            },
+            func::INVALIDATE => Self::Invalidate {
+                stag: r.u32("stag")?,
+            },
+            func::ALLOC_FAST_REG_MR => Self::AllocFastRegMr {
+                pd: r.u32("pd")?,
+                len: r.u64("len")?,
+            },
             func::CONNECT => Self::Connect {
                 pd: r.u32("pd")?,
                 srq: r.u32("srq")?,
@@ -417,7 +517,7 @@ fn read_recvs(r: &mut Reader<'_>) -> Result<Vec<RecvWr>, Malformed> {
 
 /// Memory files a request with function code `func` carries.
 pub fn request_fds(func: u16) -> usize {
-    usize::from(func == func::REG_MR)
+    usize::from(func == func::REG_MR || func == func::ALLOC_FAST_REG_MR)
 }
 
 /// Memory files the reply to function `func` (or an event) carries, judged from its
@@ -588,7 +688,8 @@ pub enum Reply {
         /// For the user.
         text: String,
     },
-    /// A number: the daemon's process id for Open, the STag for RegMr.
+    /// A number: the daemon's process id for Open; the STag for RegMr, AllocMw, BindMw
+    /// and AllocFastRegMr.
     Id(u32),
     /// A protection domain, with its push region (one memory file attached).
     Pd {
@@ -695,7 +796,11 @@ impl Reply {
             });
         }
         let reply = match func {
-            func::OPEN | func::REG_MR => Self::Id(r.u32("id")?),
+            func::OPEN
+            | func::REG_MR
+            | func::ALLOC_MW
+            | func::BIND_MW
+            | func::ALLOC_FAST_REG_MR => Self::Id(r.u32("id")?),
             func::ALLOC_PD => Self::Pd {
                 pd: r.u32("pd")?,
                 push_slots: r.u32("push slots")?,
@@ -962,6 +1067,20 @@ mod tests {
             Request::Stats,
             Request::CreateSrq { depth: 100 },
             Request::DestroySrq { srq: 7 },
+            Request::AllocMw { pd: 1, kind: 2 },
+            Request::DeallocMw { stag: 0x201 },
+            Request::BindMw {
+                mw: 0x201,
+                mr: 0x101,
+                to: 1 << 40,
+                len: 4096,
+                access: 0x0f,
+            },
+            Request::Invalidate { stag: 0x202 },
+            Request::AllocFastRegMr {
+                pd: 1,
+                len: 1 << 20,
+            },
         ];
         for req in all {
             let m = req.encode(1);
@@ -1069,6 +1188,29 @@ mod tests {
         assert_eq!(
             reply_fds(func::CREATE_SRQ | func::REPLY, &srq[HEADER_LEN..]),
             1
+        );
+        let bind = Request::BindMw {
+            mw: 0x0201,
+            mr: 0x0101,
+            to: 0x10,
+            len: 0x20,
+            access: 0x0c,
+        }
+        .encode(9);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x13, 0, 3, 0,
+            9, 0, 0, 0, 0, 0, 0, 0,
+            1, 2, 0, 0,  1, 1, 0, 0,
+            0x10, 0, 0, 0, 0, 0, 0, 0,
+            0x20, 0, 0, 0, 0, 0, 0, 0,
+            0x0c, 0, 0, 0,
+        ];
+        assert_eq!(&bind[4..], want);
+        assert_eq!(request_fds(func::ALLOC_FAST_REG_MR), 1);
+        assert!(
+            Request::decode(func::ALLOC_MW, &[1, 0, 0, 0, 3]).is_err(),
+            "type 3"
         );
         assert_eq!(
             &Request::CreateSrq { depth: 100 }.encode(9)[4..8],

@@ -65,7 +65,7 @@ pub(crate) enum Backend {
 ///   environment, so the same binary runs either way.
 ///
 /// Through iwarpd the daemon's settings (CRC, markers, IRD/ORD, timeouts) apply, not
-/// `cfg`'s; memory windows and fast registration are not available through it yet.
+/// `cfg`'s.
 #[derive(Clone, Debug)]
 pub struct Device {
     backend: Backend,
@@ -104,21 +104,6 @@ impl Device {
         match &self.backend {
             Backend::Embedded(e) => Some(e),
             Backend::Daemon(_) => None,
-        }
-    }
-
-    /// The embedded engine's memory table, or for `op` through iwarpd the error that it
-    /// is not available there.
-    pub(crate) fn tpt(
-        &self,
-        op: &'static str,
-    ) -> Result<&Arc<offload_engine::tpt::Tpt>, crate::MemError> {
-        match &self.backend {
-            Backend::Embedded(e) => Ok(e.tpt()),
-            Backend::Daemon(_) => Err(crate::MemError::Daemon {
-                op,
-                why: DaemonWhy::Unsupported,
-            }),
         }
     }
 

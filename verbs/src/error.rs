@@ -86,8 +86,6 @@ pub enum DaemonWhy {
     Unreachable(&'static str),
     /// The daemon refused (its reason is in this process's log).
     Refused,
-    /// The operation is not available through the daemon yet; run embedded for it.
-    Unsupported,
 }
 
 impl MemError {
@@ -202,11 +200,6 @@ impl fmt::Display for MemError {
                 DaemonWhy::Refused => write!(
                     f,
                     "{op}: iwarpd refused (the reason is in this process's log: RUST_LOG=warn)"
-                ),
-                DaemonWhy::Unsupported => write!(
-                    f,
-                    "{op} is not available through iwarpd yet: run the engine in this process \
-                     (unset IWARP_DEVICE, or open the device without DeviceConfig::daemon)"
                 ),
             },
         }

@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::types::MwType;
 use rdmap::{Access, Bind, RemoteBuf, STag, SendOp, Sge};
 
+use crate::device::Backend;
 use crate::error::MemError;
 use crate::mr::Mr;
 use crate::pd::Pd;
+use ipc::control::Request;
 
 #[derive(Debug)]
 struct State {
@@ -53,11 +55,15 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let stag = self.lock().stag;
-        // Windows exist only on embedded devices (alloc_mw fails through iwarpd).
-        if let Some(e) = self.pd.device().engine()
-            && let Err(e) = e.tpt().dealloc_mw(stag)
-        {
-            tracing::debug!(%stag, error = %e, "window not deallocated on drop");
+        match self.pd.device().backend() {
+            Backend::Embedded(e) => {
+                if let Err(e) = e.tpt().dealloc_mw(stag) {
+                    tracing::debug!(%stag, error = %e, "window not deallocated on drop");
+                }
+            }
+            Backend::Daemon(c) => c.tell(&Request::DeallocMw {
+                stag: stag.to_u32(),
+            }),
         }
         // `bound` drops after this: the region is released only once the window is gone.
     }
@@ -131,18 +137,31 @@ impl Mw {
     ) -> Result<RemoteBuf, MemError> {
         let mut state = self.inner.lock();
         let sge = self.check(&state, MwType::One, mr, range, access)?;
-        let tpt = self.inner.pd.device().tpt("bind")?;
-        let stag = tpt
-            .bind_mw(
-                state.stag,
-                sge.stag,
-                sge.to,
-                sge.len.into(),
-                access,
-                false,
-                None,
-            )
-            .map_err(|e| MemError::tpt("bind", state.stag, e))?;
+        let pd = &self.inner.pd;
+        let stag = match pd.device().backend() {
+            Backend::Embedded(e) => e
+                .tpt()
+                .bind_mw(
+                    state.stag,
+                    sge.stag,
+                    sge.to,
+                    sge.len.into(),
+                    access,
+                    false,
+                    None,
+                )
+                .map_err(|e| MemError::tpt("bind", state.stag, e))?,
+            Backend::Daemon(_) => {
+                let req = Request::BindMw {
+                    mw: state.stag.to_u32(),
+                    mr: sge.stag.to_u32(),
+                    to: sge.to,
+                    len: sge.len.into(),
+                    access: u32::from(access.bits()),
+                };
+                pd.daemon_stag("bind", &req, &[])?
+            }
+        };
         Ok(state.bind(stag, mr, &sge))
     }
 
@@ -179,9 +198,20 @@ impl Mw {
     /// it can be bound again. Unbinding an unbound window is not an error.
     pub fn invalidate(&self) -> Result<(), MemError> {
         let mut state = self.inner.lock();
-        let tpt = self.inner.pd.device().tpt("invalidate")?;
-        tpt.invalidate_local(state.stag)
-            .map_err(|e| MemError::tpt("invalidate", state.stag, e))?;
+        let device = self.inner.pd.device();
+        match device.backend() {
+            Backend::Embedded(e) => e
+                .tpt()
+                .invalidate_local(state.stag)
+                .map_err(|e| MemError::tpt("invalidate", state.stag, e))?,
+            Backend::Daemon(c) => {
+                let req = Request::Invalidate {
+                    stag: state.stag.to_u32(),
+                };
+                c.call(&req)
+                    .map_err(|e| device.daemon_mem_error("invalidate", &e))?;
+            }
+        }
         state.bound = None;
         state.remote = None;
         Ok(())

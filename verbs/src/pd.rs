@@ -133,12 +133,44 @@ impl Pd {
     /// ([`Qp::fast_register`](crate::Qp::fast_register), or
     /// [`Mr::fast_reg_op`] and [`Qp::post_send`](crate::Qp::post_send)).
     pub fn alloc_fast_reg_mr(&self, max_len: usize) -> Result<Mr, MemError> {
-        let tpt = self.inner.device.tpt("alloc_fast_reg_mr")?;
+        const OP: &str = "alloc_fast_reg_mr";
         let mem = Arc::new(alloc(max_len)?);
-        let stag = tpt
-            .alloc_fast_reg_region(self.engine_id(), mem.clone())
-            .map_err(|e| MemError::tpt("alloc_fast_reg_mr", STag::default(), e))?;
+        let stag = match self.inner.device.backend() {
+            Backend::Embedded(e) => e
+                .tpt()
+                .alloc_fast_reg_region(self.engine_id(), mem.clone())
+                .map_err(|e| MemError::tpt(OP, STag::default(), e))?,
+            Backend::Daemon(_) => {
+                let req = Request::AllocFastRegMr {
+                    pd: self.engine_id().get(),
+                    len: mem.len() as u64,
+                };
+                let fds: Vec<_> = mem.fd().into_iter().collect();
+                self.daemon_stag(OP, &req, &fds)?
+            }
+        };
         Ok(Mr::new_fast_reg(self.clone(), stag, mem))
+    }
+
+    /// Through iwarpd: runs `req`, whose reply is an STag.
+    pub(crate) fn daemon_stag(
+        &self,
+        op: &'static str,
+        req: &Request,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<STag, MemError> {
+        let device = &self.inner.device;
+        let Backend::Daemon(c) = device.backend() else {
+            unreachable!("daemon_stag on an embedded device")
+        };
+        match c.call_with(req, fds) {
+            Ok((Reply::Id(stag), _)) => Ok(STag::from_u32(stag)),
+            Ok(_) => Err(device.daemon_mem_error(
+                op,
+                &DaemonError::Refused("iwarpd answered with no STag".into()),
+            )),
+            Err(e) => Err(device.daemon_mem_error(op, &e)),
+        }
     }
 
     /// Allocates an unbound memory window of type `ty`.
@@ -148,10 +180,23 @@ impl Pd {
     /// ([`Qp::bind_mw`](crate::Qp::bind_mw)), usable only through it, and may be
     /// invalidated by the peer's Send with Invalidate.
     pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
-        let tpt = self.inner.device.tpt("alloc_mw")?;
-        let stag = tpt
-            .alloc_mw(self.engine_id(), ty.into())
-            .map_err(|e| MemError::tpt("alloc_mw", STag::default(), e))?;
+        let stag = match self.inner.device.backend() {
+            Backend::Embedded(e) => e
+                .tpt()
+                .alloc_mw(self.engine_id(), ty.into())
+                .map_err(|e| MemError::tpt("alloc_mw", STag::default(), e))?,
+            Backend::Daemon(_) => {
+                let kind = match ty {
+                    MwType::One => 1,
+                    MwType::Two => 2,
+                };
+                let req = Request::AllocMw {
+                    pd: self.engine_id().get(),
+                    kind,
+                };
+                self.daemon_stag("alloc_mw", &req, &[])?
+            }
+        };
         Ok(Mw::new(self.clone(), stag, ty))
     }
 

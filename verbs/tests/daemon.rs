@@ -195,15 +195,9 @@ async fn errors_name_the_socket_and_what_is_missing() -> Result<(), Error> {
     assert!(text.contains(&missing.display().to_string()), "{text}");
     assert!(text.contains("Is it running?"), "{text}");
 
-    let path = daemon("unsupported").await;
+    let path = daemon("errors").await;
     let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
     let pd = dev.alloc_pd();
-    let e = pd.alloc_mw(verbs::MwType::One).unwrap_err();
-    assert!(matches!(e, MemError::Daemon { .. }), "{e}");
-    assert!(
-        e.to_string().contains("not available through iwarpd"),
-        "{e}"
-    );
     // Memory the application hands over is copied once into shared memory.
     let mr = pd.register(vec![3u8; 1000], Access::LOCAL_WRITE)?;
     assert!(mr.is_shared_memory());

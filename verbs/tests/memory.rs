@@ -5,6 +5,7 @@ mod common;
 
 use bytes::Bytes;
 use common::{ALL, Host, connect, pair, pattern};
+use offload_engine::EngineConfig;
 use verbs::{Access, DeviceConfig, MemError, MwType, QpEnd, RemoteBuf, WcStatus};
 
 #[tokio::test]
@@ -32,7 +33,15 @@ async fn the_peer_writes_in_place_and_deregister_revokes_access() {
 
 #[tokio::test]
 async fn dropping_the_last_handles_releases_the_entries() {
-    let host = Host::new(DeviceConfig::default());
+    releases_on_drop(Host::new(DeviceConfig::default()));
+}
+
+#[tokio::test]
+async fn dropping_the_last_handles_releases_the_entries_through_iwarpd() {
+    releases_on_drop(Host::daemon("mem-drop", EngineConfig::default()));
+}
+
+fn releases_on_drop(host: Host) {
     let entries = || host.device.stats().memory_entries;
     let before = entries();
     let mr = host.pd.alloc_mr(64, ALL).unwrap();
@@ -73,7 +82,15 @@ async fn deregister_refuses_while_a_window_is_bound() {
 
 #[tokio::test]
 async fn type1_window_grants_and_revokes() {
-    let server = Host::new(DeviceConfig::default());
+    type1_window(Host::new(DeviceConfig::default())).await;
+}
+
+#[tokio::test]
+async fn type1_window_grants_and_revokes_through_iwarpd() {
+    type1_window(Host::daemon("mw1", EngineConfig::default())).await;
+}
+
+async fn type1_window(server: Host) {
     let region = server.pd.alloc_mr(1024, ALL).unwrap();
     let mw = server.pd.alloc_mw(MwType::One).unwrap();
     let old = mw.stag();
@@ -114,7 +131,20 @@ async fn type1_window_grants_and_revokes() {
 async fn send_with_invalidate_of_a_type2_window() {
     // Peer-to-peer mode, so the accepting side may send first.
     let cfg = DeviceConfig::default().p2p(true, verbs::RtrFlags::WRITE);
-    let (c, s) = connect(&Host::new(cfg.clone()), &Host::new(cfg), b"", b"").await;
+    type2_window(Host::new(cfg.clone()), Host::new(cfg)).await;
+}
+
+#[tokio::test]
+async fn send_with_invalidate_of_a_type2_window_through_iwarpd() {
+    let cfg = DeviceConfig::default().p2p(true, verbs::RtrFlags::WRITE);
+    let mut engine = EngineConfig::default();
+    engine.mpa.p2p = true;
+    engine.mpa.rtr = verbs::RtrFlags::WRITE;
+    type2_window(Host::new(cfg), Host::daemon("mw2", engine)).await;
+}
+
+async fn type2_window(client: Host, server: Host) {
+    let (c, s) = connect(&client, &server, b"", b"").await;
     let region = s.pd().alloc_mr(4096, ALL).unwrap();
     let mw = s.pd().alloc_mw(MwType::Two).unwrap();
     let grant =
@@ -169,7 +199,16 @@ async fn send_with_invalidate_of_a_type2_window() {
 
 #[tokio::test]
 async fn fast_registration_on_the_send_queue() {
-    let (c, s) = pair().await;
+    fast_registration(Host::new(DeviceConfig::default())).await;
+}
+
+#[tokio::test]
+async fn fast_registration_on_the_send_queue_through_iwarpd() {
+    fast_registration(Host::daemon("frmr", EngineConfig::default())).await;
+}
+
+async fn fast_registration(server: Host) {
+    let (c, s) = connect(&Host::new(DeviceConfig::default()), &server, b"", b"").await;
     let frmr = s.pd().alloc_fast_reg_mr(8192).unwrap();
     assert_eq!((frmr.len(), frmr.fast_reg_max_len()), (0, Some(8192)));
     let grant =

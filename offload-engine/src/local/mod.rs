@@ -13,10 +13,11 @@
 //! - A client that goes away (exit, crash, SIGKILL) ends its session: its queue pairs
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
 
+mod memory;
 mod push;
+mod recvs;
 mod servant;
 mod session;
-mod srq;
 
 pub use push::PushConfig;
 

@@ -1,31 +1,64 @@
-//! A client's shared receive queue: its ring in shared memory, read only when one of the
-//! client's queue pairs needs a buffer, and what the receives taken from it stand for.
+//! Receive buffers the engine reads on demand, when a Send arrives for a queue pair whose
+//! engine-side receive queue is empty, as an RNIC reads a receive queue in host memory:
+//! what the application posted is there for the peer's next message as soon as its post
+//! returns, even if the servant has not moved it yet.
+//!
+//! - [`QpRecvs`]: a queue pair's own receive ring (the entries the servant has not moved
+//!   yet, in order), then its shared receive queue.
+//! - [`ClientSrq`]: a client's shared receive queue, a ring of its own.
+//!
+//! Entries are copied out and decoded before use; receives taken this way get daemon ids
+//! of their own (a top bit set; a servant's own ids count up from 0 and never reach it),
+//! mapped back to the client's when they complete.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use ipc::qpseg::QpSegment;
 use ipc::srq::SrqSegment;
 use ipc::wqe::decode_rqe;
 use rdmap::{RecvWr, WrId};
 
 use crate::SrqFeed;
 
-/// Set in the daemon-side ids of receives taken from a shared receive queue (a servant's
-/// own ids count up from 0 and never reach it).
+/// Set in the daemon ids of receives taken from a shared receive queue.
 pub(super) const SRQ_ID: u64 = 1 << 63;
+/// Set in the daemon ids of receives taken from a queue pair's ring on demand.
+pub(super) const RQ_ID: u64 = 1 << 62;
 
-/// The feed of one client shared receive queue.
+/// Receives taken on demand and not yet complete.
+#[derive(Debug, Default)]
+struct Taken {
+    next: u64,
+    /// Daemon id to the client's.
+    ids: HashMap<u64, WrId>,
+}
+
+impl Taken {
+    /// Gives `wr` a daemon id with `bit` set.
+    fn take(&mut self, bit: u64, mut wr: RecvWr) -> RecvWr {
+        let id = bit | self.next;
+        self.next = (self.next + 1) & !(SRQ_ID | RQ_ID);
+        self.ids.insert(id, wr.wr_id);
+        wr.wr_id = id;
+        wr
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A client's shared receive queue.
 #[derive(Debug)]
 pub(super) struct ClientSrq {
     seg: SrqSegment,
-    ids: Mutex<Ids>,
+    state: Mutex<SrqState>,
 }
 
 #[derive(Debug, Default)]
-struct Ids {
-    next: u64,
-    /// Receives taken and not yet complete: daemon id to the client's.
-    taken: HashMap<u64, WrId>,
+struct SrqState {
+    taken: Taken,
     /// The ring's index was garbage: the queue gives nothing more.
     broken: bool,
 }
@@ -34,7 +67,7 @@ impl ClientSrq {
     pub(super) fn new(seg: SrqSegment) -> Self {
         Self {
             seg,
-            ids: Mutex::default(),
+            state: Mutex::default(),
         }
     }
 
@@ -45,39 +78,29 @@ impl ClientSrq {
 
     /// The client's id of the receive the daemon knows as `id`, which completed.
     pub(super) fn complete(&self, id: u64) -> Option<WrId> {
-        self.ids().taken.remove(&id)
-    }
-
-    fn ids(&self) -> std::sync::MutexGuard<'_, Ids> {
-        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state).taken.ids.remove(&id)
     }
 }
 
-/// Entries are copied out and decoded before use. A client that scribbles over its ring
-/// hurts only its own queue pairs: an entry that does not decode is skipped, and an index
-/// more than a ring ahead ends the queue (its queue pairs then find no buffer, and
-/// Terminate as for any Send without one).
+/// A client that scribbles over its shared receive queue hurts only its own queue pairs:
+/// an entry that does not decode is skipped, and an index more than a ring ahead ends
+/// the queue (its queue pairs then find no buffer, and Terminate as for any Send
+/// without one).
 impl SrqFeed for ClientSrq {
     fn take(&self) -> Option<RecvWr> {
-        let mut ids = self.ids();
-        while !ids.broken {
+        let mut st = lock(&self.state);
+        while !st.broken {
             match self.seg.pop() {
                 Ok(None) => return None,
                 Ok(Some(e)) => match decode_rqe(&e) {
-                    Ok(mut wr) => {
-                        let id = SRQ_ID | ids.next;
-                        ids.next = (ids.next + 1) & !SRQ_ID;
-                        ids.taken.insert(id, wr.wr_id);
-                        wr.wr_id = id;
-                        return Some(wr);
-                    }
+                    Ok(wr) => return Some(st.taken.take(SRQ_ID, wr)),
                     Err(e) => {
                         tracing::warn!(error = %e, "a shared receive queue entry that does not decode: skipped");
                     }
                 },
                 Err(_) => {
                     tracing::warn!("a shared receive queue's index is garbage: the queue is dead");
-                    ids.broken = true;
+                    st.broken = true;
                 }
             }
         }
@@ -86,6 +109,79 @@ impl SrqFeed for ClientSrq {
 
     fn len(&self) -> usize {
         self.seg.len_waiting()
+    }
+}
+
+/// A daemon queue pair's receive buffers for the engine: its ring, then its shared
+/// receive queue. The servant pops the ring through this too, so there is one consumer.
+#[derive(Debug)]
+pub(super) struct QpRecvs {
+    seg: Arc<QpSegment>,
+    srq: Option<Arc<ClientSrq>>,
+    state: Mutex<RqState>,
+}
+
+#[derive(Debug, Default)]
+struct RqState {
+    taken: Taken,
+    /// What was wrong with the ring, once something was: the servant ends the queue
+    /// pair for it.
+    garbage: Option<&'static str>,
+}
+
+impl QpRecvs {
+    pub(super) fn new(seg: Arc<QpSegment>, srq: Option<Arc<ClientSrq>>) -> Self {
+        Self {
+            seg,
+            srq,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The next entry of the ring, decoded (with the client's id); `Err` names garbage.
+    pub(super) fn pop(&self) -> Result<Option<RecvWr>, &'static str> {
+        let mut st = lock(&self.state);
+        Self::pop_locked(&self.seg, &mut st)
+    }
+
+    fn pop_locked(seg: &QpSegment, st: &mut RqState) -> Result<Option<RecvWr>, &'static str> {
+        if let Some(why) = st.garbage {
+            return Err(why);
+        }
+        let popped = match seg.rq_pop() {
+            Ok(None) => return Ok(None),
+            Ok(Some(e)) => decode_rqe(&e).map(Some).map_err(|m| m.0),
+            Err(_) => Err("receive queue index"),
+        };
+        if let Err(why) = popped {
+            st.garbage = Some(why);
+        }
+        popped
+    }
+
+    /// The client's id of a receive taken on demand (`id` has [`RQ_ID`] or [`SRQ_ID`]
+    /// set), which completed.
+    pub(super) fn complete(&self, id: u64) -> Option<WrId> {
+        if id & SRQ_ID != 0 {
+            return self.srq.as_ref()?.complete(id);
+        }
+        lock(&self.state).taken.ids.remove(&id)
+    }
+}
+
+impl SrqFeed for QpRecvs {
+    fn take(&self) -> Option<RecvWr> {
+        {
+            let mut st = lock(&self.state);
+            if let Ok(Some(wr)) = Self::pop_locked(&self.seg, &mut st) {
+                return Some(st.taken.take(RQ_ID, wr));
+            }
+        }
+        self.srq.as_ref()?.take()
+    }
+
+    fn len(&self) -> usize {
+        self.srq.as_ref().map_or(0, |q| q.len())
     }
 }
 
@@ -100,6 +196,44 @@ mod tests {
         let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
         let c = SrqSegment::map(file, 4).unwrap();
         (c, ClientSrq::new(d))
+    }
+
+    #[test]
+    fn a_queue_pair_takes_its_ring_first_then_its_shared_queue() {
+        let geo = ipc::qpseg::Geometry {
+            sq_depth: 2,
+            rq_depth: 2,
+            cq_depth: 2,
+            staging: 64,
+        };
+        let d = Arc::new(QpSegment::create(geo).unwrap());
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = QpSegment::map(file, geo).unwrap();
+        let (cs, srq) = pair();
+        let recvs = QpRecvs::new(d, Some(Arc::new(srq)));
+        let wr = |wr_id| RecvWr {
+            wr_id,
+            sgl: Default::default(),
+        };
+        for id in [1, 2] {
+            assert!(c.rq_push(&encode_rqe(&wr(id)).unwrap()));
+        }
+        assert!(cs.push(&encode_rqe(&wr(9)).unwrap()));
+        // The servant moves the first; the engine takes the second, then the shared one.
+        assert_eq!(recvs.pop().unwrap().map(|w| w.wr_id), Some(1));
+        let (a, b) = (recvs.take().unwrap(), recvs.take().unwrap());
+        assert!(a.wr_id & RQ_ID != 0 && b.wr_id & SRQ_ID != 0);
+        assert!(recvs.take().is_none());
+        assert_eq!(
+            (recvs.complete(b.wr_id), recvs.complete(a.wr_id)),
+            (Some(9), Some(2))
+        );
+        assert_eq!(recvs.complete(a.wr_id), None, "once");
+        // A garbage entry is named to the servant, and nothing more is taken.
+        assert!(c.rq_push(&[0xff; RQE_SIZE]));
+        assert!(c.rq_push(&encode_rqe(&wr(3)).unwrap()));
+        assert!(recvs.take().is_none());
+        assert!(recvs.pop().is_err());
     }
 
     #[test]

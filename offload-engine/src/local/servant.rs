@@ -17,11 +17,11 @@ use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::Discard;
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
-use ipc::wqe::{Data, decode_rqe, decode_sqe, encode_cqe, sqe_pushed};
+use ipc::wqe::{Data, decode_sqe, encode_cqe, sqe_pushed};
 use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
 
 use super::push::{PdPush, PushShare};
-use super::srq::{ClientSrq, SRQ_ID};
+use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};
@@ -101,17 +101,17 @@ pub(super) struct Push {
 pub(super) struct Prepared {
     cq: Cq,
     ids: Ids,
-    srq: Option<Arc<ClientSrq>>,
+    recvs: Arc<QpRecvs>,
     /// Receives posted with the connection (they hold engine receive queue room).
     initial_recvs: usize,
 }
 
 impl Prepared {
-    pub(super) fn new(geo: &Geometry, srq: Option<Arc<ClientSrq>>) -> Self {
+    pub(super) fn new(geo: &Geometry, recvs: Arc<QpRecvs>) -> Self {
         Self {
             cq: Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64),
             ids: Ids::default(),
-            srq,
+            recvs,
             initial_recvs: 0,
         }
     }
@@ -128,7 +128,7 @@ impl Prepared {
     pub(super) fn start(
         self,
         qp: Qp,
-        seg: QpSegment,
+        seg: Arc<QpSegment>,
         to_daemon: Doorbell,
         to_client: Doorbell,
         push: Push,
@@ -145,7 +145,7 @@ impl Prepared {
             qp: qp.clone(),
             cq: self.cq,
             ids: self.ids,
-            srq: self.srq,
+            recvs: self.recvs,
             seg,
             to_client,
             stop: stop.clone(),
@@ -202,12 +202,13 @@ struct Run {
     id: u32,
     push: Push,
     sq_depth: usize,
-    /// The client's shared receive queue the queue pair draws on, if any.
-    srq: Option<Arc<ClientSrq>>,
+    /// The client's receive ring (which the engine also reads on demand) and shared
+    /// receive queue.
+    recvs: Arc<QpRecvs>,
     qp: Qp,
     cq: Cq,
     ids: Ids,
-    seg: QpSegment,
+    seg: Arc<QpSegment>,
     to_client: Doorbell,
     stop: Arc<Notify>,
     /// Send requests the engine can still take (its send queue depth less those out).
@@ -386,10 +387,10 @@ impl Run {
     fn take_recvs(&mut self) -> Result<bool, &'static str> {
         let mut moved = false;
         while self.rq_room > 0 {
-            let Some(e) = self.seg.rq_pop().map_err(|_| "receive queue index")? else {
+            let Some(wr) = self.recvs.pop()? else {
                 break;
             };
-            let wr = self.ids.recv(decode_rqe(&e).map_err(|m| m.0)?);
+            let wr = self.ids.recv(wr);
             let id = wr.wr_id;
             self.rq_room -= 1;
             if let Err(e) = self.qp.post_recv(wr) {
@@ -435,9 +436,9 @@ impl Run {
     }
 
     fn finish(&mut self, mut wc: Completion) {
-        if wc.wr_id & SRQ_ID != 0 {
-            // A receive taken from the shared receive queue: not one of the queue's own.
-            if let Some(client) = self.srq.as_ref().and_then(|q| q.complete(wc.wr_id)) {
+        if wc.wr_id & (SRQ_ID | RQ_ID) != 0 {
+            // A receive the engine took on demand: never in its receive queue.
+            if let Some(client) = self.recvs.complete(wc.wr_id) {
                 wc.wr_id = client;
                 self.backlog.push_back(encode_cqe(&wc));
             }

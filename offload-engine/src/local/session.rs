@@ -14,16 +14,17 @@ use ipc::control::{
 };
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use ipc::srq::SrqSegment;
-use rdmap::{Access, QpEnd, RecvWr, STag};
+use rdmap::{QpEnd, RecvWr};
 use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use super::Device;
+use super::memory;
 use super::push::PdPush;
+use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Servant};
-use super::srq::ClientSrq;
-use crate::tpt::{Base, PdId, Storage};
+use crate::tpt::PdId;
 use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
 
@@ -35,9 +36,12 @@ pub(super) struct Out {
 
 /// Everything the client created, and only that: every id in a request is looked up here.
 #[derive(Default)]
-struct Objects {
-    pds: HashMap<u32, Arc<PdPush>>,
-    mrs: HashSet<u32>,
+pub(super) struct Objects {
+    pub(super) pds: HashMap<u32, Arc<PdPush>>,
+    /// Regions (ordinary and fast-registration) and windows, by STag index: fast
+    /// registration and binds change their instances.
+    pub(super) mrs: HashSet<u32>,
+    pub(super) mws: HashSet<u32>,
     listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
     incoming: HashMap<u32, Incoming>,
     qps: HashMap<u32, Servant>,
@@ -54,28 +58,28 @@ impl Objects {
     }
 }
 
-struct Session {
-    engine: Engine,
-    device: Arc<Device>,
+pub(super) struct Session {
+    pub(super) engine: Engine,
+    pub(super) device: Arc<Device>,
     objs: Mutex<Objects>,
     out: mpsc::Sender<Out>,
     pid: Mutex<u32>,
 }
 
 impl Session {
-    fn objs(&self) -> std::sync::MutexGuard<'_, Objects> {
+    pub(super) fn objs(&self) -> std::sync::MutexGuard<'_, Objects> {
         self.objs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn err(code: u16, text: impl Into<String>) -> Reply {
+pub(super) fn err(code: u16, text: impl Into<String>) -> Reply {
     Reply::Error {
         code,
         text: text.into(),
     }
 }
 
-fn not_found(what: &str, id: u32) -> Reply {
+pub(super) fn not_found(what: &str, id: u32) -> Reply {
     err(
         error::NOT_FOUND,
         format!("no {what} {id} of this client (it was freed, or belongs to another process)"),
@@ -246,24 +250,13 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 },
             }
         }
-        Request::RegMr {
-            pd,
-            access,
-            va,
-            len,
-        } => reg_mr(s, pd, access, va, len, fds.pop()),
-        Request::DeregMr { stag } => {
-            if !s.objs().mrs.remove(&stag) {
-                not_found("region", stag)
-            } else {
-                // Work in flight keeps its own reference to the mapping; the client's
-                // unmapping of its own mapping cannot disturb it.
-                match s.engine.tpt().deregister(STag::from_u32(stag)) {
-                    Ok(_) => Reply::Done,
-                    Err(e) => err(error::REFUSED, e.to_string()),
-                }
-            }
-        }
+        req @ (Request::RegMr { .. }
+        | Request::DeregMr { .. }
+        | Request::AllocFastRegMr { .. }
+        | Request::AllocMw { .. }
+        | Request::DeallocMw { .. }
+        | Request::BindMw { .. }
+        | Request::Invalidate { .. }) => memory::handle(s, req, fds.pop()),
         Request::Listen { addr } => match s.engine.listen(addr).await {
             Ok(l) => {
                 let local = l.local_addr();
@@ -404,65 +397,12 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         Request::Stats => {
             let own = {
                 let o = s.objs();
-                (o.qps.len() as u32, o.mrs.len() as u32)
+                (o.qps.len() as u32, (o.mrs.len() + o.mws.len()) as u32)
             };
             Reply::Stats(s.device.counters(own))
         }
     };
     reply(s, h, r, Vec::new()).await;
-}
-
-fn reg_mr(
-    s: &Session,
-    pd: u32,
-    access: u32,
-    va: Option<u64>,
-    len: u64,
-    fd: Option<OwnedFd>,
-) -> Reply {
-    if !s.objs().pds.contains_key(&pd) {
-        return not_found("protection domain", pd);
-    }
-    if s.objs().mrs.len() >= s.device.limits.max_mrs {
-        return err(
-            error::LIMIT,
-            format!(
-                "this client already has {} regions registered, iwarpd's limit",
-                s.device.limits.max_mrs
-            ),
-        );
-    }
-    let Some(fd) = fd else {
-        return err(
-            error::MALFORMED,
-            "a region registration without its memory file",
-        );
-    };
-    let Ok(len) = usize::try_from(len) else {
-        return err(error::REFUSED, "region too large");
-    };
-    let storage = match Storage::map(std::fs::File::from(fd), len) {
-        Ok(m) => m,
-        Err(e) => {
-            return err(
-                error::REFUSED,
-                format!("cannot map the region's memory: {e}"),
-            );
-        }
-    };
-    let access = Access::from_bits_truncate(access as u8);
-    let base = va.map_or(Base::ZeroBased, Base::Va);
-    match s
-        .engine
-        .tpt()
-        .register_region(PdId::new(pd), Arc::new(storage), base, access)
-    {
-        Ok(stag) => {
-            s.objs().mrs.insert(stag.to_u32());
-            Reply::Id(stag.to_u32())
-        }
-        Err(e) => err(error::REFUSED, e.to_string()),
-    }
 }
 
 /// Checks the domain and the queue pair limit, and counts one more connecting (`None`),
@@ -516,14 +456,17 @@ where
             format!("shared memory for the queue pair: {e}"),
         )
     };
-    let seg = QpSegment::create(geo).map_err(io_err)?;
+    let seg = Arc::new(QpSegment::create(geo).map_err(io_err)?);
     let (to_daemon, to_client) = (
         Doorbell::new().map_err(io_err)?,
         Doorbell::new().map_err(io_err)?,
     );
-    let mut prep = servant::Prepared::new(&geo, srq.clone());
+    // The engine reads the client's receive ring (then its shared receive queue) when
+    // its own receive queue is empty.
+    let feed = Arc::new(QpRecvs::new(seg.clone(), srq));
+    let mut prep = servant::Prepared::new(&geo, feed.clone());
     let mut init = QpInit::new(PdId::new(pd), prep.cq());
-    init.srq = srq.map(|q| crate::Srq::fed(q));
+    init.srq = Some(crate::Srq::fed(feed));
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
     let (qp, private) = establish(init)
         .await
@@ -639,13 +582,14 @@ async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Liste
 
 /// The client is gone: its queue pairs close, its listeners stop, its memory is released.
 async fn release(s: &Session) {
-    let (qps, listeners, mrs, pds) = {
+    let (qps, listeners, pds) = {
         let mut o = s.objs();
         o.incoming.clear();
+        o.mrs.clear();
+        o.mws.clear();
         (
             o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),
-            o.mrs.drain().collect::<Vec<_>>(),
             o.pds.drain().map(|(pd, _)| pd).collect::<Vec<_>>(),
         )
     };
@@ -653,11 +597,9 @@ async fn release(s: &Session) {
         l.abort();
     }
     futures::future::join_all(qps.into_iter().map(Servant::destroy)).await;
-    let tpt = s.engine.tpt();
-    for stag in mrs {
-        let _ = tpt.deregister(STag::from_u32(stag));
-    }
+    // Every region and window of the client's domains, whatever instance each answers
+    // to now (fast registration and binds move them).
     for pd in pds {
-        let _ = tpt.dealloc_pd(PdId::new(pd));
+        s.engine.tpt().release_pd(PdId::new(pd));
     }
 }

@@ -230,6 +230,28 @@ impl Tpt {
         Ok(())
     }
 
+    /// Removes every window and region of `pd` (windows unbound first, whatever their
+    /// instances now), then the domain itself: what a local client that went away held.
+    /// Returns how many entries were removed.
+    pub fn release_pd(&self, pd: PdId) -> usize {
+        let mut t = self.table_mut();
+        let mut of_pd: Vec<(u32, bool)> = t
+            .entries()
+            .filter(|(_, e)| e.pd == pd)
+            .map(|(i, e)| (i, matches!(e.body, Body::Window(_))))
+            .collect();
+        // Windows first: a region with windows bound to it cannot go.
+        of_pd.sort_by_key(|&(_, window)| !window);
+        for &(i, window) in &of_pd {
+            if window {
+                t.unbind(i);
+            }
+            t.remove(i);
+        }
+        let _ = t.dealloc_pd(pd);
+        of_pd.len()
+    }
+
     /// Unbinds every type 2 window bound to `qp` (for a destroyed queue pair); returns how
     /// many.
     pub fn release_qp(&self, qp: QpId) -> usize {

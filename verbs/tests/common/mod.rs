@@ -24,7 +24,22 @@ pub struct Host {
 
 impl Host {
     pub fn new(cfg: DeviceConfig) -> Self {
-        let device = Device::open(cfg);
+        Self::on(Device::open(cfg))
+    }
+
+    /// A host whose device is attached to an iwarpd local service started in this
+    /// process (on threads of its own, as another process would be) with `engine`'s
+    /// settings, at a socket named after `name`.
+    pub fn daemon(name: &str, engine: offload_engine::EngineConfig) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("iwarpd-test-{}-{name}.sock", std::process::id()));
+        let cfg = offload_engine::local::LocalConfig::default();
+        // Runs until the test process ends.
+        offload_engine::local::LocalService::start(&path, engine, cfg, 1).expect("iwarpd");
+        Self::on(Device::try_open(DeviceConfig::default().daemon(&path)).expect("attach"))
+    }
+
+    fn on(device: Device) -> Self {
         let pd = device.alloc_pd();
         let cq = device.create_cq(1024);
         Self { device, pd, cq }

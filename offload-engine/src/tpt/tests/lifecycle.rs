@@ -36,6 +36,32 @@ fn dealloc_pd_refused_while_in_use() {
 }
 
 #[test]
+fn release_pd_removes_everything_of_the_domain_and_nothing_else() {
+    let tpt = Tpt::new();
+    let (pd, other) = (tpt.alloc_pd(), tpt.alloc_pd());
+    let mr = tpt
+        .register(pd, vec![0; 64], Base::ZeroBased, RW | Access::BIND)
+        .unwrap();
+    let mw = tpt.alloc_mw(pd, MwType::One).unwrap();
+    // Bound, so its STag moved to another instance than the one it was allocated with.
+    let bound = tpt.bind_mw(mw, mr, 0, 8, RW, false, None).unwrap();
+    assert_ne!(bound, mw);
+    tpt.alloc_fast_reg(pd, 64).unwrap();
+    let keep = tpt
+        .register(other, vec![7; 8], Base::ZeroBased, RW)
+        .unwrap();
+    assert_eq!(tpt.release_pd(pd), 3);
+    assert_eq!(tpt.len(), 1);
+    assert_eq!(
+        tpt.dealloc_pd(pd),
+        Err(TptError::NoSuchPd(pd)),
+        "the domain is gone"
+    );
+    assert!(tpt.info(mr).is_none() && tpt.info(bound).is_none());
+    assert_eq!(bytes(&tpt, other, keep), vec![7; 8]);
+}
+
+#[test]
 fn table_exhaustion() {
     let tpt = Tpt::with_max_entries(2);
     let pd = tpt.alloc_pd();

@@ -1,0 +1,165 @@
+//! A local client's memory requests: regions (the client's memory files, mapped here),
+//! fast-registration regions and memory windows. Every STag a request names must be one
+//! of the client's own (by index: fast registration and binds move instances; the table
+//! checks the instance), and every domain one of its own.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use ipc::control::{Reply, Request, error};
+use rdmap::{Access, STag};
+
+use super::session::{Session, err, not_found};
+use crate::tpt::{Base, MwType, PdId, Storage, TptError};
+
+/// Answers a memory request (`fd`: the memory file that came with it, if any).
+pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
+    let tpt = s.engine.tpt();
+    let refused = |e: TptError| err(error::REFUSED, e.to_string());
+    match req {
+        Request::RegMr {
+            pd,
+            access,
+            va,
+            len,
+        } => {
+            let access = Access::from_bits_truncate(access as u8);
+            let base = va.map_or(Base::ZeroBased, Base::Va);
+            region(s, pd, len, fd, |pd, storage| {
+                tpt.register_region(pd, storage, base, access)
+            })
+        }
+        Request::AllocFastRegMr { pd, len } => region(s, pd, len, fd, |pd, storage| {
+            tpt.alloc_fast_reg_region(pd, storage)
+        }),
+        Request::DeregMr { stag } => {
+            let stag = STag::from_u32(stag);
+            if !s.objs().mrs.remove(&stag.index()) {
+                return not_found("region", stag.to_u32());
+            }
+            // Work in flight keeps its own reference to the mapping; the client's
+            // unmapping of its own mapping cannot disturb it.
+            match tpt.deregister(stag) {
+                Ok(_) => Reply::Done,
+                Err(e) => {
+                    s.objs().mrs.insert(stag.index());
+                    refused(e)
+                }
+            }
+        }
+        Request::AllocMw { pd, kind } => {
+            if let Some(r) = check_pd(s, pd) {
+                return r;
+            }
+            let kind = if kind == 1 { MwType::One } else { MwType::Two };
+            match tpt.alloc_mw(PdId::new(pd), kind) {
+                Ok(stag) => {
+                    s.objs().mws.insert(stag.index());
+                    Reply::Id(stag.to_u32())
+                }
+                Err(e) => refused(e),
+            }
+        }
+        Request::DeallocMw { stag } => {
+            let stag = STag::from_u32(stag);
+            if !s.objs().mws.remove(&stag.index()) {
+                return not_found("memory window", stag.to_u32());
+            }
+            match tpt.dealloc_mw(stag) {
+                Ok(()) => Reply::Done,
+                Err(e) => {
+                    s.objs().mws.insert(stag.index());
+                    refused(e)
+                }
+            }
+        }
+        Request::BindMw {
+            mw,
+            mr,
+            to,
+            len,
+            access,
+        } => {
+            let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
+            {
+                let o = s.objs();
+                if !o.mws.contains(&mw.index()) {
+                    return not_found("memory window", mw.to_u32());
+                }
+                if !o.mrs.contains(&mr.index()) {
+                    return not_found("region", mr.to_u32());
+                }
+            }
+            let access = Access::from_bits_truncate(access as u8);
+            match tpt.bind_mw(mw, mr, to, len, access, false, None) {
+                Ok(stag) => Reply::Id(stag.to_u32()),
+                Err(e) => refused(e),
+            }
+        }
+        Request::Invalidate { stag } => {
+            let stag = STag::from_u32(stag);
+            let owned = {
+                let o = s.objs();
+                o.mws.contains(&stag.index()) || o.mrs.contains(&stag.index())
+            };
+            if !owned {
+                return not_found("window or region", stag.to_u32());
+            }
+            match tpt.invalidate_local(stag) {
+                Ok(()) => Reply::Done,
+                Err(e) => refused(e),
+            }
+        }
+        _ => err(error::MALFORMED, "not a memory request"),
+    }
+}
+
+fn check_pd(s: &Session, pd: u32) -> Option<Reply> {
+    (!s.objs().pds.contains_key(&pd)).then(|| not_found("protection domain", pd))
+}
+
+/// Maps the client's memory file of `len` octets and enters it in the table with
+/// `enter` (an ordinary or a fast-registration region of `pd`).
+fn region(
+    s: &Session,
+    pd: u32,
+    len: u64,
+    fd: Option<OwnedFd>,
+    enter: impl FnOnce(PdId, Arc<Storage>) -> Result<STag, TptError>,
+) -> Reply {
+    if let Some(r) = check_pd(s, pd) {
+        return r;
+    }
+    let max = s.device.limits.max_mrs;
+    if s.objs().mrs.len() >= max {
+        return err(
+            error::LIMIT,
+            format!("this client already has {max} regions registered, iwarpd's limit"),
+        );
+    }
+    let Some(fd) = fd else {
+        return err(
+            error::MALFORMED,
+            "a region registration without its memory file",
+        );
+    };
+    let Ok(len) = usize::try_from(len) else {
+        return err(error::REFUSED, "region too large");
+    };
+    let storage = match Storage::map(std::fs::File::from(fd), len) {
+        Ok(m) => m,
+        Err(e) => {
+            return err(
+                error::REFUSED,
+                format!("cannot map the region's memory: {e}"),
+            );
+        }
+    };
+    match enter(PdId::new(pd), Arc::new(storage)) {
+        Ok(stag) => {
+            s.objs().mrs.insert(stag.index());
+            Reply::Id(stag.to_u32())
+        }
+        Err(e) => err(error::REFUSED, e.to_string()),
+    }
+}
