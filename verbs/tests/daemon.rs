@@ -966,3 +966,66 @@ async fn a_shared_receive_queue_feeds_daemon_queue_pairs() -> Result<(), Error> 
     assert!(err.to_string().contains("another device"), "{err}");
     Ok(())
 }
+
+/// A receive posted through the daemon is there for the peer as soon as the post returns,
+/// whether or not the daemon's servant has moved it yet: the engine reads the queue
+/// pair's receive ring when a Send finds its own receive queue empty, as an RNIC reads a
+/// receive queue in host memory. Here a hand-made client writes a receive into its ring
+/// and never rings the doorbell (the parked servant never hears of it); the peer's Send
+/// still lands in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_reads_a_receive_the_daemon_was_not_told_of() -> Result<(), Error> {
+    use ipc::wqe::{decode_cqe, encode_rqe};
+
+    // Peer-to-peer mode: the daemon's queue pair connects, and the peer (the MPA
+    // responder) may send first once the ready-to-receive message came.
+    let path =
+        std::env::temp_dir().join(format!("iwarpd-test-{}-rq-demand.sock", std::process::id()));
+    let mut engine = EngineConfig::default();
+    engine.mpa.p2p = true;
+    engine.mpa.rtr = verbs::RtrFlags::WRITE;
+    LocalService::start(&path, engine, LocalConfig::default(), 1)?;
+    let peer = Device::open(
+        DeviceConfig::default()
+            .embedded()
+            .p2p(true, verbs::RtrFlags::WRITE),
+    );
+    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(16));
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        Ok::<_, Error>(inc.accept(&ppd, QpConfig::new(&pcq), b"").await?)
+    });
+    let (raw, q) = tokio::task::spawn_blocking(move || {
+        let mut raw = raw::Raw::connect(&path);
+        let q = raw.qp(addr);
+        (raw, q)
+    })
+    .await?;
+    let peer_qp = accepting.await??;
+    // Long enough for the servant to stop polling and park on its doorbell.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let wr = RecvWr {
+        wr_id: 77,
+        sgl: Default::default(),
+    };
+    assert!(q.seg.rq_push(&encode_rqe(&wr).expect("one entry")));
+    peer_qp.send(Bytes::new()).await?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(e) = q.seg.cq_pop().expect("completion ring") {
+                return decode_cqe(&e).expect("completion");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .map_err(|_| "no completion for the receive: the peer's Send found no buffer")?;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (77, verbs::WcStatus::Success, 0)
+    );
+    drop(raw);
+    Ok(())
+}
