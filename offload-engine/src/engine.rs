@@ -11,12 +11,14 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Io, Qp, QpNum, Shared, State};
+use crate::conn::{Io, Qp, QpNum, QpPush, Shared, State};
 use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
+use crate::push_share::{PdPush, PushShare};
 use crate::timeouts::Timeouts;
 use crate::tpt::{PdId, QpId, Tpt};
+use ipc::push::PushRegion;
 use mpa::ConnectError;
 
 /// Settings of an engine.
@@ -43,6 +45,11 @@ pub struct EngineConfig {
     /// Where to write a pcapng of every connection (`None`: no capture). See
     /// [`CaptureTap`] for what the capture holds.
     pub pcap: Option<CaptureTap>,
+    /// Seed 000's push path for this engine's own queue pairs (embedded mode): a lone
+    /// small request is written whole into its domain's push region and executed from
+    /// there if the admission checks pass (see [`crate::PushConfig`]). `None`: every
+    /// request goes through the send queue.
+    pub push: Option<crate::PushConfig>,
 }
 
 impl EngineConfig {
@@ -67,6 +74,7 @@ impl Default for EngineConfig {
             max_pending_handshakes: Self::MAX_PENDING_HANDSHAKES,
             max_pending_per_address: Self::MAX_PENDING_PER_ADDRESS,
             pcap: None,
+            push: Some(crate::PushConfig::default()),
         }
     }
 }
@@ -155,6 +163,10 @@ pub struct QpInit {
     /// finds a buffer (the accepting side cannot post in between: the Initiator may send
     /// as soon as it has the MPA Reply).
     pub recvs: Vec<RecvWr>,
+    /// Run seed 000's push path for this queue pair's lone small requests (when the
+    /// engine's [`push`](EngineConfig::push) is on). iwarpd's servants turn it off: they
+    /// run the push path of their clients' regions themselves.
+    pub push: bool,
 }
 
 impl QpInit {
@@ -166,6 +178,7 @@ impl QpInit {
             recv_cq: cq.clone(),
             srq: None,
             recvs: Vec::new(),
+            push: true,
         }
     }
 }
@@ -177,6 +190,10 @@ struct Inner {
     next_qp: AtomicU32,
     qps: Mutex<HashMap<QpNum, Weak<Shared>>>,
     totals: Arc<Totals>,
+    /// Seed 000's resources, and each protection domain's push region (while a queue
+    /// pair of the domain lives).
+    push: Option<Arc<PushShare>>,
+    push_regions: Mutex<HashMap<PdId, Weak<PdPush>>>,
 }
 
 /// What the queue pairs that are gone leave behind: their counters, summed.
@@ -207,6 +224,9 @@ pub struct EngineStats {
     /// The traffic of every queue pair, live and gone: FPDUs, octets per opcode,
     /// Terminates sent and received.
     pub traffic: StreamStats,
+    /// Seed 000's push path over every queue pair: requests executed from pushed
+    /// messages, from the send queue, and discards by reason.
+    pub push: ipc::qpseg::PushCounters,
 }
 
 /// One software RNIC. Cheap to clone; clones share it.
@@ -218,6 +238,7 @@ pub struct Engine {
 impl Engine {
     /// An engine with `cfg`. Connections need a tokio runtime.
     pub fn new(cfg: EngineConfig) -> Self {
+        let push = cfg.push.clone().map(|p| Arc::new(PushShare::new(p)));
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -225,6 +246,8 @@ impl Engine {
                 next_qp: AtomicU32::new(1),
                 qps: Mutex::new(HashMap::new()),
                 totals: Arc::default(),
+                push,
+                push_regions: Mutex::default(),
             }),
         }
     }
@@ -315,7 +338,9 @@ impl Engine {
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let mut state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx);
         state.srq = init.srq.clone();
+        let push = self.qp_push(init, num);
         let shared = Shared::new(
+            push,
             num,
             state,
             init.send_cq.clone(),
@@ -335,6 +360,34 @@ impl Engine {
         qps.retain(|_, w| w.strong_count() > 0);
         qps.insert(num, Arc::downgrade(&qp.shared));
         qp
+    }
+
+    /// The push path of a new queue pair `num` (none if the engine's or `init`'s is off,
+    /// or if its domain's region cannot be made): its domain's region, made with the
+    /// domain's first queue pair.
+    fn qp_push(&self, init: &QpInit, num: QpNum) -> Option<QpPush> {
+        let share = self.inner.push.as_ref().filter(|_| init.push)?;
+        let mut regions = self
+            .inner
+            .push_regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        regions.retain(|_, w| w.strong_count() > 0);
+        let pd = match regions.get(&init.pd).and_then(Weak::upgrade) {
+            Some(pd) => pd,
+            None => match PushRegion::create(share.cfg.slots) {
+                Ok(region) => {
+                    let pd = Arc::new(PdPush::new(region));
+                    regions.insert(init.pd, Arc::downgrade(&pd));
+                    pd
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no push region: requests go through the send queue");
+                    return None;
+                }
+            },
+        };
+        Some(QpPush::new(pd, share.clone(), init.pd, num))
     }
 
     /// Every queue pair of this engine whose connection is still being driven or whose
@@ -367,6 +420,11 @@ impl Engine {
             connections: self.inner.totals.connections.load(Ordering::Relaxed),
             connections_closed: closed,
             traffic,
+            push: self
+                .inner
+                .push
+                .as_ref()
+                .map_or_else(Default::default, |p| p.totals()),
         }
     }
 

@@ -1,6 +1,6 @@
-//! Seed 000's flow-control condition (D4), provoked on purpose: a hand-framed peer asks
-//! a daemon client for 16 MiB with one RDMA Read Request and then stops reading its
-//! socket, so the client's connection in the daemon has octets that cannot leave. A small
+//! Seed 000's flow-control condition (D4), provoked on purpose, through iwarpd and
+//! embedded: a hand-framed peer asks a client for 16 MiB with one RDMA Read Request and then stops reading its
+//! socket, so the client's connection has octets that cannot leave. A small
 //! Send the client then pushes is discarded for that reason (its send queue is empty, so
 //! no other condition applies) and stays queued behind the responses.
 
@@ -23,10 +23,19 @@ async fn a_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
         1,
     )
     .unwrap();
+    provoke_d4(Device::try_open(DeviceConfig::default().daemon(&path)).unwrap()).await;
+}
 
+/// The same with the engine in this process, running the push path on its in-process
+/// region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
+    provoke_d4(Device::open(DeviceConfig::default().embedded())).await;
+}
+
+async fn provoke_d4(dev: Device) {
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = tcp.local_addr().unwrap();
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path)).unwrap();
     let pd = dev.alloc_pd();
     let region = pd.alloc_mr(LEN as usize, Access::REMOTE_READ).unwrap();
     let (stag, to) = (region.stag().to_u32(), region.to());

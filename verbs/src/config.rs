@@ -68,11 +68,29 @@ impl DeviceConfig {
         self
     }
 
-    /// Through iwarpd: push small requests (seed 000's push path, the default), or send
-    /// every request through the send queue only (`false`: to measure what pushing
-    /// gains, or to rule it out). Embedded devices ignore it.
+    /// Push lone small requests (seed 000's push path, the default: through iwarpd into
+    /// the domain's shared push region; embedded, into an in-process one), or send every
+    /// request through the send queue only (`false`: to measure what pushing gains, or
+    /// to rule it out).
     pub fn push(mut self, on: bool) -> Self {
         self.no_push = !on;
+        if !on {
+            self.engine.push = None;
+        } else if self.engine.push.is_none() {
+            self.engine.push = Some(Default::default());
+        }
+        self
+    }
+
+    /// Embedded: the push path's resources, shared by the device's queue pairs: how many
+    /// pushed messages may be in flight at once (seed 000's tracking entries), and the
+    /// most octets of transmit credit set aside for pushed traffic (refilled at 4 GiB/s).
+    /// A push that finds none left is discarded and its request runs from the send
+    /// queue. Defaults: 256 and 1 MiB. Through iwarpd the daemon's settings apply.
+    pub fn push_resources(mut self, tracking: usize, credit_octets: u64) -> Self {
+        let p = self.engine.push.get_or_insert_with(Default::default);
+        p.tracking = tracking;
+        p.credit_cap = credit_octets;
         self
     }
 

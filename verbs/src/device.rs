@@ -135,6 +135,7 @@ impl Device {
                 let st = e.stats();
                 let mut c = ipc::control::Counters::default();
                 c.set_traffic(&st.traffic);
+                c.set_push(&st.push);
                 let live = e.qps().len();
                 DeviceStats {
                     queue_pairs: live,

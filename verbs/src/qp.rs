@@ -40,13 +40,13 @@ pub struct QpStats {
     pub terminates_sent: u64,
     /// Terminate messages received.
     pub terminates_received: u64,
-    /// Through iwarpd: requests the daemon executed from pushed messages (seed 000's
-    /// push path).
+    /// Requests executed from pushed messages (seed 000's push path; by iwarpd, or by
+    /// the embedded engine from its in-process region).
     pub pushed: u64,
-    /// Through iwarpd: requests the daemon executed from the send queue.
+    /// Requests executed from the send queue.
     pub sq_executed: u64,
-    /// Through iwarpd: pushed messages the daemon discarded (their requests then ran
-    /// from the send queue), by reason, in the order of [`PUSH_DISCARD_REASONS`].
+    /// Pushed messages discarded (their requests then ran from the send queue), by
+    /// reason, in the order of [`PUSH_DISCARD_REASONS`].
     pub push_discards: [u64; 6],
 }
 
@@ -197,6 +197,7 @@ impl QpImpl {
             Self::Embedded(q) => {
                 let mut c = ipc::control::Counters::default();
                 c.set_traffic(&q.stats());
+                c.set_push(&q.push_counters());
                 c
             }
             Self::Daemon(q) => q.counters(),

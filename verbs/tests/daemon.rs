@@ -428,9 +428,27 @@ async fn echo_peer() -> Result<(SocketAddr, verbs::Cq, verbs::Mr, verbs::Mr), Er
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), Error> {
     let path = daemon("push").await;
+    small_requests_are_pushed(Some(&path)).await
+}
+
+/// The same with the engine in this process, on its in-process push region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_small_requests_are_pushed_and_every_request_runs_once() -> Result<(), Error> {
+    small_requests_are_pushed(None).await
+}
+
+/// A device through the daemon at `path`, or embedded.
+fn device(path: Option<&std::path::Path>, cfg: DeviceConfig) -> Result<Device, Error> {
+    Ok(match path {
+        Some(path) => Device::try_open(cfg.daemon(path))?,
+        None => Device::open(cfg.embedded()),
+    })
+}
+
+async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(), Error> {
     let (addr, _pcq, _region, _inbox) = echo_peer().await?;
     for push in [true, false] {
-        let dev = Device::try_open(DeviceConfig::default().daemon(&path).push(push))?;
+        let dev = device(path, DeviceConfig::default().push(push))?;
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(64);
         let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
@@ -458,6 +476,11 @@ async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), E
         }
         let st = conn.qp.stats();
         let discards: u64 = st.push_discards.iter().sum();
+        if path.is_none() && !push {
+            // Embedded with the push path off: nothing decides, nothing is counted.
+            assert_eq!((st.pushed, st.sq_executed, discards), (0, 0, 0), "{st:?}");
+            continue;
+        }
         assert_eq!(
             st.pushed + st.sq_executed,
             100,
@@ -479,8 +502,23 @@ async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), E
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error> {
     let path = daemon("order").await;
+    push_behind_a_large_write(Some(&path)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error>
+{
+    push_behind_a_large_write(None).await
+}
+
+async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(), Error> {
     let (addr, pcq, _region, inbox) = echo_peer().await?;
-    let (pd, cq, qp, remote) = attach(&path, addr, 1024).await?;
+    let dev = device(path, DeviceConfig::default())?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(1024);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let qp = conn.qp;
     let big = pd.alloc_mr(1 << 20, Access::LOCAL_WRITE)?;
     big.write(0, &vec![0x77; 1 << 20])?;
     // A mix: large Writes (send queue), small Sends (pushed when the queue is empty,
@@ -596,6 +634,35 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
             flagged,
             st.push_discards.iter().sum::<u64>(),
             "{name}: {st:?}"
+        );
+    }
+
+    // The same embedded, with the device's own push resources.
+    for (name, tracking, credit, reason) in [("tracking", 0, 1 << 20, 2), ("credits", 256, 0, 3)] {
+        let cfg = DeviceConfig::default().push_resources(tracking, credit);
+        let dev = device(None, cfg)?;
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq(64);
+        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+        let mut flagged = 0;
+        for i in 0..20u32 {
+            let wc = conn
+                .qp
+                .send(Bytes::copy_from_slice(&i.to_le_bytes()))
+                .await?;
+            flagged += u64::from(wc.push_discarded);
+        }
+        let st = conn.qp.stats();
+        assert_eq!(
+            (st.pushed, st.sq_executed),
+            (0, 20),
+            "embedded {name}: {st:?}"
+        );
+        assert!(st.push_discards[reason] > 0, "embedded {name}: {st:?}");
+        assert_eq!(
+            flagged,
+            st.push_discards.iter().sum::<u64>(),
+            "embedded {name}"
         );
     }
 

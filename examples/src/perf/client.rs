@@ -26,28 +26,35 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
         Test::SendBw => send_bw(opts, &s, &p).await?,
         Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
     };
-    if opts.daemon.is_some() {
-        for (i, link) in s.links.iter().enumerate() {
-            let st = link.qp.stats();
-            let discards: Vec<String> = verbs::PUSH_DISCARD_REASONS
-                .iter()
-                .zip(st.push_discards)
-                .filter(|(_, n)| *n > 0)
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect();
-            eprintln!(
-                "iwperf: QP {}: iwarpd ran {} requests from pushed messages, {} from the send \
-                 queue; push discards: {}",
-                i + 1,
-                st.pushed,
-                st.sq_executed,
-                if discards.is_empty() {
-                    "none".to_owned()
-                } else {
-                    discards.join(", ")
-                }
-            );
+    let who = if opts.daemon.is_some() {
+        "iwarpd"
+    } else {
+        "the engine"
+    };
+    for (i, link) in s.links.iter().enumerate() {
+        let st = link.qp.stats();
+        if st.pushed + st.sq_executed == 0 {
+            // The push path is off: nothing to say.
+            continue;
         }
+        let discards: Vec<String> = verbs::PUSH_DISCARD_REASONS
+            .iter()
+            .zip(st.push_discards)
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        eprintln!(
+            "iwperf: QP {}: {who} ran {} requests from pushed messages, {} from the send \
+             queue; push discards: {}",
+            i + 1,
+            st.pushed,
+            st.sq_executed,
+            if discards.is_empty() {
+                "none".to_owned()
+            } else {
+                discards.join(", ")
+            }
+        );
     }
     s.close(opts).await?;
     Ok(out)

@@ -26,6 +26,8 @@ thread_local! {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) num: QpNum,
+    /// Seed 000's push path, unless off for this queue pair.
+    pub(crate) push: Option<super::QpPush>,
     state: Mutex<State>,
     /// Wakes the driver: new work was posted.
     pub(crate) wake: Notify,
@@ -51,7 +53,9 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
+        push: Option<super::QpPush>,
         num: QpNum,
         state: State,
         send_cq: Cq,
@@ -61,6 +65,7 @@ impl Shared {
         totals: Arc<crate::engine::Totals>,
     ) -> Self {
         Self {
+            push,
             num,
             state: Mutex::new(state),
             wake: Notify::new(),
@@ -146,6 +151,16 @@ impl Qp {
         self.shared.lock().stream.stats()
     }
 
+    /// Seed 000's push counters of this queue pair: requests executed from pushed
+    /// messages, from the send queue, and discards by reason (all zero with the push
+    /// path off).
+    pub fn push_counters(&self) -> ipc::qpseg::PushCounters {
+        self.shared
+            .push
+            .as_ref()
+            .map_or_else(Default::default, |p| p.counters())
+    }
+
     /// The negotiated inbound and outbound Read/Atomic limits (IRD, ORD).
     pub fn ird_ord(&self) -> (u16, u16) {
         self.shared.lock().stream.ird_ord()
@@ -171,8 +186,32 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
-        self.post(Queue::Send, small, |s| s.post_send(wr))
+        self.post_one(wr)
+    }
+
+    /// Posts one send request: by seed 000's push path when it runs for this queue pair,
+    /// else through the send queue (written on this thread when small and the queue is
+    /// idle).
+    fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
+        let Some(p) = &self.shared.push else {
+            let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
+            return self.post(Queue::Send, small, |s| s.post_send(wr));
+        };
+        let mut st = self.shared.lock();
+        let posted = p.post(&mut st, &self.shared.tpt, wr);
+        st.collect(self.shared.num);
+        self.shared.unlock(st);
+        match posted {
+            Ok(
+                super::push_slots::Posted::Pushed(wake) | super::push_slots::Posted::Queued(wake),
+            ) => {
+                if wake {
+                    self.shared.wake.notify_one();
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Queues the work requests of `wrs` in order, under one lock and with one wake-up of
@@ -184,7 +223,7 @@ impl Qp {
         I: IntoIterator<Item = SendWr>,
     {
         let mut queued = 0;
-        self.post(Queue::Send, false, |s| {
+        let posted = self.post(Queue::Send, false, |s| {
             for wr in wrs {
                 if wr.wr_id & NOTIFY_BIT != 0 {
                     return Err(PostError::ReservedWrId);
@@ -193,8 +232,11 @@ impl Qp {
                 queued += 1;
             }
             Ok(())
-        })
-        .map_err(|e| (queued, e))
+        });
+        if let Some(p) = &self.shared.push {
+            p.queued(queued as u64);
+        }
+        posted.map_err(|e| (queued, e))
     }
 
     /// Queues a receive buffer.
@@ -217,8 +259,7 @@ impl Qp {
         let id = self.shared.waiters.register();
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
-        let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
-        self.post(Queue::Send, small, |s| s.post_send(wr))
+        self.post_one(wr)
             .inspect_err(|_| self.shared.waiters.forget(id))?;
         Ok(self.shared.waiters.future(id))
     }

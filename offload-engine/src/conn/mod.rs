@@ -9,6 +9,9 @@
 //!   deliver;
 //! - [`push`]: the inline push policy (a small send onto an idle send queue is written by
 //!   the posting thread);
+//! - [`push_slots`]: seed 000's push path on an in-process region, which decides whether
+//!   a lone small request is executed from its pushed message or goes through the send
+//!   queue;
 //! - [`handle`]: [`Qp`], the application's handle.
 //!
 //! Completions, per-request futures and the end of the connection are delivered after the
@@ -21,6 +24,7 @@ mod driver;
 mod handle;
 mod io;
 mod push;
+mod push_slots;
 mod state;
 mod waiters;
 
@@ -28,6 +32,7 @@ pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
 pub use handle::{NOTIFY_BIT, Qp};
 pub(crate) use io::Io;
+pub(crate) use push_slots::QpPush;
 pub use rdmap::{QpEnd, QpNum};
 pub(crate) use state::State;
 pub use waiters::{CompletionFuture, Waiters};

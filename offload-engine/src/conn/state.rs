@@ -40,6 +40,8 @@ pub(crate) struct State {
     /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
     /// released.
     pub(crate) publish_end: Option<QpEnd>,
+    /// Seed 000's library-side state (see `push_slots`).
+    pub(crate) push_policy: super::push_slots::Policy,
 }
 
 impl State {
@@ -65,6 +67,7 @@ impl State {
             pushed: Transmit::new(),
             ready: Vec::new(),
             publish_end: None,
+            push_policy: Default::default(),
         }
     }
 
@@ -106,7 +109,18 @@ impl State {
     pub(crate) fn collect(&mut self, num: QpNum) {
         while let Some(ev) = self.stream.poll_event() {
             match ev {
-                Event::Completion(wc) => self.ready.push(wc),
+                Event::Completion(mut wc) => {
+                    let flagged = &mut self.push_policy.flagged;
+                    if !flagged.is_empty()
+                        && wc.queue == rdmap::Queue::Send
+                        && let Some(at) = flagged.iter().position(|&id| id == wc.wr_id)
+                    {
+                        // Its pushed message was discarded: it ran from the send queue.
+                        flagged.swap_remove(at);
+                        wc.push_discarded = true;
+                    }
+                    self.ready.push(wc)
+                }
                 Event::TerminateSent(t) => {
                     tracing::info!(qp = %num, code = %t.code, "sent Terminate");
                     self.end.get_or_insert(QpEnd::Terminated(t.code));

@@ -14,12 +14,11 @@
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
 
 mod memory;
-mod push;
 mod recvs;
 mod servant;
 mod session;
 
-pub use push::PushConfig;
+pub use crate::push_share::PushConfig;
 
 use std::io;
 use std::path::Path;
@@ -87,7 +86,7 @@ async fn bind(path: &Path) -> io::Result<UnixListener> {
 struct Device {
     /// Every shard's engine.
     engines: Vec<Engine>,
-    share: Arc<push::PushShare>,
+    share: Arc<crate::push_share::PushShare>,
     /// What one client may hold.
     limits: LocalConfig,
     /// Sessions running.
@@ -146,7 +145,7 @@ impl LocalService {
             engines: (0..shards.max(1))
                 .map(|_| Engine::new(engine.clone()))
                 .collect(),
-            share: Arc::new(push::PushShare::new(cfg.push.clone())),
+            share: Arc::new(crate::push_share::PushShare::new(cfg.push.clone())),
             limits: cfg,
             clients: AtomicU32::new(0),
         });

@@ -20,8 +20,8 @@ use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::{Data, decode_sqe, encode_cqe, sqe_pushed};
 use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
 
-use super::push::{PdPush, PushShare};
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
+use crate::push_share::{PdPush, PushShare};
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};

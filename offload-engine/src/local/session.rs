@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 
 use super::Device;
 use super::memory;
-use super::push::PdPush;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Servant};
+use crate::push_share::PdPush;
 use crate::tpt::PdId;
 use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
@@ -467,6 +467,8 @@ where
     let mut prep = servant::Prepared::new(&geo, feed.clone());
     let mut init = QpInit::new(PdId::new(pd), prep.cq());
     init.srq = Some(crate::Srq::fed(feed));
+    // The servant runs its client's push path itself.
+    init.push = false;
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
     let (qp, private) = establish(init)
         .await

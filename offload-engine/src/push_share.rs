@@ -1,5 +1,6 @@
-//! The daemon's side of seed 000's push path: each protection domain's push region and
-//! the resources every pushed message needs, shared by all clients.
+//! The engine's side of seed 000's push path: each protection domain's push region and
+//! the resources every pushed message needs, shared by all queue pairs (of iwarpd's
+//! clients, or of an embedded engine).
 //!
 //! - **Tracking entries** (D1/D2): a pushed message holds one from the moment it is
 //!   admitted until its request completes; when all are taken, pushes are discarded.
@@ -42,8 +43,8 @@ impl Default for PushConfig {
 /// The resources pushed messages draw on, shared by every servant, and the device's push
 /// counters.
 #[derive(Debug)]
-pub(super) struct PushShare {
-    pub(super) cfg: PushConfig,
+pub(crate) struct PushShare {
+    pub(crate) cfg: PushConfig,
     in_flight: AtomicUsize,
     credits: Mutex<Bucket>,
     /// Requests executed from pushed messages, from the send queue, then discards by
@@ -58,7 +59,7 @@ struct Bucket {
 }
 
 impl PushShare {
-    pub(super) fn new(cfg: PushConfig) -> Self {
+    pub(crate) fn new(cfg: PushConfig) -> Self {
         Self {
             credits: Mutex::new(Bucket {
                 tokens: cfg.credit_cap,
@@ -71,18 +72,18 @@ impl PushShare {
     }
 
     /// Counts requests executed from pushed messages and from the send queue.
-    pub(super) fn count_executed(&self, pushed: u64, sq_path: u64) {
+    pub(crate) fn count_executed(&self, pushed: u64, sq_path: u64) {
         self.totals[0].fetch_add(pushed, Ordering::Relaxed);
         self.totals[1].fetch_add(sq_path, Ordering::Relaxed);
     }
 
     /// Counts a discarded pushed message.
-    pub(super) fn count_discard(&self, why: Discard) {
+    pub(crate) fn count_discard(&self, why: Discard) {
         self.totals[2 + why.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The device's push counters.
-    pub(super) fn totals(&self) -> PushCounters {
+    pub(crate) fn totals(&self) -> PushCounters {
         let get = |i: usize| self.totals[i].load(Ordering::Relaxed);
         PushCounters {
             executed: get(0),
@@ -92,7 +93,7 @@ impl PushShare {
     }
 
     /// Takes a tracking entry (D1/D2), or `false` if all are in use.
-    pub(super) fn track(&self) -> bool {
+    pub(crate) fn track(&self) -> bool {
         self.in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.cfg.tracking).then_some(n + 1)
@@ -101,13 +102,13 @@ impl PushShare {
     }
 
     /// Returns a tracking entry.
-    pub(super) fn untrack(&self) {
+    pub(crate) fn untrack(&self) {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Takes `octets` of transmit credit at time `now` (D5), or `false` if there is not
     /// that much.
-    pub(super) fn credit(&self, octets: u64, now: Instant) -> bool {
+    pub(crate) fn credit(&self, octets: u64, now: Instant) -> bool {
         let mut b = self.credits.lock().unwrap_or_else(PoisonError::into_inner);
         let elapsed = now.saturating_duration_since(b.at);
         let add = (elapsed.as_nanos() * u128::from(self.cfg.credit_rate) / 1_000_000_000) as u64;
@@ -125,27 +126,27 @@ impl PushShare {
 
 /// A protection domain's push region and the queue pairs of the domain.
 #[derive(Debug)]
-pub(super) struct PdPush {
-    pub(super) region: PushRegion,
+pub(crate) struct PdPush {
+    pub(crate) region: PushRegion,
     qps: Mutex<HashSet<u32>>,
 }
 
 impl PdPush {
-    pub(super) fn new(region: PushRegion) -> Self {
+    pub(crate) fn new(region: PushRegion) -> Self {
         Self {
             region,
             qps: Mutex::new(HashSet::new()),
         }
     }
 
-    pub(super) fn add_qp(&self, qp: u32) {
+    pub(crate) fn add_qp(&self, qp: u32) {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(qp);
     }
 
-    pub(super) fn remove_qp(&self, qp: u32) {
+    pub(crate) fn remove_qp(&self, qp: u32) {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -153,7 +154,7 @@ impl PdPush {
     }
 
     /// True if `qp` is a queue pair of this domain (D6).
-    pub(super) fn has_qp(&self, qp: u32) -> bool {
+    pub(crate) fn has_qp(&self, qp: u32) -> bool {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -1,0 +1,297 @@
+//! Seed 000's push path for an embedded engine's queue pairs, on an in-process region:
+//! the same algorithm iwarpd runs for its clients (`local/servant.rs`), with the posting
+//! thread playing both parts, under the connection's lock.
+//!
+//! - **Library side.** A lone small Send, Write or Immediate Data (payload at most
+//!   [`INLINE_MAX`] octets) is encoded whole and written into a free slot of its
+//!   protection domain's push region, published with a release store. Its twin is the
+//!   request itself, kept aside. Pushing stops after a discard or a full region and
+//!   resumes once the send queue is empty.
+//! - **Engine side.** The region's READY slots are scanned (a slot naming a queue pair
+//!   outside the domain is discarded, D6); this queue pair's message is copied out and
+//!   executed only if every admission check passes, in the seed's order: it decodes, its
+//!   twin is at the head of the send queue (D3), the connection is not back-pressured
+//!   (D4), a tracking entry (D1/D2) and transmit credit (D5) are free. Executed, the
+//!   message is written to the socket at once on this thread; discarded, the twin runs
+//!   from the send queue through the connection's driver and its completion is flagged
+//!   `push_discarded`. Every request runs exactly once.
+//!
+//! In software both parts run on the posting thread, so the push path saves here what the
+//! inline push always saved (the driver's wake-up), not the PCIe read the seed saves; it
+//! is kept the same as the daemon's so that one set of counters and one set of tests
+//! describes both modes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{Bytes, BytesMut};
+use ipc::push::Snapshot;
+use ipc::qpseg::{Discard, PushCounters};
+use ipc::wqe::{Data, INLINE_MAX, decode_sqe, encode_sqe, set_inline};
+use rdmap::{Payload, PostError, QpNum, QpState, SendOp, SendWr, WrId};
+
+use super::state::State;
+use crate::push_share::{PdPush, PushShare};
+use crate::tpt::{PdId, Tpt};
+
+/// A queue pair's part of the push path.
+#[derive(Debug)]
+pub(crate) struct QpPush {
+    pd: Arc<PdPush>,
+    share: Arc<PushShare>,
+    pd_id: PdId,
+    num: u32,
+    /// Executed from pushed messages, from the send queue, then discards by reason
+    /// ([`Discard::ALL`] order).
+    counters: [AtomicU64; 8],
+}
+
+impl Drop for QpPush {
+    fn drop(&mut self) {
+        self.pd.remove_qp(self.num);
+    }
+}
+
+/// The library side's state, behind the connection's lock.
+#[derive(Debug)]
+pub(crate) struct Policy {
+    /// Pushing, or stopped after a discard or a full region until the send queue empties.
+    pushing: bool,
+    /// Where the next slot search starts.
+    hint: u32,
+    /// Signaled requests whose pushed message was discarded: their completions are
+    /// flagged. At most the send queue's depth.
+    pub(crate) flagged: Vec<WrId>,
+    /// Payloads copied out of slots are carved from this (one allocation per 64 KiB).
+    arena: BytesMut,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            pushing: true,
+            hint: 0,
+            flagged: Vec::new(),
+            arena: BytesMut::new(),
+        }
+    }
+}
+
+/// What posting one request did.
+pub(crate) enum Posted {
+    /// Executed from its pushed message, written on this thread: the driver must run if
+    /// true (the socket did not take it all).
+    Pushed(bool),
+    /// Goes through the send queue (not pushed, or its push discarded): the driver must
+    /// run if true.
+    Queued(bool),
+}
+
+impl QpPush {
+    pub(crate) fn new(pd: Arc<PdPush>, share: Arc<PushShare>, pd_id: PdId, num: QpNum) -> Self {
+        pd.add_qp(num.0);
+        Self {
+            pd,
+            share,
+            pd_id,
+            num: num.0,
+            counters: Default::default(),
+        }
+    }
+
+    /// The counters of this queue pair.
+    pub(crate) fn counters(&self) -> PushCounters {
+        let get = |i: usize| self.counters[i].load(Ordering::Relaxed);
+        PushCounters {
+            executed: get(0),
+            sq_path: get(1),
+            discards: std::array::from_fn(|i| get(2 + i)),
+        }
+    }
+
+    /// Counts `n` requests run from the send queue.
+    pub(crate) fn queued(&self, n: u64) {
+        self.counters[1].fetch_add(n, Ordering::Relaxed);
+        self.share.count_executed(0, n);
+    }
+
+    fn discard(&self, why: Discard) {
+        self.counters[2 + why.index()].fetch_add(1, Ordering::Relaxed);
+        self.share.count_discard(why);
+    }
+
+    /// Posts `wr` (a lone request) by the push path if it may be pushed, else through
+    /// the send queue; `tpt` reads a gather list's octets into the message.
+    pub(crate) fn post(&self, st: &mut State, tpt: &Tpt, wr: SendWr) -> Result<Posted, PostError> {
+        let empty = st.stream.outstanding_sends() == 0;
+        let idle = st.stream.state() == QpState::Rts && st.io.is_open();
+        let policy = &mut st.push_policy;
+        // Seed 000's resume rule: the send queue is empty.
+        if !policy.pushing && empty {
+            policy.pushing = true;
+        }
+        let message = match policy.pushing && idle {
+            true => self.message(tpt, &wr),
+            false => None,
+        };
+        let slot = message.and_then(|m| match self.pd.region.claim(policy.hint) {
+            Some(slot) => Some((slot, m)),
+            None => {
+                // Stop condition: the region is full.
+                policy.pushing = false;
+                None
+            }
+        });
+        let Some((slot, message)) = slot else {
+            return self.queue(st, wr, false);
+        };
+        policy.hint = slot.wrapping_add(1);
+        self.pd.region.publish(slot, self.num, 0, &message);
+        // The doorbell: the engine side runs now, on this thread.
+        let Some(s) = self.scan() else {
+            // Our own message was not READY: cannot happen under the lock, but the
+            // request still runs once.
+            self.discard(Discard::Malformed);
+            return self.discarded(st, wr);
+        };
+        let admitted = self.admit(st, &s);
+        self.pd.region.free(s.slot, s.state);
+        match admitted {
+            Ok(pushed) => {
+                st.stream.post_send(pushed)?;
+                self.counters[0].fetch_add(1, Ordering::Relaxed);
+                self.share.count_executed(1, 0);
+                let wake = super::push::push(st);
+                // The message is on the wire, or with the driver next: its tracking
+                // entry is free again.
+                self.share.untrack();
+                Ok(Posted::Pushed(wake))
+            }
+            Err(why) => {
+                self.discard(why);
+                self.discarded(st, wr)
+            }
+        }
+    }
+
+    /// The request goes through the send queue; `after_discard`: its push was discarded.
+    fn queue(&self, st: &mut State, wr: SendWr, after_discard: bool) -> Result<Posted, PostError> {
+        let flag = after_discard && wr.flags.contains(rdmap::SendFlags::SIGNALED);
+        let id = wr.wr_id;
+        st.stream.post_send(wr)?;
+        if flag {
+            st.push_policy.flagged.push(id);
+        }
+        self.queued(1);
+        // After a discard the send queue path is the driver's; otherwise an idle queue
+        // is still served on this thread (the inline doorbell).
+        let wake = after_discard || super::push::push(st);
+        Ok(Posted::Queued(wake))
+    }
+
+    /// Seed 000's stop rule after a discard; the twin runs from the send queue.
+    fn discarded(&self, st: &mut State, wr: SendWr) -> Result<Posted, PostError> {
+        st.push_policy.pushing = false;
+        self.queue(st, wr, true)
+    }
+
+    /// The message for `wr`, if it may be pushed: a Send, Write or Immediate Data whose
+    /// payload (inline, or read from a gather list of the domain's regions) fits a slot.
+    fn message(&self, tpt: &Tpt, wr: &SendWr) -> Option<[u8; ipc::qpseg::SQE_SIZE]> {
+        let data = match &wr.op {
+            SendOp::Send { data, .. } | SendOp::Write { data, .. } => data,
+            SendOp::Immediate { .. } => return encode_sqe(wr, &mut |_| None).ok(),
+            _ => return None,
+        };
+        match data {
+            Payload::Bytes(b) if b.len() <= INLINE_MAX => encode_sqe(wr, &mut |_| None).ok(),
+            Payload::Bytes(_) => None,
+            Payload::Sgl(sgl) => {
+                let mut body = [0u8; INLINE_MAX];
+                let mut at = 0;
+                for sge in sgl.iter() {
+                    let end = at + sge.len as usize;
+                    if end > INLINE_MAX
+                        || tpt
+                            .read(self.pd_id, sge.stag, sge.to, &mut body[at..end])
+                            .is_err()
+                    {
+                        return None;
+                    }
+                    at = end;
+                }
+                let mut m = encode_sqe(wr, &mut |_| None).ok()?;
+                set_inline(&mut m, &body[..at]).then_some(m)
+            }
+        }
+    }
+
+    /// The engine's scan of the domain's region: slots naming a queue pair outside the
+    /// domain are discarded (D6); this queue pair's message is returned.
+    fn scan(&self) -> Option<Snapshot> {
+        let mut mine = None;
+        let (num, pd) = (self.num, &self.pd);
+        pd.region.ready(
+            |qp| qp == num || !pd.has_qp(qp),
+            |s| {
+                if s.qp == num {
+                    mine = Some(s);
+                } else {
+                    pd.region.free(s.slot, s.state);
+                    self.discard(Discard::Security);
+                }
+            },
+        );
+        mine
+    }
+
+    /// The admission checks, in the seed's order: the request to execute, or why the
+    /// message is discarded.
+    fn admit(&self, st: &mut State, s: &Snapshot) -> Result<SendWr, Discard> {
+        let arena = &mut st.push_policy.arena;
+        let wr = decode_sqe(&s.entry, &mut |d| match d {
+            Data::Inline(b) => Some(carve(arena, b)),
+            Data::Staged { .. } => None,
+        })
+        .map_err(|_| Discard::Malformed)?;
+        let octets = match &wr.op {
+            SendOp::Send {
+                data: Payload::Bytes(b),
+                ..
+            }
+            | SendOp::Write {
+                data: Payload::Bytes(b),
+                ..
+            } => b.len() as u64,
+            SendOp::Immediate { .. } => 8,
+            _ => return Err(Discard::Malformed),
+        };
+        // D3: the twin is at the head of the send queue (nothing posted before it is
+        // still outstanding), and nothing is part-way through transmission.
+        if st.stream.outstanding_sends() > 0 {
+            return Err(Discard::NotAtHead);
+        }
+        // D4: the connection is not back-pressured.
+        if st.tx_busy || st.stream.wants_transmit() {
+            return Err(Discard::FlowControl);
+        }
+        // D1/D2, then D5.
+        if !self.share.track() {
+            return Err(Discard::TrackingFull);
+        }
+        if !self.share.credit(octets + 64, super::now()) {
+            self.share.untrack();
+            return Err(Discard::NoCredits);
+        }
+        Ok(wr)
+    }
+}
+
+/// Copies `b` into a `Bytes` carved from `arena` (a fresh 64 KiB once it is used up).
+fn carve(arena: &mut BytesMut, b: &[u8]) -> Bytes {
+    if arena.capacity() < b.len() {
+        arena.reserve(b.len().max(64 << 10));
+    }
+    arena.extend_from_slice(b);
+    arena.split().freeze()
+}
