@@ -92,8 +92,23 @@ impl PushShare {
         }
     }
 
+    /// The last admission checks of a pushed message of `octets` payload octets, in the
+    /// seed's order: a tracking entry (D1/D2), then transmit credit for the message and
+    /// its headers (D5). On success the message holds a tracking entry until
+    /// [`untrack`](Self::untrack).
+    pub(crate) fn admit(&self, octets: u64, now: Instant) -> Result<(), Discard> {
+        if !self.track() {
+            return Err(Discard::TrackingFull);
+        }
+        if !self.credit(octets + 64, now) {
+            self.untrack();
+            return Err(Discard::NoCredits);
+        }
+        Ok(())
+    }
+
     /// Takes a tracking entry (D1/D2), or `false` if all are in use.
-    pub(crate) fn track(&self) -> bool {
+    fn track(&self) -> bool {
         self.in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.cfg.tracking).then_some(n + 1)
@@ -108,7 +123,7 @@ impl PushShare {
 
     /// Takes `octets` of transmit credit at time `now` (D5), or `false` if there is not
     /// that much.
-    pub(crate) fn credit(&self, octets: u64, now: Instant) -> bool {
+    fn credit(&self, octets: u64, now: Instant) -> bool {
         let mut b = self.credits.lock().unwrap_or_else(PoisonError::into_inner);
         let elapsed = now.saturating_duration_since(b.at);
         let add = (elapsed.as_nanos() * u128::from(self.cfg.credit_rate) / 1_000_000_000) as u64;
@@ -121,6 +136,25 @@ impl PushShare {
         }
         b.tokens -= octets;
         true
+    }
+}
+
+/// The payload octets of a request that may be executed from a pushed message (a Send or
+/// Write with its payload inline, or Immediate Data); `None` for any other, which a
+/// pushed message must not carry.
+pub(crate) fn pushed_octets(wr: &rdmap::SendWr) -> Option<u64> {
+    use rdmap::{Payload, SendOp};
+    match &wr.op {
+        SendOp::Send {
+            data: Payload::Bytes(b),
+            ..
+        }
+        | SendOp::Write {
+            data: Payload::Bytes(b),
+            ..
+        } => Some(b.len() as u64),
+        SendOp::Immediate { .. } => Some(8),
+        _ => None,
     }
 }
 

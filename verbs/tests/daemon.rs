@@ -616,54 +616,16 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
         )
         .await;
         let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-        let pd = dev.alloc_pd();
-        let cq = dev.create_cq(64);
-        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
-        let mut flagged = 0;
-        for i in 0..20u32 {
-            let wc = conn
-                .qp
-                .send(Bytes::copy_from_slice(&i.to_le_bytes()))
-                .await?;
-            flagged += u64::from(wc.push_discarded);
-        }
-        let st = conn.qp.stats();
-        assert_eq!((st.pushed, st.sq_executed), (0, 20), "{name}: {st:?}");
-        assert!(st.push_discards[reason] > 0, "{name}: {st:?}");
-        assert_eq!(
-            flagged,
-            st.push_discards.iter().sum::<u64>(),
-            "{name}: {st:?}"
-        );
+        every_push_discarded(&dev, addr, name, reason).await?;
     }
 
     // The same embedded, with the device's own push resources.
     for (name, tracking, credit, reason) in [("tracking", 0, 1 << 20, 2), ("credits", 256, 0, 3)] {
-        let cfg = DeviceConfig::default().push_resources(tracking, credit);
-        let dev = device(None, cfg)?;
-        let pd = dev.alloc_pd();
-        let cq = dev.create_cq(64);
-        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
-        let mut flagged = 0;
-        for i in 0..20u32 {
-            let wc = conn
-                .qp
-                .send(Bytes::copy_from_slice(&i.to_le_bytes()))
-                .await?;
-            flagged += u64::from(wc.push_discarded);
-        }
-        let st = conn.qp.stats();
-        assert_eq!(
-            (st.pushed, st.sq_executed),
-            (0, 20),
-            "embedded {name}: {st:?}"
-        );
-        assert!(st.push_discards[reason] > 0, "embedded {name}: {st:?}");
-        assert_eq!(
-            flagged,
-            st.push_discards.iter().sum::<u64>(),
-            "embedded {name}"
-        );
+        let dev = device(
+            None,
+            DeviceConfig::default().push_resources(tracking, credit),
+        )?;
+        every_push_discarded(&dev, addr, name, reason).await?;
     }
 
     // D6 and malformed messages, written by hand into a domain's region.
@@ -694,6 +656,37 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
     assert_eq!(counters.discards_of(Discard::Security), 1, "{counters:?}");
     assert_eq!(counters.discards_of(Discard::Malformed), 1, "{counters:?}");
     assert_eq!(counters.executed, 0);
+    Ok(())
+}
+
+/// Twenty awaited Sends on a new queue pair of `dev` to `addr`: every push is discarded
+/// for `reason` (an index of the discard counters), and each request runs once from the
+/// send queue with its completion flagged.
+async fn every_push_discarded(
+    dev: &Device,
+    addr: SocketAddr,
+    name: &str,
+    reason: usize,
+) -> Result<(), Error> {
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(64);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let mut flagged = 0;
+    for i in 0..20u32 {
+        let wc = conn
+            .qp
+            .send(Bytes::copy_from_slice(&i.to_le_bytes()))
+            .await?;
+        flagged += u64::from(wc.push_discarded);
+    }
+    let st = conn.qp.stats();
+    assert_eq!((st.pushed, st.sq_executed), (0, 20), "{name}: {st:?}");
+    assert!(st.push_discards[reason] > 0, "{name}: {st:?}");
+    assert_eq!(
+        flagged,
+        st.push_discards.iter().sum::<u64>(),
+        "{name}: {st:?}"
+    );
     Ok(())
 }
 

@@ -31,7 +31,7 @@ use ipc::wqe::{Data, INLINE_MAX, decode_sqe, encode_sqe, set_inline};
 use rdmap::{Payload, PostError, QpNum, QpState, SendOp, SendWr, WrId};
 
 use super::state::State;
-use crate::push_share::{PdPush, PushShare};
+use crate::push_share::{PdPush, PushShare, pushed_octets};
 use crate::tpt::{PdId, Tpt};
 
 /// A queue pair's part of the push path.
@@ -254,18 +254,7 @@ impl QpPush {
             Data::Staged { .. } => None,
         })
         .map_err(|_| Discard::Malformed)?;
-        let octets = match &wr.op {
-            SendOp::Send {
-                data: Payload::Bytes(b),
-                ..
-            }
-            | SendOp::Write {
-                data: Payload::Bytes(b),
-                ..
-            } => b.len() as u64,
-            SendOp::Immediate { .. } => 8,
-            _ => return Err(Discard::Malformed),
-        };
+        let octets = pushed_octets(&wr).ok_or(Discard::Malformed)?;
         // D3: the twin is at the head of the send queue (nothing posted before it is
         // still outstanding), and nothing is part-way through transmission.
         if st.stream.outstanding_sends() > 0 {
@@ -275,14 +264,7 @@ impl QpPush {
         if st.tx_busy || st.stream.wants_transmit() {
             return Err(Discard::FlowControl);
         }
-        // D1/D2, then D5.
-        if !self.share.track() {
-            return Err(Discard::TrackingFull);
-        }
-        if !self.share.credit(octets + 64, super::now()) {
-            self.share.untrack();
-            return Err(Discard::NoCredits);
-        }
+        self.share.admit(octets, super::now())?;
         Ok(wr)
     }
 }

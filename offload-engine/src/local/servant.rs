@@ -18,10 +18,10 @@ use ipc::push::Snapshot;
 use ipc::qpseg::Discard;
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::{Data, decode_sqe, encode_cqe, sqe_pushed};
-use rdmap::{Completion, Payload, QpEnd, Queue, RecvWr, SendFlags, SendOp, SendWr, WcStatus, WrId};
+use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId};
 
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
-use crate::push_share::{PdPush, PushShare};
+use crate::push_share::{PdPush, PushShare, pushed_octets};
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};
@@ -529,18 +529,7 @@ impl Run {
             Data::Staged { .. } => None,
         })
         .map_err(|_| Discard::Malformed)?;
-        let octets = match &wr.op {
-            SendOp::Send {
-                data: Payload::Bytes(b),
-                ..
-            }
-            | SendOp::Write {
-                data: Payload::Bytes(b),
-                ..
-            } => b.len() as u64,
-            SendOp::Immediate { .. } => 8,
-            _ => return Err(Discard::Malformed),
-        };
+        let octets = pushed_octets(&wr).ok_or(Discard::Malformed)?;
         // D3: its twin is the next entry of the send queue, and nothing of this queue
         // pair is part-way through transmission.
         let twin_waiting = self.seg.sq_pending().is_ok_and(|n| n > 0);
@@ -555,14 +544,7 @@ impl Run {
         if self.qp.tx_backlog() {
             return Err(Discard::FlowControl);
         }
-        // D1/D2, then D5.
-        if !self.push.share.track() {
-            return Err(Discard::TrackingFull);
-        }
-        if !self.push.share.credit(octets + 64, now) {
-            self.push.share.untrack();
-            return Err(Discard::NoCredits);
-        }
+        self.push.share.admit(octets, now)?;
         Ok(wr)
     }
 
