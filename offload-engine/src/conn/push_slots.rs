@@ -158,7 +158,10 @@ impl QpPush {
         self.pd.region.free(s.slot, s.state);
         match admitted {
             Ok(pushed) => {
-                st.stream.post_send(pushed)?;
+                if let Err(e) = st.stream.post_send(pushed) {
+                    self.share.untrack();
+                    return Err(e);
+                }
                 self.counters[0].fetch_add(1, Ordering::Relaxed);
                 self.share.count_executed(1, 0);
                 let wake = super::push::push(st);
