@@ -271,6 +271,8 @@ pub enum Request {
         len: u64,
         /// Rights (the `Access` bits).
         access: u32,
+        /// One-touch (seed 001): the window serves one inbound RDMA Write message.
+        one_touch: bool,
     },
     /// Invalidates a window or a fast-registration region.
     Invalidate {
@@ -354,12 +356,14 @@ impl Request {
                 to,
                 len,
                 access,
+                one_touch,
             } => {
                 out.put_u32_le(*mw);
                 out.put_u32_le(*mr);
                 out.put_u64_le(*to);
                 out.put_u64_le(*len);
                 out.put_u32_le(*access);
+                out.put_u8(u8::from(*one_touch));
             }
             Self::AllocFastRegMr { pd, len } => {
                 out.put_u32_le(*pd);
@@ -453,6 +457,11 @@ impl Request {
                 to: r.u64("to")?,
                 len: r.u64("len")?,
                 access: r.u32("access")?,
+                one_touch: match r.u8("one-touch")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(Malformed("one-touch")),
+                },
             },
             func::INVALIDATE => Self::Invalidate {
                 stag: r.u32("stag")?,
@@ -1075,6 +1084,7 @@ mod tests {
                 to: 1 << 40,
                 len: 4096,
                 access: 0x0f,
+                one_touch: true,
             },
             Request::Invalidate { stag: 0x202 },
             Request::AllocFastRegMr {
@@ -1195,6 +1205,7 @@ mod tests {
             to: 0x10,
             len: 0x20,
             access: 0x0c,
+            one_touch: true,
         }
         .encode(9);
         #[rustfmt::skip]
@@ -1204,7 +1215,7 @@ mod tests {
             1, 2, 0, 0,  1, 1, 0, 0,
             0x10, 0, 0, 0, 0, 0, 0, 0,
             0x20, 0, 0, 0, 0, 0, 0, 0,
-            0x0c, 0, 0, 0,
+            0x0c, 0, 0, 0,  1,
         ];
         assert_eq!(&bind[4..], want);
         assert_eq!(request_fds(func::ALLOC_FAST_REG_MR), 1);

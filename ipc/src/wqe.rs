@@ -7,7 +7,7 @@
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
 //!          7 LocalInvalidate, 8 FastRegister, 9 Bind
 //! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
-//!          0x10 pushed (a twin message went to the push region)
+//!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind)
 //! 2   u8   payload: 0 none, 1 inline (in the body), 2 gather list (in the body), 3 staged
 //! 3   u8   gather entries in the body (payload 2; 1 for a Read's sink or an Atomic's
 //!          result)
@@ -54,6 +54,7 @@ const F_SIGNALED: u8 = 0x01;
 const F_SOLICITED: u8 = 0x02;
 const F_FENCE: u8 = 0x04;
 const F_INVALIDATE: u8 = 0x08;
+const F_ONE_TOUCH: u8 = 0x20;
 /// The entry's twin message was pushed (seed 000's indication 110).
 pub const F_PUSHED: u8 = 0x10;
 
@@ -236,6 +237,9 @@ pub fn encode_sqe(
             8
         }
         SendOp::Bind(b) => {
+            if b.one_touch {
+                flags |= F_ONE_TOUCH;
+            }
             le32(&mut e, 16, b.mw.to_u32());
             le32(&mut e, 20, b.mr.to_u32());
             le64(&mut e, 24, b.to);
@@ -305,7 +309,9 @@ pub fn decode_sqe(
     own: &mut dyn FnMut(Data<'_>) -> Option<Bytes>,
 ) -> Result<SendWr, Malformed> {
     let flags_bits = e[1];
-    if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED) != 0 {
+    if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED | F_ONE_TOUCH)
+        != 0
+    {
         return Err(Malformed("send entry flags"));
     }
     let mut flags = SendFlags::NONE;
@@ -387,6 +393,7 @@ pub fn decode_sqe(
             to: get64(e, 24),
             len: get64(e, 40),
             access: access(),
+            one_touch: flags_bits & F_ONE_TOUCH != 0,
         }),
         _ => return Err(Malformed("send entry opcode")),
     };
@@ -652,6 +659,7 @@ mod tests {
                 to: 10,
                 len: 20,
                 access: Access::REMOTE_READ,
+                one_touch: true,
             }),
             SendOp::Send {
                 data: Payload::Sgl(Sgl::new()),

@@ -226,6 +226,7 @@ async fn type2_window_is_bound_by_a_work_request_to_one_qp() {
             to: 1024,
             len: 512,
             access: Access::REMOTE_WRITE | Access::REMOTE_READ,
+            one_touch: false,
         }),
         flags: SendFlags::SIGNALED,
     })

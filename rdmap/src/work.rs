@@ -242,6 +242,10 @@ pub struct Bind {
     pub len: u64,
     /// Rights granted through the window.
     pub access: Access,
+    /// One-touch (seed 001): the window serves exactly one inbound RDMA Write message and
+    /// invalidates itself once its last segment is placed; a second message through it is
+    /// refused with a Terminate.
+    pub one_touch: bool,
 }
 
 impl SendOp {

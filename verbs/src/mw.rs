@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::types::MwType;
@@ -44,6 +45,8 @@ struct Inner {
     pd: Pd,
     ty: MwType,
     state: Mutex<State>,
+    /// Later binds are one-touch.
+    one_touch: AtomicBool,
 }
 
 impl Inner {
@@ -74,6 +77,16 @@ impl Drop for Inner {
 /// A window exposes part of a region (with rights no wider than the region's, which must
 /// carry [`Access::BIND`]) under its own STag, so the peer can be handed exactly that part
 /// and the grant revoked later without deregistering the region.
+///
+/// A **one-touch** window ([`set_one_touch`](Self::set_one_touch), seed 001) serves
+/// exactly one inbound RDMA Write message per bind: once that message's last segment is
+/// placed the window invalidates itself, with no message from the peer; a second message
+/// through it is refused with a Terminate (DDP tagged, invalid STag) and nothing of it is
+/// placed. Segments before a message's last are placed as usual. RDMA Read Requests and
+/// Atomics do not use a one-touch window up. Over TCP, segments arrive in order, so seed
+/// 001's rows for a last segment that arrives out of order (stored sequence number) or
+/// outside the window (dropped for retransmission) cannot occur: TCP has already put every
+/// segment in order before DDP sees it.
 #[derive(Clone)]
 pub struct Mw {
     inner: Arc<Inner>,
@@ -91,6 +104,17 @@ impl fmt::Debug for Mw {
 }
 
 impl Mw {
+    /// Makes this window's later binds one-touch (`true`) or multiple-touch (`false`, the
+    /// default). A bind already made keeps what it was made with.
+    pub fn set_one_touch(&self, on: bool) {
+        self.inner.one_touch.store(on, Ordering::Relaxed);
+    }
+
+    /// True if later binds are one-touch.
+    pub fn one_touch(&self) -> bool {
+        self.inner.one_touch.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn new(pd: Pd, stag: STag, ty: MwType) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -101,6 +125,7 @@ impl Mw {
                     bound: None,
                     remote: None,
                 }),
+                one_touch: AtomicBool::new(false),
             }),
         }
     }
@@ -147,7 +172,7 @@ impl Mw {
                     sge.to,
                     sge.len.into(),
                     access,
-                    false,
+                    self.one_touch(),
                     None,
                 )
                 .map_err(|e| MemError::tpt("bind", state.stag, e))?,
@@ -158,6 +183,7 @@ impl Mw {
                     to: sge.to,
                     len: sge.len.into(),
                     access: u32::from(access.bits()),
+                    one_touch: self.one_touch(),
                 };
                 pd.daemon_stag("bind", &req, &[])?
             }
@@ -190,6 +216,7 @@ impl Mw {
             to: sge.to,
             len: sge.len.into(),
             access,
+            one_touch: self.one_touch(),
         });
         Ok((op, state.bind(stag, mr, &sge)))
     }

@@ -251,3 +251,91 @@ async fn fast_registration(server: Host) {
     c.qp.read(second.slice(100, 4), &sink).await.unwrap();
     assert_eq!(sink.read(..).unwrap(), b"fast", "same octets, new STag");
 }
+
+#[tokio::test]
+async fn one_touch_windows_serve_one_write_message() {
+    one_touch(Host::new(DeviceConfig::default())).await;
+}
+
+#[tokio::test]
+async fn one_touch_windows_serve_one_write_message_through_iwarpd() {
+    one_touch(Host::daemon("one-touch", EngineConfig::default())).await;
+}
+
+/// Seed 001's one-touch rows that occur over TCP, for a type 1 window (bound by the verb)
+/// and a type 2 window (bound by a work request): segments before a message's last are
+/// placed (row 1); a multiple-touch window takes message after message (row 2); the last
+/// segment of the first Write message uses a one-touch window up and is placed (row 4);
+/// a second message is refused with a Terminate and nothing of it is placed (row 3). A
+/// Read through the window does not use it up. The writer sends 512-octet ULPDUs, so
+/// each 4 KiB message is many segments.
+async fn one_touch(server: Host) {
+    let region = server.pd.alloc_mr(8192, ALL).unwrap();
+    let mw = server.pd.alloc_mw(MwType::One).unwrap();
+    mw.set_one_touch(true);
+    let once = mw
+        .bind(&region, ..4096, Access::REMOTE_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    let multi = server.pd.alloc_mw(MwType::One).unwrap();
+    let many = multi
+        .bind(&region, 4096.., Access::REMOTE_WRITE | Access::REMOTE_READ)
+        .unwrap();
+    let client = Host::new(DeviceConfig::default().mulpdu(512));
+    let (c, s) = connect(&client, &server, b"", b"").await;
+    let sink = c.pd().alloc_mr(4096, Access::LOCAL_WRITE).unwrap();
+    for round in 0..3u8 {
+        c.qp.write(Bytes::from(vec![round; 4096]), many)
+            .await
+            .unwrap();
+    }
+    c.qp.read(once, &sink).await.unwrap();
+    c.qp.write(Bytes::from(pattern(4096, 9)), once)
+        .await
+        .unwrap();
+    // A Read behind the Write returns once the Write is placed.
+    c.qp.read(many, &sink).await.unwrap();
+    assert_eq!(
+        sink.read(..).unwrap(),
+        vec![2; 4096],
+        "row 2: every message placed"
+    );
+    assert_eq!(
+        region.read(..4096).unwrap(),
+        pattern(4096, 9),
+        "rows 1 and 4"
+    );
+    c.qp.write(Bytes::from(vec![0xee; 4096]), once)
+        .await
+        .unwrap();
+    assert!(matches!(ended(&c.qp).await, QpEnd::TerminatedByPeer(_)));
+    assert!(matches!(ended(&s.qp).await, QpEnd::Terminated(_)));
+    assert_eq!(
+        region.read(..4096).unwrap(),
+        pattern(4096, 9),
+        "row 3: nothing of the second message placed"
+    );
+
+    // Type 2, bound on the server's queue pair by a work request.
+    let (c, s) = connect(&client, &server, b"", b"").await;
+    let mw2 = server.pd.alloc_mw(MwType::Two).unwrap();
+    mw2.set_one_touch(true);
+    let once2 =
+        s.qp.bind_mw(&mw2, &region, 4096.., Access::REMOTE_WRITE)
+            .await
+            .unwrap();
+    c.qp.write(Bytes::from(pattern(4096, 5)), once2)
+        .await
+        .unwrap();
+    c.qp.write(Bytes::from_static(b"again"), once2)
+        .await
+        .unwrap();
+    assert!(matches!(ended(&c.qp).await, QpEnd::TerminatedByPeer(_)));
+    assert_eq!(region.read(4096..).unwrap(), pattern(4096, 5));
+}
+
+/// How `qp` ended, waiting at most 10 s.
+async fn ended(qp: &verbs::Qp) -> QpEnd {
+    tokio::time::timeout(std::time::Duration::from_secs(10), qp.closed())
+        .await
+        .expect("the queue pair did not end within 10 s")
+}

@@ -79,6 +79,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             to,
             len,
             access,
+            one_touch,
         } => {
             let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
             {
@@ -91,7 +92,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
                 }
             }
             let access = Access::from_bits_truncate(access as u8);
-            match tpt.bind_mw(mw, mr, to, len, access, false, None) {
+            match tpt.bind_mw(mw, mr, to, len, access, one_touch, None) {
                 Ok(stag) => Reply::Id(stag.to_u32()),
                 Err(e) => refused(e),
             }

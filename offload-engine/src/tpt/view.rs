@@ -287,7 +287,7 @@ impl LocalOps for QpMemory {
             storage,
             span,
             access: bind.access,
-            one_touch: false,
+            one_touch: bind.one_touch,
             qp: Some(self.qp),
         };
         t.attach(bind.mw.index(), binding, bind.mw.instance());

@@ -227,6 +227,7 @@ fn invalidating_a_region_unbinds_its_windows() {
         to: 0,
         len: 16,
         access: Access::REMOTE_WRITE,
+        one_touch: false,
     })
     .unwrap();
     assert_eq!(tpt.info(stag).unwrap().windows, 2);
@@ -256,6 +257,7 @@ fn remote_invalidate_allowed_cases() {
         to: 0,
         len: 16,
         access: Access::REMOTE_WRITE,
+        one_touch: false,
     })
     .unwrap();
     assert_eq!(qp.invalidate(t2), Ok(()));
@@ -303,6 +305,7 @@ fn remote_invalidate_refused_cases() {
         to: 0,
         len: 16,
         access: Access::REMOTE_WRITE,
+        one_touch: false,
     })
     .unwrap();
     let local_only = tpt.alloc_fast_reg(pd, 16).unwrap().with_instance(1);

@@ -202,6 +202,7 @@ fn type2_window_is_tied_to_its_queue_pair() {
         to: 0x1010,
         len: 16,
         access: Access::REMOTE_WRITE,
+        one_touch: false,
     };
     a.bind(&bind).unwrap();
     let info = tpt.info(bind.mw).unwrap();
@@ -277,6 +278,7 @@ fn type2_bind_refusals() {
         to: 0x1000,
         len: 32,
         access: Access::REMOTE_READ,
+        one_touch: false,
     };
     let cases = [
         (
