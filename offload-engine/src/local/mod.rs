@@ -1,15 +1,19 @@
 //! Daemon mode's server side (seed 002's I/O-unit module driver): `iwarpd` serving local
 //! applications over a Unix socket, with the [`ipc`] ABI.
 //!
-//! - [`LocalService`] accepts clients; each gets a session (`session.rs`): its control channel (requests in
-//!   order, replies and events through one writer) and the objects it created, which are
-//!   its alone: protection domains, regions (the client's memory files, mapped here),
+//! - [`LocalService`] accepts clients; each gets a session (`session.rs`): its control
+//!   channel (requests in order, replies and events through one writer) and the objects
+//!   it created, which are its alone: protection domains, regions and windows
+//!   (`memory.rs`: the client's memory files, mapped here), shared receive queues,
 //!   listeners, connection requests and queue pairs. Every id a request names is checked
 //!   against the client's own objects, so a client reaches only its own domains' memory.
-//! - Each connected queue pair gets a servant (`servant.rs`): the task that moves work requests from
-//!   the client's rings into the engine and completions back (push-push: completions and
-//!   received payloads land in the client's memory without the client asking). Before
-//!   the send queue it scans its domain's push region (`push.rs`) (seed 000).
+//! - Each connected queue pair gets a servant (`servant.rs`): the task that moves work
+//!   requests from the client's rings into the engine and completions back (push-push:
+//!   completions and received payloads land in the client's memory without the client
+//!   asking). Before the send queue it scans its domain's push region (seed 000; the
+//!   resources it draws on are in `push_share.rs`).
+//! - The engine reads a queue pair's receive ring, then its shared receive queue, on
+//!   demand (`recvs.rs`), so a receive is there for the peer as soon as it is posted.
 //! - A client that goes away (exit, crash, SIGKILL) ends its session: its queue pairs
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
 
