@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr, Stream, WrId};
+use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr, WrId};
 use tokio::sync::{Notify, watch};
 
 use super::io::Read;
@@ -193,25 +193,16 @@ impl Qp {
     /// else through the send queue (written on this thread when small and the queue is
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
-        let Some(p) = &self.shared.push else {
-            let small = wr.op.payload_len() <= super::push::PUSH_MAX_PAYLOAD;
-            return self.post(Queue::Send, small, |s| s.post_send(wr));
-        };
-        let mut st = self.shared.lock();
-        let posted = p.post(&mut st, &self.shared.tpt, wr);
-        st.collect(self.shared.num);
-        self.shared.unlock(st);
-        match posted {
-            Ok(
-                super::push_slots::Posted::Pushed(wake) | super::push_slots::Posted::Queued(wake),
-            ) => {
-                if wake {
-                    self.shared.wake.notify_one();
-                }
-                Ok(())
+        self.locked(|st| {
+            let posted = match &self.shared.push {
+                Some(p) => p.post(st, &self.shared.tpt, wr),
+                None => super::push::post_queued(st, wr),
+            };
+            match posted {
+                Ok(wake) => (Ok(()), wake),
+                Err(e) => (Err(e), false),
             }
-            Err(e) => Err(e),
-        }
+        })
     }
 
     /// Queues the work requests of `wrs` in order, under one lock and with one wake-up of
@@ -223,15 +214,19 @@ impl Qp {
         I: IntoIterator<Item = SendWr>,
     {
         let mut queued = 0;
-        let posted = self.post(Queue::Send, false, |s| {
-            for wr in wrs {
-                if wr.wr_id & NOTIFY_BIT != 0 {
-                    return Err(PostError::ReservedWrId);
+        let posted = self.locked(|st| {
+            let post = || {
+                for wr in wrs {
+                    if wr.wr_id & NOTIFY_BIT != 0 {
+                        return Err(PostError::ReservedWrId);
+                    }
+                    st.stream.post_send(wr)?;
+                    queued += 1;
                 }
-                s.post_send(wr)?;
-                queued += 1;
-            }
-            Ok(())
+                Ok(())
+            };
+            // A batch that failed part-way queued its first requests: they still go out.
+            (post(), true)
         });
         if let Some(p) = &self.shared.push {
             p.queued(queued as u64);
@@ -244,7 +239,7 @@ impl Qp {
         if wr.wr_id & NOTIFY_BIT != 0 {
             return Err(PostError::ReservedWrId);
         }
-        self.post(Queue::Recv, false, |s| s.post_recv(wr))
+        self.locked(|st| (st.stream.post_recv(wr), false))
     }
 
     /// Posts `wr` with its completion routed to the returned future instead of the send
@@ -269,7 +264,7 @@ impl Qp {
     pub fn post_recv_notify(&self, mut wr: RecvWr) -> Result<CompletionFuture, PostError> {
         let id = self.shared.waiters.register();
         wr.wr_id = id;
-        self.post(Queue::Recv, false, |s| s.post_recv(wr))
+        self.locked(|st| (st.stream.post_recv(wr), false))
             .inspect_err(|_| self.shared.waiters.forget(id))?;
         Ok(self.shared.waiters.future(id))
     }
@@ -335,25 +330,11 @@ impl Qp {
         }
     }
 
-    /// Runs a post under the connection's lock. A receive only queues a buffer: the driver has
-    /// nothing to do for it. A `small` send onto an idle send queue goes out on this
-    /// thread (the push path); a large one, or one behind work in flight, is sent by the
-    /// driver, pipelined and batched with the rest.
-    fn post(
-        &self,
-        queue: Queue,
-        small: bool,
-        f: impl FnOnce(&mut Stream) -> Result<(), PostError>,
-    ) -> Result<(), PostError> {
+    /// Runs a post `f` under the connection's lock, delivers what it produced after the
+    /// lock is released, and wakes the driver if `f` says it must run.
+    fn locked<T>(&self, f: impl FnOnce(&mut State) -> (T, bool)) -> T {
         let mut st = self.shared.lock();
-        let push = small && st.stream.outstanding_sends() == 0;
-        // A batch that failed part-way queued its first requests: they still go out.
-        let result = f(&mut st.stream);
-        let wake = match queue {
-            Queue::Recv => false,
-            Queue::Send if push => super::push::push(&mut st),
-            Queue::Send => true,
-        };
+        let (result, wake) = f(&mut st);
         st.collect(self.shared.num);
         self.shared.unlock(st);
         if wake {

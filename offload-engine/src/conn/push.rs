@@ -21,6 +21,15 @@ pub(crate) const PUSH_MAX_PAYLOAD: u32 = 16 * 1024;
 /// The most one push produces and writes on the caller's thread; the driver does the rest.
 const PUSH_MAX: usize = 64 * 1024;
 
+/// Queues `wr` on the send queue, and writes it on this thread if it is small and the
+/// queue was idle (the inline doorbell); otherwise the driver sends it. Returns true when
+/// the driver must run.
+pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdmap::PostError> {
+    let inline = wr.op.payload_len() <= PUSH_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
+    st.stream.post_send(wr)?;
+    Ok(if inline { push(st) } else { true })
+}
+
 /// Sends what the stream has to send now, if the driver is idle. Returns true when the
 /// driver must run (it has a backlog, the socket was full, more is left to send, or the
 /// state is not RTS).

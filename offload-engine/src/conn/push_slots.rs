@@ -77,16 +77,6 @@ impl Default for Policy {
     }
 }
 
-/// What posting one request did.
-pub(crate) enum Posted {
-    /// Executed from its pushed message, written on this thread: the driver must run if
-    /// true (the socket did not take it all).
-    Pushed(bool),
-    /// Goes through the send queue (not pushed, or its push discarded): the driver must
-    /// run if true.
-    Queued(bool),
-}
-
 impl QpPush {
     pub(crate) fn new(pd: Arc<PdPush>, share: Arc<PushShare>, pd_id: PdId, num: QpNum) -> Self {
         pd.add_qp(num.0);
@@ -121,8 +111,9 @@ impl QpPush {
     }
 
     /// Posts `wr` (a lone request) by the push path if it may be pushed, else through
-    /// the send queue; `tpt` reads a gather list's octets into the message.
-    pub(crate) fn post(&self, st: &mut State, tpt: &Tpt, wr: SendWr) -> Result<Posted, PostError> {
+    /// the send queue; `tpt` reads a gather list's octets into the message. Returns true
+    /// when the driver must run.
+    pub(crate) fn post(&self, st: &mut State, tpt: &Tpt, wr: SendWr) -> Result<bool, PostError> {
         let empty = st.stream.outstanding_sends() == 0;
         let idle = st.stream.state() == QpState::Rts && st.io.is_open();
         let policy = &mut st.push_policy;
@@ -168,7 +159,7 @@ impl QpPush {
                 // The message is on the wire, or with the driver next: its tracking
                 // entry is free again.
                 self.share.untrack();
-                Ok(Posted::Pushed(wake))
+                Ok(wake)
             }
             Err(why) => {
                 self.discard(why);
@@ -178,22 +169,23 @@ impl QpPush {
     }
 
     /// The request goes through the send queue; `after_discard`: its push was discarded.
-    fn queue(&self, st: &mut State, wr: SendWr, after_discard: bool) -> Result<Posted, PostError> {
-        let flag = after_discard && wr.flags.contains(rdmap::SendFlags::SIGNALED);
-        let id = wr.wr_id;
-        st.stream.post_send(wr)?;
-        if flag {
-            st.push_policy.flagged.push(id);
-        }
+    fn queue(&self, st: &mut State, wr: SendWr, after_discard: bool) -> Result<bool, PostError> {
         self.queued(1);
-        // After a discard the send queue path is the driver's; otherwise an idle queue
-        // is still served on this thread (the inline doorbell).
-        let wake = after_discard || super::push::push(st);
-        Ok(Posted::Queued(wake))
+        if !after_discard {
+            return super::push::post_queued(st, wr);
+        }
+        // The twin runs from the send queue through the driver, its completion flagged.
+        let flag = wr
+            .flags
+            .contains(rdmap::SendFlags::SIGNALED)
+            .then_some(wr.wr_id);
+        st.stream.post_send(wr)?;
+        st.push_policy.flagged.extend(flag);
+        Ok(true)
     }
 
     /// Seed 000's stop rule after a discard; the twin runs from the send queue.
-    fn discarded(&self, st: &mut State, wr: SendWr) -> Result<Posted, PostError> {
+    fn discarded(&self, st: &mut State, wr: SendWr) -> Result<bool, PostError> {
         st.push_policy.pushing = false;
         self.queue(st, wr, true)
     }
