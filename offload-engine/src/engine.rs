@@ -94,14 +94,6 @@ pub struct Srq {
 pub trait SrqFeed: Send + Sync + std::fmt::Debug {
     /// The next receive buffer, if there is one.
     fn take(&self) -> Option<RecvWr>;
-
-    /// Buffers waiting.
-    fn len(&self) -> usize;
-
-    /// True when no buffer is waiting.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Srq {
@@ -127,9 +119,10 @@ impl Srq {
         self.queue().push_back(wr);
     }
 
-    /// Receive buffers not yet taken.
+    /// Receive buffers posted with [`post_recv`](Self::post_recv) and not yet taken (a
+    /// feed's are counted where they are posted).
     pub fn len(&self) -> usize {
-        self.queue().len() + self.feed.as_ref().map_or(0, |f| f.len())
+        self.queue().len()
     }
 
     /// True when no receive buffer is waiting.

@@ -106,10 +106,6 @@ impl SrqFeed for ClientSrq {
         }
         None
     }
-
-    fn len(&self) -> usize {
-        self.seg.len_waiting()
-    }
 }
 
 /// A daemon queue pair's receive buffers for the engine: its ring, then its shared
@@ -179,10 +175,6 @@ impl SrqFeed for QpRecvs {
         }
         self.srq.as_ref()?.take()
     }
-
-    fn len(&self) -> usize {
-        self.srq.as_ref().map_or(0, |q| q.len())
-    }
 }
 
 #[cfg(test)]
@@ -246,7 +238,7 @@ mod tests {
             };
             assert!(c.push(&encode_rqe(&wr).unwrap()));
         }
-        assert_eq!(srq.len(), 2);
+        assert_eq!(srq.segment().len_waiting(), 2);
         let (a, b) = (srq.take().unwrap(), srq.take().unwrap());
         assert!(a.wr_id & SRQ_ID != 0 && a.wr_id != b.wr_id);
         assert!(srq.take().is_none());
