@@ -802,6 +802,9 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
         ),
         "the region limit: {e}"
     );
+    // A window takes a memory entry too.
+    let e = pd.alloc_mw(verbs::MwType::One).unwrap_err();
+    assert!(matches!(e, MemError::Daemon { .. }), "the entry limit: {e}");
     let dev = pd.device().clone();
     let cq = dev.create_cq(16);
     let e = dev

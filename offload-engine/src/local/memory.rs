@@ -48,7 +48,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             }
         }
         Request::AllocMw { pd, kind } => {
-            if let Some(r) = check_pd(s, pd) {
+            if let Some(r) = check_pd(s, pd).or_else(|| check_room(s)) {
                 return r;
             }
             let kind = if kind == 1 { MwType::One } else { MwType::Two };
@@ -119,6 +119,19 @@ fn check_pd(s: &Session, pd: u32) -> Option<Reply> {
     (!s.objs().pds.contains_key(&pd)).then(|| not_found("protection domain", pd))
 }
 
+/// The refusal if the client already holds its limit of memory entries (regions and
+/// windows: each takes an entry of the shard's table, which every client there shares).
+fn check_room(s: &Session) -> Option<Reply> {
+    let max = s.device.limits.max_mrs;
+    let o = s.objs();
+    (o.mrs.len() + o.mws.len() >= max).then(|| {
+        err(
+            error::LIMIT,
+            format!("this client already has {max} regions and windows, iwarpd's limit"),
+        )
+    })
+}
+
 /// Maps the client's memory file of `len` octets and enters it in the table with
 /// `enter` (an ordinary or a fast-registration region of `pd`).
 fn region(
@@ -128,15 +141,8 @@ fn region(
     fd: Option<OwnedFd>,
     enter: impl FnOnce(PdId, Arc<Storage>) -> Result<STag, TptError>,
 ) -> Reply {
-    if let Some(r) = check_pd(s, pd) {
+    if let Some(r) = check_pd(s, pd).or_else(|| check_room(s)) {
         return r;
-    }
-    let max = s.device.limits.max_mrs;
-    if s.objs().mrs.len() >= max {
-        return err(
-            error::LIMIT,
-            format!("this client already has {max} regions registered, iwarpd's limit"),
-        );
     }
     let Some(fd) = fd else {
         return err(

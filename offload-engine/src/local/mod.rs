@@ -41,7 +41,7 @@ pub struct LocalConfig {
     pub push: PushConfig,
     /// Queue pairs (connected or connecting).
     pub max_qps: usize,
-    /// Registered regions.
+    /// Registered regions and memory windows (each takes an entry of the memory table).
     pub max_mrs: usize,
     /// Connection requests waiting for accept or reject; more are rejected.
     pub max_pending_incoming: usize,
