@@ -43,8 +43,8 @@ usage: iwperf TEST [options] [server-address]
   --daemon PATH     go through the local iwarpd listening on this control socket
                     (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
                     settings, CRC included, then apply)
-  --no-push         with --daemon: send every request through the send queue, never
-                    the push path (to measure what pushing gains)
+  --no-push         send every request through the send queue, never seed 000's push
+                    path (through iwarpd or embedded: to measure what pushing gains)
   -h, --help        this text
   A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
@@ -191,7 +191,7 @@ pub struct Opts {
     pub timeout: Duration,
     /// `--daemon PATH`: go through the local iwarpd at this control socket.
     pub daemon: Option<std::path::PathBuf>,
-    /// `--no-push`: through iwarpd, never use the push path.
+    /// `--no-push`: never use the push path (through iwarpd or embedded).
     pub no_push: bool,
 }
 
@@ -363,9 +363,10 @@ impl Opts {
             .queue_depths(QUEUE_DEPTH, QUEUE_DEPTH)
             .p2p(false, RtrFlags::NONE)
             .connect_timeout(self.timeout)
-            .mpa_timeout(self.timeout);
+            .mpa_timeout(self.timeout)
+            .push(!self.no_push);
         match &self.daemon {
-            Some(path) => cfg.daemon(path).push(!self.no_push),
+            Some(path) => cfg.daemon(path),
             None => cfg,
         }
     }
