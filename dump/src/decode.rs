@@ -7,7 +7,7 @@ use ddp::wire::control::{Control, RSVD_MASK};
 use ddp::{TaggedPacket, UntaggedPacket};
 use rdmap::wire::{
     AtomicRequestRepr, AtomicResponseRepr, ImmediateRepr, Opcode, RdmapControl, ReadRequestRepr,
-    TerminatePacket, TerminateRepr,
+    SEND_IMM_LEN, TerminatePacket, TerminateRepr,
 };
 use serde::Serialize;
 
@@ -113,7 +113,7 @@ pub struct RdmapInfo {
     pub terminate: Option<TerminateInfo>,
     /// Atomic Request/Response header.
     pub atomic: Option<AtomicInfo>,
-    /// Immediate Data (8 octets, big-endian).
+    /// Immediate Data (8 octets, big-endian), or a Send with Immediate Data's 32-bit value.
     pub immediate: Option<u64>,
     /// Octets of data after the RDMAP header.
     pub data_len: usize,
@@ -145,6 +145,11 @@ pub fn opcode_name(opcode: u8) -> String {
         Opcode::ImmediateDataSe => "Immediate Data with SE",
         Opcode::AtomicRequest => "Atomic Request",
         Opcode::AtomicResponse => "Atomic Response",
+        // This stack's extension (tshark shows these as unknown opcodes).
+        Opcode::SendImm => "Send with Immediate Data",
+        Opcode::SendInvalidateImm => "Send with Invalidate and Immediate Data",
+        Opcode::SendSeImm => "Send with SE and Immediate Data",
+        Opcode::SendSeInvalidateImm => "Send with SE, Invalidate and Immediate Data",
         Opcode::Unknown(v) => return format!("Unknown ({v:#x})"),
     };
     name.to_owned()
@@ -238,6 +243,20 @@ fn decode_rdmap(octet: u8, ddp: &DdpInfo, payload: &[u8]) -> (RdmapInfo, Option<
     let malformed = |what: &str, e: rdmap::wire::WireError| Some(format!("{what}: {e}"));
     let mut error = None;
     let header_len = match control.opcode {
+        op if op.has_send_immediate() => {
+            // Every segment starts with the 4-octet immediate value.
+            info.inval_stag = ddp.rsvd_ulp_ext.filter(|_| op.invalidates());
+            match payload.first_chunk::<SEND_IMM_LEN>() {
+                Some(imm) => {
+                    info.immediate = Some(u64::from(u32::from_be_bytes(*imm)));
+                    SEND_IMM_LEN
+                }
+                None => {
+                    error = Some("Send with Immediate Data shorter than its 4-octet value".into());
+                    0
+                }
+            }
+        }
         op if op.invalidates() => {
             info.inval_stag = ddp.rsvd_ulp_ext;
             0

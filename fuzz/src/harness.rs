@@ -360,10 +360,12 @@ fn send_work(plan: Plan) -> Vec<SendOp> {
         ops.push(SendOp::Send {
             data: Payload::Bytes(Bytes::from_static(b"hello")),
             invalidate: None,
+            immediate: None,
         });
         ops.push(SendOp::Send {
             data: Payload::Sgl([local(5000, 700)].into()),
             invalidate: Some(regions::INVALIDATE),
+            immediate: None,
         });
     }
     if plan.has(4) {

@@ -138,6 +138,7 @@ fn work(kind: u8, arg: u8) -> SendOp {
         0 => SendOp::Send {
             data: Payload::Bytes(Bytes::from(vec![arg; len as usize])),
             invalidate: None,
+            immediate: None,
         },
         1 => SendOp::Write {
             data: Payload::Sgl(local.into()),

@@ -30,7 +30,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -555,6 +555,8 @@ pub struct QpInfo {
     pub ord: u16,
     /// Octets in one FPDU (DDP header and payload).
     pub mulpdu: u16,
+    /// This stack's extensions both sides agreed to ([`rdmap::Extensions`] bits).
+    pub extensions: u32,
     /// The peer's private data.
     pub private: Bytes,
     /// The segment's geometry.
@@ -562,7 +564,7 @@ pub struct QpInfo {
 }
 
 /// The counters of a queue pair, or their sum over a device: the traffic, and seed 000's
-/// push path. On the wire: 39 little-endian u64s in the order of the fields (arrays
+/// push path. On the wire: 47 little-endian u64s in the order of the fields (arrays
 /// element by element).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -776,6 +778,7 @@ impl Reply {
                 out.put_u16_le(q.ird);
                 out.put_u16_le(q.ord);
                 out.put_u16_le(q.mulpdu);
+                out.put_u32_le(q.extensions);
                 q.geometry.put(&mut out);
                 put_blob(&mut out, &q.private);
             }
@@ -828,6 +831,7 @@ impl Reply {
                 ird: r.u16("ird")?,
                 ord: r.u16("ord")?,
                 mulpdu: r.u16("mulpdu")?,
+                extensions: r.u32("extensions")?,
                 geometry: crate::qpseg::Geometry::read(&mut r)?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
             }),
@@ -977,7 +981,7 @@ mod tests {
     }
 
     #[test]
-    fn counters_are_39_words_in_field_order() {
+    fn counters_are_47_words_in_field_order() {
         let c = Counters {
             fpdus_sent: 0x0102,
             octets_sent: std::array::from_fn(|i| i as u64),
@@ -987,13 +991,13 @@ mod tests {
         let m = Reply::QpCounters(c).encode(func::QUERY_QP, 1);
         // After the status (0: success).
         let body = &m[HEADER_LEN + 2..];
-        assert_eq!(body.len(), 39 * 8);
+        assert_eq!(body.len(), 47 * 8);
         assert_eq!(&body[..8], &[0x02, 0x01, 0, 0, 0, 0, 0, 0]);
         // octets_sent[11] is word 5 + 11.
         assert_eq!(body[16 * 8], 11);
         assert_eq!(body[38 * 8], 0x55);
         let d = Reply::Stats(DeviceCounters::default()).encode(func::STATS, 1);
-        assert_eq!(d.len() - HEADER_LEN - 2, 4 * 4 + 2 * 8 + 39 * 8);
+        assert_eq!(d.len() - HEADER_LEN - 2, 4 * 4 + 2 * 8 + 47 * 8);
     }
 
     #[test]
@@ -1130,6 +1134,7 @@ mod tests {
             ird: 16,
             ord: 16,
             mulpdu: 1448,
+            extensions: 1,
             private: Bytes::from_static(b"advert"),
             geometry: crate::qpseg::Geometry::default(),
         };

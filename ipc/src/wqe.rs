@@ -7,7 +7,8 @@
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
 //!          7 LocalInvalidate, 8 FastRegister, 9 Bind
 //! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
-//!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind)
+//!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind),
+//!          0x40 immediate value present (Send)
 //! 2   u8   payload: 0 none, 1 inline (in the body), 2 gather list (in the body), 3 staged
 //! 3   u8   gather entries in the body (payload 2; 1 for a Read's sink or an Atomic's
 //!          result)
@@ -19,7 +20,8 @@
 //! 24  u64  tagged offset: remote (Write, Read, Atomics), FastRegister's, Bind's
 //! 32  u32  remote length (Write, Read, Atomics)
 //! 36  u32  access (FastRegister, Bind)
-//! 40  u64  a: add, compare, length (FastRegister, Bind), immediate data
+//! 40  u64  a: add, compare, length (FastRegister, Bind), immediate data (Immediate; a
+//!          Send's 32-bit value in the low half)
 //! 48  u64  b: add mask, compare mask
 //! 56  u64  c: swap
 //! 64  u64  d: swap mask
@@ -55,6 +57,7 @@ const F_SOLICITED: u8 = 0x02;
 const F_FENCE: u8 = 0x04;
 const F_INVALIDATE: u8 = 0x08;
 const F_ONE_TOUCH: u8 = 0x20;
+const F_IMMEDIATE: u8 = 0x40;
 /// The entry's twin message was pushed (seed 000's indication 110).
 pub const F_PUSHED: u8 = 0x10;
 
@@ -172,11 +175,19 @@ pub fn encode_sqe(
         Ok(())
     };
     let opcode = match &wr.op {
-        SendOp::Send { data, invalidate } => {
+        SendOp::Send {
+            data,
+            invalidate,
+            immediate,
+        } => {
             payload(&mut e, data)?;
             if let Some(s) = invalidate {
                 flags |= F_INVALIDATE;
                 le32(&mut e, 16, s.to_u32());
+            }
+            if let Some(imm) = immediate {
+                flags |= F_IMMEDIATE;
+                le64(&mut e, 40, u64::from(*imm));
             }
             1
         }
@@ -309,9 +320,8 @@ pub fn decode_sqe(
     own: &mut dyn FnMut(Data<'_>) -> Option<Bytes>,
 ) -> Result<SendWr, Malformed> {
     let flags_bits = e[1];
-    if flags_bits & !(F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED | F_ONE_TOUCH)
-        != 0
-    {
+    let known = F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED | F_ONE_TOUCH;
+    if flags_bits & !(known | F_IMMEDIATE) != 0 {
         return Err(Malformed("send entry flags"));
     }
     let mut flags = SendFlags::NONE;
@@ -354,6 +364,7 @@ pub fn decode_sqe(
         1 => SendOp::Send {
             data: payload()?,
             invalidate: (flags_bits & F_INVALIDATE != 0).then(|| STag::from_u32(get32(e, 16))),
+            immediate: (flags_bits & F_IMMEDIATE != 0).then(|| get32(e, 40)),
         },
         2 => SendOp::Write {
             data: payload()?,
@@ -612,10 +623,12 @@ mod tests {
             SendOp::Send {
                 data: inline,
                 invalidate: Some(STag::from_u32(0x4401)),
+                immediate: Some(0x8001_0203),
             },
             SendOp::Send {
                 data: big.clone(),
                 invalidate: None,
+                immediate: None,
             },
             SendOp::Write {
                 data: Payload::Bytes(Bytes::from(vec![1u8; INLINE_MAX])),
@@ -664,6 +677,7 @@ mod tests {
             SendOp::Send {
                 data: Payload::Sgl(Sgl::new()),
                 invalidate: None,
+                immediate: None,
             },
         ];
         for op in ops {
@@ -683,6 +697,7 @@ mod tests {
             op: SendOp::Send {
                 data: Payload::Sgl(many),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::NONE,
         };
@@ -695,6 +710,7 @@ mod tests {
             op: SendOp::Send {
                 data: Payload::Bytes(Bytes::from(vec![0; 4096])),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::NONE,
         };

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::RtrFlags;
+use crate::{Extensions, RtrFlags};
 
 /// The MPA role of one side (RFC 5044 §2). It need not match the TCP active/passive side.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum Role {
 /// Defaults ([`MpaConfig::default`]): revision 2 with the enhanced block (S bit and the
 /// IRD/ORD word, as siw sends it), `crc = true`, `markers = false`, `ird = ord = 16`
 /// ([`MpaConfig::DEFAULT_IRD_ORD`]; siw's maximum is 128), `p2p = false`,
-/// `rtr = WRITE | READ`, `timeout` = 10 s (siw's Initiator value; use
+/// `rtr = WRITE | READ`, `extensions = ALL`, `timeout` = 10 s (siw's Initiator value; use
 /// [`MpaConfig::for_role`] to get 5 s for a Responder).
 ///
 /// Fields:
@@ -46,6 +46,9 @@ pub enum Role {
 ///   wants every FPDU to fit one segment so that hardware can place segments as they come
 ///   (Intel and Marvell RNICs rely on it); between two software stacks, FPDUs of up to
 ///   64 KiB cost a CRC call, a header and a gather entry per 64 KiB instead of per 1.4 KiB.
+/// * `extensions`: this stack's extensions to offer or accept, default
+///   [`Extensions::ALL`]: the offer is two reserved bits that standard peers ignore, and
+///   nothing else changes unless the peer is this stack and agrees.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MpaConfig {
@@ -67,6 +70,9 @@ pub struct MpaConfig {
     pub timeout: Duration,
     /// Offer or accept FPDUs larger than one TCP segment (siw's experimental bit).
     pub large_fpdus: bool,
+    /// This stack's extensions to offer (Initiator) or accept (Responder); see
+    /// [`Extensions`] for how they are negotiated.
+    pub extensions: Extensions,
 }
 
 impl MpaConfig {
@@ -101,6 +107,7 @@ impl Default for MpaConfig {
             rtr: RtrFlags::WRITE | RtrFlags::READ,
             timeout: Self::INITIATOR_TIMEOUT,
             large_fpdus: false,
+            extensions: Extensions::ALL,
         }
     }
 }
@@ -135,6 +142,8 @@ pub struct Negotiated {
     pub role: Role,
     /// Both frames carried siw's large-FPDU bit: our FPDUs need not fit one TCP segment.
     pub large_fpdus: bool,
+    /// This stack's extensions both sides agreed to (always empty with a standard peer).
+    pub extensions: Extensions,
 }
 
 /// What the peer's Request or Reply frame said.
@@ -159,6 +168,8 @@ pub struct PeerParams {
     pub rtr: RtrFlags,
     /// siw's large-FPDU bit.
     pub large_fpdus: bool,
+    /// This stack's extensions: offered (in a Request) or agreed (in a Reply).
+    pub extensions: Extensions,
     /// The ULP private data (without the enhanced block).
     pub private_data: Bytes,
 }

@@ -8,7 +8,9 @@ use bytes::{Bytes, BytesMut};
 use crate::negotiate;
 use crate::wire::enhanced::EnhancedRepr;
 use crate::wire::frame::{self, FrameKind, FrameRepr, HEADER_LEN};
-use crate::{MAX_PRIVATE_DATA, MpaConfig, MpaError, Negotiated, PeerParams, Role, RtrFlags};
+use crate::{
+    Extensions, MAX_PRIVATE_DATA, MpaConfig, MpaError, Negotiated, PeerParams, Role, RtrFlags,
+};
 
 /// What the handshake reports to its driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +104,7 @@ impl Handshake {
             large_fpdus: cfg.large_fpdus,
             rev: cfg.rev,
             enhanced: block,
+            extensions: cfg.extensions,
             private_data,
         };
         let mut tx = BytesMut::new();
@@ -172,8 +175,8 @@ impl Handshake {
         let State::AwaitDecision { request } = &self.state else {
             return Err(MpaError::LocalCatastrophic);
         };
-        let plan = negotiate::responder(&self.cfg, request);
-        let repr = FrameRepr {
+        let mut plan = negotiate::responder(&self.cfg, request);
+        let mut repr = FrameRepr {
             kind: FrameKind::Reply,
             markers: self.cfg.markers,
             crc: plan.crc,
@@ -181,8 +184,15 @@ impl Handshake {
             large_fpdus: plan.negotiated.large_fpdus,
             rev: if plan.block.is_some() { 2 } else { 1 },
             enhanced: plan.block,
+            extensions: plan.negotiated.extensions,
             private_data,
         };
+        if repr.pd_length() > MAX_PRIVATE_DATA {
+            // No room for the extension block beside the application's private data:
+            // the application's data wins, and no extension is agreed.
+            repr.extensions = Extensions::NONE;
+            plan.negotiated.extensions = Extensions::NONE;
+        }
         queue_frame(&mut self.tx, &repr)?;
         let private_data = request.private_data.clone();
         tracing::debug!(negotiated = ?plan.negotiated, "MPA Reply queued, established");
@@ -210,6 +220,7 @@ impl Handshake {
             large_fpdus: false,
             rev: if block.is_some() { 2 } else { 1 },
             enhanced: block,
+            extensions: Extensions::NONE,
             private_data,
         };
         queue_frame(&mut self.tx, &repr)?;
@@ -377,6 +388,7 @@ fn peer_params(repr: &FrameRepr<'_>, bytes: &Bytes) -> PeerParams {
             _ => RtrFlags::NONE,
         },
         large_fpdus: repr.large_fpdus,
+        extensions: repr.extensions,
         private_data: bytes.slice(pd_start..),
     }
 }

@@ -49,6 +49,7 @@ pub(crate) fn responder(cfg: &MpaConfig, req: &PeerParams) -> ResponderPlan {
         rtr: RtrFlags::NONE,
         role: Role::Responder,
         large_fpdus: cfg.large_fpdus && req.large_fpdus,
+        extensions: cfg.extensions & req.extensions,
     };
     let (Some(peer_ird), Some(peer_ord)) = (req.ird, req.ord) else {
         return ResponderPlan {
@@ -144,6 +145,7 @@ pub(crate) fn initiator(
         rtr: RtrFlags::NONE,
         role: Role::Initiator,
         large_fpdus: cfg.large_fpdus && rep.large_fpdus,
+        extensions: cfg.extensions & rep.extensions,
     };
     let (Some(peer_ird), Some(peer_ord)) = (rep.ird, rep.ord) else {
         return Ok(n);
@@ -183,6 +185,7 @@ mod tests {
             p2p,
             rtr,
             large_fpdus: false,
+            extensions: crate::Extensions::NONE,
             private_data: bytes::Bytes::new(),
         }
     }

@@ -140,6 +140,7 @@ async fn exercise(ci: mpa::MpaConfig, cr: mpa::MpaConfig) {
         SendOp::Send {
             data: Payload::Bytes(Bytes::from_static(b"done")),
             invalidate: None,
+            immediate: None,
         },
     ];
     for (i, op) in wrs.into_iter().enumerate() {

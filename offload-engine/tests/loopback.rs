@@ -108,6 +108,7 @@ async fn send_write_read_atomic_over_loopback() {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::from(msg.clone())),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     })
@@ -242,6 +243,7 @@ async fn a_bad_stag_terminates_both_sides_and_flushes() {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::new()),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     })
@@ -382,6 +384,7 @@ async fn per_request_futures_bypass_the_cq() {
             op: SendOp::Send {
                 data: Payload::Bytes(Bytes::from_static(b"ping")),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::NONE,
         })
@@ -445,6 +448,7 @@ async fn receives_posted_at_accept_catch_the_first_send() {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::from_static(b"first")),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     })
@@ -462,6 +466,7 @@ async fn reserved_work_request_ids_are_refused() {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::new()),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     };

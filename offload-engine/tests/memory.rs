@@ -78,6 +78,7 @@ fn send(wr_id: u64, data: &[u8], invalidate: Option<STag>, flags: SendFlags) -> 
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::copy_from_slice(data)),
             invalidate,
+            immediate: None,
         },
         flags: flags | SendFlags::SIGNALED,
     }

@@ -149,6 +149,7 @@ async fn a_small_send_on_an_idle_queue_leaves_on_the_posting_thread() {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::from_static(b"pushed")),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     })

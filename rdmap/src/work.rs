@@ -147,12 +147,18 @@ impl core::ops::BitOr for SendFlags {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SendOp {
     /// Send (opcode 0x3), or Send with Invalidate (0x4) when `invalidate` is set; with
-    /// [`SendFlags::SOLICITED`] the SE variants (0x5, 0x6).
+    /// [`SendFlags::SOLICITED`] the SE variants (0x5, 0x6). With `immediate`, the
+    /// extension's Send with Immediate Data variants (0xC–0xF), which need a peer that
+    /// agreed to [`mpa::Extensions::SEND_IMMEDIATE`]: on any other connection the request
+    /// completes with [`WcStatus::LocalQpOperation`] and nothing is sent.
     Send {
         /// The message.
         data: Payload,
         /// The peer STag the message asks the peer to invalidate.
         invalidate: Option<STag>,
+        /// A 32-bit value delivered in the peer's receive completion with the message
+        /// ([`Completion::immediate`]).
+        immediate: Option<u32>,
     },
     /// RDMA Write (opcode 0x0) of `data` to `dst` on the peer.
     Write {
@@ -374,7 +380,9 @@ pub struct Completion {
     pub invalidated: Option<STag>,
     /// The peer asked for a solicited event (Send with SE variants, Immediate Data with SE).
     pub solicited: bool,
-    /// Immediate Data received (RFC 7306).
+    /// Immediate Data received: the 8 octets of RFC 7306 Immediate Data (opcode
+    /// [`WcOpcode::RecvImmediate`]), or the 32-bit value of a Send with Immediate Data
+    /// (opcode [`WcOpcode::Recv`], the value in the low 32 bits).
     pub immediate: Option<u64>,
     /// The original remote value returned by an Atomic.
     pub atomic_orig: Option<u64>,

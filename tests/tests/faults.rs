@@ -258,6 +258,7 @@ impl Pair {
             SendOp::Send {
                 data: Payload::Bytes(Bytes::from_static(b"done")),
                 invalidate: None,
+                immediate: None,
             },
         ];
         for (i, op) in wrs.into_iter().enumerate() {

@@ -689,6 +689,7 @@ fn as_initiator(t: &Arc<Target>, case: &Case) {
             op: SendOp::Send {
                 data: Payload::Bytes(Bytes::from_static(b"hi")),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::NONE,
         })

@@ -72,6 +72,7 @@ fn send(data: impl Into<Bytes>) -> SendOp {
     SendOp::Send {
         data: Payload::Bytes(data.into()),
         invalidate: None,
+        immediate: None,
     }
 }
 

@@ -71,6 +71,7 @@ async fn provoke_d4(dev: Device) {
                 op: SendOp::Send {
                     data: Payload::Bytes(Bytes::from_static(b"small")),
                     invalidate: None,
+                    immediate: None,
                 },
                 flags: SendFlags::SIGNALED,
             })

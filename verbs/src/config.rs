@@ -143,6 +143,15 @@ impl DeviceConfig {
         self
     }
 
+    /// This stack's extensions to offer (connecting) and accept (listening), default
+    /// [`Extensions::ALL`](crate::Extensions::ALL). The offer is two reserved MPA bits
+    /// that Linux siw and hardware RNICs ignore; an extension is used on a connection only
+    /// when the peer is this stack and agreed ([`Qp::extensions`](crate::Qp::extensions)).
+    pub fn extensions(mut self, set: crate::Extensions) -> Self {
+        self.engine.mpa.extensions = set;
+        self
+    }
+
     /// The MPA revision sent: 2 (RFC 6581, the default) or 1 (RFC 5044).
     pub fn mpa_revision(mut self, rev: u8) -> Self {
         self.engine.mpa.rev = rev;

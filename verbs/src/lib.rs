@@ -105,7 +105,7 @@ pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
 pub use types::{MwType, PdId};
 
-pub use mpa::{ConnectError, RtrFlags};
+pub use mpa::{ConnectError, Extensions, RtrFlags};
 pub use rdmap::{
     Access, Completion, FastReg, Payload, PostError, QpEnd, QpNum, QpState, RecvWr, RemoteBuf,
     SGL_INLINE, STag, SendFlags, SendOp, SendWr, Sge, Sgl, TermCode, WcOpcode, WcStatus, WrId,

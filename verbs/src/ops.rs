@@ -69,6 +69,7 @@ impl Qp {
             SendOp::Send {
                 data: Payload::Bytes(data),
                 invalidate: None,
+                immediate: None,
             },
             SendFlags::NONE,
         )
@@ -86,6 +87,7 @@ impl Qp {
             SendOp::Send {
                 data: Payload::Sgl(sgl.into()),
                 invalidate: None,
+                immediate: None,
             },
             SendFlags::NONE,
         )
@@ -110,6 +112,56 @@ impl Qp {
             SendOp::Send {
                 data: Payload::Bytes(data),
                 invalidate: Some(invalidate),
+                immediate: None,
+            },
+            SendFlags::NONE,
+        )
+        .await
+    }
+
+    /// Send with Immediate Data (this stack's extension, seed 003): `data` lands in the
+    /// peer's next posted receive buffer and `imm` arrives with it in the receive
+    /// completion ([`Completion::immediate`]), one message, one receive consumed even for
+    /// empty `data`. Needs a peer that agreed ([`Qp::extensions`] has
+    /// [`Extensions::SEND_IMMEDIATE`](crate::Extensions::SEND_IMMEDIATE)); on any other
+    /// connection it fails with a [`LocalQpOperation`](rdmap::WcStatus::LocalQpOperation)
+    /// completion and nothing is sent. For the solicited variants post
+    /// [`SendOp::Send`] with [`SendFlags::SOLICITED`] through [`exec`](Self::exec).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe (see [`exec`](Self::exec)).
+    pub async fn send_imm(&self, data: Bytes, imm: u32) -> Result<Completion, WcError> {
+        self.exec(
+            SendOp::Send {
+                data: Payload::Bytes(data),
+                invalidate: None,
+                immediate: Some(imm),
+            },
+            SendFlags::NONE,
+        )
+        .await
+    }
+
+    /// Send with Invalidate and Immediate Data: [`send_imm`](Self::send_imm) that also
+    /// asks the peer to invalidate `invalidate`, as
+    /// [`send_with_invalidate`](Self::send_with_invalidate) does; the peer's completion
+    /// carries both.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe (see [`exec`](Self::exec)).
+    pub async fn send_imm_with_invalidate(
+        &self,
+        data: Bytes,
+        imm: u32,
+        invalidate: STag,
+    ) -> Result<Completion, WcError> {
+        self.exec(
+            SendOp::Send {
+                data: Payload::Bytes(data),
+                invalidate: Some(invalidate),
+                immediate: Some(imm),
             },
             SendFlags::NONE,
         )

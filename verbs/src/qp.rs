@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use offload_engine::QpInit;
-use rdmap::{PostError, QpState, RecvWr, SendWr};
+use rdmap::{Extensions, PostError, QpState, RecvWr, SendWr};
 
 use crate::daemon::qp::DaemonQp;
 
@@ -32,10 +32,11 @@ pub struct QpStats {
     pub bytes_received_in_place: u64,
     /// DDP payload octets sent per RDMAP opcode, indexed by the opcode's value (0x0 RDMA
     /// Write, 0x1 Read Request, 0x2 Read Response, 0x3..=0x6 the Sends, 0x7 Terminate,
-    /// 0x8/0x9 Immediate Data, 0xA/0xB Atomic Request/Response): [`OPCODE_NAMES`].
-    pub octets_sent: [u64; 12],
+    /// 0x8/0x9 Immediate Data, 0xA/0xB Atomic Request/Response, 0xC..=0xF the Sends with
+    /// Immediate Data of this stack's extension): [`OPCODE_NAMES`].
+    pub octets_sent: [u64; 16],
     /// DDP payload octets received per RDMAP opcode, in segments that passed validation.
-    pub octets_received: [u64; 12],
+    pub octets_received: [u64; 16],
     /// Terminate messages sent.
     pub terminates_sent: u64,
     /// Terminate messages received.
@@ -51,8 +52,8 @@ pub struct QpStats {
 }
 
 /// The RDMAP opcodes of [`QpStats::octets_sent`] and [`QpStats::octets_received`], in
-/// order (the names Wireshark's iwarp-rdmap dissector shows).
-pub const OPCODE_NAMES: [&str; 12] = [
+/// order (the names Wireshark's iwarp-rdmap dissector shows, and this stack's extension's).
+pub const OPCODE_NAMES: [&str; 16] = [
     "Write",
     "Read Request",
     "Read Response",
@@ -65,6 +66,10 @@ pub const OPCODE_NAMES: [&str; 12] = [
     "Immediate Data with SE",
     "Atomic Request",
     "Atomic Response",
+    "Send with Immediate Data",
+    "Send with Invalidate and Immediate Data",
+    "Send with SE and Immediate Data",
+    "Send with SE, Invalidate and Immediate Data",
 ];
 
 impl From<&ipc::control::Counters> for QpStats {
@@ -212,6 +217,9 @@ impl QpImpl {
     fn mulpdu(&self) -> u16 {
         either!(self, q => q.mulpdu())
     }
+    fn extensions(&self) -> Extensions {
+        either!(self, q => q.extensions())
+    }
     fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
         either!(self, q => q.post_send(wr))
     }
@@ -340,6 +348,13 @@ impl Qp {
     /// [large FPDUs](crate::DeviceConfig::large_fpdus).
     pub fn mulpdu(&self) -> u16 {
         self.inner.qp.mulpdu()
+    }
+
+    /// This stack's extensions the peer agreed to when the connection was set up (none
+    /// with Linux siw, a hardware RNIC, or a peer that turned them off): Send with
+    /// Immediate Data ([`Qp::send_imm`]) and RDMA Read V2 need them.
+    pub fn extensions(&self) -> Extensions {
+        self.inner.qp.extensions()
     }
 
     /// Its protection domain.

@@ -126,6 +126,7 @@ async fn small_writes_reads_and_sends_allocate_nothing_per_message() {
     let send = || SendOp::Send {
         data: Payload::Sgl(src.local(..64).into()),
         invalidate: None,
+        immediate: None,
     };
     let mut results = vec![
         ("RDMA Write 64 B", per_message(&c, write, None).await),

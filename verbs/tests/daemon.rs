@@ -543,6 +543,7 @@ async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(),
                 op: SendOp::Send {
                     data: Payload::Bytes(Bytes::copy_from_slice(&i.to_le_bytes())),
                     invalidate: None,
+                    immediate: None,
                 },
                 flags: SendFlags::SIGNALED,
             };

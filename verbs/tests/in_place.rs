@@ -85,6 +85,7 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
         op: SendOp::Send {
             data: Payload::Sgl([src.local(..)].into()),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     })

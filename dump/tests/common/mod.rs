@@ -58,6 +58,7 @@ fn mpa_frame(
         large_fpdus: false,
         rev: if e.is_some() { 2 } else { 1 },
         enhanced: e.map(|(ird, ord, p2p, rtr)| EnhancedRepr { p2p, rtr, ird, ord }),
+        extensions: mpa::Extensions::NONE,
         private_data: b"",
     };
     let mut buf = vec![0u8; repr.buffer_len()];

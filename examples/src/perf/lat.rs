@@ -323,6 +323,7 @@ pub async fn send(
             op: SendOp::Send {
                 data: Payload::Sgl([buf.local(..size)].into()),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::NONE,
         });

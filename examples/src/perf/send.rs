@@ -108,6 +108,7 @@ pub async fn client(
     let make = move || SendOp::Send {
         data: Payload::Sgl([sge].into()),
         invalidate: None,
+        immediate: None,
     };
     pipeline(lim, progress, &qp, &cq, gate, make).await
 }

@@ -9,11 +9,17 @@ use super::util::hex;
 use crate::wire::enhanced::NO_NEGOTIATION;
 use crate::wire::frame::{self, FrameKind, FrameRepr};
 use crate::{
-    Deframer, Framer, Handshake, HandshakeEvent, MpaConfig, MpaError, Negotiated, Role, RtrFlags,
+    Deframer, Extensions, Framer, Handshake, HandshakeEvent, MpaConfig, MpaError, Negotiated, Role,
+    RtrFlags,
 };
 
+/// The defaults without this stack's extensions: what a standard peer sends (the
+/// literal frames of wire-format.md §5.3). The extension tests turn them on.
 pub(crate) fn cfg() -> MpaConfig {
-    MpaConfig::default()
+    MpaConfig {
+        extensions: Extensions::NONE,
+        ..MpaConfig::default()
+    }
 }
 
 /// Runs the pair under several seeds and chunk sizes; every run must give the same events
@@ -407,6 +413,7 @@ fn insufficient_ird() {
         large_fpdus: false,
         rev: 2,
         enhanced: Some(block),
+        extensions: Extensions::NONE,
         private_data: b"",
     };
     let (mut h, rx) = initiator_gets(cfg(), &reply_bytes(&rep));
@@ -552,4 +559,91 @@ fn full_flow_into_fpdu_mode() {
     let mut back = BytesMut::new();
     rtx.encode(b"reply", b"", &mut back);
     assert_eq!(&irx.decode(&mut back).unwrap().unwrap()[..], b"reply");
+}
+
+/// Both sides' agreed extensions and private data after a run with `init` and `resp`
+/// offering and accepting those sets, each side sending `pd`.
+fn extensions_exchange(
+    init: Extensions,
+    resp: Extensions,
+    pd: &[u8],
+) -> (Extensions, Extensions, Bytes, Bytes) {
+    let (i, r) = run(
+        MpaConfig {
+            extensions: init,
+            ..cfg()
+        },
+        pd,
+        MpaConfig {
+            extensions: resp,
+            ..cfg()
+        },
+        Policy::Accept(pd.to_vec()),
+    );
+    let (ni, pi) = established(&i);
+    let (nr, pr) = established(&r);
+    (ni.extensions, nr.extensions, pi, pr)
+}
+
+#[test]
+fn extensions_only_when_both_sides_agree() {
+    let all = Extensions::ALL;
+    let none = Extensions::NONE;
+    let imm = Extensions::SEND_IMMEDIATE;
+    let pd = b"the application's own";
+    let app = Bytes::from_static(pd);
+    // Both ours: on, and each side sees exactly the other's private data.
+    assert_eq!(
+        extensions_exchange(all, all, pd),
+        (all, all, app.clone(), app.clone())
+    );
+    // Disabled on either side: off for both.
+    assert_eq!(
+        extensions_exchange(none, all, pd),
+        (none, none, app.clone(), app.clone())
+    );
+    assert_eq!(
+        extensions_exchange(all, none, pd),
+        (none, none, app.clone(), app.clone())
+    );
+    // Partly: only what both take.
+    assert_eq!(
+        extensions_exchange(all, imm, pd),
+        (imm, imm, app.clone(), app)
+    );
+    // Private data that leaves no room for the block: the application's data wins.
+    let full = vec![7u8; 508];
+    let (ni, nr, pi, pr) = extensions_exchange(all, all, &full);
+    assert_eq!((ni, nr), (none, none));
+    assert_eq!((&pi[..], &pr[..]), (&full[..], &full[..]));
+}
+
+#[test]
+fn extension_offer_and_answer_octets() {
+    // Our Request to anyone: C, S and the two offer bits.
+    let now = Instant::now();
+    let mut i = Handshake::initiator(MpaConfig::default(), b"", now).unwrap();
+    let mut req = BytesMut::new();
+    assert!(i.poll_transmit(&mut req));
+    assert_eq!(&req[16..], &hex("56 02 00 04 00 10 00 10")[..]);
+    // A standard Responder (siw) ignores the bits and answers without them: nothing is
+    // agreed.
+    let siw_reply = hex("4d 50 41 20 49 44 20 52 65 70 20 46 72 61 6d 65 50 02 00 04 00 10 00 10");
+    let (mut h, _) = initiator_gets(MpaConfig::default(), &siw_reply);
+    let (n, pd) = established(&[h.poll_event().unwrap()]);
+    assert_eq!((n.extensions, pd.len()), (Extensions::NONE, 0));
+    // A standard Initiator's Request (siw: flags 0x10) gets a Reply with no extension bit
+    // and no block from a Responder with every extension on.
+    let mut r = Handshake::responder(MpaConfig::default(), now);
+    let mut siw_req = BytesMut::from(
+        &hex("4d 50 41 20 49 44 20 52 65 71 20 46 72 61 6d 65 10 02 00 04 00 01 00 01")[..],
+    );
+    r.handle_input(&mut siw_req, now);
+    assert!(matches!(r.poll_event(), Some(HandshakeEvent::Request(_))));
+    r.accept(b"").unwrap();
+    let mut rep = BytesMut::new();
+    assert!(r.poll_transmit(&mut rep));
+    assert_eq!(&rep[16..], &hex("50 02 00 04 00 10 00 01")[..]);
+    let (n, _) = established(&[r.poll_event().unwrap()]);
+    assert_eq!(n.extensions, Extensions::NONE);
 }

@@ -3,15 +3,18 @@
 //! ```text
 //! offset size field
 //! 0      16   Key   "MPA ID Req Frame" / "MPA ID Rep Frame"
-//! 16     1    flags M=0x80 C=0x40 R=0x20 S=0x10 Res=0x0f (0x08: siw's large-FPDU bit)
+//! 16     1    flags M=0x80 C=0x40 R=0x20 S=0x10 Res=0x0f (0x08: siw's large-FPDU bit;
+//!             0x04, 0x02: this stack's extensions)
 //! 17     1    Rev   1 (RFC 5044) or 2 (RFC 6581)
 //! 18     2    PD_Length (big-endian), 0..=512
-//! 20     n    Private Data (starts with the 4-octet enhanced block when S=1)
+//! 20     n    Private Data (starts with the 4-octet enhanced block when S=1; then, in a
+//!             Reply that sets an extension bit, the 8-octet extension block)
 //! ```
 //! The frame is not padded, carries no CRC and no markers.
 
 use super::enhanced::{self, EnhancedRepr};
-use crate::{MAX_PRIVATE_DATA, MpaError};
+use super::extensions::{self, ExtensionBlock};
+use crate::{Extensions, MAX_PRIVATE_DATA, MpaError};
 
 /// Key of an MPA Request frame.
 pub const KEY_REQUEST: [u8; 16] = *b"MPA ID Req Frame";
@@ -34,6 +37,16 @@ pub const FLAG_RES: u8 = 0x0f;
 /// such FPDUs from you". Used only when both frames carry it; a standard peer never sets
 /// it and ignores it, so an offer costs nothing.
 pub const FLAG_LARGE_FPDUS: u8 = 0x08;
+/// This stack's Send with Immediate Data extension (a reserved bit to RFC 5044): offered in
+/// a Request, agreed in a Reply (see [`Extensions`]).
+pub const FLAG_SEND_IMMEDIATE: u8 = 0x04;
+/// This stack's RDMA Read V2 extension (a reserved bit to RFC 5044).
+pub const FLAG_READ_V2: u8 = 0x02;
+/// The flag bit of each extension.
+const EXTENSION_FLAGS: [(Extensions, u8); 2] = [
+    (Extensions::SEND_IMMEDIATE, FLAG_SEND_IMMEDIATE),
+    (Extensions::READ_V2, FLAG_READ_V2),
+];
 /// Lowest revision accepted (Rev 0, pre-IETF RDMAC, is rejected).
 pub const REV_MIN: u8 = 1;
 /// Highest revision understood (RFC 6581).
@@ -176,6 +189,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.flags() & FLAG_LARGE_FPDUS != 0
     }
 
+    /// The extension bits of the flags octet ([`FLAG_SEND_IMMEDIATE`], [`FLAG_READ_V2`]).
+    pub fn extension_flags(&self) -> Extensions {
+        EXTENSION_FLAGS
+            .iter()
+            .filter(|(_, bit)| self.flags() & bit != 0)
+            .fold(Extensions::NONE, |set, (e, _)| set | *e)
+    }
+
     /// The reserved bits (0x0f of the flags octet).
     pub fn res(&self) -> u8 {
         self.flags() & FLAG_RES
@@ -242,6 +263,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_flag(FLAG_LARGE_FPDUS, on);
     }
 
+    /// Sets the extension bits of the flags octet to `set`.
+    pub fn set_extension_flags(&mut self, set: Extensions) {
+        for (e, bit) in EXTENSION_FLAGS {
+            self.set_flag(bit, set.contains(e));
+        }
+    }
+
     /// Sets the reserved bits (masked to 0x0f).
     pub fn set_res(&mut self, res: u8) {
         let flags = self.flags();
@@ -283,7 +311,10 @@ pub struct FrameRepr<'a> {
     pub rev: u8,
     /// The enhanced block; `Some` exactly when the frame is Rev 2 with S=1.
     pub enhanced: Option<EnhancedRepr>,
-    /// The ULP private data, after the enhanced block.
+    /// This stack's extensions: offered (Request) or agreed (Reply: both the flag bits and
+    /// the extension block say so). See [`Extensions`].
+    pub extensions: Extensions,
+    /// The ULP private data, after the enhanced block (and a Reply's extension block).
     pub private_data: &'a [u8],
 }
 
@@ -304,6 +335,16 @@ impl<'a> FrameRepr<'a> {
         } else {
             (None, pd)
         };
+        let flagged = packet.extension_flags();
+        let (extensions, private_data) = match kind {
+            FrameKind::Request => (flagged, private_data),
+            FrameKind::Reply if flagged.is_empty() => (flagged, private_data),
+            // Bits without our block: someone else's experiment; nothing is agreed.
+            FrameKind::Reply => match ExtensionBlock::parse(private_data) {
+                Some(block) => (block.agreed & flagged, &private_data[extensions::LEN..]),
+                None => (Extensions::NONE, private_data),
+            },
+        };
         Ok(Self {
             kind,
             markers: packet.markers(),
@@ -312,18 +353,29 @@ impl<'a> FrameRepr<'a> {
             large_fpdus: packet.large_fpdus(),
             rev: packet.rev(),
             enhanced,
+            extensions,
             private_data,
         })
     }
 
-    /// PD_Length: the private data plus the enhanced block, if any.
+    /// True when the frame carries the extension block (an agreeing Reply).
+    fn has_extension_block(&self) -> bool {
+        self.kind == FrameKind::Reply && !self.extensions.is_empty()
+    }
+
+    /// PD_Length: the private data plus the enhanced and extension blocks, if any.
     pub fn pd_length(&self) -> usize {
-        self.private_data.len()
-            + if self.enhanced.is_some() {
-                enhanced::LEN
-            } else {
-                0
-            }
+        let enhanced = if self.enhanced.is_some() {
+            enhanced::LEN
+        } else {
+            0
+        };
+        let extension = if self.has_extension_block() {
+            extensions::LEN
+        } else {
+            0
+        };
+        self.private_data.len() + enhanced + extension
     }
 
     /// Octets of the whole frame.
@@ -333,7 +385,8 @@ impl<'a> FrameRepr<'a> {
 
     /// Writes the frame into the first [`buffer_len`](Self::buffer_len) octets. The S bit is
     /// set exactly when `enhanced` is `Some`; reserved bits are written as 0 but for
-    /// [`FLAG_LARGE_FPDUS`] when `large_fpdus`. The caller
+    /// [`FLAG_LARGE_FPDUS`] when `large_fpdus` and the bits of `extensions` (with the
+    /// extension block after the enhanced block in a Reply). The caller
     /// keeps [`pd_length`](Self::pd_length) within 512 (the handshake checks it).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         debug_assert!(self.pd_length() <= MAX_PRIVATE_DATA);
@@ -344,6 +397,7 @@ impl<'a> FrameRepr<'a> {
         packet.set_reject(self.reject);
         packet.set_enhanced(self.enhanced.is_some());
         packet.set_large_fpdus(self.large_fpdus);
+        packet.set_extension_flags(self.extensions);
         packet.set_rev(self.rev);
         packet.set_pd_length(self.pd_length() as u16);
         let pd = packet.private_data_mut();
@@ -354,6 +408,17 @@ impl<'a> FrameRepr<'a> {
                 rest
             }
             None => pd,
+        };
+        let rest = if self.has_extension_block() {
+            let (head, rest) = rest.split_at_mut(extensions::LEN);
+            let block = ExtensionBlock {
+                version: extensions::VERSION,
+                agreed: self.extensions,
+            };
+            head.copy_from_slice(&block.emit());
+            rest
+        } else {
+            rest
         };
         rest.copy_from_slice(self.private_data);
     }

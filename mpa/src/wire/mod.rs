@@ -12,11 +12,13 @@
 //! Modules:
 //! * [`frame`]: the MPA Request/Reply frame (RFC 5044 §7.1, RFC 6581 §6).
 //! * [`enhanced`]: the RFC 6581 IRD/ORD word at the start of the private data.
+//! * [`extensions`]: the block of a Reply that agrees to this stack's extensions.
 //! * [`marker`]: the 4-octet marker (RFC 5044 §4.2).
 //! * [`fpdu`]: FPDU constants, the on-wire length rule with markers, and a view over an
 //!   FPDU without markers.
 
 pub mod enhanced;
+pub mod extensions;
 pub mod fpdu;
 pub mod frame;
 pub mod marker;

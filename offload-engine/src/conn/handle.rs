@@ -172,6 +172,11 @@ impl Qp {
         self.shared.lock().stream.mulpdu()
     }
 
+    /// This stack's extensions both sides agreed to when the connection was set up.
+    pub fn extensions(&self) -> rdmap::Extensions {
+        self.shared.lock().stream.extensions()
+    }
+
     /// True while octets wait for room in the socket or the stream has FPDUs to produce:
     /// the connection is back-pressured, and a pushed message would have to wait (seed
     /// 000's flow-controlled condition).

@@ -487,6 +487,7 @@ where
         ird,
         ord,
         mulpdu: qp.mulpdu(),
+        extensions: qp.extensions().bits(),
         private,
         geometry: geo,
     };

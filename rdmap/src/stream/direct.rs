@@ -74,7 +74,9 @@ impl Stream {
         }
         let ulpdu_len = self.deframer.partial_len(src)?;
         let header = src.get(LENGTH_LEN..LENGTH_LEN + TAGGED_HEADER_LEN)?;
-        let Ok((SegmentRepr::Tagged(seg), _, Opcode::RdmaWrite)) = check_segment(header) else {
+        let Ok((SegmentRepr::Tagged(seg), _, Opcode::RdmaWrite)) =
+            check_segment(header, self.extensions)
+        else {
             return None;
         };
         let len = ulpdu_len - TAGGED_HEADER_LEN;

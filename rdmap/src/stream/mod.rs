@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use mpa::{Deframer, Framer, Negotiated, Role, Rtr, RtrFlags};
+use mpa::{Deframer, Extensions, Framer, Negotiated, Role, Rtr, RtrFlags};
 
 use crate::memory::{Memory, MemoryOps, NoSharedRecv, SharedRecv};
 use crate::term::TermCode;
@@ -167,7 +167,7 @@ pub struct StreamStats {
     /// Payload octets read from the socket straight into registered memory, with no copy
     /// ([`Stream::direct_target`]).
     pub bytes_received_in_place: u64,
-    /// DDP payload octets sent, per RDMAP opcode (indexed by its value, 0x0..=0xB; see
+    /// DDP payload octets sent, per RDMAP opcode (indexed by its value, 0x0..=0xF; see
     /// [`Opcode`](crate::wire::Opcode)).
     pub octets_sent: [u64; OPCODES],
     /// DDP payload octets received in segments that passed validation, per RDMAP opcode.
@@ -178,8 +178,9 @@ pub struct StreamStats {
     pub terminates_received: u64,
 }
 
-/// The RDMAP opcodes with a meaning (RFC 5040 and RFC 7306): 0x0 to 0xB.
-pub const OPCODES: usize = 12;
+/// The RDMAP opcodes with a meaning: 0x0 to 0xB (RFC 5040 and RFC 7306) and the
+/// extension's Send with Immediate Data variants 0xC to 0xF.
+pub const OPCODES: usize = 16;
 
 impl StreamStats {
     /// Adds `len` octets of `op` to `per_opcode` (unknown opcodes are not counted: they
@@ -221,6 +222,8 @@ pub struct Stream {
     state: QpState,
     ird: u16,
     ord: u16,
+    /// This stack's extensions both sides agreed to in the MPA exchange.
+    extensions: Extensions,
     framer: Framer,
     deframer: Deframer,
     tx: TxState,
@@ -253,6 +256,7 @@ impl Stream {
             state: QpState::Rts,
             ird: negotiated.ird,
             ord: negotiated.ord,
+            extensions: negotiated.extensions,
             framer: Framer::from_negotiated(negotiated),
             deframer: Deframer::from_negotiated(negotiated),
             events: VecDeque::new(),
@@ -491,6 +495,11 @@ impl Stream {
     /// The negotiated inbound (IRD) and outbound (ORD) Read/Atomic limits.
     pub fn ird_ord(&self) -> (u16, u16) {
         (self.ird, self.ord)
+    }
+
+    /// This stack's extensions both sides agreed to (none with a standard peer).
+    pub fn extensions(&self) -> Extensions {
+        self.extensions
     }
 
     /// The largest ULPDU (DDP header and payload) this side puts in one FPDU.

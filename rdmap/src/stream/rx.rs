@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use ddp::{Access, DdpError, STag, SegmentRepr, TaggedRepr, UntaggedRepr, check_untagged};
-use mpa::RtrFlags;
+use mpa::{Extensions, RtrFlags};
 
 use super::tx::{Flush, IrqEntry, OrqEntry};
 use super::{Event, QpState, Stream, StreamStats};
@@ -13,7 +13,7 @@ use crate::memory::{Memory, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
-    RDMAP_VERSION, RdmapControl, ReadRequestRepr, TerminateRepr,
+    RDMAP_VERSION, RdmapControl, ReadRequestRepr, SEND_IMM_LEN, TerminateRepr,
 };
 use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
 
@@ -130,9 +130,11 @@ fn scatter(
 
 /// The DDP and RDMAP header checks every incoming segment passes first, in order (RFC
 /// 5041 §7.2, RFC 5040 §4.8): the segment, its payload and its opcode, or the Terminate
-/// code and whether the Terminate copies the segment's header.
+/// code and whether the Terminate copies the segment's header. An extension's opcode is
+/// unexpected unless `extensions` (what both sides agreed) has it.
 pub(super) fn check_segment(
     ulpdu: &[u8],
+    extensions: Extensions,
 ) -> Result<(SegmentRepr, &[u8], Opcode), (TermCode, bool)> {
     let (seg, payload) =
         SegmentRepr::parse(ulpdu).map_err(|e| (TermCode::from_ddp(e), e != DdpError::Truncated))?;
@@ -151,7 +153,8 @@ pub(super) fn check_segment(
         SegmentRepr::Tagged(_) => op.is_tagged(),
         SegmentRepr::Untagged(u) => !op.is_tagged() && op.queue() == Some(u.qn),
     };
-    if !fits {
+    let agreed = !op.has_send_immediate() || extensions.contains(Extensions::SEND_IMMEDIATE);
+    if !fits || !agreed {
         return Err((TermCode::UNEXPECTED_OPCODE, true));
     }
     Ok((seg, payload, op))
@@ -165,7 +168,7 @@ impl Stream {
         mem: &mut dyn Memory,
         srq: &mut dyn SharedRecv,
     ) {
-        let (seg, payload, op) = match check_segment(ulpdu) {
+        let (seg, payload, op) = match check_segment(ulpdu, self.extensions) {
             Ok(x) => x,
             Err((code, copy)) => return self.fatal(code, copy.then_some(ulpdu), None),
         };
@@ -199,9 +202,19 @@ impl Stream {
                     self.refill_from_srq(srq);
                     self.on_immediate(&u, op, payload, ulpdu)
                 }
+                _ if op.has_send_immediate() => {
+                    // Every segment starts with the 4-octet immediate value; MO counts
+                    // only the payload after it.
+                    let Some((imm, payload)) = payload.split_first_chunk::<SEND_IMM_LEN>() else {
+                        return self.fatal(TermCode::OP_UNSPECIFIED, Some(ulpdu), None);
+                    };
+                    self.refill_from_srq(srq);
+                    let imm = u32::from_be_bytes(*imm);
+                    self.on_send(&u, op, payload, ulpdu, mem, Some(imm))
+                }
                 _ => {
                     self.refill_from_srq(srq);
-                    self.on_send(&u, op, payload, ulpdu, mem)
+                    self.on_send(&u, op, payload, ulpdu, mem, None)
                 }
             },
         }
@@ -315,8 +328,9 @@ impl Stream {
         }
     }
 
-    /// Send, Send with Invalidate, Send with SE (and Invalidate): placed into the receive
-    /// buffer at the head of the queue.
+    /// Send, Send with Invalidate, Send with SE (and Invalidate), each also with Immediate
+    /// Data (`imm`, taken from the last segment): placed into the receive buffer at the
+    /// head of the queue.
     fn on_send(
         &mut self,
         u: &UntaggedRepr,
@@ -324,6 +338,7 @@ impl Stream {
         payload: &[u8],
         ulpdu: &[u8],
         mem: &mut dyn Memory,
+        imm: Option<u32>,
     ) {
         let len = payload.len() as u32;
         let (expected, cap) = match &self.rx.current {
@@ -392,6 +407,7 @@ impl Stream {
         let mut wc = Completion::new(cur.wr.wr_id, Queue::Recv, WcOpcode::Recv, WcStatus::Success);
         wc.byte_len = u.mo + len;
         wc.solicited = op.solicited();
+        wc.immediate = imm.map(u64::from);
         if op.invalidates() {
             let stag = STag::from_u32(u.rsvd_ulp_ext);
             if let Err(e) = mem.invalidate(stag) {

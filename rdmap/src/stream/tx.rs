@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
-use mpa::Rtr;
+use mpa::{Extensions, Rtr};
 
 use super::transmit::{Chained, IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
 use super::{QpState, Stream, StreamStats};
@@ -14,7 +14,7 @@ use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
 use crate::wire::{
     ATOMIC_REQUEST_LEN, AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl,
-    ReadRequestRepr, TERMINATE_MAX_LEN, TerminateRepr,
+    ReadRequestRepr, SEND_IMM_LEN, TERMINATE_MAX_LEN, TerminateRepr,
 };
 use crate::work::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
@@ -101,6 +101,8 @@ enum Done {
 #[derive(Debug)]
 struct OutMsg {
     header: SegmentRepr,
+    /// A Send with Immediate Data's value, after the DDP header of every segment.
+    imm: Option<u32>,
     src: Source,
     len: u32,
     off: u32,
@@ -328,20 +330,25 @@ impl Stream {
         let Some(msg) = self.tx.current.take() else {
             return false;
         };
-        let hlen = msg.header.header_len();
+        let ddp_len = msg.header.header_len();
+        // A Send with Immediate Data's value rides after the DDP header of every segment.
+        let hlen = ddp_len + msg.imm.map_or(0, |_| SEND_IMM_LEN);
         let max = u32::from(self.cfg.mulpdu)
             .saturating_sub(hlen as u32)
             .max(1);
         let seg_len = (msg.len - msg.off).min(max);
         let last = msg.off + seg_len == msg.len;
         let header = segment_header(&msg.header, msg.off, last);
-        let mut hbuf = [0u8; ddp::UNTAGGED_HEADER_LEN];
-        header.emit(&mut hbuf[..hlen]);
+        let mut hbuf = [0u8; ddp::UNTAGGED_HEADER_LEN + SEND_IMM_LEN];
+        header.emit(&mut hbuf[..ddp_len]);
+        if let Some(imm) = msg.imm {
+            hbuf[ddp_len..hlen].copy_from_slice(&imm.to_be_bytes());
+        }
 
         let range = msg.off as usize..(msg.off + seg_len) as usize;
         if let Some(payload) = chained_payload(&msg, range.clone(), mem, self.framer.markers()) {
             // Header into the arena; the payload by reference, its PAD and CRC behind it.
-            let head = out.arena(ddp::UNTAGGED_HEADER_LEN + 2);
+            let head = out.arena(ddp::UNTAGGED_HEADER_LEN + SEND_IMM_LEN + 2);
             if let Some(trailer) = self
                 .framer
                 .encode_deferred(&hbuf[..hlen], range.len(), head)
@@ -444,6 +451,7 @@ impl Stream {
             let len = term.buffer_len();
             return Some(OutMsg {
                 header: untagged(Opcode::Terminate, 2, msn, 0),
+                imm: None,
                 src: inline(|b| term.emit(b), len),
                 len: len as u32,
                 off: 0,
@@ -555,6 +563,7 @@ impl Stream {
         };
         OutMsg {
             header,
+            imm: None,
             src,
             len,
             off: 0,
@@ -566,6 +575,7 @@ impl Stream {
         match resp {
             IrqEntry::Read(req) => OutMsg {
                 header: tagged(Opcode::ReadResponse, req.sink_stag, req.sink_to),
+                imm: None,
                 len: req.size,
                 src: if req.size == 0 {
                     Source::Empty
@@ -579,6 +589,7 @@ impl Stream {
                 let msn = self.tx.next_msn(3);
                 OutMsg {
                     header: untagged(Opcode::AtomicResponse, 3, msn, 0),
+                    imm: None,
                     src: inline(|b| r.emit(b), AtomicResponseRepr::buffer_len()),
                     len: AtomicResponseRepr::buffer_len() as u32,
                     off: 0,
@@ -598,6 +609,7 @@ impl Stream {
         let solicited = wr.flags.contains(SendFlags::SOLICITED);
         let msg = |header, src, len| OutMsg {
             header,
+            imm: None,
             src,
             len,
             off: 0,
@@ -607,17 +619,23 @@ impl Stream {
             SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_) => {
                 Err(WcStatus::LocalQpOperation)
             }
-            SendOp::Send { data, invalidate } => {
+            SendOp::Send {
+                data,
+                invalidate,
+                immediate,
+            } => {
+                if immediate.is_some() && !self.extensions.contains(Extensions::SEND_IMMEDIATE) {
+                    // The peer did not agree: it would take the opcode for an error.
+                    return Err(WcStatus::LocalQpOperation);
+                }
                 let len = check_payload(mem, &data)?;
-                let op = match (invalidate.is_some(), solicited) {
-                    (false, false) => Opcode::Send,
-                    (true, false) => Opcode::SendInvalidate,
-                    (false, true) => Opcode::SendSe,
-                    (true, true) => Opcode::SendSeInvalidate,
-                };
+                let op = Opcode::send(invalidate.is_some(), solicited, immediate.is_some());
                 let msn = self.tx.next_msn(0);
                 let inv = invalidate.map_or(0, STag::to_u32);
-                Ok(msg(untagged(op, 0, msn, inv), payload_source(data), len))
+                Ok(OutMsg {
+                    imm: immediate,
+                    ..msg(untagged(op, 0, msn, inv), payload_source(data), len)
+                })
             }
             SendOp::Write { data, dst } => {
                 let len = check_payload(mem, &data)?;
@@ -743,6 +761,7 @@ impl Stream {
         let len = AtomicRequestRepr::buffer_len();
         Ok(OutMsg {
             header: untagged(Opcode::AtomicRequest, 1, msn, 0),
+            imm: None,
             src: inline(|b| req.emit(b), len),
             len: len as u32,
             off: 0,

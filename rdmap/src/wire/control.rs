@@ -98,7 +98,7 @@ mod tests {
         assert!(!c.is_valid_version());
         let c = RdmapControl::parse(0x0c);
         assert_eq!(c.version, 0);
-        assert_eq!(c.opcode, Opcode::Unknown(0xc));
+        assert_eq!(c.opcode, Opcode::SendImm);
     }
 
     #[test]

@@ -10,6 +10,12 @@ use super::WireError;
 /// Length of the Immediate Data in octets.
 pub const IMMEDIATE_LEN: usize = 8;
 
+/// Length of the immediate value of a Send with Immediate Data (this stack's extension,
+/// opcodes 0xC–0xF, seed 003 §3.6): 4 octets, big-endian, right after the untagged DDP
+/// header of every segment of the message, before that segment's payload. 32 bits because
+/// that is what a verbs `imm_data` holds; the payload's MO does not count them.
+pub const SEND_IMM_LEN: usize = 4;
+
 mod field {
     use crate::wire::Field;
 

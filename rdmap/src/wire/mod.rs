@@ -77,7 +77,7 @@ pub use atomic::{
     AtomicResponsePacket, AtomicResponseRepr,
 };
 pub use control::{RDMAP_VERSION, RdmapControl};
-pub use immediate::{IMMEDIATE_LEN, ImmediatePacket, ImmediateRepr};
+pub use immediate::{IMMEDIATE_LEN, ImmediatePacket, ImmediateRepr, SEND_IMM_LEN};
 pub use opcode::Opcode;
 pub use read_request::{READ_REQUEST_LEN, ReadRequestPacket, ReadRequestRepr};
 pub use terminate::{

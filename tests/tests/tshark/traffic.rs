@@ -97,6 +97,7 @@ fn msg(data: &'static [u8], invalidate: Option<STag>) -> SendOp {
     SendOp::Send {
         data: Payload::Bytes(Bytes::from_static(data)),
         invalidate,
+        immediate: None,
     }
 }
 

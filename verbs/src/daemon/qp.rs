@@ -377,6 +377,10 @@ impl DaemonQp {
         self.info.mulpdu
     }
 
+    pub(crate) fn extensions(&self) -> rdmap::Extensions {
+        rdmap::Extensions::from_bits_truncate(self.info.extensions)
+    }
+
     pub(crate) fn private_data(&self) -> &bytes::Bytes {
         &self.info.private
     }

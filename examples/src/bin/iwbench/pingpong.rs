@@ -195,6 +195,7 @@ impl End {
                 op: SendOp::Send {
                     data: Payload::Bytes(data.clone()),
                     invalidate: None,
+                    immediate: None,
                 },
                 flags: SendFlags::NONE,
             })?,

@@ -1,7 +1,7 @@
 //! smoltcp-style tests of the Request/Reply frame against wire-format.md §5.3.
 
 use super::*;
-use crate::RtrFlags;
+use crate::{Extensions, RtrFlags};
 
 // V1 Request, M=0 C=1 Rev=1, Private Data "hello".
 static V1_REQ_HELLO: [u8; 25] = [
@@ -52,6 +52,7 @@ fn v1(kind: FrameKind, markers: bool, reject: bool, pd: &[u8]) -> FrameRepr<'_> 
         large_fpdus: false,
         rev: 1,
         enhanced: None,
+        extensions: Extensions::NONE,
         private_data: pd,
     }
 }
@@ -65,6 +66,7 @@ fn v2(kind: FrameKind, block: EnhancedRepr, pd: &[u8]) -> FrameRepr<'_> {
         large_fpdus: false,
         rev: 2,
         enhanced: Some(block),
+        extensions: Extensions::NONE,
         private_data: pd,
     }
 }
@@ -292,10 +294,73 @@ fn reserved_bits_ignored() {
             ..all_vectors()[3].1
         }
     );
-    // The other three reserved bits mean nothing.
+    // 0x04 and 0x02 offer this stack's extensions; 0x01 means nothing.
     let res = with(&V2_REQ, |p| p.set_res(0x07));
+    let r = FrameRepr::parse(&Packet::new_unchecked(&res[..])).unwrap();
+    assert_eq!(
+        r,
+        FrameRepr {
+            extensions: Extensions::ALL,
+            ..all_vectors()[3].1
+        }
+    );
+    let res = with(&V2_REQ, |p| p.set_res(0x01));
     let r = FrameRepr::parse(&Packet::new_unchecked(&res[..])).unwrap();
     assert_eq!(r, all_vectors()[3].1);
     let all = with(&V1_REQ_HELLO, |p| p.set_res(0x0f));
     assert!(FrameRepr::parse(&Packet::new_unchecked(&all[..])).is_ok());
+}
+
+// A Reply that agrees to both extensions: flags 0x56 (C, S, 0x04, 0x02), PD_Length 4 + 8
+// + 2, the enhanced block, the extension block, then the application's "ok".
+static V2_REP_EXT: [u8; 34] = [
+    0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x70, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+    0x56, 0x02, 0x00, 0x0e, 0x00, 0x10, 0x00, 0x10, 0x69, 0x57, 0x58, 0x01, 0x00, 0x00, 0x00, 0x03,
+    0x6f, 0x6b,
+];
+
+#[test]
+fn extension_block_in_a_reply() {
+    let repr = FrameRepr {
+        kind: FrameKind::Reply,
+        markers: false,
+        crc: true,
+        reject: false,
+        large_fpdus: false,
+        rev: 2,
+        enhanced: Some(EnhancedRepr {
+            p2p: false,
+            rtr: RtrFlags::NONE,
+            ird: 16,
+            ord: 16,
+        }),
+        extensions: Extensions::ALL,
+        private_data: b"ok",
+    };
+    assert_eq!(repr.buffer_len(), V2_REP_EXT.len());
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+    assert_eq!(buf, V2_REP_EXT);
+    let parsed = FrameRepr::parse(&Packet::new_unchecked(&V2_REP_EXT[..])).unwrap();
+    assert_eq!(parsed, repr);
+    // One flag bit with a block that says both: only what both say is agreed.
+    let one = with(&V2_REP_EXT, |p| p.set_extension_flags(Extensions::READ_V2));
+    let parsed = FrameRepr::parse(&Packet::new_unchecked(&one[..])).unwrap();
+    assert_eq!(
+        (parsed.extensions, parsed.private_data),
+        (Extensions::READ_V2, &b"ok"[..])
+    );
+    // The bits without our block (someone else's experiment): nothing agreed, and the
+    // private data is left whole.
+    let mut foreign = V2_REP_EXT;
+    foreign[24] = b'x';
+    let parsed = FrameRepr::parse(&Packet::new_unchecked(&foreign[..])).unwrap();
+    assert_eq!(parsed.extensions, Extensions::NONE);
+    assert_eq!(parsed.private_data, &foreign[24..]);
+    // A Request never carries the block: its private data is the application's.
+    let mut req = V2_REP_EXT;
+    req[..16].copy_from_slice(&KEY_REQUEST);
+    let parsed = FrameRepr::parse(&Packet::new_unchecked(&req[..])).unwrap();
+    assert_eq!(parsed.extensions, Extensions::ALL);
+    assert_eq!(parsed.private_data, &req[24..]);
 }

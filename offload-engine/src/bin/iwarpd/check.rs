@@ -249,6 +249,7 @@ impl Client {
                 SendOp::Send {
                     data: Payload::Bytes(data.clone()),
                     invalidate: None,
+                    immediate: None,
                 },
             )?;
             inflight.push_back((j, data));

@@ -70,6 +70,10 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "large_fpdus",
         "offer FPDUs larger than one TCP segment, siw's experimental bit (boolean)",
     ),
+    (
+        "extensions",
+        "this stack's extensions to offer and accept: send_imm, read_v2, all or none",
+    ),
     ("mpa_revision", "MPA revision: 1 or 2"),
     ("ird", "inbound RDMA Read/Atomic limit (0..=16383)"),
     ("ord", "outbound RDMA Read/Atomic limit (0..=16383)"),
@@ -147,6 +151,8 @@ pub(crate) struct Config {
     pub(crate) markers: bool,
     /// Offer siw's large-FPDU bit.
     pub(crate) large_fpdus: bool,
+    /// This stack's extensions to offer and accept.
+    pub(crate) extensions: mpa::Extensions,
     /// MPA revision, 1 or 2.
     pub(crate) mpa_revision: u8,
     /// Local IRD.
@@ -184,6 +190,7 @@ impl Default for Config {
             crc: true,
             markers: false,
             large_fpdus: false,
+            extensions: mpa::Extensions::ALL,
             mpa_revision: 2,
             ird: 16,
             ord: 16,
@@ -328,6 +335,7 @@ impl Config {
             "crc" => self.crc = boolean()?,
             "markers" => self.markers = boolean()?,
             "large_fpdus" => self.large_fpdus = boolean()?,
+            "extensions" => self.extensions = mpa::Extensions::parse_list(value).map_err(err)?,
             "p2p" => self.p2p = boolean()?,
             "mpa_revision" => self.mpa_revision = number(1, 2)? as u8,
             "ird" => self.ird = number(0, MAX_IRD_ORD)? as u16,
@@ -379,6 +387,7 @@ impl Config {
         cfg.mpa.crc = self.crc;
         cfg.mpa.markers = self.markers;
         cfg.mpa.large_fpdus = self.large_fpdus;
+        cfg.mpa.extensions = self.extensions;
         cfg.mpa.ird = self.ird;
         cfg.mpa.ord = self.ord;
         cfg.mpa.p2p = self.p2p;
@@ -466,7 +475,8 @@ mod tests {
              log = offload_engine=debug\n\
              pcap = /tmp/iwarpd.pcapng\n\
              control = /tmp/iwarpd-test.sock\n\
-             local_threads = 3\n",
+             local_threads = 3\n\
+             extensions = send_imm\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
@@ -489,6 +499,13 @@ mod tests {
             Control::Path(PathBuf::from("/tmp/iwarpd-test.sock"))
         );
         assert_eq!(load("control = off\n").unwrap().control, Control::Off);
+        assert_eq!(c.extensions, mpa::Extensions::SEND_IMMEDIATE);
+        assert_eq!(
+            c.engine_config().mpa.extensions,
+            mpa::Extensions::SEND_IMMEDIATE
+        );
+        let e = load("extensions = imm\n").unwrap_err().to_string();
+        assert!(e.contains("`imm`") && e.contains("send_imm"), "{e}");
         assert_eq!(c.local_threads, 3);
         assert!(load("local_threads = 0\n").is_err(), "at least one thread");
         let e = c.engine_config();

@@ -390,6 +390,7 @@ impl Echo<'_> {
             SendOp::Send {
                 data: Payload::Bytes(Bytes::from(data)),
                 invalidate: None,
+                immediate: None,
             }
         };
         self.srq.post_recv(recv_wr(self.mem.rx, i, self.slot));

@@ -22,6 +22,10 @@ const OPCODE_NAMES: [&str; OPCODES] = [
     "immediate_se",
     "atomic_request",
     "atomic_response",
+    "send_imm",
+    "send_invalidate_imm",
+    "send_se_imm",
+    "send_se_invalidate_imm",
 ];
 
 /// Asks the daemon at `path` for its counters.

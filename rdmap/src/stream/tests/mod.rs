@@ -5,6 +5,7 @@ mod negative;
 mod ops;
 mod pair;
 mod prop;
+mod send_imm;
 
 use bytes::Bytes;
 
@@ -32,6 +33,7 @@ fn send(wr_id: u64, data: &[u8]) -> SendWr {
         op: SendOp::Send {
             data: Payload::Bytes(Bytes::copy_from_slice(data)),
             invalidate: None,
+            immediate: None,
         },
         flags: SendFlags::SIGNALED,
     }

@@ -309,12 +309,28 @@ fn invalid_queue_number_is_ddp_invalid_qn() {
 
 #[test]
 fn unknown_opcode_is_rdmap_unexpected_opcode() {
+    // 0xC..=0xF are the Send with Immediate Data extension: unexpected on a connection
+    // that did not agree to it, as any unassigned opcode is.
+    for (i, opcode) in [0x4cu8, 0x4d, 0x4e, 0x4f].into_iter().enumerate() {
+        let off = mpa_cfg(|c| c.extensions = mpa::Extensions::NONE);
+        let mut p = Pair::connect(off, MpaConfig::default(), StreamConfig::default(), 43);
+        let before = fixture(&mut p);
+        p.tamper_ulpdus(move |_, u| u[1] = opcode);
+        p.a.s.post_send(send(i as u64, b"12345678")).unwrap();
+        p.drive();
+        assert_terminated(&mut p, before, [0x02, 0x06], 0xc0);
+    }
+}
+
+#[test]
+fn a_send_with_immediate_too_short_for_its_value_is_rdmap_unspecified() {
+    // Agreed, but the segment holds 3 of the 4 octets of the value.
     let mut p = Pair::new(43);
     let before = fixture(&mut p);
     p.tamper_ulpdus(|_, u| u[1] = 0x4c);
-    p.a.s.post_send(send(1, b"x")).unwrap();
+    p.a.s.post_send(send(1, b"xyz")).unwrap();
     p.drive();
-    assert_terminated(&mut p, before, [0x02, 0x06], 0xc0);
+    assert_terminated(&mut p, before, [0x02, 0xff], 0xc0);
 }
 
 #[test]
@@ -439,6 +455,7 @@ fn send_with_invalidate_of_a_foreign_stag_is_cannot_invalidate() {
             op: SendOp::Send {
                 data: Payload::Bytes(Bytes::from_static(b"")),
                 invalidate: Some(stag(8)),
+                immediate: None,
             },
             flags: SendFlags::SIGNALED,
         })

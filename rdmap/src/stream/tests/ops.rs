@@ -41,6 +41,7 @@ fn send_variants_deliver_in_order_with_flags() {
                     op: SendOp::Send {
                         data: Payload::Bytes(Bytes::from(msgs[i].clone())),
                         invalidate: inv,
+                        immediate: None,
                     },
                     flags: *flags,
                 })
@@ -87,6 +88,7 @@ fn send_with_solicited_and_invalidate_uses_opcode_6() {
             op: SendOp::Send {
                 data: Payload::Bytes(Bytes::from_static(b"\xbe\xef")),
                 invalidate: Some(stag(2)),
+                immediate: None,
             },
             flags: SendFlags::SIGNALED | SendFlags::SOLICITED,
         })
@@ -376,6 +378,7 @@ fn scatter_gather_lists_both_ways() {
             op: SendOp::Send {
                 data: Payload::Sgl([sge(stag(1), 0, 300), sge(stag(1), 600, 400)].into()),
                 invalidate: None,
+                immediate: None,
             },
             flags: SendFlags::SIGNALED,
         })
