@@ -964,7 +964,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x03, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x04, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -974,7 +974,7 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 3, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 4, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
@@ -995,7 +995,7 @@ mod tests {
         assert_eq!(&body[..8], &[0x02, 0x01, 0, 0, 0, 0, 0, 0]);
         // octets_sent[11] is word 5 + 11.
         assert_eq!(body[16 * 8], 11);
-        assert_eq!(body[38 * 8], 0x55);
+        assert_eq!(body[46 * 8], 0x55);
         let d = Reply::Stats(DeviceCounters::default()).encode(func::STATS, 1);
         assert_eq!(d.len() - HEADER_LEN - 2, 4 * 4 + 2 * 8 + 47 * 8);
     }
@@ -1215,7 +1215,7 @@ mod tests {
         .encode(9);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x13, 0, 3, 0,
+            0x13, 0, 4, 0,
             9, 0, 0, 0, 0, 0, 0, 0,
             1, 2, 0, 0,  1, 1, 0, 0,
             0x10, 0, 0, 0, 0, 0, 0, 0,
@@ -1230,8 +1230,8 @@ mod tests {
         );
         assert_eq!(
             &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
-            &[0x0f, 0, 3, 0],
-            "function 0x000f, version 3"
+            &[0x0f, 0, 4, 0],
+            "function 0x000f, version 4"
         );
         let ev = Event::QpEnded {
             qp: 4,
