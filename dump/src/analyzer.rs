@@ -3,11 +3,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
-use mpa::RtrFlags;
 use mpa::wire::enhanced::NO_NEGOTIATION;
 use mpa::wire::frame::{
-    self, FLAG_LARGE_FPDUS, FLAG_RES, FrameKind, FrameRepr, HEADER_LEN, KEY_REPLY, KEY_REQUEST,
+    self, FLAG_LARGE_FPDUS, FLAG_READ_V2, FLAG_RES, FLAG_SEND_IMMEDIATE, FrameKind, FrameRepr,
+    HEADER_LEN, KEY_REPLY, KEY_REQUEST,
 };
+use mpa::{Extensions, RtrFlags};
 
 use crate::capture::TcpSegment;
 use crate::checks::{CheckConfig, Checker};
@@ -229,8 +230,10 @@ impl Conn {
         };
         let header = frame::Packet::new_unchecked(header);
         let pd_len = usize::from(header.pd_length());
-        // 0x08 is siw's large-FPDU bit: negotiated, so not a reserved-bit violation.
-        let res = header.flags() & FLAG_RES & !FLAG_LARGE_FPDUS;
+        // 0x08 is siw's large-FPDU bit, 0x04 and 0x02 this stack's extensions: negotiated,
+        // so not reserved-bit violations.
+        let res =
+            header.flags() & FLAG_RES & !(FLAG_LARGE_FPDUS | FLAG_SEND_IMMEDIATE | FLAG_READ_V2);
         let mut info = FrameInfo {
             frame,
             rev: header.rev(),
@@ -244,6 +247,7 @@ impl Conn {
             ord: None,
             p2p: false,
             rtr: RtrInfo::default(),
+            extensions: 0,
             private_data_len: pd_len,
         };
         let parsed = if pd_len > mpa::MAX_PRIVATE_DATA {
@@ -265,6 +269,7 @@ impl Conn {
                 info.p2p = repr.enhanced.is_some_and(|e| e.p2p);
                 info.rtr = RtrInfo::from_flags(repr.enhanced.map_or(RtrFlags::NONE, |e| e.rtr));
                 info.private_data_len = repr.private_data.len();
+                info.extensions = repr.extensions.bits();
                 true
             }
             Err(e) => {
@@ -320,6 +325,7 @@ impl Conn {
             p2p,
             rtr: RtrInfo::from_flags(rtr),
             rejected: rep.reject,
+            extensions: req.extensions & rep.extensions,
         };
         let mut problems = Vec::new();
         if req.crc && !rep.crc {
@@ -334,6 +340,7 @@ impl Conn {
         let config = CheckConfig {
             p2p,
             rtr,
+            extensions: Extensions::from_bits_truncate(n.extensions),
             ird: [limit(rep), limit(req)],
         };
         let markers = [rep.markers, req.markers]; // by Dir index

@@ -11,7 +11,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use mpa::RtrFlags;
+use mpa::{Extensions, RtrFlags};
 use rdmap::wire::Opcode;
 
 use crate::decode::{DdpInfo, Decoded, RdmapInfo};
@@ -30,6 +30,9 @@ pub struct CheckConfig {
     /// For requests sent in each direction (indexed by [`Dir::index`]): the IRD the
     /// receiving side advertised, if known.
     pub ird: [Option<u16>; 2],
+    /// This stack's extensions both MPA frames agreed to: their opcodes are violations
+    /// anywhere else.
+    pub extensions: Extensions,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +108,16 @@ impl Checker {
         };
         let op = Opcode::from(rd.opcode);
         header_bits(ddp, rd, op, &mut v);
+        if op.has_send_immediate() && !self.config.extensions.contains(Extensions::SEND_IMMEDIATE) {
+            v(
+                Check::QueueOpcode,
+                format!(
+                    "{} on a connection whose MPA exchange did not agree to Send with \
+                     Immediate Data",
+                    rd.opcode_name
+                ),
+            );
+        }
         self.rtr(dir, ddp, rd, op, &mut v);
         if ddp.tagged {
             self.tagged(dir, ddp, op, &mut v);
@@ -300,7 +313,8 @@ impl Checker {
                 side.current[q] = None;
                 side.next_msn[q] = msn.wrapping_add(1);
             } else {
-                side.current[q] = Some((msn, mo + ddp.payload_len as u64));
+                // A Send with Immediate Data's 4-octet value is not part of MO.
+                side.current[q] = Some((msn, mo + rd.data_len as u64));
             }
         }
         if op.invalidates()

@@ -417,6 +417,27 @@ mod tests {
     fn names() {
         assert_eq!(opcode_name(6), "Send with SE and Invalidate");
         assert_eq!(opcode_name(0xb), "Atomic Response");
-        assert_eq!(opcode_name(0xc), "Unknown (0xc)");
+        assert_eq!(opcode_name(0xc), "Send with Immediate Data");
+        assert_eq!(opcode_name(0x1c), "Unknown (0x1c)");
+    }
+
+    #[test]
+    fn send_with_immediate_data() {
+        // Send with SE, Invalidate and Immediate Data (0xF), Invalidate STag 0x0102_0304,
+        // value 0x8000_0001, payload "ok".
+        let mut u = SEND.to_vec();
+        u[1] = 0x4f;
+        u[2..6].copy_from_slice(&[1, 2, 3, 4]);
+        u.truncate(18);
+        u.extend_from_slice(&[0x80, 0, 0, 1, b'o', b'k']);
+        let d = decode_ulpdu(&u);
+        let r = d.rdmap.unwrap();
+        assert_eq!(d.error, None);
+        assert_eq!(
+            (r.immediate, r.inval_stag, r.data_len),
+            (Some(0x8000_0001), Some(0x0102_0304), 2)
+        );
+        u.truncate(21);
+        assert!(decode_ulpdu(&u).error.unwrap().contains("4-octet value"));
     }
 }

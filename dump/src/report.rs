@@ -64,7 +64,7 @@ pub struct FrameInfo {
     pub crc: bool,
     /// R bit.
     pub reject: bool,
-    /// Reserved flag bits other than 0x08 (must be 0).
+    /// Reserved flag bits other than 0x08 and this stack's extension bits (must be 0).
     pub res: u8,
     /// 0x08, siw's experimental large-FPDU bit: FPDUs may exceed one TCP segment when
     /// both frames carry it.
@@ -79,7 +79,10 @@ pub struct FrameInfo {
     pub p2p: bool,
     /// RTR flags (enhanced block).
     pub rtr: RtrInfo,
-    /// ULP private data octets (after the enhanced block).
+    /// This stack's extensions (bit 0 Send with Immediate Data, bit 1 RDMA Read V2):
+    /// offered by a Request, agreed by a Reply (its flag bits and extension block).
+    pub extensions: u32,
+    /// ULP private data octets (after the enhanced block and a Reply's extension block).
     pub private_data_len: usize,
 }
 
@@ -104,6 +107,8 @@ pub struct Negotiation {
     pub rtr: RtrInfo,
     /// The Responder rejected the connection.
     pub rejected: bool,
+    /// This stack's extensions both frames agreed to (bits as in [`FrameInfo::extensions`]).
+    pub extensions: u32,
 }
 
 /// One FPDU in the `-v` listing.
@@ -298,6 +303,13 @@ fn frame_flags(f: &FrameInfo) -> String {
     if f.large_fpdus {
         s.push_str(" large-FPDUs(siw 0x08)");
     }
+    if f.extensions != 0 {
+        let _ = write!(
+            s,
+            " extensions({})",
+            mpa::Extensions::from_bits_truncate(f.extensions)
+        );
+    }
     if f.res != 0 {
         let _ = write!(s, " res={:#x}", f.res);
     }
@@ -345,7 +357,7 @@ fn render_connection(s: &mut String, c: &ConnectionReport, verbose: bool) {
         let _ = writeln!(
             s,
             "  negotiated: rev {}, CRC {}, markers I->R {} R->I {}, IRD/ORD initiator {} \
-             responder {}, P2P {}{}{}",
+             responder {}, P2P {}{}{}{}",
             n.rev,
             on_off(n.crc),
             on_off(n.markers_initiator_to_responder),
@@ -361,7 +373,15 @@ fn render_connection(s: &mut String, c: &ConnectionReport, verbose: bool) {
             } else {
                 String::new()
             },
-            if n.rejected { ", REJECTED" } else { "" }
+            if n.rejected { ", REJECTED" } else { "" },
+            if n.extensions == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", extensions {}",
+                    mpa::Extensions::from_bits_truncate(n.extensions)
+                )
+            }
         );
     }
     let _ = writeln!(

@@ -36,6 +36,7 @@ fn clean_connection_has_no_findings() {
                 crc,
                 markers,
                 enhanced: None,
+                ..Options::default()
             })
             .analyze();
             assert_eq!(r.fpdus, 6, "markers {markers:?} crc {crc}");
@@ -249,7 +250,8 @@ fn queue_versus_opcode() {
     let mut c = Conn::new(Options::default());
     c.fpdu(I, &untagged(Opcode::Send, 1, 1, 0, true, 0, b"x")); // Send on QN 1
     c.fpdu(I, &untagged(Opcode::RdmaWrite, 0, 1, 0, true, 0, b"x")); // Write untagged
-    c.fpdu(I, &untagged(Opcode::Unknown(0xd), 0, 2, 0, true, 0, b"x"));
+    // 0xD, an extension opcode, on a connection that did not agree to it.
+    c.fpdu(I, &untagged(Opcode::from(0xd), 0, 2, 0, true, 0, b"\0\0\0\x01x"));
     assert_eq!(violations(&c.analyze()), vec![Check::QueueOpcode; 3]);
 }
 
@@ -384,6 +386,7 @@ fn garbage_after_the_handshake_never_panics() {
             crc: round % 5 != 0,
             markers,
             enhanced: None,
+            ..Options::default()
         });
         for _ in 0..20 {
             let dir = (rand() % 2) as usize;
@@ -435,4 +438,47 @@ fn the_large_fpdu_bit_is_named_and_other_reserved_bits_shown() {
     let text = r.render(false);
     assert_eq!(text.matches("large-FPDUs(siw 0x08)").count(), 2, "{text}");
     assert_eq!(text.matches("res=0x1").count(), 1, "{text}");
+}
+
+/// This stack's extension negotiated in the MPA frames: Send with Immediate Data decodes
+/// (value, MO without the value's octets) with no finding; on a connection that did not
+/// agree, the same FPDUs are violations.
+#[test]
+fn send_with_immediate_is_checked_against_the_negotiation() {
+    let traffic = |c: &mut Conn| {
+        c.fpdu(I, &send_imm(1, 0, false, 0x0102_0304, &[7; 100]));
+        c.fpdu(I, &send_imm(1, 100, true, 0x0102_0304, &[8; 20]));
+        c.fpdu(I, &send(2, b"plain"));
+    };
+    let agreed = Options {
+        extensions: [mpa::Extensions::ALL; 2],
+        ..Options::default()
+    };
+    let mut c = Conn::new(agreed);
+    traffic(&mut c);
+    let r = c.analyze();
+    let conn = &r.connections[0];
+    assert!(conn.findings.is_empty(), "{:#?}", conn.findings);
+    assert_eq!(conn.opcodes["Send with Immediate Data"], 2);
+    assert_eq!(conn.negotiated.as_ref().unwrap().extensions, 3);
+    let text = r.render(true);
+    assert!(text.contains("extensions send_imm,read_v2"), "{text}");
+    assert_eq!(r.exit_code, EXIT_OK);
+
+    // Offered but not agreed (a standard Responder): both Sends with Immediate Data are
+    // violations, and the offer bits themselves are not.
+    let offered = Options {
+        extensions: [mpa::Extensions::ALL, mpa::Extensions::NONE],
+        ..Options::default()
+    };
+    let mut c = Conn::new(offered);
+    traffic(&mut c);
+    let r = c.analyze();
+    assert_eq!(violations(&r), vec![Check::QueueOpcode, Check::QueueOpcode]);
+    assert!(
+        r.connections[0].findings[0]
+            .message
+            .contains("did not agree to Send with Immediate Data")
+    );
+    assert_eq!(r.exit_code, EXIT_VIOLATION);
 }

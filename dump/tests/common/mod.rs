@@ -23,6 +23,8 @@ pub struct Options {
     pub markers: [bool; 2],
     /// Enhanced (Rev 2) blocks: (IRD, ORD, P2P, RTR) of Request and Reply.
     pub enhanced: Option<[(u16, u16, bool, RtrFlags); 2]>,
+    /// This stack's extensions: offered by the Request and agreed by the Reply.
+    pub extensions: [mpa::Extensions; 2],
 }
 
 impl Default for Options {
@@ -31,6 +33,7 @@ impl Default for Options {
             crc: true,
             markers: [false, false],
             enhanced: None,
+            extensions: [mpa::Extensions::NONE; 2],
         }
     }
 }
@@ -49,6 +52,7 @@ fn mpa_frame(
     markers: bool,
     crc: bool,
     e: Option<(u16, u16, bool, RtrFlags)>,
+    extensions: mpa::Extensions,
 ) -> Vec<u8> {
     let repr = FrameRepr {
         kind,
@@ -58,7 +62,7 @@ fn mpa_frame(
         large_fpdus: false,
         rev: if e.is_some() { 2 } else { 1 },
         enhanced: e.map(|(ird, ord, p2p, rtr)| EnhancedRepr { p2p, rtr, ird, ord }),
-        extensions: mpa::Extensions::NONE,
+        extensions,
         private_data: b"",
     };
     let mut buf = vec![0u8; repr.buffer_len()];
@@ -83,11 +87,23 @@ impl Conn {
         let e = o.enhanced;
         c.raw(
             I,
-            mpa_frame(FrameKind::Request, o.markers[R], o.crc, e.map(|x| x[0])),
+            mpa_frame(
+                FrameKind::Request,
+                o.markers[R],
+                o.crc,
+                e.map(|x| x[0]),
+                o.extensions[I],
+            ),
         );
         c.raw(
             R,
-            mpa_frame(FrameKind::Reply, o.markers[I], o.crc, e.map(|x| x[1])),
+            mpa_frame(
+                FrameKind::Reply,
+                o.markers[I],
+                o.crc,
+                e.map(|x| x[1]),
+                o.extensions[R],
+            ),
         );
         c
     }
@@ -186,6 +202,13 @@ pub fn untagged(
     repr.emit(&mut UntaggedPacket::new_unchecked(&mut buf[..]));
     buf[repr.header_len()..].copy_from_slice(payload);
     buf
+}
+
+/// A Send with Immediate Data segment: the 4-octet value, then the payload.
+pub fn send_imm(msn: u32, mo: u32, last: bool, imm: u32, payload: &[u8]) -> Vec<u8> {
+    let mut data = imm.to_be_bytes().to_vec();
+    data.extend_from_slice(payload);
+    untagged(Opcode::SendImm, 0, msn, mo, last, 0, &data)
 }
 
 /// A Send of one segment.
