@@ -251,7 +251,10 @@ fn queue_versus_opcode() {
     c.fpdu(I, &untagged(Opcode::Send, 1, 1, 0, true, 0, b"x")); // Send on QN 1
     c.fpdu(I, &untagged(Opcode::RdmaWrite, 0, 1, 0, true, 0, b"x")); // Write untagged
     // 0xD, an extension opcode, on a connection that did not agree to it.
-    c.fpdu(I, &untagged(Opcode::from(0xd), 0, 2, 0, true, 0, b"\0\0\0\x01x"));
+    c.fpdu(
+        I,
+        &untagged(Opcode::from(0xd), 0, 2, 0, true, 0, b"\0\0\0\x01x"),
+    );
     assert_eq!(violations(&c.analyze()), vec![Check::QueueOpcode; 3]);
 }
 

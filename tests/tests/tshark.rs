@@ -8,8 +8,9 @@
 //! markers off / on in both directions; markers in one direction only (each way); and
 //! peer-to-peer with each RTR type. Every case carries Send, Send with Invalidate, Send with
 //! SE, Send with SE and Invalidate, RDMA Write, Read Request and Response, Immediate Data,
-//! Immediate Data with SE, Atomic Request and Response (FetchAdd, CmpSwap), and a
-//! Terminate (a Write to a stale STag).
+//! Immediate Data with SE, this stack's Send with Immediate Data and Send with SE,
+//! Invalidate and Immediate Data (both engines agree to the extension), Atomic Request and
+//! Response (FetchAdd, CmpSwap), and a Terminate (a Write to a stale STag).
 //!
 //! Known limits of tshark 4.0.17 are asserted as such and announced with a `NOTE:` line
 //! (shared/reference/wireshark-interop.md §2):
@@ -17,7 +18,8 @@
 //!   markers is not decoded;
 //! * MPA revision 2: the Request draws the warnings "Res field is NOT set to zero" and
 //!   "Rev field is NOT set to one"; the RFC 6581 IRD/ORD word is shown as private data;
-//! * Immediate Data (opcodes 0x8, 0x9) is shown as `OpCode: Unknown`.
+//! * Immediate Data (opcodes 0x8, 0x9) and Send with Immediate Data (0xC, 0xF) are shown
+//!   as `OpCode: Unknown`, framed with a good CRC.
 //!
 //! Without tshark every test prints `SKIPPED: tshark not installed (apt-get install -y
 //! tshark)` and passes. Set `IWARP_TSHARK_KEEP=1` to keep the captures (their folder is
@@ -280,12 +282,21 @@ fn check(case: &Case, responder_port: u16, d: &Decoded, path: &Path) -> String {
             ctx("Terminate layer DDP")
         );
     }
-    // Immediate Data: tshark 4.0.17 has no name for opcodes 0x8/0x9.
+    // Immediate Data and this stack's Send with Immediate Data: tshark 4.0.17 has no name
+    // for opcodes 0x8/0x9 and 0xC/0xF, but frames them (CRC checked above).
     let immediates = d
         .frames
         .iter()
         .flat_map(|f| &f.opcodes)
-        .filter(|&&o| o == op::IMMEDIATE || o == op::IMMEDIATE_SE)
+        .filter(|&&o| {
+            [
+                op::IMMEDIATE,
+                op::IMMEDIATE_SE,
+                op::SEND_IMM,
+                op::SEND_SE_INV_IMM,
+            ]
+            .contains(&o)
+        })
         .count();
     assert_eq!(
         d.unknown_opcodes.len(),
@@ -296,14 +307,17 @@ fn check(case: &Case, responder_port: u16, d: &Decoded, path: &Path) -> String {
     assert!(
         d.unknown_opcodes
             .iter()
-            .all(|l| l.ends_with("Unknown (0x8)") || l.ends_with("Unknown (0x9)")),
+            .all(|l| ["(0x8)", "(0x9)", "(0xc)", "(0xf)"]
+                .iter()
+                .any(|v| l.ends_with(&format!("Unknown {v}")))),
         "{}",
         ctx(&format!("unknown opcodes {:?}", d.unknown_opcodes))
     );
     if immediates > 0 {
         notes.push(format!(
-            "NOTE: {immediates} Immediate Data FPDUs decode as `OpCode: Unknown (0x8/0x9)` \
-             (tshark 4.0.17 names no RFC 7306 Immediate opcode; value checked)"
+            "NOTE: {immediates} Immediate Data and Send with Immediate Data FPDUs decode as \
+             `OpCode: Unknown (0x8/0x9/0xc/0xf)` (tshark 4.0.17 names no RFC 7306 Immediate \
+             opcode, and 0xC-0xF are this stack's extension); CRC good, nothing malformed"
         ));
     }
     // MPA revision 2: the Request's documented warnings, nothing else from IWARP_MPA.
@@ -327,11 +341,30 @@ fn check(case: &Case, responder_port: u16, d: &Decoded, path: &Path) -> String {
              data, not decoded"
                 .to_owned(),
         );
-    } else {
+    } else if case.ci.extensions.is_empty() {
         assert!(
             d.mpa_expert.is_empty(),
             "{}",
             ctx(&format!("{:?}", d.mpa_expert))
+        );
+    } else {
+        // Revision 1 with this stack's extension offer: the two reserved bits draw the one
+        // Res warning, on the Request only.
+        assert_eq!(
+            d.mpa_expert.len(),
+            1,
+            "{}",
+            ctx(&format!("rev 1 warnings {:?}", d.mpa_expert))
+        );
+        assert!(
+            d.mpa_expert[0].contains("Request") && d.mpa_expert[0].contains(REV2_WARNINGS[0]),
+            "{}",
+            ctx(&format!("{:?}", d.mpa_expert))
+        );
+        notes.push(
+            "NOTE: MPA rev 1 Request with this stack's extension offer draws 'Res field is NOT \
+             set to zero' (two reserved bits, RFC 5044 says receivers ignore them)"
+                .to_owned(),
         );
     }
     let mut line = format!(

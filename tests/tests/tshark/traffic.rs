@@ -35,11 +35,14 @@ pub(crate) mod op {
     pub(crate) const IMMEDIATE_SE: u8 = 0x9;
     pub(crate) const ATOMIC_REQ: u8 = 0xa;
     pub(crate) const ATOMIC_RESP: u8 = 0xb;
+    /// This stack's Send with Immediate Data extension (both engines agree to it).
+    pub(crate) const SEND_IMM: u8 = 0xc;
+    pub(crate) const SEND_SE_INV_IMM: u8 = 0xf;
 }
 
 /// The opcodes the initiator sends after any RTR, in order, with runs of one opcode
 /// collapsed (the 100 000-octet Write takes as many FPDUs as the MULPDU requires).
-pub(crate) const INITIATOR_OPS: [u8; 10] = [
+pub(crate) const INITIATOR_OPS: [u8; 12] = [
     op::SEND,
     op::SEND_INV,
     op::SEND_SE,
@@ -48,6 +51,8 @@ pub(crate) const INITIATOR_OPS: [u8; 10] = [
     op::READ_REQ,
     op::IMMEDIATE,
     op::IMMEDIATE_SE,
+    op::SEND_IMM,
+    op::SEND_SE_INV_IMM,
     op::ATOMIC_REQ, // FetchAdd, then CmpSwap
     op::WRITE,      // to a bad STag: answered with a Terminate
 ];
@@ -94,10 +99,14 @@ fn send(wr_id: u64, op: SendOp, flags: SendFlags) -> SendWr {
 }
 
 fn msg(data: &'static [u8], invalidate: Option<STag>) -> SendOp {
+    msg_imm(data, invalidate, None)
+}
+
+fn msg_imm(data: &'static [u8], invalidate: Option<STag>, immediate: Option<u32>) -> SendOp {
     SendOp::Send {
         data: Payload::Bytes(Bytes::from_static(data)),
         invalidate,
-        immediate: None,
+        immediate,
     }
 }
 
@@ -117,9 +126,9 @@ pub(crate) async fn run(name: &str, ci: MpaConfig, cr: MpaConfig, dir: &Path) ->
     let sbuf = stpt
         .register(spd, vec![0x11; 256 << 10], Base::ZeroBased, ALL)
         .unwrap();
-    // Receives for the four Sends and the two Immediate Data messages (and an RTR Send).
+    // Receives for the six Sends, the two Immediate Data messages (and an RTR Send).
     let mut init = QpInit::new(spd, &scq);
-    init.recvs = (0..8)
+    init.recvs = (0..10)
         .map(|i| RecvWr {
             wr_id: 100 + i,
             sgl: [Sge {
@@ -150,7 +159,7 @@ pub(crate) async fn run(name: &str, ci: MpaConfig, cr: MpaConfig, dir: &Path) ->
     let sqp = accept.await.unwrap();
     // Two fast-registered regions, so the Sends with Invalidate have something to invalidate.
     let mut inval = Vec::new();
-    for i in 0..2u8 {
+    for i in 0..3u8 {
         let frmr = stpt.alloc_fast_reg(spd, 4096).unwrap();
         let stag = frmr.with_instance(frmr.instance().wrapping_add(1 + i));
         let reg = FastReg {
@@ -223,6 +232,16 @@ pub(crate) async fn run(name: &str, ci: MpaConfig, cr: MpaConfig, dir: &Path) ->
         ),
         send(7, SendOp::Immediate { data: 0x1122_3344 }, SendFlags::NONE),
         send(8, SendOp::Immediate { data: 0x5566 }, SendFlags::SOLICITED),
+        send(
+            13,
+            msg_imm(b"send with imm", None, Some(0x0102_0304)),
+            SendFlags::NONE,
+        ),
+        send(
+            14,
+            msg_imm(b"send with se, inv and imm", Some(inval[2]), Some(u32::MAX)),
+            SendFlags::SOLICITED,
+        ),
         send(
             9,
             SendOp::FetchAdd {
