@@ -107,7 +107,7 @@ impl Checker {
             return;
         };
         let op = Opcode::from(rd.opcode);
-        header_bits(ddp, rd, op, &mut v);
+        header_bits(ddp, rd, op, self.config.extensions, &mut v);
         if op.has_send_immediate() && !self.config.extensions.contains(Extensions::SEND_IMMEDIATE) {
             v(
                 Check::QueueOpcode,
@@ -396,7 +396,13 @@ impl Checker {
 }
 
 /// Versions, reserved bits, and the queue/opcode/tagged combination of one segment.
-fn header_bits(ddp: &DdpInfo, rd: &RdmapInfo, op: Opcode, v: &mut impl FnMut(Check, String)) {
+fn header_bits(
+    ddp: &DdpInfo,
+    rd: &RdmapInfo,
+    op: Opcode,
+    extensions: Extensions,
+    v: &mut impl FnMut(Check, String),
+) {
     if ddp.version != ddp::DDP_VERSION {
         v(Check::Version, format!("DDP version {}", ddp.version));
     }
@@ -409,7 +415,16 @@ fn header_bits(ddp: &DdpInfo, rd: &RdmapInfo, op: Opcode, v: &mut impl FnMut(Che
             format!("DDP reserved bits {:#x}", ddp.reserved),
         );
     }
-    if rd.reserved != 0 {
+    if rd.read_v2 && !extensions.contains(Extensions::READ_V2) {
+        v(
+            Check::Reserved,
+            format!(
+                "Read V2 {} (RDMAP reserved bit 0x10) on a connection whose MPA exchange did \
+                 not agree to Read V2",
+                rd.opcode_name
+            ),
+        );
+    } else if rd.reserved != 0 && !rd.read_v2 {
         v(
             Check::Reserved,
             format!("RDMAP reserved bits {:#x}", rd.reserved),

@@ -7,7 +7,7 @@ use ddp::wire::control::{Control, RSVD_MASK};
 use ddp::{TaggedPacket, UntaggedPacket};
 use rdmap::wire::{
     AtomicRequestRepr, AtomicResponseRepr, ImmediateRepr, Opcode, RdmapControl, ReadRequestRepr,
-    SEND_IMM_LEN, TerminatePacket, TerminateRepr,
+    ReadV2RequestRepr, SEND_IMM_LEN, TerminatePacket, TerminateRepr,
 };
 use serde::Serialize;
 
@@ -107,8 +107,11 @@ pub struct RdmapInfo {
     pub opcode_name: String,
     /// Send with Invalidate: the STag to invalidate.
     pub inval_stag: Option<u32>,
-    /// Read Request header.
+    /// Read Request header (for a Read V2 Request, the sink fields hold the read's
+    /// identifier, its MSN, and 0).
     pub read_request: Option<ReadRequestInfo>,
+    /// A Read V2 Request or Response (this stack's extension: control octet 0x51/0x52).
+    pub read_v2: bool,
     /// Terminate header.
     pub terminate: Option<TerminateInfo>,
     /// Atomic Request/Response header.
@@ -235,6 +238,7 @@ fn decode_rdmap(octet: u8, ddp: &DdpInfo, payload: &[u8]) -> (RdmapInfo, Option<
         opcode_name: opcode_name(opcode),
         inval_stag: None,
         read_request: None,
+        read_v2: false,
         terminate: None,
         atomic: None,
         immediate: None,
@@ -259,6 +263,30 @@ fn decode_rdmap(octet: u8, ddp: &DdpInfo, payload: &[u8]) -> (RdmapInfo, Option<
         }
         op if op.invalidates() => {
             info.inval_stag = ddp.rsvd_ulp_ext;
+            0
+        }
+        // Read V2 (this stack's extension): the first reserved bit set, no sink. The read's
+        // identifier (its MSN) stands in for the sink STag, at offset 0, as its responses
+        // carry them.
+        Opcode::ReadRequest if info.reserved == 1 => match ReadV2RequestRepr::parse(payload) {
+            Ok(r) => {
+                info.read_v2 = true;
+                info.read_request = Some(ReadRequestInfo {
+                    sink_stag: ddp.msn.unwrap_or(0),
+                    sink_to: 0,
+                    size: r.size,
+                    src_stag: r.src_stag.to_u32(),
+                    src_to: r.src_to,
+                });
+                payload.len()
+            }
+            Err(e) => {
+                error = malformed("Read V2 Request header", e);
+                0
+            }
+        },
+        Opcode::ReadResponse if info.reserved == 1 => {
+            info.read_v2 = true;
             0
         }
         Opcode::ReadRequest => match ReadRequestRepr::parse(payload) {

@@ -485,3 +485,51 @@ fn send_with_immediate_is_checked_against_the_negotiation() {
     );
     assert_eq!(r.exit_code, EXIT_VIOLATION);
 }
+
+/// Read V2 (control octets 0x51/0x52): paired by the read's identifier when both frames
+/// agreed; a reserved-bit violation anywhere else.
+#[test]
+fn read_v2_is_paired_when_agreed_and_flagged_otherwise() {
+    let traffic = |c: &mut Conn| {
+        // 10 octets from STag 0xbb02 at TO 0x40; no sink.
+        let mut hdr = vec![0, 0, 0, 10, 0, 0, 0xbb, 0x02];
+        hdr.extend_from_slice(&0x40u64.to_be_bytes());
+        let mut req = untagged(Opcode::ReadRequest, 1, 1, 0, true, 0, &hdr);
+        req[1] |= 0x10;
+        c.fpdu(I, &req);
+        for (to, last, data) in [(0u64, false, &[1u8; 6][..]), (6, true, &[2; 4][..])] {
+            let mut resp = tagged(Opcode::ReadResponse, 1, to, last, data);
+            resp[1] |= 0x10;
+            c.fpdu(R, &resp);
+        }
+    };
+    let mut c = Conn::new(Options {
+        extensions: [mpa::Extensions::ALL; 2],
+        ..Options::default()
+    });
+    traffic(&mut c);
+    let r = c.analyze();
+    assert!(
+        r.connections[0].findings.is_empty(),
+        "{:#?}",
+        r.connections[0].findings
+    );
+    // Not agreed: three reserved-bit violations.
+    let mut c = Conn::new(Options::default());
+    traffic(&mut c);
+    assert_eq!(violations(&c.analyze()), vec![Check::Reserved; 3]);
+    // Agreed, but the second response names another read: a pairing violation.
+    let mut c = Conn::new(Options {
+        extensions: [mpa::Extensions::ALL; 2],
+        ..Options::default()
+    });
+    let mut hdr = vec![0, 0, 0, 10, 0, 0, 0xbb, 0x02];
+    hdr.extend_from_slice(&0x40u64.to_be_bytes());
+    let mut req = untagged(Opcode::ReadRequest, 1, 1, 0, true, 0, &hdr);
+    req[1] |= 0x10;
+    c.fpdu(I, &req);
+    let mut resp = tagged(Opcode::ReadResponse, 7, 0, true, &[1; 10]);
+    resp[1] |= 0x10;
+    c.fpdu(R, &resp);
+    assert!(!violations(&c.analyze()).is_empty());
+}

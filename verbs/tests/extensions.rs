@@ -198,3 +198,40 @@ async fn only_the_solicited_variant_wakes_a_solicited_only_arm() {
     let wc = s.cq().next().await.unwrap();
     assert_eq!((wc.wc.wr_id, wc.wc.solicited), (2, true));
 }
+
+/// Reads of every size into a sink with local write only, as Read V2 when both agreed
+/// and as RFC 5040 Reads otherwise: same data either way.
+async fn reads_land(c: &Side, s: &Side, v2: bool) {
+    assert_eq!(c.qp.extensions().contains(Extensions::READ_V2), v2);
+    let src = s.pd().alloc_mr(256 << 10, ALL).unwrap();
+    let data = pattern(256 << 10, 7);
+    src.write(0, &data).unwrap();
+    let sink = c.pd().alloc_mr(256 << 10, Access::LOCAL_WRITE).unwrap();
+    for (off, len) in [(0usize, 1usize), (3, 4096), (100, 200 << 10)] {
+        let wc =
+            c.qp.read(src.remote_slice(off..off + len), sink.local(..len))
+                .await
+                .unwrap();
+        assert_eq!(wc.byte_len as usize, len);
+        assert_eq!(sink.read(..len).unwrap(), data[off..off + len]);
+    }
+}
+
+#[tokio::test]
+async fn reads_are_v2_when_both_agree_and_v1_otherwise() {
+    let (c, s) = connect(&Host::new(p2p()), &Host::new(p2p()), b"", b"").await;
+    reads_land(&c, &s, true).await;
+    let server = Host::daemon("v2-s", p2p_engine(Extensions::ALL));
+    let client = Host::daemon("v2-c", p2p_engine(Extensions::ALL));
+    let (c, s) = connect(&client, &server, b"", b"").await;
+    reads_land(&c, &s, true).await;
+    let off = DeviceConfig::default().extensions(Extensions::SEND_IMMEDIATE);
+    let (c, s) = connect(
+        &Host::new(off),
+        &Host::new(DeviceConfig::default()),
+        b"",
+        b"",
+    )
+    .await;
+    reads_land(&c, &s, false).await;
+}

@@ -13,7 +13,8 @@ use crate::memory::{Memory, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
-    RDMAP_VERSION, RdmapControl, ReadRequestRepr, SEND_IMM_LEN, TerminateRepr,
+    RDMAP_VERSION, READ_V2_FLAG, READ_V2_REQUEST_LEN, RdmapControl, ReadRequestRepr,
+    ReadV2RequestRepr, SEND_IMM_LEN, TerminateRepr,
 };
 use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
 
@@ -188,13 +189,16 @@ impl Stream {
                 return;
             }
         }
+        // Read V2's mark: a reserved bit to RFC 5040, ignored unless both sides agreed.
+        let v2 =
+            seg.rsvd_ulp() & READ_V2_FLAG != 0 && self.extensions.contains(Extensions::READ_V2);
         match seg {
             SegmentRepr::Tagged(t) if op == Opcode::RdmaWrite => {
                 self.on_write(&t, payload, ulpdu, mem)
             }
-            SegmentRepr::Tagged(t) => self.on_read_response(&t, payload, ulpdu, mem),
+            SegmentRepr::Tagged(t) => self.on_read_response(&t, payload, ulpdu, mem, v2),
             SegmentRepr::Untagged(u) => match op {
-                Opcode::ReadRequest => self.on_read_request(&u, payload, ulpdu, mem),
+                Opcode::ReadRequest => self.on_read_request(&u, payload, ulpdu, mem, v2),
                 Opcode::AtomicRequest => self.on_atomic_request(&u, payload, ulpdu, mem),
                 Opcode::AtomicResponse => self.on_atomic_response(&u, payload, ulpdu, mem),
                 Opcode::Terminate => self.on_terminate(&u, payload, ulpdu),
@@ -262,39 +266,54 @@ impl Stream {
         }
     }
 
+    /// A Read Response segment (`v2`: a Read V2 Response), matched against the oldest
+    /// outstanding Read.
     fn on_read_response(
         &mut self,
         t: &TaggedRepr,
         payload: &[u8],
         ulpdu: &[u8],
         mem: &mut dyn Memory,
+        v2: bool,
     ) {
         let placed = match self.tx.orq.front_mut() {
             Some(OrqEntry::Rtr) if payload.is_empty() && t.last => {
                 self.tx.orq.pop_front();
                 return;
             }
+            Some(OrqEntry::Read { v2: id, .. }) if id.is_some() != v2 => {
+                // A V1 response to a V2 request, or the other way round.
+                Err(TermCode::UNEXPECTED_OPCODE)
+            }
             Some(OrqEntry::Read {
                 seq,
                 sink,
                 received,
+                v2: id,
             }) => {
                 let len = payload.len() as u32;
+                // V1 names the sink STag and TO; V2 the read's identifier and the offset
+                // within the read.
+                let (stag, base) = match *id {
+                    Some(id) => (STag::from_u32(id), 0),
+                    None => (sink.stag, sink.to),
+                };
                 if payload.is_empty() {
                     // RFC 5041 §5.2: STag and TO of a zero-length segment are not checked.
                     Ok((*seq, *received == sink.len))
-                } else if t.stag != sink.stag {
+                } else if t.stag != stag {
                     Err(TermCode::from_ddp(DdpError::InvalidStag))
                 } else {
                     // Strict placement: each segment continues exactly where the previous
                     // one ended, inside the part of the sink still to be filled. A hole,
                     // an overlap or an overrun is a bounds violation of that remainder
                     // (DDP tagged 0x01), and nothing of the segment is placed.
-                    let rest = sink.to.checked_add(u64::from(*received));
+                    let rest = base.checked_add(u64::from(*received));
                     let left = u64::from(sink.len - *received);
-                    match rest.map(|at| ddp::tagged_offset(t.to, len.into(), at, left)) {
+                    let at = sink.to.wrapping_add(u64::from(*received));
+                    match rest.map(|rest| ddp::tagged_offset(t.to, len.into(), rest, left)) {
                         Some(Ok(0)) => mem
-                            .write(t.stag, t.to, payload, Access::LOCAL_WRITE)
+                            .write(sink.stag, at, payload, Access::LOCAL_WRITE)
                             .map_err(|e| e.tagged_term())
                             .map(|()| {
                                 *received += len;
@@ -505,17 +524,30 @@ impl Stream {
         self.single_segment(u, payload, ulpdu, len)
     }
 
+    /// A Read Request (`v2`: a Read V2 Request, whose responses name its MSN instead of
+    /// a sink).
     fn on_read_request(
         &mut self,
         u: &UntaggedRepr,
         payload: &[u8],
         ulpdu: &[u8],
         mem: &mut dyn Memory,
+        v2: bool,
     ) {
-        if !self.inbound_request(u, payload, ulpdu, ReadRequestRepr::buffer_len()) {
+        let len = if v2 {
+            READ_V2_REQUEST_LEN
+        } else {
+            ReadRequestRepr::buffer_len()
+        };
+        if !self.inbound_request(u, payload, ulpdu, len) {
             return;
         }
-        let Ok(req) = ReadRequestRepr::parse(payload) else {
+        let parsed = if v2 {
+            ReadV2RequestRepr::parse(payload).map(|r| r.to_response_plan(u.msn))
+        } else {
+            ReadRequestRepr::parse(payload)
+        };
+        let Ok(req) = parsed else {
             return self.fatal(TermCode::OP_UNSPECIFIED, Some(ulpdu), None);
         };
         // RFC 5040 §5.2.1: nothing about the source is checked for a zero-length Read.
@@ -524,7 +556,7 @@ impl Stream {
         {
             return self.fatal(e.rdmap_term(), Some(ulpdu), Some(req.to_bytes()));
         }
-        self.tx.irq.push_back(IrqEntry::Read(req));
+        self.tx.irq.push_back(IrqEntry::Read { req, v2 });
     }
 
     fn on_atomic_request(

@@ -13,8 +13,9 @@ use super::{QpState, Stream, StreamStats};
 use crate::memory::{Memory, MemoryOps};
 use crate::term::TermCode;
 use crate::wire::{
-    ATOMIC_REQUEST_LEN, AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, RdmapControl,
-    ReadRequestRepr, SEND_IMM_LEN, TERMINATE_MAX_LEN, TerminateRepr,
+    ATOMIC_REQUEST_LEN, AtomicOp, AtomicRequestRepr, AtomicResponseRepr, Opcode, READ_V2_FLAG,
+    READ_V2_REQUEST_LEN, RdmapControl, ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN,
+    TERMINATE_MAX_LEN, TerminateRepr,
 };
 use crate::work::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
@@ -59,6 +60,9 @@ pub(super) enum OrqEntry {
         seq: u64,
         sink: Sge,
         received: u32,
+        /// Read V2: the request's MSN on QN 1, which its responses carry in place of a
+        /// sink STag.
+        v2: Option<u32>,
     },
     Atomic {
         seq: u64,
@@ -70,7 +74,11 @@ pub(super) enum OrqEntry {
 /// A response owed to the peer, in request order.
 #[derive(Debug)]
 pub(super) enum IrqEntry {
-    Read(ReadRequestRepr),
+    /// A Read; `v2` for a Read V2 Request (the sink fields then hold its identifier).
+    Read {
+        req: ReadRequestRepr,
+        v2: bool,
+    },
     Atomic(AtomicResponseRepr),
 }
 
@@ -573,8 +581,8 @@ impl Stream {
 
     fn response_message(&mut self, resp: IrqEntry) -> OutMsg {
         match resp {
-            IrqEntry::Read(req) => OutMsg {
-                header: tagged(Opcode::ReadResponse, req.sink_stag, req.sink_to),
+            IrqEntry::Read { req, v2 } => OutMsg {
+                header: read_v2_flag(tagged(Opcode::ReadResponse, req.sink_stag, req.sink_to), v2),
                 imm: None,
                 len: req.size,
                 src: if req.size == 0 {
@@ -667,30 +675,44 @@ impl Stream {
                 }
                 mem.check(dst.stag, dst.to, src.len, Access::LOCAL_WRITE)
                     .map_err(|_| WcStatus::LocalProtection)?;
-                let req = ReadRequestRepr {
-                    sink_stag: dst.stag,
-                    sink_to: dst.to,
-                    size: src.len,
-                    src_stag: src.stag,
-                    src_to: src.to,
-                };
                 let sink = Sge {
                     len: src.len,
                     ..dst
                 };
+                let msn = self.tx.next_msn(1);
+                let v2 = self.extensions.contains(Extensions::READ_V2);
                 self.tx.orq.push_back(OrqEntry::Read {
                     seq,
                     sink,
                     received: 0,
+                    v2: v2.then_some(msn),
                 });
-                let msn = self.tx.next_msn(1);
+                let header = read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), v2);
+                let (src, len) = if v2 {
+                    // Read V2: no sink on the wire; the sink stays in the ORQ entry.
+                    let req = ReadV2RequestRepr {
+                        size: src.len,
+                        src_stag: src.stag,
+                        src_to: src.to,
+                    };
+                    (
+                        inline(|b| req.emit(b), READ_V2_REQUEST_LEN),
+                        READ_V2_REQUEST_LEN,
+                    )
+                } else {
+                    let req = ReadRequestRepr {
+                        sink_stag: dst.stag,
+                        sink_to: dst.to,
+                        size: src.len,
+                        src_stag: src.stag,
+                        src_to: src.to,
+                    };
+                    let len = ReadRequestRepr::buffer_len();
+                    (inline(|b| req.emit(b), len), len)
+                };
                 Ok(OutMsg {
                     done: Done::Nothing,
-                    ..msg(
-                        untagged(Opcode::ReadRequest, 1, msn, 0),
-                        inline(|b| req.emit(b), ReadRequestRepr::buffer_len()),
-                        ReadRequestRepr::buffer_len() as u32,
-                    )
+                    ..msg(header, src, len as u32)
                 })
             }
             SendOp::FetchAdd {
@@ -794,6 +816,23 @@ fn execute_local(op: &SendOp, mem: &mut dyn MemoryOps) -> Option<Result<(), WcSt
 }
 
 /// The header of the segment at `off` of a message.
+/// `h` with the Read V2 mark in its RDMAP control octet when `v2`.
+fn read_v2_flag(h: SegmentRepr, v2: bool) -> SegmentRepr {
+    if !v2 {
+        return h;
+    }
+    match h {
+        SegmentRepr::Tagged(t) => SegmentRepr::Tagged(TaggedRepr {
+            rsvd_ulp: t.rsvd_ulp | READ_V2_FLAG,
+            ..t
+        }),
+        SegmentRepr::Untagged(u) => SegmentRepr::Untagged(UntaggedRepr {
+            rsvd_ulp: u.rsvd_ulp | READ_V2_FLAG,
+            ..u
+        }),
+    }
+}
+
 fn segment_header(h: &SegmentRepr, off: u32, last: bool) -> SegmentRepr {
     match *h {
         SegmentRepr::Tagged(t) => SegmentRepr::Tagged(TaggedRepr {

@@ -70,6 +70,7 @@ pub mod control;
 pub mod immediate;
 pub mod opcode;
 pub mod read_request;
+pub mod read_v2;
 pub mod terminate;
 
 pub use atomic::{
@@ -80,6 +81,7 @@ pub use control::{RDMAP_VERSION, RdmapControl};
 pub use immediate::{IMMEDIATE_LEN, ImmediatePacket, ImmediateRepr, SEND_IMM_LEN};
 pub use opcode::Opcode;
 pub use read_request::{READ_REQUEST_LEN, ReadRequestPacket, ReadRequestRepr};
+pub use read_v2::{READ_V2_FLAG, READ_V2_REQUEST_LEN, ReadV2RequestRepr};
 pub use terminate::{
     CopiedDdpHeader, TERMINATE_CONTROL_LEN, TERMINATE_MAX_LEN, TerminatePacket, TerminateRepr,
 };

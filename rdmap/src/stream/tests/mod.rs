@@ -5,6 +5,7 @@ mod negative;
 mod ops;
 mod pair;
 mod prop;
+mod read_v2;
 mod send_imm;
 
 use bytes::Bytes;

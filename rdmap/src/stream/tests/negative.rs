@@ -359,8 +359,9 @@ fn wrong_versions_are_reported_per_layer() {
 #[test]
 fn read_request_for_a_bad_source_matches_the_reference_terminate() {
     // wire-format.md §5.5 "Invalid STag on a Read Request": M, D and R set, the Read
-    // Request header copied.
-    let mut p = Pair::new(46);
+    // Request header copied. A standard (V1) Read: Read V2 is not agreed.
+    let v1 = mpa_cfg(|c| c.extensions = mpa::Extensions::NONE);
+    let mut p = Pair::connect(v1, MpaConfig::default(), StreamConfig::default(), 46);
     let before = fixture(&mut p);
     p.a.mem
         .register(STag::from_u32(0x1122_3344), 0x2000, 0x100, 0, RW);
