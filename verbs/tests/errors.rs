@@ -48,10 +48,10 @@ async fn read_of_a_stale_stag_fails_with_status_and_terminate() {
     assert_eq!((cs.terminates_received, ss.terminates_sent), (1, 1));
     assert_eq!((cs.terminates_sent, ss.terminates_received), (0, 0));
     assert_eq!(
-        cs.octets_sent[1], 28,
-        "one Read Request: 28 octets (RFC 5040 §4.4)"
+        cs.octets_sent[1], 16,
+        "one Read V2 Request (both sides agreed): 16 octets, no sink"
     );
-    assert_eq!(ss.octets_received[1], 28);
+    assert_eq!(ss.octets_received[1], 16);
     assert_eq!(
         ss.octets_sent[7], cs.octets_received[7],
         "the Terminate's octets"

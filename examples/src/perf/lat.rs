@@ -28,6 +28,8 @@ pub struct Run {
     pub lim: Limits,
     /// The progress line.
     pub progress: Progress,
+    /// `--imm`: Sends carry Immediate Data (the extension's Send with Immediate Data).
+    pub imm: bool,
 }
 
 /// How a run waits: its deadline, the longest wait for the peer, and how.
@@ -54,6 +56,7 @@ impl Run {
                 events: opts.events,
             },
             progress: Progress::new(format!("{} {size}", opts.test.name()), goal),
+            imm: opts.imm,
         }
     }
 
@@ -306,6 +309,7 @@ pub async fn send(
 ) -> Result<Vec<u64>, Error> {
     let size = run.size;
     let lim = run.lim;
+    let imm = run.imm;
     let wait = |seen: u64| async move {
         let Some(wc) = completion(lim, qp, cq, "the peer's Send", seen).await? else {
             return Ok(false);
@@ -323,7 +327,7 @@ pub async fn send(
             op: SendOp::Send {
                 data: Payload::Sgl([buf.local(..size)].into()),
                 invalidate: None,
-                immediate: None,
+                immediate: imm.then_some(sent as u32),
             },
             flags: SendFlags::NONE,
         });

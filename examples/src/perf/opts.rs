@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use verbs::{DeviceConfig, RtrFlags};
+use verbs::{DeviceConfig, Extensions, RtrFlags};
 
 use crate::args::{ArgError, parse_size};
 
@@ -45,6 +45,10 @@ usage: iwperf TEST [options] [server-address]
                     settings, CRC included, then apply)
   --no-push         send every request through the send queue, never seed 000's push
                     path (through iwarpd or embedded: to measure what pushing gains)
+  --imm             send_lat: every Send carries a 32-bit immediate value (this
+                    stack's Send with Immediate Data; both sides need it agreed)
+  --extensions LIST this stack's extensions to offer or accept: send_imm, read_v2,
+                    all (default) or none (Reads are RFC 5040 Reads without read_v2)
   -h, --help        this text
   A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
@@ -193,6 +197,10 @@ pub struct Opts {
     pub daemon: Option<std::path::PathBuf>,
     /// `--no-push`: never use the push path (through iwarpd or embedded).
     pub no_push: bool,
+    /// `--imm`: Sends with Immediate Data.
+    pub imm: bool,
+    /// `--extensions`: this stack's extensions offered and accepted.
+    pub extensions: Extensions,
 }
 
 impl Opts {
@@ -219,6 +227,8 @@ impl Opts {
             timeout: Duration::from_secs(30),
             daemon: None,
             no_push: false,
+            imm: false,
+            extensions: Extensions::ALL,
         }
     }
 
@@ -254,6 +264,10 @@ impl Opts {
                 "--large-fpdus" => o.large_fpdus = true,
                 "--daemon" => o.daemon = Some(val("--daemon")?.into()),
                 "--no-push" => o.no_push = true,
+                "--imm" => o.imm = true,
+                "--extensions" => {
+                    o.extensions = Extensions::parse_list(&val(&a)?).map_err(ArgError)?;
+                }
                 "-d" => {
                     val("-d")?;
                 }
@@ -364,7 +378,8 @@ impl Opts {
             .p2p(false, RtrFlags::NONE)
             .connect_timeout(self.timeout)
             .mpa_timeout(self.timeout)
-            .push(!self.no_push);
+            .push(!self.no_push)
+            .extensions(self.extensions);
         match &self.daemon {
             Some(path) => cfg.daemon(path),
             None => cfg,
