@@ -8,7 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Cq, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use verbs::{
+    Cq, Extensions, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus,
+};
 
 use super::progress::{Goal, Progress};
 use super::send::Inbox;
@@ -310,6 +312,14 @@ pub async fn send(
     let size = run.size;
     let lim = run.lim;
     let imm = run.imm;
+    if imm && !qp.extensions().contains(Extensions::SEND_IMMEDIATE) {
+        return Err(
+            "--imm needs Send with Immediate Data, which the peer did not agree to: \
+                    run it with --imm too, without --extensions, or with one that lists \
+                    send_imm (Linux siw and hardware RNICs have no such extension)"
+                .into(),
+        );
+    }
     let wait = |seen: u64| async move {
         let Some(wc) = completion(lim, qp, cq, "the peer's Send", seen).await? else {
             return Ok(false);

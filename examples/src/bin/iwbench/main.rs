@@ -19,7 +19,7 @@
 
 mod pingpong;
 
-use pingpong::Wait;
+use pingpong::{Msg, Wait};
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -30,8 +30,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use verbs::{
-    Access, Cq, Device, DeviceConfig, Mr, Payload, Qp, QpConfig, RemoteBuf, SendFlags, SendOp,
-    SendWr,
+    Access, Cq, Device, DeviceConfig, Extensions, Mr, Payload, Qp, QpConfig, RemoteBuf, SendFlags,
+    SendOp, SendWr,
 };
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -58,7 +58,7 @@ impl Opts {
 }
 
 /// The lines `--only` can pick.
-const LINES: [&str; 4] = ["qps", "write", "read", "pingpong"];
+const LINES: [&str; 5] = ["qps", "write", "read", "pingpong", "ext"];
 
 const HELP: &str = "\
 usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SIZE]
@@ -66,7 +66,10 @@ usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SI
   Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
   prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
   the method and the results.
-  --only LINES    comma-separated: qps, write, read, pingpong (default: all)
+  --only LINES    comma-separated: qps, write, read, pingpong, ext (default: all); ext
+                  compares this stack's extensions with what they replace: Read V2
+                  against RFC 5040 Read, Send with Immediate Data against a Send plus
+                  RFC 7306 Immediate Data
   --rounds N      rounds per line, each run right after its TCP baseline; the median is
                   printed (default 3)
   --total SIZE    octets per bandwidth run (default 1G)
@@ -161,11 +164,11 @@ async fn run(o: &Opts) -> Result<(), Error> {
         for _ in 0..o.rounds {
             runs[0].push(tcp_stream(o.total, o.window).await?);
             if o.runs("write") {
-                runs[1].push(rdma_bw(o.total, o.window, true, Op::Write).await?);
-                runs[2].push(rdma_bw(o.total, o.window, false, Op::Write).await?);
+                runs[1].push(rdma_bw(o.total, o.window, true, Op::Write, Extensions::ALL).await?);
+                runs[2].push(rdma_bw(o.total, o.window, false, Op::Write, Extensions::ALL).await?);
             }
             if o.runs("read") {
-                runs[3].push(rdma_bw(o.total, o.window, true, Op::Read).await?);
+                runs[3].push(rdma_bw(o.total, o.window, true, Op::Read, Extensions::ALL).await?);
             }
         }
         let [tcp, w_crc, w_plain, read] = runs.map(median);
@@ -188,9 +191,9 @@ async fn run(o: &Opts) -> Result<(), Error> {
         let (mut tcp_spin, mut rdma_spin) = (Vec::new(), Vec::new());
         for _ in 0..o.rounds {
             tcp.push(pingpong::tcp(o.pings, Wait::Await).await?);
-            rdma.push(pingpong::rdma(o.pings, Wait::Await).await?);
+            rdma.push(pingpong::rdma(o.pings, Wait::Await, Msg::Send).await?);
             tcp_spin.push(pingpong::tcp(o.pings, Wait::Spin).await?);
-            rdma_spin.push(pingpong::rdma(o.pings, Wait::Spin).await?);
+            rdma_spin.push(pingpong::rdma(o.pings, Wait::Spin, Msg::Send).await?);
         }
         let median = |runs| median(runs).ok_or("no run");
         let target = "(target <= 1.3x)";
@@ -205,6 +208,46 @@ async fn run(o: &Opts) -> Result<(), Error> {
         let (rdma, tcp) = (median(rdma_spin)?, median(tcp_spin)?);
         pingpong_line(what, o, &rdma, &tcp, "(poll_input + Cq::poll)");
     }
+    if o.runs("ext") {
+        extensions(o).await?;
+    }
+    Ok(())
+}
+
+/// This stack's extensions against what they replace, in alternating rounds: Read V2
+/// against RFC 5040 Read (64 KiB, CRC on), and the busy-polled 8-octet ping-pong carrying
+/// a value as one Send with Immediate Data against a Send plus Immediate Data.
+async fn extensions(o: &Opts) -> Result<(), Error> {
+    let v1 = Extensions::SEND_IMMEDIATE;
+    let (mut v2_runs, mut v1_runs) = (Vec::new(), Vec::new());
+    let (mut imm, mut two) = (Vec::new(), Vec::new());
+    for _ in 0..o.rounds {
+        v2_runs.push(rdma_bw(o.total, o.window, true, Op::Read, Extensions::ALL).await?);
+        v1_runs.push(rdma_bw(o.total, o.window, true, Op::Read, v1).await?);
+        imm.push(pingpong::rdma(o.pings, Wait::Spin, Msg::SendImm).await?);
+        two.push(pingpong::rdma(o.pings, Wait::Spin, Msg::SendThenImmediate).await?);
+    }
+    let gib = o.total as f64 / f64::from(1u32 << 30);
+    let (v2, v1) = (
+        median(v2_runs).ok_or("no run")?,
+        median(v1_runs).ok_or("no run")?,
+    );
+    bw_line("RDMA Read (RFC 5040)", &v1, gib, None);
+    let gbit = gib * f64::from(1u32 << 30) * 8.0 / 1e9 / v2.wall.as_secs_f64().max(1e-9);
+    println!(
+        "{:<28} {gbit:>9.2} Gbit/s   ratio to RFC 5040 Read {:.2}x",
+        "RDMA Read V2, CRC on",
+        v1.wall.as_secs_f64() / v2.wall.as_secs_f64().max(1e-9),
+    );
+    let (imm, two) = (median(imm).ok_or("no run")?, median(two).ok_or("no run")?);
+    let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / o.pings as f64;
+    println!(
+        "{:<28} {:>9.1} us   Send + Immediate Data {:.1} us   ratio {:.2}x  (busy-polling)",
+        "Send with Immediate Data",
+        us(&imm),
+        us(&two),
+        us(&imm) / us(&two),
+    );
     Ok(())
 }
 
@@ -344,8 +387,15 @@ async fn tcp_stream(total: usize, window: usize) -> Result<Run, Error> {
 }
 
 /// Two devices, connected; the server exposes `len` octets and sends their RemoteBuf.
-async fn connected(crc: bool, len: usize) -> Result<(Qp, Cq, RemoteBuf, Mr, Device), Error> {
-    let cfg = DeviceConfig::default().crc(crc).queue_depths(256, 256);
+async fn connected(
+    crc: bool,
+    len: usize,
+    ext: Extensions,
+) -> Result<(Qp, Cq, RemoteBuf, Mr, Device), Error> {
+    let cfg = DeviceConfig::default()
+        .crc(crc)
+        .queue_depths(256, 256)
+        .extensions(ext);
     let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
@@ -378,8 +428,14 @@ enum Op {
 /// RDMA Write or Read of `total` octets in 64 KiB requests, 16 in flight, cycling through
 /// `window` octets of the peer's region (and, for Reads, of our own sink); Writes send
 /// from one 64 KiB buffer of `window`.
-async fn rdma_bw(total: usize, window: usize, crc: bool, op: Op) -> Result<Run, Error> {
-    let (qp, cq, remote, sink, _client) = connected(crc, window).await?;
+async fn rdma_bw(
+    total: usize,
+    window: usize,
+    crc: bool,
+    op: Op,
+    ext: Extensions,
+) -> Result<Run, Error> {
+    let (qp, cq, remote, sink, _client) = connected(crc, window, ext).await?;
     let data = Bytes::from(vec![0x5au8; window]);
     let n = total.div_ceil(MSG);
     let meter = Meter::start();

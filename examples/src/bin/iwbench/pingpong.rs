@@ -20,6 +20,29 @@ use verbs::{
 
 use super::{Error, Meter, Run, tcp_pair};
 
+/// What each end sends per round trip.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Msg {
+    /// One Send of 8 octets.
+    Send,
+    /// One Send with Immediate Data (this stack's extension): 8 octets and a 32-bit value.
+    SendImm,
+    /// A Send of 8 octets, then RFC 7306 Immediate Data with the value: what delivering a
+    /// value with a message takes without the extension (two messages, two receives).
+    SendThenImmediate,
+}
+
+impl Msg {
+    /// Receives one round trip consumes at each end.
+    fn messages(self) -> usize {
+        if self == Self::SendThenImmediate {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// How the ends of a ping-pong wait for the peer's message.
 #[derive(Copy, Clone, Debug)]
 pub(crate) enum Wait {
@@ -107,26 +130,35 @@ async fn spin_write_all(sock: &std::net::TcpStream, buf: &[u8]) -> io::Result<()
     Ok(())
 }
 
-/// Send/Recv ping-pong of 8 octets between two devices, `n` round trips.
-pub(crate) async fn rdma(n: usize, wait: Wait) -> Result<Run, Error> {
-    let (client, server) = End::connect().await?;
+/// Send/Recv ping-pong of 8 octets between two devices, `n` round trips, each way `msg`.
+pub(crate) async fn rdma(n: usize, wait: Wait, msg: Msg) -> Result<Run, Error> {
+    let k = msg.messages();
+    let (client, server) = End::connect(k).await?;
     let echo = tokio::spawn(async move {
         let pong = Bytes::from_static(b"pongpong");
         for i in 0..n {
-            server.next_recv(wait).await?;
-            if i + 1 < n {
-                server.post_recv()?;
+            for _ in 0..k {
+                server.next_recv(wait).await?;
             }
-            server.send(&pong, wait).await?;
+            if i + 1 < n {
+                for _ in 0..k {
+                    server.post_recv()?;
+                }
+            }
+            server.send(&pong, wait, msg, i as u32).await?;
         }
         Ok::<_, Error>(())
     });
     let ping = Bytes::from_static(b"pingping");
     let meter = Meter::start();
-    for _ in 0..n {
-        client.post_recv()?;
-        client.send(&ping, wait).await?;
-        client.next_recv(wait).await?;
+    for i in 0..n {
+        for _ in 0..k {
+            client.post_recv()?;
+        }
+        client.send(&ping, wait, msg, i as u32).await?;
+        for _ in 0..k {
+            client.next_recv(wait).await?;
+        }
     }
     let run = meter.stop();
     echo.await??;
@@ -142,9 +174,9 @@ struct End {
 }
 
 impl End {
-    /// Two devices connected over loopback: (client, server). The server's first receive
-    /// is posted at accept, before the client can send.
-    async fn connect() -> Result<(Self, Self), Error> {
+    /// Two devices connected over loopback: (client, server). The server's first `k`
+    /// receives are posted at accept, before the client can send.
+    async fn connect(k: usize) -> Result<(Self, Self), Error> {
         let cfg = DeviceConfig::default();
         let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
         let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
@@ -155,9 +187,8 @@ impl End {
             let (scq, first) = (scq.clone(), recv_wr(&sinbox));
             tokio::spawn(async move {
                 let inc = listener.accept().await?;
-                let qp = inc
-                    .accept(&spd, QpConfig::new(&scq).recv(first), b"")
-                    .await?;
+                let init = (0..k).fold(QpConfig::new(&scq), |c, _| c.recv(first.clone()));
+                let qp = inc.accept(&spd, init, b"").await?;
                 Ok::<_, Error>(qp)
             })
         };
@@ -183,22 +214,31 @@ impl End {
         Ok(self.qp.post_recv(recv_wr(&self.inbox))?)
     }
 
-    /// Sends `data`: awaiting its completion, or (spinning) unsignaled, since the peer's
-    /// answer says it arrived.
-    async fn send(&self, data: &Bytes, wait: Wait) -> Result<(), Error> {
-        match wait {
-            Wait::Await => {
-                self.qp.send(data.clone()).await?;
+    /// Sends `data` (and `value` as `msg` says): awaiting the completion, or (spinning)
+    /// unsignaled, since the peer's answer says it arrived.
+    async fn send(&self, data: &Bytes, wait: Wait, msg: Msg, value: u32) -> Result<(), Error> {
+        let send = SendOp::Send {
+            data: Payload::Bytes(data.clone()),
+            invalidate: None,
+            immediate: (msg == Msg::SendImm).then_some(value),
+        };
+        let mut ops = vec![send];
+        if msg == Msg::SendThenImmediate {
+            ops.push(SendOp::Immediate {
+                data: u64::from(value),
+            });
+        }
+        for op in ops {
+            match wait {
+                Wait::Await => {
+                    self.qp.exec(op, SendFlags::NONE).await?;
+                }
+                Wait::Spin => self.qp.post_send(SendWr {
+                    wr_id: 0,
+                    op,
+                    flags: SendFlags::NONE,
+                })?,
             }
-            Wait::Spin => self.qp.post_send(SendWr {
-                wr_id: 0,
-                op: SendOp::Send {
-                    data: Payload::Bytes(data.clone()),
-                    invalidate: None,
-                    immediate: None,
-                },
-                flags: SendFlags::NONE,
-            })?,
         }
         Ok(())
     }

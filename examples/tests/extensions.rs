@@ -1,0 +1,77 @@
+//! `iwperf send_lat --imm` between two real processes: this stack's Send with Immediate
+//! Data when both agree, and a plain-words refusal when the peer turned it off.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(IWPERF)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start iwperf")
+}
+
+fn finish(mut child: Child) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+/// Runs a server with `server` flags and a client with `client` flags; their outputs.
+fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
+    let p = port();
+    let mut s = vec!["send_lat", "-s", "8", "-n", "2000", "-p", &p, "--timeout", "10"];
+    s.extend_from_slice(server);
+    let srv = spawn(&s);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = vec!["send_lat", "-s", "8", "-n", "2000", "-p", &p, "--timeout", "10"];
+    c.extend_from_slice(client);
+    c.push("127.0.0.1");
+    let cli = finish(spawn(&c));
+    (finish(srv), cli)
+}
+
+#[test]
+fn send_lat_with_immediate_data_runs_when_both_agree() {
+    let (s, c) = pair(&["--imm"], &["--imm"]);
+    for (out, who) in [(&s, "server"), (&c, "client")] {
+        assert!(
+            out.status.success(),
+            "{who}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let table = String::from_utf8_lossy(&c.stdout);
+    assert!(table.contains(" 8       2000"), "{table}");
+}
+
+#[test]
+fn imm_against_a_peer_without_the_extension_is_refused_in_plain_words() {
+    let (_s, c) = pair(&["--extensions", "none"], &["--imm"]);
+    assert!(!c.status.success());
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(
+        err.contains("--imm needs Send with Immediate Data, which the peer did not agree to"),
+        "{err}"
+    );
+    // A bad list names the known ones.
+    let out = finish(spawn(&["send_lat", "--extensions", "imm"]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`imm`") && err.contains("send_imm"), "{err}");
+}
