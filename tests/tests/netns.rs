@@ -160,6 +160,8 @@ fn connect_with_private_data_then_send_write_read_across_the_veth() {
             let wc = next_ok(&cq).await;
             assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (1, 4));
             assert_eq!(read_mem(&engine, pd, inbox, 4096, 4), b"done");
+            // This stack's Send with Immediate Data (both engines agreed to the extensions).
+            assert_eq!(wc.wc.immediate, Some(0xfeed_f00d));
             assert!(
                 read_mem(&engine, pd, region, 4096, BIG) == pattern(7, BIG),
                 "the RDMA Write landed in the advertised region"
@@ -214,7 +216,15 @@ fn connect_with_private_data_then_send_write_read_across_the_veth() {
                 "read back what was written"
             );
 
-            qp.post_send(wr(4, send(&b"done"[..]))).unwrap();
+            // Both engines are this stack: the extensions are agreed, so the Read above
+            // was a Read V2 and this Send carries an immediate value.
+            assert_eq!(qp.extensions(), rdmap::Extensions::ALL);
+            let done = SendOp::Send {
+                data: Payload::Bytes(Bytes::from_static(b"done")),
+                invalidate: None,
+                immediate: Some(0xfeed_f00d),
+            };
+            qp.post_send(wr(4, done)).unwrap();
             assert_eq!(next_ok(&cq).await.wc.wr_id, 4);
             qp.disconnect();
             qp.closed().await
