@@ -35,11 +35,31 @@ fn port() -> String {
 /// Runs a server with `server` flags and a client with `client` flags; their outputs.
 fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
     let p = port();
-    let mut s = vec!["send_lat", "-s", "8", "-n", "2000", "-p", &p, "--timeout", "10"];
+    let mut s = vec![
+        "send_lat",
+        "-s",
+        "8",
+        "-n",
+        "2000",
+        "-p",
+        &p,
+        "--timeout",
+        "10",
+    ];
     s.extend_from_slice(server);
     let srv = spawn(&s);
     std::thread::sleep(Duration::from_millis(300));
-    let mut c = vec!["send_lat", "-s", "8", "-n", "2000", "-p", &p, "--timeout", "10"];
+    let mut c = vec![
+        "send_lat",
+        "-s",
+        "8",
+        "-n",
+        "2000",
+        "-p",
+        &p,
+        "--timeout",
+        "10",
+    ];
     c.extend_from_slice(client);
     c.push("127.0.0.1");
     let cli = finish(spawn(&c));

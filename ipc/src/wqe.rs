@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
-//!          7 LocalInvalidate, 8 FastRegister, 9 Bind
+//!          7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay
 //! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
 //!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind),
 //!          0x40 immediate value present (Send)
@@ -21,7 +21,7 @@
 //! 32  u32  remote length (Write, Read, Atomics)
 //! 36  u32  access (FastRegister, Bind)
 //! 40  u64  a: add, compare, length (FastRegister, Bind), immediate data (Immediate; a
-//!          Send's 32-bit value in the low half)
+//!          Send's 32-bit value in the low half), nanoseconds (Delay)
 //! 48  u64  b: add mask, compare mask
 //! 56  u64  c: swap
 //! 64  u64  d: swap mask
@@ -258,6 +258,14 @@ pub fn encode_sqe(
             le64(&mut e, 40, b.len);
             9
         }
+        SendOp::Delay { duration } => {
+            le64(
+                &mut e,
+                40,
+                u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+            );
+            10
+        }
     };
     e[0] = opcode;
     e[1] = flags;
@@ -406,6 +414,9 @@ pub fn decode_sqe(
             access: access(),
             one_touch: flags_bits & F_ONE_TOUCH != 0,
         }),
+        10 => SendOp::Delay {
+            duration: std::time::Duration::from_nanos(get64(e, 40)),
+        },
         _ => return Err(Malformed("send entry opcode")),
     };
     Ok(SendWr {
@@ -439,7 +450,7 @@ pub fn decode_rqe(e: &[u8; RQE_SIZE]) -> Result<RecvWr, Malformed> {
     })
 }
 
-const OPCODES: [WcOpcode; 11] = [
+const OPCODES: [WcOpcode; 12] = [
     WcOpcode::Send,
     WcOpcode::Write,
     WcOpcode::Read,
@@ -451,6 +462,7 @@ const OPCODES: [WcOpcode; 11] = [
     WcOpcode::Bind,
     WcOpcode::Recv,
     WcOpcode::RecvImmediate,
+    WcOpcode::Delay,
 ];
 
 const STATUSES: [WcStatus; 8] = [
@@ -674,6 +686,9 @@ mod tests {
                 access: Access::REMOTE_READ,
                 one_touch: true,
             }),
+            SendOp::Delay {
+                duration: std::time::Duration::from_micros(1500),
+            },
             SendOp::Send {
                 data: Payload::Sgl(Sgl::new()),
                 invalidate: None,
@@ -746,7 +761,7 @@ mod tests {
             }
         }
         let mut e = good;
-        e[0] = 10;
+        e[0] = 11;
         assert_eq!(
             decode_sqe(&e, &mut copy_inline),
             Err(Malformed("send entry opcode"))
@@ -824,7 +839,7 @@ mod tests {
         assert_eq!(encode_cqe(&wc)[11], 0x38);
         assert_eq!(decode_cqe(&encode_cqe(&wc)).unwrap(), wc);
         let mut bad = encode_cqe(&wc);
-        bad[9] = 11;
+        bad[9] = 12;
         assert!(decode_cqe(&bad).is_err());
         bad[9] = 0;
         bad[10] = 8;

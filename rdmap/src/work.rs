@@ -217,6 +217,13 @@ pub enum SendOp {
     FastRegister(FastReg),
     /// Binds a type 2 memory window to this queue pair. Nothing goes on the wire.
     Bind(Bind),
+    /// Delay (seed 004): holds back the requests posted after it on this send queue for
+    /// `duration`, to meter what a process puts on the wire; other queue pairs are not
+    /// held. It completes when the time has passed. Nothing goes on the wire.
+    Delay {
+        /// How long later requests wait.
+        duration: core::time::Duration,
+    },
 }
 
 /// A fast registration, posted on the send queue: re-arms a region allocated for fast
@@ -276,6 +283,7 @@ impl SendOp {
             Self::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
             Self::FastRegister(_) => WcOpcode::FastRegister,
             Self::Bind(_) => WcOpcode::Bind,
+            Self::Delay { .. } => WcOpcode::Delay,
         }
     }
 }
@@ -332,6 +340,8 @@ pub enum WcOpcode {
     FastRegister,
     /// A memory window bind finished.
     Bind,
+    /// A Delay's time passed.
+    Delay,
     /// A Send (any variant) arrived.
     Recv,
     /// Immediate Data arrived (the value is in [`Completion::immediate`]).

@@ -168,6 +168,20 @@ impl Qp {
         .await
     }
 
+    /// Delay (seed 004): the requests posted after this one on this queue pair wait until
+    /// `duration` has passed from the moment the Delay reached the head of the send queue,
+    /// to meter what goes on the wire; other queue pairs carry on. Completes when the time
+    /// has passed. Nothing goes on the wire, so any peer works. A Delay longer than the
+    /// connection's stall timeout ([`DeviceConfig::stall_timeout`](crate::DeviceConfig::stall_timeout))
+    /// ends the connection as stalled, since work is outstanding and nothing moves.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe (see [`exec`](Self::exec)): later requests are held all the same.
+    pub async fn delay(&self, duration: std::time::Duration) -> Result<Completion, WcError> {
+        self.exec(SendOp::Delay { duration }, SendFlags::NONE).await
+    }
+
     /// Sends 8 octets of Immediate Data (RFC 7306): they arrive in the peer's receive
     /// completion ([`Completion::immediate`]), consuming a posted receive but placing
     /// nothing.

@@ -97,13 +97,16 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
                 out.clear();
             }
             st.tx_busy = !out.is_empty();
+            // The turn's one clock reading. A Delay that reached the head of the send
+            // queue starts now (its end is then a deadline of poll_timeout).
+            let now = Instant::now();
+            st.stream.handle_timeout(now.into_std());
             st.collect(shared.num);
             let done = match st.stream.state() {
                 QpState::Error | QpState::Idle => true,
                 QpState::Closing => st.stream.is_drained(),
                 _ => false,
             };
-            let now = Instant::now();
             if done && out.is_empty() && !shut_down {
                 shut_down = true;
                 st.io.shutdown_write();

@@ -397,10 +397,13 @@ impl Stream {
         self.check_drained();
     }
 
-    /// Reports that time `now` has come; a no-op before [`poll_timeout`](Self::poll_timeout)'s
-    /// deadline. A close that did not finish in time ends in [`QpState::Error`] with all
-    /// outstanding work flushed.
+    /// Reports that time `now` has come. A close that did not finish in time ends in
+    /// [`QpState::Error`] with all outstanding work flushed. A Delay request that reached
+    /// the head of the send queue starts at the first call after it got there, so a driver
+    /// calls this on every turn, not only at [`poll_timeout`](Self::poll_timeout)'s
+    /// deadline (which then includes the Delay's end).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.delay_timeout(now);
         if self.close_deadline.is_some_and(|d| now >= d) {
             self.close_deadline = None;
             if self.state == QpState::Closing {
@@ -470,7 +473,10 @@ impl Stream {
     /// again after every input and command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.close_deadline
+        [self.close_deadline, self.delay_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next event, if any. Call it until it returns `None` after every input, command

@@ -135,6 +135,18 @@ pub(super) struct TxState {
     pub(super) written: u64,
     pub(super) wait_written: VecDeque<(u64, u64)>,
     pub(super) drained_reported: bool,
+    /// A Delay at the head of the send queue: its duration until the next
+    /// [`Stream::handle_timeout`] gives it a start, then its end.
+    pub(super) delay: Option<DelayState>,
+}
+
+/// The progress of the Delay at the head of the send queue.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum DelayState {
+    /// Reached the head; starts at the next time the stream is told.
+    Waiting(std::time::Duration),
+    /// Later requests go out from this instant on.
+    Until(std::time::Instant),
 }
 
 impl TxState {
@@ -154,6 +166,7 @@ impl TxState {
             written: 0,
             wait_written: VecDeque::new(),
             drained_reported: false,
+            delay: None,
         }
     }
 
@@ -202,7 +215,10 @@ impl TxState {
             SendOp::Read { src, .. } => src.len,
             SendOp::Immediate { .. } => 0,
             SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
-            SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_) => 0,
+            SendOp::LocalInvalidate { .. }
+            | SendOp::FastRegister(_)
+            | SendOp::Bind(_)
+            | SendOp::Delay { .. } => 0,
         };
         self.inflight.push_back(Inflight {
             seq,
@@ -244,6 +260,7 @@ impl TxState {
 
     pub(super) fn flush(&mut self, how: Flush) {
         self.current = None;
+        self.delay = None;
         self.responding = false;
         self.rtr = None;
         self.orq.clear();
@@ -327,6 +344,37 @@ fn payload_source(p: Payload) -> Source {
 }
 
 impl Stream {
+    /// Time `now` has come for the Delay at the head of the send queue, if any: it starts
+    /// (a Delay that just reached the head), or it ends and completes, letting the
+    /// requests behind it go.
+    pub(super) fn delay_timeout(&mut self, now: std::time::Instant) {
+        if let Some(DelayState::Waiting(d)) = self.tx.delay {
+            // It starts now and ends at a deadline (poll_timeout), never in this call.
+            self.tx.delay = Some(DelayState::Until(now + d));
+            return;
+        }
+        let Some(DelayState::Until(end)) = self.tx.delay else {
+            return;
+        };
+        if now < end {
+            return;
+        }
+        self.tx.delay = None;
+        if let Some(wr) = self.tx.sq.pop_front() {
+            let seq = self.tx.start(&wr);
+            self.tx.finish(seq, WcStatus::Success, None);
+            self.release_completions();
+        }
+    }
+
+    /// The end of a running Delay.
+    pub(super) fn delay_deadline(&self) -> Option<std::time::Instant> {
+        match self.tx.delay {
+            Some(DelayState::Until(t)) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Emits one FPDU if there is anything to send. Returns false when idle or blocked.
     pub(super) fn transmit_one(&mut self, mem: &mut dyn MemoryOps, out: &mut Transmit) -> bool {
         if self.tx.current.is_none() {
@@ -483,6 +531,11 @@ impl Stream {
         }
         loop {
             let wr = self.tx.sq.front()?;
+            if let SendOp::Delay { duration } = wr.op {
+                // Held until the time has passed (Stream::handle_timeout ends it).
+                self.tx.delay.get_or_insert(DelayState::Waiting(duration));
+                return None;
+            }
             let needs_orq = matches!(
                 wr.op,
                 SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. }
@@ -624,9 +677,10 @@ impl Stream {
             done: Done::Written(seq),
         };
         match wr.op {
-            SendOp::LocalInvalidate { .. } | SendOp::FastRegister(_) | SendOp::Bind(_) => {
-                Err(WcStatus::LocalQpOperation)
-            }
+            SendOp::LocalInvalidate { .. }
+            | SendOp::FastRegister(_)
+            | SendOp::Bind(_)
+            | SendOp::Delay { .. } => Err(WcStatus::LocalQpOperation),
             SendOp::Send {
                 data,
                 invalidate,

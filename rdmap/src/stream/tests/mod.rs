@@ -1,5 +1,6 @@
 //! Deterministic two-endpoint tests of the stream.
 
+mod delay;
 mod direct;
 mod negative;
 mod ops;

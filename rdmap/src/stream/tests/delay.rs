@@ -1,0 +1,83 @@
+//! The Delay request (seed 004): later requests of the same send queue wait for its time,
+//! told to the stream with `handle_timeout` (paused, explicit time).
+
+use std::time::{Duration, Instant};
+
+use super::pair::Pair;
+use super::*;
+use crate::{QpState, WcOpcode, WcStatus};
+
+#[test]
+fn requests_behind_a_delay_wait_for_its_time() {
+    let mut p = Pair::new(1);
+    p.b.mem.register(stag(1), 0, 64, 0, RW);
+    for i in 0..3 {
+        p.b.s.post_recv(recv(i, stag(1), i * 8, 8)).unwrap();
+    }
+    p.a.s.post_send(send(1, b"before")).unwrap();
+    p.a.s
+        .post_send(SendWr {
+            wr_id: 2,
+            op: SendOp::Delay {
+                duration: Duration::from_millis(5),
+            },
+            flags: SendFlags::SIGNALED,
+        })
+        .unwrap();
+    p.a.s.post_send(send(3, b"after")).unwrap();
+    p.drive();
+    // Only the first Send went out; the Delay has not started (no time told yet).
+    assert_eq!(p.b.completions().len(), 1);
+    assert_eq!(p.a.s.poll_timeout(), None);
+    let t0 = Instant::now();
+    p.a.s.handle_timeout(t0);
+    assert_eq!(p.a.s.poll_timeout(), Some(t0 + Duration::from_millis(5)));
+    p.a.s.handle_timeout(t0 + Duration::from_millis(4));
+    p.drive();
+    assert!(p.b.completions().is_empty(), "still held");
+    let sent: Vec<_> = p.a.completions().iter().map(|w| w.wr_id).collect();
+    assert_eq!(sent, [1]);
+    // Its time has come: it completes, and the Send behind it goes.
+    p.a.s.handle_timeout(t0 + Duration::from_millis(5));
+    p.drive();
+    let wcs = p.a.completions();
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.opcode, w.status))
+            .collect::<Vec<_>>(),
+        [
+            (2, WcOpcode::Delay, WcStatus::Success),
+            (3, WcOpcode::Send, WcStatus::Success)
+        ]
+    );
+    assert_eq!(p.b.completions()[0].byte_len, 5);
+    assert_eq!(p.a.s.poll_timeout(), None);
+    // B's side was never held: it can send while A waits.
+    assert_eq!(p.b.state(), QpState::Rts);
+}
+
+#[test]
+fn a_pending_delay_is_flushed_with_the_queue() {
+    let mut p = Pair::new(2);
+    p.a.s
+        .post_send(SendWr {
+            wr_id: 1,
+            op: SendOp::Delay {
+                duration: Duration::from_secs(3600),
+            },
+            flags: SendFlags::SIGNALED,
+        })
+        .unwrap();
+    p.a.s.post_send(send(2, b"x")).unwrap();
+    p.drive();
+    p.a.s.handle_timeout(Instant::now());
+    assert!(p.a.s.poll_timeout().is_some());
+    p.a.s.terminate(crate::TermCode::OP_UNSPECIFIED);
+    p.drive();
+    let wcs = p.a.completions();
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::Flushed), (2, WcStatus::Flushed)]
+    );
+    assert_eq!(p.a.s.poll_timeout(), None);
+}
