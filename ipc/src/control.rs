@@ -84,6 +84,8 @@ pub mod func {
     pub const INVALIDATE: u16 = 0x0014;
     /// Allocate a region for fast registration (one memory file attached).
     pub const ALLOC_FAST_REG_MR: u16 = 0x0015;
+    /// Serve or refuse a queue pair's incoming RDMA (seed 004).
+    pub const SET_INCOMING_RDMA: u16 = 0x0016;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -234,6 +236,13 @@ pub enum Request {
         /// The queue pair.
         qp: u32,
     },
+    /// Serves or refuses a queue pair's incoming RDMA Writes, Reads and Atomics.
+    SetIncomingRdma {
+        /// The queue pair.
+        qp: u32,
+        /// Served (true) or refused.
+        allowed: bool,
+    },
     /// The device's counters.
     Stats,
     /// Creates a shared receive queue of at least `depth` entries.
@@ -306,6 +315,7 @@ impl Request {
             Self::Disconnect { .. } => func::DISCONNECT,
             Self::DestroyQp { .. } => func::DESTROY_QP,
             Self::QueryQp { .. } => func::QUERY_QP,
+            Self::SetIncomingRdma { .. } => func::SET_INCOMING_RDMA,
             Self::Stats => func::STATS,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
@@ -349,6 +359,10 @@ impl Request {
             Self::AllocMw { pd, kind } => {
                 out.put_u32_le(*pd);
                 out.put_u8(*kind);
+            }
+            Self::SetIncomingRdma { qp, allowed } => {
+                out.put_u32_le(*qp);
+                out.put_u8(u8::from(*allowed));
             }
             Self::BindMw {
                 mw,
@@ -437,6 +451,14 @@ impl Request {
             func::DISCONNECT => Self::Disconnect { qp: r.u32("qp")? },
             func::DESTROY_QP => Self::DestroyQp { qp: r.u32("qp")? },
             func::QUERY_QP => Self::QueryQp { qp: r.u32("qp")? },
+            func::SET_INCOMING_RDMA => Self::SetIncomingRdma {
+                qp: r.u32("qp")?,
+                allowed: match r.u8("allowed")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(Malformed("allowed")),
+                },
+            },
             func::CREATE_SRQ => Self::CreateSrq {
                 depth: r.u32("depth")?,
             },
@@ -1077,6 +1099,10 @@ mod tests {
             Request::Disconnect { qp: 1 },
             Request::DestroyQp { qp: 1 },
             Request::QueryQp { qp: 1 },
+            Request::SetIncomingRdma {
+                qp: 1,
+                allowed: false,
+            },
             Request::Stats,
             Request::CreateSrq { depth: 100 },
             Request::DestroySrq { srq: 7 },

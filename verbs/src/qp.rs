@@ -220,6 +220,9 @@ impl QpImpl {
     fn extensions(&self) -> Extensions {
         either!(self, q => q.extensions())
     }
+    fn set_incoming_rdma(&self, allowed: bool) {
+        either!(self, q => q.set_incoming_rdma(allowed))
+    }
     fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
         either!(self, q => q.post_send(wr))
     }
@@ -355,6 +358,17 @@ impl Qp {
     /// Immediate Data ([`Qp::send_imm`]) and RDMA Read V2 need them.
     pub fn extensions(&self) -> Extensions {
         self.inner.qp.extensions()
+    }
+
+    /// Serves (`true`, the default) or refuses the peer's RDMA on this queue pair (seed
+    /// 004's switch: "some adapters refuse incoming RDMA"). Refused, an RDMA Write, Read or
+    /// Atomic from the peer that would touch memory ends the connection with an RDMAP
+    /// access-rights Terminate and touches nothing, whatever rights the STag it names
+    /// carries; Sends still arrive, and this side's own Reads and Writes still work. It
+    /// holds for every segment that arrives after the call returns. Any peer: nothing
+    /// changes on the wire until the peer breaks the rule.
+    pub fn set_incoming_rdma(&self, allowed: bool) {
+        self.inner.qp.set_incoming_rdma(allowed);
     }
 
     /// Its protection domain.

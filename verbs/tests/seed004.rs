@@ -58,3 +58,42 @@ async fn a_delay_holds_its_send_queue_only_through_iwarpd() {
     let client = Host::daemon("delay", EngineConfig::default());
     delay_holds_only_its_queue_pair(client, Host::new(DeviceConfig::default())).await;
 }
+
+/// The server refuses incoming RDMA: its own Read of the client works, the client's Send
+/// arrives, and the client's Write ends the connection with an access-rights Terminate,
+/// leaving the server's region untouched.
+async fn refusing_incoming_rdma(client: Host, server: Host) {
+    let (c, s) = connect(&client, &server, b"", b"").await;
+    let target = s.pd().alloc_mr(64, common::ALL).unwrap();
+    let theirs = c.pd().alloc_mr(64, common::ALL).unwrap();
+    theirs.write(0, b"client data").unwrap();
+    s.qp.set_incoming_rdma(false);
+    // The client speaks first (the server, the MPA Responder, may send only after that).
+    let inbox = s.pd().alloc_mr(16, Access::LOCAL_WRITE).unwrap();
+    let (got, sent) = tokio::join!(s.qp.recv(&inbox), c.qp.send(Bytes::from_static(b"hi")));
+    sent.unwrap();
+    assert_eq!(got.unwrap().byte_len, 2);
+    let sink = s.pd().alloc_mr(11, Access::LOCAL_WRITE).unwrap();
+    s.qp.read(theirs.remote_slice(..11), &sink).await.unwrap();
+    assert_eq!(sink.read(..).unwrap(), b"client data");
+    c.qp.write(Bytes::from_static(b"refused"), target.remote())
+        .await
+        .unwrap();
+    match s.qp.closed().await {
+        verbs::QpEnd::Terminated(code) => assert_eq!(code.to_wire(), [0x01, 0x02]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(target.read(..).unwrap(), vec![0; 64], "nothing placed");
+}
+
+#[tokio::test]
+async fn a_queue_pair_can_refuse_incoming_rdma() {
+    let cfg = DeviceConfig::default();
+    refusing_incoming_rdma(Host::new(cfg.clone()), Host::new(cfg)).await;
+}
+
+#[tokio::test]
+async fn a_queue_pair_can_refuse_incoming_rdma_through_iwarpd() {
+    let server = Host::daemon("refuse", EngineConfig::default());
+    refusing_incoming_rdma(Host::new(DeviceConfig::default()), server).await;
+}

@@ -172,6 +172,12 @@ impl Qp {
         self.shared.lock().stream.mulpdu()
     }
 
+    /// Serves (`true`, the default) or refuses incoming RDMA Writes, Reads and Atomics:
+    /// see [`rdmap::Stream::set_incoming_rdma`].
+    pub fn set_incoming_rdma(&self, allowed: bool) {
+        self.shared.lock().stream.set_incoming_rdma(allowed);
+    }
+
     /// This stack's extensions both sides agreed to when the connection was set up.
     pub fn extensions(&self) -> rdmap::Extensions {
         self.shared.lock().stream.extensions()

@@ -354,6 +354,13 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 None => not_found("queue pair", qp),
             }
         }
+        Request::SetIncomingRdma { qp, allowed } => match s.objs().qps.get(&qp) {
+            Some(sv) => {
+                sv.qp.set_incoming_rdma(allowed);
+                Reply::Done
+            }
+            None => not_found("queue pair", qp),
+        },
         Request::QueryQp { qp } => match s.objs().qps.get(&qp) {
             Some(sv) => {
                 // The push counters are in the queue pair's segment, which the client reads.

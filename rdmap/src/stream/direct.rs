@@ -69,7 +69,8 @@ impl Stream {
                 len: d.len - d.placed,
             });
         }
-        if !self.rx.peer_started {
+        if !self.rx.peer_started || !self.incoming_rdma {
+            // A refused Write is refused on the ordinary path.
             return None;
         }
         let ulpdu_len = self.deframer.partial_len(src)?;

@@ -224,6 +224,9 @@ pub struct Stream {
     ord: u16,
     /// This stack's extensions both sides agreed to in the MPA exchange.
     extensions: Extensions,
+    /// Incoming RDMA (Writes, Reads and Atomics that touch memory) is served; when false
+    /// each is refused with an access-rights Terminate (seed 004's switch).
+    incoming_rdma: bool,
     framer: Framer,
     deframer: Deframer,
     tx: TxState,
@@ -257,6 +260,7 @@ impl Stream {
             ird: negotiated.ird,
             ord: negotiated.ord,
             extensions: negotiated.extensions,
+            incoming_rdma: true,
             framer: Framer::from_negotiated(negotiated),
             deframer: Deframer::from_negotiated(negotiated),
             events: VecDeque::new(),
@@ -331,6 +335,17 @@ impl Stream {
             self.set_state(QpState::Closing);
             self.check_drained();
         }
+    }
+
+    /// Serves (`true`, the default) or refuses incoming RDMA: with `false`, an RDMA Write,
+    /// RDMA Read Request or Atomic Request from the peer that would touch memory ends the
+    /// stream with an RDMAP access-rights Terminate (0x01/0x02, the headers copied), and
+    /// nothing is placed or read, whatever rights the peer's STag carries. Zero-length
+    /// Writes and Reads (RTRs among them) touch nothing and still pass. Sends are not
+    /// RDMA and are always taken. Takes effect for the next segment that arrives (seed
+    /// 004: "some adapters refuse incoming RDMA").
+    pub fn set_incoming_rdma(&mut self, allowed: bool) {
+        self.incoming_rdma = allowed;
     }
 
     /// Aborts the stream with a Terminate carrying `code` and no copied headers (a local

@@ -251,6 +251,9 @@ impl Stream {
         if payload.is_empty() {
             return;
         }
+        if !self.incoming_rdma {
+            return self.fatal(TermCode::ACCESS_RIGHTS, Some(ulpdu), None);
+        }
         if let Err(e) = mem.write(t.stag, t.to, payload, Access::REMOTE_WRITE) {
             return self.fatal(e.tagged_term(), Some(ulpdu), None);
         }
@@ -550,6 +553,9 @@ impl Stream {
         let Ok(req) = parsed else {
             return self.fatal(TermCode::OP_UNSPECIFIED, Some(ulpdu), None);
         };
+        if req.size > 0 && !self.incoming_rdma {
+            return self.fatal(TermCode::ACCESS_RIGHTS, Some(ulpdu), Some(req.to_bytes()));
+        }
         // RFC 5040 §5.2.1: nothing about the source is checked for a zero-length Read.
         if req.size > 0
             && let Err(e) = mem.check(req.src_stag, req.src_to, req.size, Access::REMOTE_READ)
@@ -574,6 +580,9 @@ impl Stream {
         };
         if matches!(req.op, AtomicOp::Unknown(_)) {
             return self.fatal(TermCode::UNEXPECTED_OPCODE, Some(ulpdu), None);
+        }
+        if !self.incoming_rdma {
+            return self.fatal(TermCode::ACCESS_RIGHTS, Some(ulpdu), None);
         }
         // RFC 7306 §8.2: a misaligned target is a Remote Operation error 0x07, memory untouched.
         if req.to % 8 != 0 {

@@ -408,6 +408,15 @@ impl DaemonQp {
         c
     }
 
+    /// Asks the daemon to serve or refuse incoming RDMA; once it answered, the setting
+    /// holds. A daemon that is gone serves nothing anyway.
+    pub(crate) fn set_incoming_rdma(&self, allowed: bool) {
+        let _ = self.client.call(&Request::SetIncomingRdma {
+            qp: self.id,
+            allowed,
+        });
+    }
+
     pub(crate) fn disconnect(&self) {
         self.client.tell(&Request::Disconnect { qp: self.id });
     }

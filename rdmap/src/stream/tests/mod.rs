@@ -7,6 +7,7 @@ mod ops;
 mod pair;
 mod prop;
 mod read_v2;
+mod refuse;
 mod send_imm;
 
 use bytes::Bytes;
