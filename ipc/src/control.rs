@@ -84,8 +84,8 @@ pub mod func {
     pub const INVALIDATE: u16 = 0x0014;
     /// Allocate a region for fast registration (one memory file attached).
     pub const ALLOC_FAST_REG_MR: u16 = 0x0015;
-    /// Serve or refuse a queue pair's incoming RDMA (seed 004).
-    pub const SET_INCOMING_RDMA: u16 = 0x0016;
+    /// Change one setting of a queue pair ([`QpChange`](super::QpChange)).
+    pub const MODIFY_QP: u16 = 0x0016;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -236,12 +236,12 @@ pub enum Request {
         /// The queue pair.
         qp: u32,
     },
-    /// Serves or refuses a queue pair's incoming RDMA Writes, Reads and Atomics.
-    SetIncomingRdma {
+    /// Changes one setting of a queue pair.
+    ModifyQp {
         /// The queue pair.
         qp: u32,
-        /// Served (true) or refused.
-        allowed: bool,
+        /// What changes.
+        change: QpChange,
     },
     /// The device's counters.
     Stats,
@@ -315,7 +315,7 @@ impl Request {
             Self::Disconnect { .. } => func::DISCONNECT,
             Self::DestroyQp { .. } => func::DESTROY_QP,
             Self::QueryQp { .. } => func::QUERY_QP,
-            Self::SetIncomingRdma { .. } => func::SET_INCOMING_RDMA,
+            Self::ModifyQp { .. } => func::MODIFY_QP,
             Self::Stats => func::STATS,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
@@ -360,9 +360,11 @@ impl Request {
                 out.put_u32_le(*pd);
                 out.put_u8(*kind);
             }
-            Self::SetIncomingRdma { qp, allowed } => {
+            Self::ModifyQp { qp, change } => {
                 out.put_u32_le(*qp);
-                out.put_u8(u8::from(*allowed));
+                let (what, value) = change.encode();
+                out.put_u8(what);
+                out.put_u8(value);
             }
             Self::BindMw {
                 mw,
@@ -451,13 +453,9 @@ impl Request {
             func::DISCONNECT => Self::Disconnect { qp: r.u32("qp")? },
             func::DESTROY_QP => Self::DestroyQp { qp: r.u32("qp")? },
             func::QUERY_QP => Self::QueryQp { qp: r.u32("qp")? },
-            func::SET_INCOMING_RDMA => Self::SetIncomingRdma {
+            func::MODIFY_QP => Self::ModifyQp {
                 qp: r.u32("qp")?,
-                allowed: match r.u8("allowed")? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(Malformed("allowed")),
-                },
+                change: QpChange::decode(r.u8("setting")?, r.u8("value")?)?,
             },
             func::CREATE_SRQ => Self::CreateSrq {
                 depth: r.u32("depth")?,
@@ -561,6 +559,43 @@ pub fn reply_fds(func: u16, body: &[u8]) -> usize {
         func::CONNECT | func::ACCEPT => 3,
         func::ALLOC_PD | func::CREATE_SRQ => 1,
         _ => 0,
+    }
+}
+
+/// One setting of a queue pair that [`Request::ModifyQp`] changes. On the wire: a setting
+/// octet and a value octet (`1 v` incoming RDMA served, `2 v` drain on local failure,
+/// `3 0` resume the send queue; `v` is 0 or 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum QpChange {
+    /// Serve (`true`) or refuse the peer's RDMA (seed 004).
+    IncomingRdma(bool),
+    /// A local failure drains the send queue (`true`) or ends the connection (seed 001).
+    DrainOnLocalFailure(bool),
+    /// Leave the drained send queue state.
+    ResumeSendQueue,
+}
+
+impl QpChange {
+    fn encode(self) -> (u8, u8) {
+        match self {
+            Self::IncomingRdma(on) => (1, u8::from(on)),
+            Self::DrainOnLocalFailure(on) => (2, u8::from(on)),
+            Self::ResumeSendQueue => (3, 0),
+        }
+    }
+
+    fn decode(what: u8, value: u8) -> Result<Self, Malformed> {
+        let on = match value {
+            0 => false,
+            1 => true,
+            _ => return Err(Malformed("queue pair setting value")),
+        };
+        match what {
+            1 => Ok(Self::IncomingRdma(on)),
+            2 => Ok(Self::DrainOnLocalFailure(on)),
+            3 if !on => Ok(Self::ResumeSendQueue),
+            _ => Err(Malformed("queue pair setting")),
+        }
     }
 }
 
@@ -1099,9 +1134,17 @@ mod tests {
             Request::Disconnect { qp: 1 },
             Request::DestroyQp { qp: 1 },
             Request::QueryQp { qp: 1 },
-            Request::SetIncomingRdma {
+            Request::ModifyQp {
                 qp: 1,
-                allowed: false,
+                change: QpChange::IncomingRdma(false),
+            },
+            Request::ModifyQp {
+                qp: 2,
+                change: QpChange::DrainOnLocalFailure(true),
+            },
+            Request::ModifyQp {
+                qp: 3,
+                change: QpChange::ResumeSendQueue,
             },
             Request::Stats,
             Request::CreateSrq { depth: 100 },

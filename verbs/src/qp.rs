@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use ipc::control::QpChange;
 use offload_engine::QpInit;
 use rdmap::{Extensions, PostError, QpState, RecvWr, SendWr};
 
@@ -220,8 +221,15 @@ impl QpImpl {
     fn extensions(&self) -> Extensions {
         either!(self, q => q.extensions())
     }
-    fn set_incoming_rdma(&self, allowed: bool) {
-        either!(self, q => q.set_incoming_rdma(allowed))
+    fn modify(&self, change: QpChange) {
+        match self {
+            Self::Embedded(q) => match change {
+                QpChange::IncomingRdma(on) => q.set_incoming_rdma(on),
+                QpChange::DrainOnLocalFailure(on) => q.set_drain_on_local_failure(on),
+                QpChange::ResumeSendQueue => q.resume_send_queue(),
+            },
+            Self::Daemon(q) => q.modify(change),
+        }
     }
     fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
         either!(self, q => q.post_send(wr))
@@ -368,7 +376,25 @@ impl Qp {
     /// holds for every segment that arrives after the call returns. Any peer: nothing
     /// changes on the wire until the peer breaks the rule.
     pub fn set_incoming_rdma(&self, allowed: bool) {
-        self.inner.qp.set_incoming_rdma(allowed);
+        self.inner.qp.modify(QpChange::IncomingRdma(allowed));
+    }
+
+    /// What a request that fails its local checks does (a fast registration, bind or
+    /// Local Invalidate that fails; a Send or Write whose local memory fails), seed 001's
+    /// two options. `false` (the default): the connection ends with a Terminate and all
+    /// work is flushed. `true`: only the send queue is drained: the failed request
+    /// completes with its error, every later request (queued, or posted afterwards)
+    /// completes as [`Flushed`](crate::WcStatus::Flushed), and the rest goes on (receives,
+    /// the peer's Reads, requests already under way) until
+    /// [`resume_send_queue`](Self::resume_send_queue); the peer notices nothing.
+    pub fn set_drain_on_local_failure(&self, drain: bool) {
+        self.inner.qp.modify(QpChange::DrainOnLocalFailure(drain));
+    }
+
+    /// Leaves the drained send queue state after a local failure: requests posted from
+    /// now on run again (repost the failed one and those flushed after it).
+    pub fn resume_send_queue(&self) {
+        self.inner.qp.modify(QpChange::ResumeSendQueue);
     }
 
     /// Its protection domain.

@@ -178,6 +178,23 @@ impl Qp {
         self.shared.lock().stream.set_incoming_rdma(allowed);
     }
 
+    /// What a request failing its local checks does: drain the send queue (`true`) or end
+    /// the connection (`false`, the default); see
+    /// [`rdmap::Stream::set_drain_on_local_failure`].
+    pub fn set_drain_on_local_failure(&self, drain: bool) {
+        self.shared.lock().stream.set_drain_on_local_failure(drain);
+    }
+
+    /// Leaves the drained send queue state after a local failure.
+    pub fn resume_send_queue(&self) {
+        self.shared.lock().stream.resume_send_queue();
+    }
+
+    /// True while the send queue is drained after a local failure.
+    pub fn send_queue_drained(&self) -> bool {
+        self.shared.lock().stream.send_queue_drained()
+    }
+
     /// This stack's extensions both sides agreed to when the connection was set up.
     pub fn extensions(&self) -> rdmap::Extensions {
         self.shared.lock().stream.extensions()

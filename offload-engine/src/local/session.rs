@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use ipc::channel::{Inbox, RecvError, send_some};
 use ipc::control::{
-    Counters, Event, Header, QpInfo, Reply, Request, VERSION, end, error, request_fds,
+    Counters, Event, Header, QpChange, QpInfo, Reply, Request, VERSION, end, error, request_fds,
 };
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use ipc::srq::SrqSegment;
@@ -354,9 +354,13 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 None => not_found("queue pair", qp),
             }
         }
-        Request::SetIncomingRdma { qp, allowed } => match s.objs().qps.get(&qp) {
+        Request::ModifyQp { qp, change } => match s.objs().qps.get(&qp) {
             Some(sv) => {
-                sv.qp.set_incoming_rdma(allowed);
+                match change {
+                    QpChange::IncomingRdma(on) => sv.qp.set_incoming_rdma(on),
+                    QpChange::DrainOnLocalFailure(on) => sv.qp.set_drain_on_local_failure(on),
+                    QpChange::ResumeSendQueue => sv.qp.resume_send_queue(),
+                }
                 Reply::Done
             }
             None => not_found("queue pair", qp),

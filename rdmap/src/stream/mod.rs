@@ -297,6 +297,17 @@ impl Stream {
             }
             QpState::Rts => {}
         }
+        if self.tx.sq_drained {
+            // Seed 001's Send Queue Drained: flushed until resume_send_queue.
+            let opcode = wr.op.wc_opcode();
+            self.push_completion(Completion::new(
+                wr.wr_id,
+                Queue::Send,
+                opcode,
+                WcStatus::Flushed,
+            ));
+            return Ok(());
+        }
         if self.tx.outstanding() >= self.cfg.sq_depth {
             return Err(PostError::QueueFull);
         }
@@ -346,6 +357,27 @@ impl Stream {
     /// 004: "some adapters refuse incoming RDMA").
     pub fn set_incoming_rdma(&mut self, allowed: bool) {
         self.incoming_rdma = allowed;
+    }
+
+    /// What a request that fails its local checks (a fast registration, bind or Local
+    /// Invalidate that fails, a Send or Write whose local memory fails) does to the
+    /// stream, seed 001's two options: `false` (the default) ends the stream with a
+    /// Terminate, everything flushed; `true` drains the send queue instead: the failed
+    /// request completes with its error, every later one (queued or posted afterwards)
+    /// completes as flushed, and the stream goes on otherwise (receives, the peer's Reads
+    /// and requests already under way) until [`resume_send_queue`](Self::resume_send_queue).
+    pub fn set_drain_on_local_failure(&mut self, drain: bool) {
+        self.tx.drain_on_local_failure = drain;
+    }
+
+    /// Leaves the drained send queue state: requests posted from now on run again.
+    pub fn resume_send_queue(&mut self) {
+        self.tx.sq_drained = false;
+    }
+
+    /// True while the send queue is drained after a local failure.
+    pub fn send_queue_drained(&self) -> bool {
+        self.tx.sq_drained
     }
 
     /// Aborts the stream with a Terminate carrying `code` and no copied headers (a local

@@ -138,6 +138,11 @@ pub(super) struct TxState {
     /// A Delay at the head of the send queue: its duration until the next
     /// [`Stream::handle_timeout`] gives it a start, then its end.
     pub(super) delay: Option<DelayState>,
+    /// Seed 001's option 1: a local failure drains the send queue instead of ending the
+    /// stream.
+    pub(super) drain_on_local_failure: bool,
+    /// The send queue is drained: posts complete as flushed until it is resumed.
+    pub(super) sq_drained: bool,
 }
 
 /// The progress of the Delay at the head of the send queue.
@@ -167,6 +172,8 @@ impl TxState {
             wait_written: VecDeque::new(),
             drained_reported: false,
             delay: None,
+            drain_on_local_failure: false,
+            sq_drained: false,
         }
     }
 
@@ -562,11 +569,28 @@ impl Stream {
                 }
                 Err(status) => {
                     self.tx.finish(seq, status, None);
-                    self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
+                    self.local_failure();
                     return self.next_message(mem);
                 }
             }
         }
+    }
+
+    /// A request failed its local checks before anything of it went on the wire. Seed
+    /// 001's two options: the queue pair goes to Error with a Terminate (the default), or,
+    /// with [`Stream::set_drain_on_local_failure`], the send queue is drained: every
+    /// later request completes as flushed until [`Stream::resume_send_queue`], while the
+    /// receive side, responses owed to the peer and requests already under way go on.
+    fn local_failure(&mut self) {
+        if !self.tx.drain_on_local_failure {
+            return self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
+        }
+        self.tx.sq_drained = true;
+        while let Some(wr) = self.tx.sq.pop_front() {
+            let seq = self.tx.start(&wr);
+            self.tx.finish(seq, WcStatus::Flushed, None);
+        }
+        self.release_completions();
     }
 
     /// Executes the Local Invalidate, fast registration and bind requests at the head of
@@ -585,7 +609,7 @@ impl Stream {
                 Some(Ok(())) | None => self.tx.finish(seq, WcStatus::Success, None),
                 Some(Err(status)) => {
                     self.tx.finish(seq, status, None);
-                    self.fatal(TermCode::RDMAP_LOCAL_CATASTROPHIC, None, None);
+                    self.local_failure();
                     return;
                 }
             }

@@ -408,12 +408,12 @@ impl DaemonQp {
         c
     }
 
-    /// Asks the daemon to serve or refuse incoming RDMA; once it answered, the setting
-    /// holds. A daemon that is gone serves nothing anyway.
-    pub(crate) fn set_incoming_rdma(&self, allowed: bool) {
-        let _ = self.client.call(&Request::SetIncomingRdma {
+    /// Asks the daemon to change a setting; once it answered, the change holds. A daemon
+    /// that is gone runs nothing anyway.
+    pub(crate) fn modify(&self, change: ipc::control::QpChange) {
+        let _ = self.client.call(&Request::ModifyQp {
             qp: self.id,
-            allowed,
+            change,
         });
     }
 

@@ -2,6 +2,7 @@
 
 mod delay;
 mod direct;
+mod drain;
 mod negative;
 mod ops;
 mod pair;

@@ -1,0 +1,75 @@
+//! Seed 001's option 1: a local failure drains the send queue and nothing else.
+
+use super::pair::Pair;
+use super::*;
+use crate::{QpState, WcOpcode, WcStatus};
+
+fn bad_invalidate(wr_id: u64) -> SendWr {
+    SendWr {
+        wr_id,
+        op: SendOp::LocalInvalidate { stag: stag(99) },
+        flags: SendFlags::SIGNALED,
+    }
+}
+
+#[test]
+fn a_local_failure_drains_the_send_queue_until_resumed() {
+    let mut p = Pair::new(1);
+    p.b.mem.register(stag(1), 0, 64, 0, RW);
+    for i in 0..3 {
+        p.b.s.post_recv(recv(i, stag(1), i * 16, 16)).unwrap();
+    }
+    p.a.mem.register(stag(7), 0, 64, 0x77, RW);
+    p.a.s.set_drain_on_local_failure(true);
+    p.a.s.post_send(send(1, b"first")).unwrap();
+    p.a.s.post_send(bad_invalidate(2)).unwrap();
+    p.a.s.post_send(send(3, b"queued behind")).unwrap();
+    p.drive();
+    assert!(p.a.s.send_queue_drained());
+    p.a.s.post_send(send(4, b"posted later")).unwrap();
+    p.drive();
+    let wcs = p.a.completions();
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.opcode, w.status))
+            .collect::<Vec<_>>(),
+        [
+            (1, WcOpcode::Send, WcStatus::Success),
+            (2, WcOpcode::LocalInvalidate, WcStatus::LocalProtection),
+            (3, WcOpcode::Send, WcStatus::Flushed),
+            (4, WcOpcode::Send, WcStatus::Flushed),
+        ]
+    );
+    // The peer saw only the first Send, no Terminate; both sides still run, and the
+    // peer's Read of A's memory is still answered.
+    assert_eq!(p.b.completions().len(), 1);
+    assert_eq!((p.a.term_received(), p.b.term_received()), (None, None));
+    assert_eq!((p.a.state(), p.b.state()), (QpState::Rts, QpState::Rts));
+    p.b.s
+        .post_send(read(10, remote(stag(7), 0, 8), sge(stag(1), 48, 8)))
+        .unwrap();
+    p.drive();
+    assert!(p.b.completions()[0].is_ok());
+    assert_eq!(&p.b.mem.bytes(stag(1))[48..56], &[0x77; 8]);
+    // Resumed: requests run again.
+    p.a.s.resume_send_queue();
+    p.a.s.post_send(send(5, b"again")).unwrap();
+    p.drive();
+    assert_eq!(p.a.completions()[0].status, WcStatus::Success);
+    assert_eq!(p.b.completions()[0].byte_len, 5);
+}
+
+#[test]
+fn by_default_a_local_failure_ends_the_stream() {
+    let mut p = Pair::new(2);
+    p.a.s.post_send(bad_invalidate(1)).unwrap();
+    p.a.s.post_send(send(2, b"x")).unwrap();
+    p.drive();
+    assert!(p.a.term_sent().is_some());
+    assert_eq!(p.a.state(), QpState::Error);
+    let wcs = p.a.completions();
+    assert_eq!(
+        wcs.iter().map(|w| w.status).collect::<Vec<_>>(),
+        [WcStatus::LocalProtection, WcStatus::Flushed]
+    );
+}
