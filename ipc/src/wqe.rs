@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
-//!          7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay
+//!          7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay, 11 RegisterSend
 //! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
 //!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind),
 //!          0x40 immediate value present (Send)
@@ -16,13 +16,14 @@
 //! 8   u64  work request id
 //! 16  u32  STag: remote (Write, Read, Atomics), to invalidate (Send, LocalInvalidate),
 //!          the region (FastRegister), the window (Bind)
-//! 20  u32  the region's STag (Bind)
-//! 24  u64  tagged offset: remote (Write, Read, Atomics), FastRegister's, Bind's
+//! 20  u32  the region's STag (Bind, RegisterSend)
+//! 24  u64  tagged offset: remote (Write, Read, Atomics), FastRegister's, Bind's,
+//!          RegisterSend's
 //! 32  u32  remote length (Write, Read, Atomics)
-//! 36  u32  access (FastRegister, Bind)
+//! 36  u32  access (FastRegister, Bind, RegisterSend)
 //! 40  u64  a: add, compare, length (FastRegister, Bind), immediate data (Immediate; a
 //!          Send's 32-bit value in the low half), nanoseconds (Delay)
-//! 48  u64  b: add mask, compare mask
+//! 48  u64  b: add mask, compare mask, length (RegisterSend)
 //! 56  u64  c: swap
 //! 64  u64  d: swap mask
 //! 72  u32  staged offset (payload 3)
@@ -258,6 +259,14 @@ pub fn encode_sqe(
             le64(&mut e, 40, b.len);
             9
         }
+        SendOp::RegisterSend { reg, data } => {
+            payload(&mut e, data)?;
+            le32(&mut e, 20, reg.stag.to_u32());
+            le64(&mut e, 24, reg.to);
+            le32(&mut e, 36, u32::from(reg.access.bits()));
+            le64(&mut e, 48, reg.len);
+            11
+        }
         SendOp::Delay { duration } => {
             le64(
                 &mut e,
@@ -414,6 +423,15 @@ pub fn decode_sqe(
             access: access(),
             one_touch: flags_bits & F_ONE_TOUCH != 0,
         }),
+        11 => SendOp::RegisterSend {
+            reg: FastReg {
+                stag: STag::from_u32(get32(e, 20)),
+                to: get64(e, 24),
+                len: get64(e, 48),
+                access: access(),
+            },
+            data: payload()?,
+        },
         10 => SendOp::Delay {
             duration: std::time::Duration::from_nanos(get64(e, 40)),
         },
@@ -689,6 +707,15 @@ mod tests {
             SendOp::Delay {
                 duration: std::time::Duration::from_micros(1500),
             },
+            SendOp::RegisterSend {
+                reg: FastReg {
+                    stag: STag::from_u32(0x701),
+                    to: 0x1000,
+                    len: 4096,
+                    access: Access::REMOTE_WRITE,
+                },
+                data: Payload::Bytes(Bytes::from_static(b"advert")),
+            },
             SendOp::Send {
                 data: Payload::Sgl(Sgl::new()),
                 invalidate: None,
@@ -761,7 +788,7 @@ mod tests {
             }
         }
         let mut e = good;
-        e[0] = 11;
+        e[0] = 12;
         assert_eq!(
             decode_sqe(&e, &mut copy_inline),
             Err(Malformed("send entry opcode"))

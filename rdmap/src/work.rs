@@ -217,6 +217,18 @@ pub enum SendOp {
     FastRegister(FastReg),
     /// Binds a type 2 memory window to this queue pair. Nothing goes on the wire.
     Bind(Bind),
+    /// Seed 001's combined register-and-send: fast-registers `reg` and then sends `data`
+    /// (a Send, opcode 0x3), as one request with one completion (opcode
+    /// [`WcOpcode::Send`]). The message usually advertises the new STag; the peer gives it
+    /// back with Send with Invalidate, which invalidates it (the seed's deregistration by
+    /// an incoming message). A registration that fails sends nothing and is a local
+    /// failure of the request.
+    RegisterSend {
+        /// The fast registration done first.
+        reg: FastReg,
+        /// The message.
+        data: Payload,
+    },
     /// Delay (seed 004): holds back the requests posted after it on this send queue for
     /// `duration`, to meter what a process puts on the wire; other queue pairs are not
     /// held. It completes when the time has passed. Nothing goes on the wire.
@@ -266,7 +278,9 @@ impl SendOp {
     /// others, whose requests are a few header octets). `u32::MAX` if it does not fit.
     pub fn payload_len(&self) -> u32 {
         match self {
-            Self::Send { data, .. } | Self::Write { data, .. } => data.len().unwrap_or(u32::MAX),
+            Self::Send { data, .. }
+            | Self::Write { data, .. }
+            | Self::RegisterSend { data, .. } => data.len().unwrap_or(u32::MAX),
             _ => 0,
         }
     }
@@ -274,7 +288,7 @@ impl SendOp {
     /// The opcode its completion reports.
     pub fn wc_opcode(&self) -> WcOpcode {
         match self {
-            Self::Send { .. } => WcOpcode::Send,
+            Self::Send { .. } | Self::RegisterSend { .. } => WcOpcode::Send,
             Self::Write { .. } => WcOpcode::Write,
             Self::Read { .. } => WcOpcode::Read,
             Self::Immediate { .. } => WcOpcode::Immediate,

@@ -390,6 +390,17 @@ impl Mr {
         len: usize,
         access: Access,
     ) -> Result<(SendOp, RemoteBuf), MemError> {
+        let (reg, remote) = self.fast_reg(to, len, access)?;
+        Ok((SendOp::FastRegister(reg), remote))
+    }
+
+    /// [`fast_reg_op`](Self::fast_reg_op)'s registration itself.
+    pub(crate) fn fast_reg(
+        &self,
+        to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<(FastReg, RemoteBuf), MemError> {
         let mut state = self
             .inner
             .state
@@ -419,18 +430,18 @@ impl Mr {
             len,
             access,
         };
-        let op = SendOp::FastRegister(FastReg {
+        let reg = FastReg {
             stag: new,
             to,
             len: len as u64,
             access,
-        });
+        };
         let remote = RemoteBuf {
             stag: new,
             to,
             len: wire_len,
         };
-        Ok((op, remote))
+        Ok((reg, remote))
     }
 
     /// True if `other` is this region (or a clone of it).

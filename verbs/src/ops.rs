@@ -353,6 +353,38 @@ impl Qp {
         Ok(remote)
     }
 
+    /// Seed 001's combined register-and-send: fast-registers `[to, to + len)` of `mr`
+    /// with `access` and sends the message `message` builds from the new
+    /// [`RemoteBuf`] (usually its [`encode`](RemoteBuf::encode)d form), as one request
+    /// with one completion. The peer gives the region back with
+    /// [`send_with_invalidate`](Self::send_with_invalidate), which invalidates it here.
+    /// A registration that fails sends nothing: the request fails with a
+    /// [`LocalProtection`](rdmap::WcStatus::LocalProtection) completion, and the queue
+    /// pair ends or drains its send queue as
+    /// [`set_drain_on_local_failure`](Self::set_drain_on_local_failure) says.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe (see [`exec`](Self::exec)).
+    pub async fn register_and_send(
+        &self,
+        mr: &Mr,
+        to: u64,
+        len: usize,
+        access: Access,
+        message: impl FnOnce(&RemoteBuf) -> Bytes,
+    ) -> Result<RemoteBuf, WcError> {
+        let op = WcOpcode::Send;
+        let (reg, remote) = self.check_pd(op, mr.pd(), mr.stag()).and_then(|()| {
+            mr.fast_reg(to, len, access)
+                .map_err(|error| WcError::Mem { op, error })
+        })?;
+        let data = Payload::Bytes(message(&remote));
+        self.exec(SendOp::RegisterSend { reg, data }, SendFlags::NONE)
+            .await?;
+        Ok(remote)
+    }
+
     /// Local Invalidate of `stag` (a fast-registration region or a type 2 window of this
     /// queue pair), ordered with the other requests of the send queue.
     ///

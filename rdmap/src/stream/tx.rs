@@ -218,7 +218,9 @@ impl TxState {
         self.next_seq += 1;
         let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Success);
         wc.byte_len = match &wr.op {
-            SendOp::Send { data, .. } | SendOp::Write { data, .. } => data.len().unwrap_or(0),
+            SendOp::Send { data, .. }
+            | SendOp::Write { data, .. }
+            | SendOp::RegisterSend { data, .. } => data.len().unwrap_or(0),
             SendOp::Read { src, .. } => src.len,
             SendOp::Immediate { .. } => 0,
             SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
@@ -557,7 +559,9 @@ impl Stream {
             let seq = self.tx.start(&wr);
             let result = match execute_local(&wr.op, mem) {
                 Some(done) => done.map(|()| None),
-                None => self.request_message(wr, seq, mem).map(Some),
+                None => register_first(&wr.op, mem)
+                    .and_then(|()| self.request_message(wr, seq, mem))
+                    .map(Some),
             };
             match result {
                 Ok(Some(m)) => return Some(m),
@@ -700,11 +704,21 @@ impl Stream {
             off: 0,
             done: Done::Written(seq),
         };
-        match wr.op {
+        let op = match wr.op {
+            // Registered already (register_first): the rest is a plain Send.
+            SendOp::RegisterSend { data, .. } => SendOp::Send {
+                data,
+                invalidate: None,
+                immediate: None,
+            },
+            op => op,
+        };
+        match op {
             SendOp::LocalInvalidate { .. }
             | SendOp::FastRegister(_)
             | SendOp::Bind(_)
-            | SendOp::Delay { .. } => Err(WcStatus::LocalQpOperation),
+            | SendOp::Delay { .. }
+            | SendOp::RegisterSend { .. } => Err(WcStatus::LocalQpOperation),
             SendOp::Send {
                 data,
                 invalidate,
@@ -891,6 +905,18 @@ fn execute_local(op: &SendOp, mem: &mut dyn MemoryOps) -> Option<Result<(), WcSt
         tracing::debug!(error = %e, "local work request failed");
         WcStatus::LocalProtection
     }))
+}
+
+/// The registration of a combined register-and-send, done before its message is built;
+/// nothing for other requests.
+fn register_first(op: &SendOp, mem: &mut dyn MemoryOps) -> Result<(), WcStatus> {
+    match op {
+        SendOp::RegisterSend { reg, .. } => mem.fast_register(reg).map_err(|e| {
+            tracing::debug!(error = %e, "registration of a register-and-send failed");
+            WcStatus::LocalProtection
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The header of the segment at `off` of a message.
