@@ -9,12 +9,14 @@ use libfuzzer_sys::fuzz_target;
 use rdmap::TermCode;
 use rdmap::wire::{
     ATOMIC_REQUEST_LEN, ATOMIC_RESPONSE_LEN, AtomicRequestRepr, AtomicResponseRepr,
-    CopiedDdpHeader, IMMEDIATE_LEN, ImmediateRepr, Opcode, READ_REQUEST_LEN, RdmapControl,
-    ReadRequestRepr, TERMINATE_MAX_LEN, TerminatePacket, TerminateRepr, WireError,
+    CopiedDdpHeader, IMMEDIATE_LEN, ImmediateRepr, Opcode, READ_REQUEST_LEN, READ_V2_REQUEST_LEN,
+    RdmapControl, ReadRequestRepr, ReadV2RequestRepr, TERMINATE_MAX_LEN, TerminatePacket,
+    TerminateRepr, WireError,
 };
 
 fuzz_target!(|data: &[u8]| {
     read_request(data);
+    read_v2_request(data);
     atomic_request(data);
     atomic_response(data);
     immediate(data);
@@ -40,6 +42,20 @@ fn read_request(data: &[u8]) {
         (repr.sink_stag, repr.src_stag)
     );
     assert!(adv.size <= repr.size);
+}
+
+fn read_v2_request(data: &[u8]) {
+    let r = ReadV2RequestRepr::parse(data);
+    assert_eq!(r.is_ok(), data.len() == READ_V2_REQUEST_LEN, "{r:?}");
+    let Ok(repr) = r else { return };
+    let mut buf = [0xa5; READ_V2_REQUEST_LEN];
+    repr.emit(&mut buf);
+    assert_eq!(&buf[..], data);
+    let plan = repr.to_response_plan(7);
+    assert_eq!(
+        (plan.size, plan.src_stag, plan.src_to),
+        (repr.size, repr.src_stag, repr.src_to)
+    );
 }
 
 fn atomic_request(data: &[u8]) {
