@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 
-fn spawn(args: &[&str]) -> Child {
+fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Child {
     Command::new(IWPERF)
         .args(args)
         .stdout(Stdio::piped())
@@ -35,34 +35,16 @@ fn port() -> String {
 /// Runs a server with `server` flags and a client with `client` flags; their outputs.
 fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
     let p = port();
-    let mut s = vec![
-        "send_lat",
-        "-s",
-        "8",
-        "-n",
-        "2000",
-        "-p",
-        &p,
-        "--timeout",
-        "10",
-    ];
-    s.extend_from_slice(server);
-    let srv = spawn(&s);
+    let args = |extra: &[&str], peer: Option<&str>| {
+        let common = ["send_lat", "-s", "8", "-n", "2000", "--timeout", "10", "-p"];
+        let mut a: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+        a.push(p.clone());
+        a.extend(extra.iter().chain(&peer).map(|s| s.to_string()));
+        a
+    };
+    let srv = spawn(&args(server, None));
     std::thread::sleep(Duration::from_millis(300));
-    let mut c = vec![
-        "send_lat",
-        "-s",
-        "8",
-        "-n",
-        "2000",
-        "-p",
-        &p,
-        "--timeout",
-        "10",
-    ];
-    c.extend_from_slice(client);
-    c.push("127.0.0.1");
-    let cli = finish(spawn(&c));
+    let cli = finish(spawn(&args(client, Some("127.0.0.1"))));
     (finish(srv), cli)
 }
 

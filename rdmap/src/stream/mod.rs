@@ -280,25 +280,17 @@ impl Stream {
 
     // ---- commands ----------------------------------------------------------------------
 
-    /// Queues a send-queue work request. In [`QpState::Error`] and [`QpState::Terminate`] it
-    /// completes at once as flushed (so draining works as in verbs).
+    /// Queues a send-queue work request. In [`QpState::Error`] and [`QpState::Terminate`],
+    /// and while the send queue is drained after a local failure, it completes at once as
+    /// flushed (so draining works as in verbs).
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
-        match self.state {
+        let flushed = match self.state {
             QpState::Closing => return Err(PostError::Closing),
-            QpState::Error | QpState::Terminate | QpState::Idle => {
-                let opcode = wr.op.wc_opcode();
-                self.push_completion(Completion::new(
-                    wr.wr_id,
-                    Queue::Send,
-                    opcode,
-                    WcStatus::Flushed,
-                ));
-                return Ok(());
-            }
-            QpState::Rts => {}
-        }
-        if self.tx.sq_drained {
+            QpState::Error | QpState::Terminate | QpState::Idle => true,
             // Seed 001's Send Queue Drained: flushed until resume_send_queue.
+            QpState::Rts => self.tx.sq_drained,
+        };
+        if flushed {
             let opcode = wr.op.wc_opcode();
             self.push_completion(Completion::new(
                 wr.wr_id,
