@@ -48,6 +48,16 @@ async fn delay_holds_only_its_queue_pair(client: Host, server: Host) {
 }
 
 #[tokio::test]
+async fn a_delay_alone_on_an_idle_queue_completes() {
+    let cfg = DeviceConfig::default();
+    let (c, _s) = connect(&Host::new(cfg.clone()), &Host::new(cfg), b"", b"").await;
+    for _ in 0..3 {
+        let wc = c.qp.delay(Duration::from_millis(20)).await.unwrap();
+        assert_eq!(wc.opcode, WcOpcode::Delay);
+    }
+}
+
+#[tokio::test]
 async fn a_delay_holds_its_send_queue_only() {
     let cfg = DeviceConfig::default();
     delay_holds_only_its_queue_pair(Host::new(cfg.clone()), Host::new(cfg)).await;

@@ -25,7 +25,10 @@ const PUSH_MAX: usize = 64 * 1024;
 /// queue was idle (the inline doorbell); otherwise the driver sends it. Returns true when
 /// the driver must run.
 pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdmap::PostError> {
-    let inline = wr.op.payload_len() <= PUSH_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
+    // A Delay starts on the driver's clock: the driver must run, never the inline path.
+    let delay = matches!(wr.op, rdmap::SendOp::Delay { .. });
+    let inline =
+        !delay && wr.op.payload_len() <= PUSH_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
     st.stream.post_send(wr)?;
     Ok(if inline { push(st) } else { true })
 }
