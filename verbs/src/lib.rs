@@ -91,6 +91,7 @@ mod mw;
 mod ops;
 mod pd;
 mod qp;
+mod ssq;
 mod types;
 
 pub use config::DeviceConfig;
@@ -103,6 +104,7 @@ pub use mw::Mw;
 pub use pd::Pd;
 pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
+pub use ssq::{SharedSendQueue, SsqCompletion};
 pub use types::{MwType, PdId};
 
 pub use mpa::{ConnectError, Extensions, RtrFlags};

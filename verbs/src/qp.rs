@@ -368,6 +368,14 @@ impl Qp {
         self.inner.qp.extensions()
     }
 
+    /// Posts `wr` (made signaled) with its completion routed to the returned future.
+    pub(crate) fn post_notify(
+        &self,
+        wr: SendWr,
+    ) -> Result<offload_engine::CompletionFuture, PostError> {
+        self.inner.qp.post_send_notify(wr)
+    }
+
     /// Serves (`true`, the default) or refuses the peer's RDMA on this queue pair (seed
     /// 004's switch: "some adapters refuse incoming RDMA"). Refused, an RDMA Write, Read or
     /// Atomic from the peer that would touch memory ends the connection with an RDMAP
