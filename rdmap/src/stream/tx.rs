@@ -150,8 +150,9 @@ pub(super) struct TxState {
 pub(super) enum DelayState {
     /// Reached the head; starts at the next time the stream is told.
     Waiting(std::time::Duration),
-    /// Later requests go out from this instant on.
-    Until(std::time::Instant),
+    /// Later requests go out from this instant on; `None`: a duration past what the
+    /// clock can represent, which only a flush ends.
+    Until(Option<std::time::Instant>),
 }
 
 impl TxState {
@@ -359,10 +360,10 @@ impl Stream {
     pub(super) fn delay_timeout(&mut self, now: std::time::Instant) {
         if let Some(DelayState::Waiting(d)) = self.tx.delay {
             // It starts now and ends at a deadline (poll_timeout), never in this call.
-            self.tx.delay = Some(DelayState::Until(now + d));
+            self.tx.delay = Some(DelayState::Until(now.checked_add(d)));
             return;
         }
-        let Some(DelayState::Until(end)) = self.tx.delay else {
+        let Some(DelayState::Until(Some(end))) = self.tx.delay else {
             return;
         };
         if now < end {
@@ -379,7 +380,7 @@ impl Stream {
     /// The end of a running Delay.
     pub(super) fn delay_deadline(&self) -> Option<std::time::Instant> {
         match self.tx.delay {
-            Some(DelayState::Until(t)) => Some(t),
+            Some(DelayState::Until(t)) => t,
             _ => None,
         }
     }

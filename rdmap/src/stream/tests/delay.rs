@@ -57,6 +57,28 @@ fn requests_behind_a_delay_wait_for_its_time() {
 }
 
 #[test]
+fn a_delay_too_long_for_the_clock_never_ends_and_never_panics() {
+    // Through iwarpd the duration comes from a client's ring: any 64-bit count of
+    // nanoseconds, and Duration::MAX from an embedded caller.
+    for duration in [Duration::MAX, Duration::from_nanos(u64::MAX)] {
+        let mut p = Pair::new(3);
+        p.a.s
+            .post_send(SendWr {
+                wr_id: 1,
+                op: SendOp::Delay { duration },
+                flags: SendFlags::SIGNALED,
+            })
+            .unwrap();
+        p.drive();
+        let t0 = Instant::now();
+        p.a.s.handle_timeout(t0);
+        p.a.s.handle_timeout(t0 + Duration::from_secs(3600));
+        assert!(p.a.completions().is_empty());
+        assert_eq!(p.a.state(), QpState::Rts);
+    }
+}
+
+#[test]
 fn a_pending_delay_is_flushed_with_the_queue() {
     let mut p = Pair::new(2);
     p.a.s
