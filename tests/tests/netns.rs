@@ -865,3 +865,146 @@ fn large_fpdus_cross_a_1500_octet_mtu_only_when_both_sides_offer_them() {
         }
     }
 }
+
+/// Seeds 001 and 004 across the veth: the client drains its send queue on a local failure
+/// and resumes, registers a region and advertises it in one request (the server writes
+/// into it and gives it back with Send with Invalidate), holds a Send behind a Delay; the
+/// server then refuses incoming RDMA and the client's Write ends the connection with the
+/// access-rights Terminate, the server's region untouched.
+#[test]
+fn register_and_send_drain_delay_and_refusal_across_the_veth() {
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    const DELAY: Duration = Duration::from_millis(300);
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.expect("listen");
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.expect("a connection request");
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let region = tpt
+                .register(pd, vec![0x5a; 4096], Base::ZeroBased, ALL)
+                .unwrap();
+            let inbox = tpt
+                .register(pd, vec![0; 2 * 64], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let cq = Cq::new(64);
+            let mut init = QpInit::new(pd, &cq);
+            init.recvs = vec![recv(100, inbox, 0, 64), recv(101, inbox, 64, 64)];
+            let mine = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: 4096,
+            };
+            let qp = inc.accept(init, &mine.encode()).await.expect("accept");
+            // The client's register-and-send: an advertisement of its fresh region.
+            let wc = next_ok(&cq).await;
+            assert_eq!((wc.wc.wr_id, wc.wc.byte_len), (100, 16));
+            let advert = RemoteBuf::decode(&read_mem(&engine, pd, inbox, 0, 16)).unwrap();
+            qp.post_send(wr(1, write(&b"hello from a"[..], advert)))
+                .unwrap();
+            let give_back = SendOp::Send {
+                data: Payload::Bytes(Bytes::from_static(b"done")),
+                invalidate: Some(advert.stag),
+                immediate: None,
+            };
+            qp.post_send(wr(2, give_back)).unwrap();
+            let mut ids = Vec::new();
+            for _ in 0..3 {
+                ids.push(next_ok(&cq).await.wc.wr_id);
+            }
+            ids.sort_unstable();
+            assert_eq!(
+                ids,
+                [1, 2, 101],
+                "Write, Send with Invalidate, the delayed Send"
+            );
+            assert_eq!(read_mem(&engine, pd, inbox, 64, 11), b"after delay");
+            // Now refuse incoming RDMA and tell the client.
+            qp.set_incoming_rdma(false);
+            qp.post_send(wr(3, send(&b"refusing"[..]))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 3);
+            let end = qp.closed().await;
+            assert_eq!(end, QpEnd::Terminated(TermCode::ACCESS_RIGHTS));
+            assert!(
+                read_mem(&engine, pd, region, 0, 4096)
+                    .iter()
+                    .all(|&b| b == 0x5a)
+            );
+            end
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let inbox = tpt
+                .register(pd, vec![0; 2 * 64], Base::ZeroBased, LOCAL)
+                .unwrap();
+            let cq = Cq::new(64);
+            let mut init = QpInit::new(pd, &cq);
+            init.recvs = vec![recv(200, inbox, 0, 64), recv(201, inbox, 64, 64)];
+            let (qp, private) = engine
+                .connect(server_addr, init, b"")
+                .await
+                .expect("connect");
+            let theirs = RemoteBuf::decode(&private).unwrap();
+            // A local failure drains only the send queue.
+            qp.set_drain_on_local_failure(true);
+            let bogus = STag::from_u32(0x00ab_cd00);
+            qp.post_send(wr(1, SendOp::LocalInvalidate { stag: bogus }))
+                .unwrap();
+            qp.post_send(wr(2, send(&b"flushed"[..]))).unwrap();
+            assert_eq!(next_wc(&cq).await.wc.status, WcStatus::LocalProtection);
+            assert_eq!(next_wc(&cq).await.wc.status, WcStatus::Flushed);
+            assert!(qp.send_queue_drained());
+            qp.resume_send_queue();
+            // Register and advertise in one request.
+            let frmr = tpt.alloc_fast_reg(pd, 4096).unwrap();
+            let reg = rdmap::FastReg {
+                stag: frmr.with_instance(frmr.instance().wrapping_add(1)),
+                to: 0,
+                len: 4096,
+                access: ALL,
+            };
+            let advert = RemoteBuf {
+                stag: reg.stag,
+                to: 0,
+                len: 4096,
+            };
+            let data = Payload::Bytes(Bytes::copy_from_slice(&advert.encode()));
+            qp.post_send(wr(3, SendOp::RegisterSend { reg, data }))
+                .unwrap();
+            assert_eq!(next_ok(&cq).await.wc.opcode, WcOpcode::Send);
+            // The server wrote into it, then gave it back.
+            let wc = next_ok(&cq).await;
+            assert_eq!((wc.wc.wr_id, wc.wc.invalidated), (200, Some(reg.stag)));
+            // A Send held behind a Delay.
+            let t0 = Instant::now();
+            qp.post_send(wr(4, SendOp::Delay { duration: DELAY }))
+                .unwrap();
+            qp.post_send(wr(5, send(&b"after delay"[..]))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.opcode, WcOpcode::Delay);
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 5);
+            assert!(t0.elapsed() >= DELAY);
+            // The server refuses RDMA now: this Write ends the connection.
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 201);
+            qp.post_send(wr(6, write(&b"refused"[..], theirs))).unwrap();
+            qp.closed().await
+        })
+    });
+    assert_eq!(
+        client.join(),
+        QpEnd::TerminatedByPeer(TermCode::ACCESS_RIGHTS)
+    );
+    assert_eq!(server.join(), QpEnd::Terminated(TermCode::ACCESS_RIGHTS));
+}
