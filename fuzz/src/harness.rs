@@ -8,7 +8,9 @@ use bytes::{Bytes, BytesMut};
 use ddp::SegmentRepr;
 use mpa::{Deframer, Negotiated};
 use rdmap::testing::VecMemory;
-use rdmap::wire::{Opcode, RdmapControl, ReadRequestRepr, TerminateRepr};
+use rdmap::wire::{
+    Opcode, READ_V2_FLAG, RdmapControl, ReadRequestRepr, ReadV2RequestRepr, TerminateRepr,
+};
 use rdmap::{
     Access, Event, Payload, QpState, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge, Stream,
     StreamConfig, Transmit,
@@ -271,6 +273,11 @@ impl StreamHarness {
                         panic!("stream sent a bad Terminate: {e:?} {payload:02x?}")
                     });
                     check_terminate(&t);
+                }
+                // Read V2 (both sides of the harness agree to it) names no sink.
+                Opcode::ReadRequest if seg.rsvd_ulp() & READ_V2_FLAG != 0 => {
+                    let r = ReadV2RequestRepr::parse(payload);
+                    assert!(r.is_ok(), "bad Read V2 Request");
                 }
                 Opcode::ReadRequest => {
                     assert!(ReadRequestRepr::parse(payload).is_ok(), "bad Read Request");
