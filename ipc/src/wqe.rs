@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! 0   u8   opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap,
-//!          7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay, 11 RegisterSend
+//!          7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay, 11 RegisterSend,
+//!          12 ReadSgl (Read V2 into the gather list of the body)
 //! 1   u8   flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present,
 //!          0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind),
 //!          0x40 immediate value present (Send)
@@ -259,6 +260,16 @@ pub fn encode_sqe(
             le64(&mut e, 40, b.len);
             9
         }
+        SendOp::ReadSgl { src, dst } => {
+            if dst.len() > SQ_SGES {
+                return Err(EncodeError::TooManyEntries { max: SQ_SGES });
+            }
+            put_remote(&mut e, src);
+            e[2] = P_SGL;
+            e[3] = dst.len() as u8;
+            put_sges(&mut e, BODY, dst);
+            12
+        }
         SendOp::RegisterSend { reg, data } => {
             payload(&mut e, data)?;
             le32(&mut e, 20, reg.stag.to_u32());
@@ -423,6 +434,10 @@ pub fn decode_sqe(
             access: access(),
             one_touch: flags_bits & F_ONE_TOUCH != 0,
         }),
+        12 if e[2] == P_SGL && nsge <= SQ_SGES => SendOp::ReadSgl {
+            src: get_remote(e),
+            dst: get_sges(e, BODY, nsge),
+        },
         11 => SendOp::RegisterSend {
             reg: FastReg {
                 stag: STag::from_u32(get32(e, 20)),
@@ -707,6 +722,26 @@ mod tests {
             SendOp::Delay {
                 duration: std::time::Duration::from_micros(1500),
             },
+            SendOp::ReadSgl {
+                src: RemoteBuf {
+                    stag: STag::from_u32(0x801),
+                    to: 7,
+                    len: 300,
+                },
+                dst: [
+                    Sge {
+                        stag: STag::from_u32(0x901),
+                        to: 0,
+                        len: 100,
+                    },
+                    Sge {
+                        stag: STag::from_u32(0x902),
+                        to: 50,
+                        len: 200,
+                    },
+                ]
+                .into(),
+            },
             SendOp::RegisterSend {
                 reg: FastReg {
                     stag: STag::from_u32(0x701),
@@ -788,7 +823,7 @@ mod tests {
             }
         }
         let mut e = good;
-        e[0] = 12;
+        e[0] = 13;
         assert_eq!(
             decode_sqe(&e, &mut copy_inline),
             Err(Malformed("send entry opcode"))

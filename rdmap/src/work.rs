@@ -175,6 +175,16 @@ pub enum SendOp {
         /// The local sink.
         dst: Sge,
     },
+    /// RDMA Read V2 of `src` on the peer into a scatter list of local memory, filled in
+    /// order (seed 003 §3.3: the sink never goes on the wire, so it need not be one
+    /// region). Needs a peer that agreed to [`mpa::Extensions::READ_V2`]; on any other
+    /// connection it completes with [`WcStatus::LocalQpOperation`] and nothing is sent.
+    ReadSgl {
+        /// The peer's source buffer.
+        src: RemoteBuf,
+        /// The local sink: at least `src.len` octets, written with local-write access.
+        dst: Sgl,
+    },
     /// Immediate Data (RFC 7306, opcode 0x8, or 0x9 with [`SendFlags::SOLICITED`]).
     Immediate {
         /// The 8 octets delivered in the peer's receive completion.
@@ -290,7 +300,7 @@ impl SendOp {
         match self {
             Self::Send { .. } | Self::RegisterSend { .. } => WcOpcode::Send,
             Self::Write { .. } => WcOpcode::Write,
-            Self::Read { .. } => WcOpcode::Read,
+            Self::Read { .. } | Self::ReadSgl { .. } => WcOpcode::Read,
             Self::Immediate { .. } => WcOpcode::Immediate,
             Self::FetchAdd { .. } => WcOpcode::FetchAdd,
             Self::CmpSwap { .. } => WcOpcode::CmpSwap,

@@ -223,6 +223,25 @@ impl Qp {
         self.exec(SendOp::Read { src, dst }, SendFlags::NONE).await
     }
 
+    /// RDMA Read V2 of the peer's `src` into a scatter list of local memory, filled in
+    /// order: `qp.read_sgl(src, [a.local(..100), b.local(..))])`. The sink never goes on
+    /// the wire, so it may span regions. Needs a peer that agreed to Read V2
+    /// ([`Qp::extensions`]); on any other connection it fails with
+    /// [`LocalQpOperation`](rdmap::WcStatus::LocalQpOperation) and nothing is sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe (see [`exec`](Self::exec)): the data still lands in `dst`.
+    pub async fn read_sgl(
+        &self,
+        src: RemoteBuf,
+        dst: impl Into<Sgl>,
+    ) -> Result<Completion, WcError> {
+        let dst = dst.into();
+        self.exec(SendOp::ReadSgl { src, dst }, SendFlags::NONE)
+            .await
+    }
+
     /// Atomic Fetch-and-Add (RFC 7306) on the peer's 8-aligned 8 octets at `dst`
     /// (little-endian in its memory): adds `add` and returns the original value.
     ///

@@ -215,6 +215,18 @@ async fn reads_land(c: &Side, s: &Side, v2: bool) {
         assert_eq!(wc.byte_len as usize, len);
         assert_eq!(sink.read(..len).unwrap(), data[off..off + len]);
     }
+    // A scatter list over two regions: Read V2 only.
+    let other = c.pd().alloc_mr(4096, Access::LOCAL_WRITE).unwrap();
+    let sgl = [sink.local(..1000), other.local(96..4096)];
+    let done = c.qp.read_sgl(src.remote_slice(5..5005), sgl).await;
+    if v2 {
+        assert_eq!(done.unwrap().byte_len, 5000);
+        assert_eq!(sink.read(..1000).unwrap(), data[5..1005]);
+        assert_eq!(other.read(96..4096).unwrap(), data[1005..5005]);
+    } else {
+        let err = done.unwrap_err();
+        assert_eq!(err.status(), Some(WcStatus::LocalQpOperation), "{err}");
+    }
 }
 
 #[tokio::test]

@@ -105,7 +105,8 @@ fn sgl_len(sgl: &[Sge]) -> u32 {
     sgl.iter().fold(0u32, |a, s| a.saturating_add(s.len))
 }
 
-/// Places `data` at message offset `mo` of a receive buffer's scatter list.
+/// Places `data` at message offset `mo` of a scatter list (a receive buffer, or a Read V2
+/// sink).
 fn scatter(
     mem: &mut dyn Memory,
     sgl: &[Sge],
@@ -293,6 +294,7 @@ impl Stream {
                 sink,
                 received,
                 v2: id,
+                scatter: sink_list,
             }) => {
                 let len = payload.len() as u32;
                 // V1 names the sink STag and TO; V2 the read's identifier and the offset
@@ -315,13 +317,15 @@ impl Stream {
                     let left = u64::from(sink.len - *received);
                     let at = sink.to.wrapping_add(u64::from(*received));
                     match rest.map(|rest| ddp::tagged_offset(t.to, len.into(), rest, left)) {
-                        Some(Ok(0)) => mem
-                            .write(sink.stag, at, payload, Access::LOCAL_WRITE)
-                            .map_err(|e| e.tagged_term())
-                            .map(|()| {
-                                *received += len;
-                                (*seq, *received == sink.len)
-                            }),
+                        Some(Ok(0)) => match sink_list {
+                            Some(sgl) => scatter(mem, sgl, *received, payload),
+                            None => mem.write(sink.stag, at, payload, Access::LOCAL_WRITE),
+                        }
+                        .map_err(|e| e.tagged_term())
+                        .map(|()| {
+                            *received += len;
+                            (*seq, *received == sink.len)
+                        }),
                         Some(Err(e)) => Err(TermCode::from_ddp(e)),
                         // A hole before the segment.
                         _ => Err(TermCode::from_ddp(DdpError::BaseBounds)),

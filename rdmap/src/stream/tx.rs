@@ -63,6 +63,8 @@ pub(super) enum OrqEntry {
         /// Read V2: the request's MSN on QN 1, which its responses carry in place of a
         /// sink STag.
         v2: Option<u32>,
+        /// Read V2 into a scatter list (`sink` then gives only the length).
+        scatter: Option<crate::Sgl>,
     },
     Atomic {
         seq: u64,
@@ -222,7 +224,7 @@ impl TxState {
             SendOp::Send { data, .. }
             | SendOp::Write { data, .. }
             | SendOp::RegisterSend { data, .. } => data.len().unwrap_or(0),
-            SendOp::Read { src, .. } => src.len,
+            SendOp::Read { src, .. } | SendOp::ReadSgl { src, .. } => src.len,
             SendOp::Immediate { .. } => 0,
             SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
             SendOp::LocalInvalidate { .. }
@@ -548,7 +550,10 @@ impl Stream {
             }
             let needs_orq = matches!(
                 wr.op,
-                SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. }
+                SendOp::Read { .. }
+                    | SendOp::ReadSgl { .. }
+                    | SendOp::FetchAdd { .. }
+                    | SendOp::CmpSwap { .. }
             );
             if wr.flags.contains(SendFlags::FENCE) && !self.tx.orq.is_empty() {
                 return None;
@@ -779,6 +784,7 @@ impl Stream {
                     sink,
                     received: 0,
                     v2: v2.then_some(msn),
+                    scatter: None,
                 });
                 let header = read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), v2);
                 let (src, len) = if v2 {
@@ -806,6 +812,44 @@ impl Stream {
                 Ok(OutMsg {
                     done: Done::Nothing,
                     ..msg(header, src, len as u32)
+                })
+            }
+            SendOp::ReadSgl { src, dst } => {
+                if self.ord == 0 || !self.extensions.contains(Extensions::READ_V2) {
+                    return Err(WcStatus::LocalQpOperation);
+                }
+                let room = dst.iter().try_fold(0u32, |a, s| a.checked_add(s.len));
+                if room.is_none_or(|r| r < src.len) {
+                    return Err(WcStatus::LocalLength);
+                }
+                for sge in &dst {
+                    mem.check(sge.stag, sge.to, sge.len, Access::LOCAL_WRITE)
+                        .map_err(|_| WcStatus::LocalProtection)?;
+                }
+                let msn = self.tx.next_msn(1);
+                self.tx.orq.push_back(OrqEntry::Read {
+                    seq,
+                    sink: Sge {
+                        stag: STag::from_u32(0),
+                        to: 0,
+                        len: src.len,
+                    },
+                    received: 0,
+                    v2: Some(msn),
+                    scatter: Some(dst),
+                });
+                let req = ReadV2RequestRepr {
+                    size: src.len,
+                    src_stag: src.stag,
+                    src_to: src.to,
+                };
+                Ok(OutMsg {
+                    done: Done::Nothing,
+                    ..msg(
+                        read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), true),
+                        inline(|b| req.emit(b), READ_V2_REQUEST_LEN),
+                        READ_V2_REQUEST_LEN as u32,
+                    )
                 })
             }
             SendOp::FetchAdd {

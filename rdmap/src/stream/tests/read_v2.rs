@@ -216,3 +216,73 @@ fn a_response_for_another_read_or_in_the_wrong_form_terminates() {
         TermCode::from_ddp(ddp::DdpError::BaseBounds),
     );
 }
+
+fn read_sgl(wr_id: u64, src: RemoteBuf, dst: &[Sge]) -> SendWr {
+    SendWr {
+        wr_id,
+        op: SendOp::ReadSgl {
+            src,
+            dst: dst.iter().copied().collect(),
+        },
+        flags: SendFlags::SIGNALED,
+    }
+}
+
+#[test]
+fn a_read_v2_fills_a_scatter_list_in_order() {
+    for seed in 1..8u64 {
+        let mut p = pair_with(
+            Extensions::ALL,
+            Extensions::ALL,
+            200 + seed as u16 * 50,
+            seed,
+        );
+        p.max_chunk = 1 + seed as usize * 37;
+        let src = pattern(5000, 9);
+        fixture(&mut p, &src);
+        p.a.mem
+            .register(stag(5), 0, 4096, 0xbb, Access::LOCAL_WRITE);
+        // 1000 octets at STag 3 +100, 3000 at STag 5 +96, 1000 back at STag 3 +2000.
+        let dst = [
+            sge(stag(3), 0x2000 + 100, 1000),
+            sge(stag(5), 96, 3000),
+            sge(stag(3), 0x2000 + 2000, 1000),
+        ];
+        p.a.s
+            .post_send(read_sgl(1, remote(stag(2), 0x10_0000, 5000), &dst))
+            .unwrap();
+        p.drive();
+        let wc = &p.a.completions()[0];
+        assert_eq!(
+            (wc.status, wc.byte_len),
+            (WcStatus::Success, 5000),
+            "seed {seed}"
+        );
+        let a = p.a.mem.bytes(stag(3)).to_vec();
+        assert_eq!(&a[100..1100], &src[..1000]);
+        assert_eq!(&p.a.mem.bytes(stag(5))[96..3096], &src[1000..4000]);
+        assert_eq!(&a[2000..3000], &src[4000..]);
+        assert!(a[1100..2000].iter().all(|&b| b == 0xaa), "nothing between");
+    }
+}
+
+#[test]
+fn a_scatter_list_read_needs_read_v2_and_room() {
+    let mut p = pair_with(Extensions::SEND_IMMEDIATE, Extensions::ALL, 1024, 1);
+    fixture(&mut p, &pattern(64, 1));
+    let dst = [sge(stag(3), 0x2000, 64)];
+    p.a.s
+        .post_send(read_sgl(1, remote(stag(2), 0x10_0000, 64), &dst))
+        .unwrap();
+    p.drive();
+    assert_eq!(p.a.completions()[0].status, WcStatus::LocalQpOperation);
+    assert!(p.b.completions().is_empty() && p.b.term_sent().is_none());
+    let mut p = Pair::new(2);
+    fixture(&mut p, &pattern(64, 1));
+    let short = [sge(stag(3), 0x2000, 10), sge(stag(3), 0x2010, 10)];
+    p.a.s
+        .post_send(read_sgl(1, remote(stag(2), 0x10_0000, 64), &short))
+        .unwrap();
+    p.drive();
+    assert_eq!(p.a.completions()[0].status, WcStatus::LocalLength);
+}
