@@ -1,5 +1,5 @@
 //! The extension block of an MPA Reply (this stack's negotiation, version 1; see
-//! [`Extensions`](crate::Extensions) for the rules).
+//! [`Extensions`] for the rules).
 //!
 //! ```text
 //! offset size field
