@@ -456,12 +456,27 @@ pub fn fpdu_line(r: &FpduRecord) -> String {
         if let Some(x) = rd.inval_stag {
             let _ = write!(s, " inval STag {x:#010x}");
         }
-        if let Some(rr) = &rd.read_request {
-            let _ = write!(
-                s,
-                " sink {:#010x}@{:#x} size {} src {:#010x}@{:#x}",
-                rr.sink_stag, rr.sink_to, rr.size, rr.src_stag, rr.src_to
-            );
+        if let Some(v) = rd.immediate {
+            let _ = write!(s, " imm {v:#x}");
+        }
+        match &rd.read_request {
+            // Read V2: no sink; the read is named by its MSN.
+            Some(rr) if rd.read_v2 => {
+                let _ = write!(
+                    s,
+                    " V2 read #{} size {} src {:#010x}@{:#x}",
+                    rr.sink_stag, rr.size, rr.src_stag, rr.src_to
+                );
+            }
+            Some(rr) => {
+                let _ = write!(
+                    s,
+                    " sink {:#010x}@{:#x} size {} src {:#010x}@{:#x}",
+                    rr.sink_stag, rr.sink_to, rr.size, rr.src_stag, rr.src_to
+                );
+            }
+            None if rd.read_v2 => s.push_str(" V2"),
+            None => {}
         }
         if let Some(t) = &rd.terminate {
             let _ = write!(

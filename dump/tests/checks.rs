@@ -466,6 +466,7 @@ fn send_with_immediate_is_checked_against_the_negotiation() {
     assert_eq!(conn.negotiated.as_ref().unwrap().extensions, 3);
     let text = r.render(true);
     assert!(text.contains("extensions send_imm,read_v2"), "{text}");
+    assert!(text.contains("imm 0x1020304"), "{text}");
     assert_eq!(r.exit_code, EXIT_OK);
 
     // Offered but not agreed (a standard Responder): both Sends with Immediate Data are
@@ -513,6 +514,11 @@ fn read_v2_is_paired_when_agreed_and_flagged_otherwise() {
         r.connections[0].findings.is_empty(),
         "{:#?}",
         r.connections[0].findings
+    );
+    let text = r.render(true);
+    assert!(
+        text.contains("V2 read #1 size 10 src 0x0000bb02@0x40"),
+        "{text}"
     );
     // Not agreed: three reserved-bit violations.
     let mut c = Conn::new(Options::default());
