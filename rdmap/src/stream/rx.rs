@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use ddp::{Access, DdpError, STag, SegmentRepr, TaggedRepr, UntaggedRepr, check_untagged};
 use mpa::{Extensions, RtrFlags};
 
-use super::tx::{Flush, IrqEntry, OrqEntry};
+use super::tx::{Flush, IrqEntry, OrqEntry, ReadSink};
 use super::{Event, QpState, Stream, StreamStats};
 use crate::atomic;
 use crate::memory::{Memory, SharedRecv};
@@ -285,27 +285,26 @@ impl Stream {
                 self.tx.orq.pop_front();
                 return;
             }
-            Some(OrqEntry::Read { v2: id, .. }) if id.is_some() != v2 => {
+            Some(OrqEntry::Read { sink, .. }) if matches!(sink, ReadSink::V2 { .. }) != v2 => {
                 // A V1 response to a V2 request, or the other way round.
                 Err(TermCode::UNEXPECTED_OPCODE)
             }
             Some(OrqEntry::Read {
                 seq,
-                sink,
+                len: total,
                 received,
-                v2: id,
-                scatter: sink_list,
+                sink,
             }) => {
                 let len = payload.len() as u32;
                 // V1 names the sink STag and TO; V2 the read's identifier and the offset
                 // within the read.
-                let (stag, base) = match *id {
-                    Some(id) => (STag::from_u32(id), 0),
-                    None => (sink.stag, sink.to),
+                let (stag, base) = match sink {
+                    ReadSink::Named(s) => (s.stag, s.to),
+                    ReadSink::V2 { id, .. } => (STag::from_u32(*id), 0),
                 };
                 if payload.is_empty() {
                     // RFC 5041 §5.2: STag and TO of a zero-length segment are not checked.
-                    Ok((*seq, *received == sink.len))
+                    Ok((*seq, *received == *total))
                 } else if t.stag != stag {
                     Err(TermCode::from_ddp(DdpError::InvalidStag))
                 } else {
@@ -314,17 +313,18 @@ impl Stream {
                     // an overlap or an overrun is a bounds violation of that remainder
                     // (DDP tagged 0x01), and nothing of the segment is placed.
                     let rest = base.checked_add(u64::from(*received));
-                    let left = u64::from(sink.len - *received);
-                    let at = sink.to.wrapping_add(u64::from(*received));
+                    let left = u64::from(*total - *received);
                     match rest.map(|rest| ddp::tagged_offset(t.to, len.into(), rest, left)) {
-                        Some(Ok(0)) => match sink_list {
-                            Some(sgl) => scatter(mem, sgl, *received, payload),
-                            None => mem.write(sink.stag, at, payload, Access::LOCAL_WRITE),
+                        Some(Ok(0)) => match sink {
+                            ReadSink::Named(s) => {
+                                mem.write(s.stag, t.to, payload, Access::LOCAL_WRITE)
+                            }
+                            ReadSink::V2 { sgl, .. } => scatter(mem, sgl, *received, payload),
                         }
                         .map_err(|e| e.tagged_term())
                         .map(|()| {
                             *received += len;
-                            (*seq, *received == sink.len)
+                            (*seq, *received == *total)
                         }),
                         Some(Err(e)) => Err(TermCode::from_ddp(e)),
                         // A hole before the segment.

@@ -17,7 +17,9 @@ use crate::wire::{
     READ_V2_REQUEST_LEN, RdmapControl, ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN,
     TERMINATE_MAX_LEN, TerminateRepr,
 };
-use crate::work::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use crate::work::{
+    Completion, Payload, Queue, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+};
 
 /// Largest RDMAP header carried inline after a DDP header: the Atomic Request and the
 /// largest Terminate header are both 52 octets.
@@ -58,19 +60,26 @@ pub(super) enum OrqEntry {
     Rtr,
     Read {
         seq: u64,
-        sink: Sge,
+        /// Octets the Read asked for.
+        len: u32,
         received: u32,
-        /// Read V2: the request's MSN on QN 1, which its responses carry in place of a
-        /// sink STag.
-        v2: Option<u32>,
-        /// Read V2 into a scatter list (`sink` then gives only the length).
-        scatter: Option<crate::Sgl>,
+        sink: ReadSink,
     },
     Atomic {
         seq: u64,
         req_id: u32,
         result: Sge,
     },
+}
+
+/// Where an outstanding Read's data goes, and how its responses name it.
+#[derive(Debug)]
+pub(super) enum ReadSink {
+    /// RFC 5040: the responses name this local STag and TO.
+    Named(Sge),
+    /// Read V2: the responses name the request's MSN on QN 1 (`id`) and the offset within
+    /// the read; the data fills `sgl` in order.
+    V2 { id: u32, sgl: crate::Sgl },
 }
 
 /// A response owed to the peer, in request order.
@@ -318,6 +327,20 @@ fn remote_status(code: TermCode) -> WcStatus {
         WcStatus::RemoteAccess
     } else {
         WcStatus::RemoteOperation
+    }
+}
+
+impl OutMsg {
+    /// The message of send request `seq`, completed once its octets are written.
+    fn request(seq: u64, header: SegmentRepr, src: Source, len: u32) -> Self {
+        Self {
+            header,
+            imm: None,
+            src,
+            len,
+            off: 0,
+            done: Done::Written(seq),
+        }
     }
 }
 
@@ -702,53 +725,27 @@ impl Stream {
         mem: &mut dyn Memory,
     ) -> Result<OutMsg, WcStatus> {
         let solicited = wr.flags.contains(SendFlags::SOLICITED);
-        let msg = |header, src, len| OutMsg {
-            header,
-            imm: None,
-            src,
-            len,
-            off: 0,
-            done: Done::Written(seq),
-        };
-        let op = match wr.op {
-            // Registered already (register_first): the rest is a plain Send.
-            SendOp::RegisterSend { data, .. } => SendOp::Send {
-                data,
-                invalidate: None,
-                immediate: None,
-            },
-            op => op,
-        };
-        match op {
+        match wr.op {
             SendOp::LocalInvalidate { .. }
             | SendOp::FastRegister(_)
             | SendOp::Bind(_)
-            | SendOp::Delay { .. }
-            | SendOp::RegisterSend { .. } => Err(WcStatus::LocalQpOperation),
+            | SendOp::Delay { .. } => Err(WcStatus::LocalQpOperation),
             SendOp::Send {
                 data,
                 invalidate,
                 immediate,
-            } => {
-                if immediate.is_some() && !self.extensions.contains(Extensions::SEND_IMMEDIATE) {
-                    // The peer did not agree: it would take the opcode for an error.
-                    return Err(WcStatus::LocalQpOperation);
-                }
-                let len = check_payload(mem, &data)?;
-                let op = Opcode::send(invalidate.is_some(), solicited, immediate.is_some());
-                let msn = self.tx.next_msn(0);
-                let inv = invalidate.map_or(0, STag::to_u32);
-                Ok(OutMsg {
-                    imm: immediate,
-                    ..msg(untagged(op, 0, msn, inv), payload_source(data), len)
-                })
+            } => self.send_message(seq, mem, data, invalidate, immediate, solicited),
+            // Registered already (register_first): the rest is a plain Send.
+            SendOp::RegisterSend { data, .. } => {
+                self.send_message(seq, mem, data, None, None, solicited)
             }
             SendOp::Write { data, dst } => {
                 let len = check_payload(mem, &data)?;
                 if len > dst.len {
                     return Err(WcStatus::LocalLength);
                 }
-                Ok(msg(
+                Ok(OutMsg::request(
+                    seq,
                     tagged(Opcode::RdmaWrite, dst.stag, dst.to),
                     payload_source(data),
                     len,
@@ -762,96 +759,19 @@ impl Stream {
                 };
                 let msn = self.tx.next_msn(0);
                 let src = inline(|b| b.copy_from_slice(&data.to_be_bytes()), 8);
-                Ok(msg(untagged(op, 0, msn, 0), src, 8))
+                Ok(OutMsg::request(seq, untagged(op, 0, msn, 0), src, 8))
             }
             SendOp::Read { src, dst } => {
-                if self.ord == 0 {
-                    return Err(WcStatus::LocalQpOperation);
-                }
                 if dst.len < src.len {
                     return Err(WcStatus::LocalLength);
                 }
-                mem.check(dst.stag, dst.to, src.len, Access::LOCAL_WRITE)
-                    .map_err(|_| WcStatus::LocalProtection)?;
                 let sink = Sge {
                     len: src.len,
                     ..dst
                 };
-                let msn = self.tx.next_msn(1);
-                let v2 = self.extensions.contains(Extensions::READ_V2);
-                self.tx.orq.push_back(OrqEntry::Read {
-                    seq,
-                    sink,
-                    received: 0,
-                    v2: v2.then_some(msn),
-                    scatter: None,
-                });
-                let header = read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), v2);
-                let (src, len) = if v2 {
-                    // Read V2: no sink on the wire; the sink stays in the ORQ entry.
-                    let req = ReadV2RequestRepr {
-                        size: src.len,
-                        src_stag: src.stag,
-                        src_to: src.to,
-                    };
-                    (
-                        inline(|b| req.emit(b), READ_V2_REQUEST_LEN),
-                        READ_V2_REQUEST_LEN,
-                    )
-                } else {
-                    let req = ReadRequestRepr {
-                        sink_stag: dst.stag,
-                        sink_to: dst.to,
-                        size: src.len,
-                        src_stag: src.stag,
-                        src_to: src.to,
-                    };
-                    let len = ReadRequestRepr::buffer_len();
-                    (inline(|b| req.emit(b), len), len)
-                };
-                Ok(OutMsg {
-                    done: Done::Nothing,
-                    ..msg(header, src, len as u32)
-                })
+                self.read_message(seq, mem, src, sink.into(), false)
             }
-            SendOp::ReadSgl { src, dst } => {
-                if self.ord == 0 || !self.extensions.contains(Extensions::READ_V2) {
-                    return Err(WcStatus::LocalQpOperation);
-                }
-                let room = dst.iter().try_fold(0u32, |a, s| a.checked_add(s.len));
-                if room.is_none_or(|r| r < src.len) {
-                    return Err(WcStatus::LocalLength);
-                }
-                for sge in &dst {
-                    mem.check(sge.stag, sge.to, sge.len, Access::LOCAL_WRITE)
-                        .map_err(|_| WcStatus::LocalProtection)?;
-                }
-                let msn = self.tx.next_msn(1);
-                self.tx.orq.push_back(OrqEntry::Read {
-                    seq,
-                    sink: Sge {
-                        stag: STag::from_u32(0),
-                        to: 0,
-                        len: src.len,
-                    },
-                    received: 0,
-                    v2: Some(msn),
-                    scatter: Some(dst),
-                });
-                let req = ReadV2RequestRepr {
-                    size: src.len,
-                    src_stag: src.stag,
-                    src_to: src.to,
-                };
-                Ok(OutMsg {
-                    done: Done::Nothing,
-                    ..msg(
-                        read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), true),
-                        inline(|b| req.emit(b), READ_V2_REQUEST_LEN),
-                        READ_V2_REQUEST_LEN as u32,
-                    )
-                })
-            }
+            SendOp::ReadSgl { src, dst } => self.read_message(seq, mem, src, dst, true),
             SendOp::FetchAdd {
                 dst,
                 add,
@@ -881,6 +801,92 @@ impl Stream {
                 (AtomicOp::CmpSwap, swap, swap_mask, compare, compare_mask),
             ),
         }
+    }
+
+    /// A Send of any variant (`immediate`: the extension's Send with Immediate Data).
+    fn send_message(
+        &mut self,
+        seq: u64,
+        mem: &mut dyn Memory,
+        data: Payload,
+        invalidate: Option<STag>,
+        immediate: Option<u32>,
+        solicited: bool,
+    ) -> Result<OutMsg, WcStatus> {
+        if immediate.is_some() && !self.extensions.contains(Extensions::SEND_IMMEDIATE) {
+            // The peer did not agree: it would take the opcode for an error.
+            return Err(WcStatus::LocalQpOperation);
+        }
+        let len = check_payload(mem, &data)?;
+        let op = Opcode::send(invalidate.is_some(), solicited, immediate.is_some());
+        let msn = self.tx.next_msn(0);
+        let inv = invalidate.map_or(0, STag::to_u32);
+        Ok(OutMsg {
+            imm: immediate,
+            ..OutMsg::request(seq, untagged(op, 0, msn, inv), payload_source(data), len)
+        })
+    }
+
+    /// A Read of `src` into `sink` (at least `src.len` octets): Read V2 when both sides
+    /// agreed, an RFC 5040 Read (whose sink must be one entry) otherwise, or, for
+    /// `v2_only` (a scatter list), not at all.
+    fn read_message(
+        &mut self,
+        seq: u64,
+        mem: &mut dyn Memory,
+        src: RemoteBuf,
+        sink: crate::Sgl,
+        v2_only: bool,
+    ) -> Result<OutMsg, WcStatus> {
+        let v2 = self.extensions.contains(Extensions::READ_V2);
+        if self.ord == 0 || (v2_only && !v2) {
+            return Err(WcStatus::LocalQpOperation);
+        }
+        let room = sink.iter().try_fold(0u32, |a, s| a.checked_add(s.len));
+        if room.is_none_or(|r| r < src.len) {
+            return Err(WcStatus::LocalLength);
+        }
+        for sge in &sink {
+            mem.check(sge.stag, sge.to, sge.len, Access::LOCAL_WRITE)
+                .map_err(|_| WcStatus::LocalProtection)?;
+        }
+        let msn = self.tx.next_msn(1);
+        let header = read_v2_flag(untagged(Opcode::ReadRequest, 1, msn, 0), v2);
+        let (sink, req, len) = match (v2, sink.first().copied()) {
+            (false, Some(one)) => {
+                // Read V1: the sink goes on the wire.
+                let req = ReadRequestRepr {
+                    sink_stag: one.stag,
+                    sink_to: one.to,
+                    size: src.len,
+                    src_stag: src.stag,
+                    src_to: src.to,
+                };
+                let len = ReadRequestRepr::buffer_len();
+                (ReadSink::Named(one), inline(|b| req.emit(b), len), len)
+            }
+            _ => {
+                // Read V2: no sink on the wire; it stays in the ORQ entry.
+                let req = ReadV2RequestRepr {
+                    size: src.len,
+                    src_stag: src.stag,
+                    src_to: src.to,
+                };
+                let sink = ReadSink::V2 { id: msn, sgl: sink };
+                let len = READ_V2_REQUEST_LEN;
+                (sink, inline(|b| req.emit(b), len), len)
+            }
+        };
+        self.tx.orq.push_back(OrqEntry::Read {
+            seq,
+            len: src.len,
+            received: 0,
+            sink,
+        });
+        Ok(OutMsg {
+            done: Done::Nothing,
+            ..OutMsg::request(seq, header, req, len as u32)
+        })
     }
 
     fn atomic_message(
