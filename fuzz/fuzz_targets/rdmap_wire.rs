@@ -51,7 +51,7 @@ fn read_v2_request(data: &[u8]) {
     let mut buf = [0xa5; READ_V2_REQUEST_LEN];
     repr.emit(&mut buf);
     assert_eq!(&buf[..], data);
-    let plan = repr.to_response_plan(7);
+    let plan = repr.to_read_request(7);
     assert_eq!(
         (plan.size, plan.src_stag, plan.src_to),
         (repr.size, repr.src_stag, repr.src_to)

@@ -550,7 +550,7 @@ impl Stream {
             return;
         }
         let parsed = if v2 {
-            ReadV2RequestRepr::parse(payload).map(|r| r.to_response_plan(u.msn))
+            ReadV2RequestRepr::parse(payload).map(|r| r.to_read_request(u.msn))
         } else {
             ReadRequestRepr::parse(payload)
         };

@@ -23,13 +23,21 @@
 
 use ddp::STag;
 
-use super::{ReadRequestRepr, WireError};
+use super::{ReadRequestRepr, WireError, read_u32, read_u64, write_u32, write_u64};
 
 /// The RDMAP control octet bit (the first of the two reserved bits) that marks a V2 Read
 /// Request or Response.
 pub const READ_V2_FLAG: u8 = 0x10;
 /// Length of the Read V2 Request header in octets.
 pub const READ_V2_REQUEST_LEN: usize = 16;
+
+mod field {
+    use crate::wire::Field;
+
+    pub(super) const SIZE: Field = 0..4;
+    pub(super) const SRC_STAG: Field = 4..8;
+    pub(super) const SRC_TO: Field = 8..16;
+}
 
 /// A parsed Read V2 Request header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,46 +54,27 @@ impl ReadV2RequestRepr {
     /// Parses exactly [`READ_V2_REQUEST_LEN`] octets: fewer is [`WireError::Truncated`],
     /// more [`WireError::Malformed`].
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
-        let b: &[u8; READ_V2_REQUEST_LEN] = match buf.len() {
-            READ_V2_REQUEST_LEN => buf.try_into().map_err(|_| WireError::Malformed)?,
-            n if n < READ_V2_REQUEST_LEN => return Err(WireError::Truncated),
-            _ => return Err(WireError::Malformed),
-        };
-        let [
-            s0,
-            s1,
-            s2,
-            s3,
-            t0,
-            t1,
-            t2,
-            t3,
-            o0,
-            o1,
-            o2,
-            o3,
-            o4,
-            o5,
-            o6,
-            o7,
-        ] = *b;
-        Ok(Self {
-            size: u32::from_be_bytes([s0, s1, s2, s3]),
-            src_stag: STag::from_u32(u32::from_be_bytes([t0, t1, t2, t3])),
-            src_to: u64::from_be_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
-        })
+        match buf.len() {
+            READ_V2_REQUEST_LEN => Ok(Self {
+                size: read_u32(buf, field::SIZE),
+                src_stag: STag::from_u32(read_u32(buf, field::SRC_STAG)),
+                src_to: read_u64(buf, field::SRC_TO),
+            }),
+            n if n < READ_V2_REQUEST_LEN => Err(WireError::Truncated),
+            _ => Err(WireError::Malformed),
+        }
     }
 
     /// Writes the header into the first [`READ_V2_REQUEST_LEN`] octets of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[..4].copy_from_slice(&self.size.to_be_bytes());
-        buf[4..8].copy_from_slice(&self.src_stag.to_u32().to_be_bytes());
-        buf[8..16].copy_from_slice(&self.src_to.to_be_bytes());
+        write_u32(buf, field::SIZE, self.size);
+        write_u32(buf, field::SRC_STAG, self.src_stag.to_u32());
+        write_u64(buf, field::SRC_TO, self.src_to);
     }
 
     /// The V1 form the responder queues: the sink fields carry the read identifier `msn`
     /// and offset 0, which its Read V2 Responses echo.
-    pub fn to_response_plan(&self, msn: u32) -> ReadRequestRepr {
+    pub fn to_read_request(&self, msn: u32) -> ReadRequestRepr {
         ReadRequestRepr {
             sink_stag: STag::from_u32(msn),
             sink_to: 0,
@@ -124,7 +113,7 @@ mod tests {
             ReadV2RequestRepr::parse(&[0; READ_V2_REQUEST_LEN + 1]),
             Err(WireError::Malformed)
         );
-        let plan = r.to_response_plan(7);
+        let plan = r.to_read_request(7);
         assert_eq!((plan.sink_stag.to_u32(), plan.sink_to), (7, 0));
     }
 }
