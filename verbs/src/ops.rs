@@ -65,15 +65,7 @@ impl Qp {
     /// Not cancel safe (see [`exec`](Self::exec)): once first polled, the message goes out
     /// even if the future is dropped.
     pub async fn send(&self, data: Bytes) -> Result<Completion, WcError> {
-        self.exec(
-            SendOp::Send {
-                data: Payload::Bytes(data),
-                invalidate: None,
-                immediate: None,
-            },
-            SendFlags::NONE,
-        )
-        .await
+        self.send_variant(Payload::Bytes(data), None, None).await
     }
 
     /// Sends the octets of a gather list of local regions (read with local-read access
@@ -83,15 +75,8 @@ impl Qp {
     ///
     /// Not cancel safe (see [`exec`](Self::exec)).
     pub async fn send_sgl(&self, sgl: impl Into<Sgl>) -> Result<Completion, WcError> {
-        self.exec(
-            SendOp::Send {
-                data: Payload::Sgl(sgl.into()),
-                invalidate: None,
-                immediate: None,
-            },
-            SendFlags::NONE,
-        )
-        .await
+        self.send_variant(Payload::Sgl(sgl.into()), None, None)
+            .await
     }
 
     /// Sends `data` and asks the peer to invalidate `invalidate`, one of its STags it
@@ -108,15 +93,8 @@ impl Qp {
         data: Bytes,
         invalidate: STag,
     ) -> Result<Completion, WcError> {
-        self.exec(
-            SendOp::Send {
-                data: Payload::Bytes(data),
-                invalidate: Some(invalidate),
-                immediate: None,
-            },
-            SendFlags::NONE,
-        )
-        .await
+        self.send_variant(Payload::Bytes(data), Some(invalidate), None)
+            .await
     }
 
     /// Send with Immediate Data (this stack's extension, seed 003): `data` lands in the
@@ -132,15 +110,8 @@ impl Qp {
     ///
     /// Not cancel safe (see [`exec`](Self::exec)).
     pub async fn send_imm(&self, data: Bytes, imm: u32) -> Result<Completion, WcError> {
-        self.exec(
-            SendOp::Send {
-                data: Payload::Bytes(data),
-                invalidate: None,
-                immediate: Some(imm),
-            },
-            SendFlags::NONE,
-        )
-        .await
+        self.send_variant(Payload::Bytes(data), None, Some(imm))
+            .await
     }
 
     /// Send with Invalidate and Immediate Data: [`send_imm`](Self::send_imm) that also
@@ -157,15 +128,8 @@ impl Qp {
         imm: u32,
         invalidate: STag,
     ) -> Result<Completion, WcError> {
-        self.exec(
-            SendOp::Send {
-                data: Payload::Bytes(data),
-                invalidate: Some(invalidate),
-                immediate: Some(imm),
-            },
-            SendFlags::NONE,
-        )
-        .await
+        self.send_variant(Payload::Bytes(data), Some(invalidate), Some(imm))
+            .await
     }
 
     /// Delay (seed 004): the requests posted after this one on this queue pair wait until
@@ -363,12 +327,9 @@ impl Qp {
         len: usize,
         access: Access,
     ) -> Result<RemoteBuf, WcError> {
-        let op = WcOpcode::FastRegister;
-        let (wr, remote) = self.check_pd(op, mr.pd(), mr.stag()).and_then(|()| {
-            mr.fast_reg_op(to, len, access)
-                .map_err(|error| WcError::Mem { op, error })
-        })?;
-        self.exec(wr, SendFlags::NONE).await?;
+        let (reg, remote) = self.fast_reg(WcOpcode::FastRegister, mr, to, len, access)?;
+        self.exec(SendOp::FastRegister(reg), SendFlags::NONE)
+            .await?;
         Ok(remote)
     }
 
@@ -393,11 +354,7 @@ impl Qp {
         access: Access,
         message: impl FnOnce(&RemoteBuf) -> Bytes,
     ) -> Result<RemoteBuf, WcError> {
-        let op = WcOpcode::Send;
-        let (reg, remote) = self.check_pd(op, mr.pd(), mr.stag()).and_then(|()| {
-            mr.fast_reg(to, len, access)
-                .map_err(|error| WcError::Mem { op, error })
-        })?;
+        let (reg, remote) = self.fast_reg(WcOpcode::Send, mr, to, len, access)?;
         let data = Payload::Bytes(message(&remote));
         self.exec(SendOp::RegisterSend { reg, data }, SendFlags::NONE)
             .await?;
@@ -413,6 +370,36 @@ impl Qp {
     pub async fn local_invalidate(&self, stag: STag) -> Result<Completion, WcError> {
         self.exec(SendOp::LocalInvalidate { stag }, SendFlags::NONE)
             .await
+    }
+
+    /// A Send of `data`, the variant `invalidate` and `immediate` choose.
+    async fn send_variant(
+        &self,
+        data: Payload,
+        invalidate: Option<STag>,
+        immediate: Option<u32>,
+    ) -> Result<Completion, WcError> {
+        let op = SendOp::Send {
+            data,
+            invalidate,
+            immediate,
+        };
+        self.exec(op, SendFlags::NONE).await
+    }
+
+    /// The fast registration of `[to, to + len)` of `mr` (of this queue pair's domain)
+    /// for a request reporting `op`, and the region as the peer will name it.
+    fn fast_reg(
+        &self,
+        op: WcOpcode,
+        mr: &Mr,
+        to: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<(rdmap::FastReg, RemoteBuf), WcError> {
+        self.check_pd(op, mr.pd(), mr.stag())?;
+        mr.fast_reg(to, len, access)
+            .map_err(|error| WcError::Mem { op, error })
     }
 
     /// The 8-octet sink for Atomic results, allocated on first use.
