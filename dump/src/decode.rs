@@ -6,8 +6,8 @@
 use ddp::wire::control::{Control, RSVD_MASK};
 use ddp::{TaggedPacket, UntaggedPacket};
 use rdmap::wire::{
-    AtomicRequestRepr, AtomicResponseRepr, ImmediateRepr, Opcode, RdmapControl, ReadRequestRepr,
-    ReadV2RequestRepr, SEND_IMM_LEN, TerminatePacket, TerminateRepr,
+    AtomicRequestRepr, AtomicResponseRepr, ImmediateRepr, Opcode, READ_V2_FLAG, RdmapControl,
+    ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN, TerminatePacket, TerminateRepr,
 };
 use serde::Serialize;
 
@@ -268,24 +268,26 @@ fn decode_rdmap(octet: u8, ddp: &DdpInfo, payload: &[u8]) -> (RdmapInfo, Option<
         // Read V2 (this stack's extension): the first reserved bit set, no sink. The read's
         // identifier (its MSN) stands in for the sink STag, at offset 0, as its responses
         // carry them.
-        Opcode::ReadRequest if info.reserved == 1 => match ReadV2RequestRepr::parse(payload) {
-            Ok(r) => {
-                info.read_v2 = true;
-                info.read_request = Some(ReadRequestInfo {
-                    sink_stag: ddp.msn.unwrap_or(0),
-                    sink_to: 0,
-                    size: r.size,
-                    src_stag: r.src_stag.to_u32(),
-                    src_to: r.src_to,
-                });
-                payload.len()
+        Opcode::ReadRequest if octet & RDMAP_RSVD_MASK == READ_V2_FLAG => {
+            match ReadV2RequestRepr::parse(payload) {
+                Ok(r) => {
+                    info.read_v2 = true;
+                    info.read_request = Some(ReadRequestInfo {
+                        sink_stag: ddp.msn.unwrap_or(0),
+                        sink_to: 0,
+                        size: r.size,
+                        src_stag: r.src_stag.to_u32(),
+                        src_to: r.src_to,
+                    });
+                    payload.len()
+                }
+                Err(e) => {
+                    error = malformed("Read V2 Request header", e);
+                    0
+                }
             }
-            Err(e) => {
-                error = malformed("Read V2 Request header", e);
-                0
-            }
-        },
-        Opcode::ReadResponse if info.reserved == 1 => {
+        }
+        Opcode::ReadResponse if octet & RDMAP_RSVD_MASK == READ_V2_FLAG => {
             info.read_v2 = true;
             0
         }

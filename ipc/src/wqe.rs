@@ -434,9 +434,8 @@ pub fn decode_sqe(
             access: access(),
             one_touch: flags_bits & F_ONE_TOUCH != 0,
         }),
-        12 if e[2] == P_SGL && nsge <= SQ_SGES => SendOp::ReadSgl {
-            src: get_remote(e),
-            dst: get_sges(e, BODY, nsge),
+        10 => SendOp::Delay {
+            duration: std::time::Duration::from_nanos(get64(e, 40)),
         },
         11 => SendOp::RegisterSend {
             reg: FastReg {
@@ -447,8 +446,12 @@ pub fn decode_sqe(
             },
             data: payload()?,
         },
-        10 => SendOp::Delay {
-            duration: std::time::Duration::from_nanos(get64(e, 40)),
+        12 => match payload()? {
+            Payload::Sgl(dst) => SendOp::ReadSgl {
+                src: get_remote(e),
+                dst,
+            },
+            Payload::Bytes(_) => return Err(Malformed("read sink")),
         },
         _ => return Err(Malformed("send entry opcode")),
     };
