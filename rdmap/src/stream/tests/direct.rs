@@ -212,4 +212,24 @@ fn with_crc_or_a_write_that_fails_its_checks_the_ordinary_path_decides() {
         mem.region.view(0, 60_000).unwrap().iter().all(|&b| b == 0),
         "nothing placed"
     );
+
+    // Every right, but the queue pair refuses incoming RDMA (seed 004): not read into
+    // memory either; the ordinary path answers with the access-rights Terminate.
+    let (mut p, mut mem, wire) = write_between_sends(false, &data, RW);
+    p.b.s.set_incoming_rdma(false);
+    let mut src = BytesMut::from(&wire[..first]);
+    p.b.s.handle_input(&mut src, &mut mem);
+    assert!(p.b.s.direct_target(&mut src, &mut mem).is_none());
+    src.extend_from_slice(&wire[first..]);
+    p.b.s.handle_input(&mut src, &mut mem);
+    assert_eq!(p.b.s.state(), QpState::Terminate);
+    let term = std::iter::from_fn(|| p.b.s.poll_event()).find_map(|e| match e {
+        crate::Event::TerminateSent(t) => Some(t.code),
+        _ => None,
+    });
+    assert_eq!(term, Some(crate::TermCode::ACCESS_RIGHTS));
+    assert!(
+        mem.region.view(0, 60_000).unwrap().iter().all(|&b| b == 0),
+        "nothing placed"
+    );
 }
