@@ -64,16 +64,6 @@ impl Extensions {
         self.0 == 0
     }
 
-    /// The set with `other` added (`on`) or removed.
-    #[must_use]
-    pub const fn with(self, other: Self, on: bool) -> Self {
-        if on {
-            Self(self.0 | other.0)
-        } else {
-            Self(self.0 & !other.0)
-        }
-    }
-
     /// Parses a comma-separated list of names (`send_imm`, `read_v2`, `all`, `none`), as
     /// configuration files and command lines spell them.
     pub fn parse_list(list: &str) -> Result<Self, String> {

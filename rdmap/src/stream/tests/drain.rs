@@ -73,3 +73,23 @@ fn by_default_a_local_failure_ends_the_stream() {
         [WcStatus::LocalProtection, WcStatus::Flushed]
     );
 }
+
+#[test]
+fn a_responder_drains_too_before_the_first_fpdu() {
+    // B (the MPA Responder) may not send yet, but runs local requests at its head: a
+    // failing one drains its send queue there as well, with no Terminate.
+    let mut p = Pair::new(3);
+    p.b.s.set_drain_on_local_failure(true);
+    p.b.s.post_send(bad_invalidate(1)).unwrap();
+    p.b.s.post_send(send(2, b"held")).unwrap();
+    p.drive();
+    assert_eq!(
+        p.b.completions()
+            .iter()
+            .map(|w| w.status)
+            .collect::<Vec<_>>(),
+        [WcStatus::LocalProtection, WcStatus::Flushed]
+    );
+    assert_eq!((p.b.state(), p.b.term_sent()), (QpState::Rts, None));
+    assert!(p.b.s.send_queue_drained());
+}
