@@ -647,3 +647,22 @@ fn extension_offer_and_answer_octets() {
     let (n, _) = established(&[r.poll_event().unwrap()]);
     assert_eq!(n.extensions, Extensions::NONE);
 }
+
+#[test]
+fn a_reply_cannot_agree_to_what_was_not_offered() {
+    // Our Initiator offered nothing; a Reply that claims both, block and all, is ignored.
+    let rep = FrameRepr {
+        kind: FrameKind::Reply,
+        markers: false,
+        crc: true,
+        reject: false,
+        large_fpdus: false,
+        rev: 1,
+        enhanced: None,
+        extensions: Extensions::ALL,
+        private_data: b"",
+    };
+    let (mut h, _) = initiator_gets(cfg(), &reply_bytes(&rep));
+    let (n, pd) = established(&[h.poll_event().unwrap()]);
+    assert_eq!((n.extensions, pd.len()), (Extensions::NONE, 0));
+}
