@@ -7,6 +7,14 @@ use super::pair::Pair;
 use super::*;
 use crate::{QpState, WcOpcode, WcStatus};
 
+fn delay(wr_id: u64, duration: Duration) -> SendWr {
+    SendWr {
+        wr_id,
+        op: SendOp::Delay { duration },
+        flags: SendFlags::SIGNALED,
+    }
+}
+
 #[test]
 fn requests_behind_a_delay_wait_for_its_time() {
     let mut p = Pair::new(1);
@@ -15,15 +23,7 @@ fn requests_behind_a_delay_wait_for_its_time() {
         p.b.s.post_recv(recv(i, stag(1), i * 8, 8)).unwrap();
     }
     p.a.s.post_send(send(1, b"before")).unwrap();
-    p.a.s
-        .post_send(SendWr {
-            wr_id: 2,
-            op: SendOp::Delay {
-                duration: Duration::from_millis(5),
-            },
-            flags: SendFlags::SIGNALED,
-        })
-        .unwrap();
+    p.a.s.post_send(delay(2, Duration::from_millis(5))).unwrap();
     p.a.s.post_send(send(3, b"after")).unwrap();
     p.drive();
     // Only the first Send went out; the Delay has not started (no time told yet).
@@ -62,13 +62,7 @@ fn a_delay_too_long_for_the_clock_never_ends_and_never_panics() {
     // nanoseconds, and Duration::MAX from an embedded caller.
     for duration in [Duration::MAX, Duration::from_nanos(u64::MAX)] {
         let mut p = Pair::new(3);
-        p.a.s
-            .post_send(SendWr {
-                wr_id: 1,
-                op: SendOp::Delay { duration },
-                flags: SendFlags::SIGNALED,
-            })
-            .unwrap();
+        p.a.s.post_send(delay(1, duration)).unwrap();
         p.drive();
         let t0 = Instant::now();
         p.a.s.handle_timeout(t0);
@@ -82,13 +76,7 @@ fn a_delay_too_long_for_the_clock_never_ends_and_never_panics() {
 fn a_pending_delay_is_flushed_with_the_queue() {
     let mut p = Pair::new(2);
     p.a.s
-        .post_send(SendWr {
-            wr_id: 1,
-            op: SendOp::Delay {
-                duration: Duration::from_secs(3600),
-            },
-            flags: SendFlags::SIGNALED,
-        })
+        .post_send(delay(1, Duration::from_secs(3600)))
         .unwrap();
     p.a.s.post_send(send(2, b"x")).unwrap();
     p.drive();
