@@ -11,7 +11,7 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Io, Qp, QpNum, QpPush, Shared, State};
+use crate::conn::{Home, Io, Qp, QpNum, QpPush, Shared, State};
 use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
@@ -176,11 +176,14 @@ impl QpInit {
     }
 }
 
+/// The next queue pair number, process-wide like STag indices and protection domain
+/// numbers, so that a queue pair keeps its number when it moves to another engine.
+static NEXT_QP: AtomicU32 = AtomicU32::new(1);
+
 #[derive(Debug)]
 struct Inner {
     cfg: EngineConfig,
     tpt: Arc<Tpt>,
-    next_qp: AtomicU32,
     qps: Mutex<HashMap<QpNum, Weak<Shared>>>,
     totals: Arc<Totals>,
     /// Seed 000's resources, and each protection domain's push region (while a queue
@@ -236,7 +239,6 @@ impl Engine {
             inner: Arc::new(Inner {
                 cfg,
                 tpt: Arc::new(Tpt::new()),
-                next_qp: AtomicU32::new(1),
                 qps: Mutex::new(HashMap::new()),
                 totals: Arc::default(),
                 push,
@@ -327,20 +329,17 @@ impl Engine {
         tap: Tap,
         rx: BytesMut,
     ) -> Qp {
-        let num = QpNum(self.inner.next_qp.fetch_add(1, Ordering::Relaxed));
+        let num = QpNum(NEXT_QP.fetch_add(1, Ordering::Relaxed));
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
-        let mut state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx);
+        let home = self.home(self.qp_push(init, num).map(Arc::new));
+        let mut state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx, home);
         state.srq = init.srq.clone();
-        let push = self.qp_push(init, num);
         let shared = Shared::new(
-            push,
             num,
+            init.pd,
             state,
             init.send_cq.clone(),
             init.recv_cq.clone(),
-            self.inner.tpt.clone(),
-            self.inner.cfg.timeouts.clone(),
-            self.inner.totals.clone(),
         );
         self.inner
             .totals
@@ -349,10 +348,59 @@ impl Engine {
         let qp = Qp {
             shared: Arc::new(shared),
         };
+        self.adopt(&qp.shared);
+        qp
+    }
+
+    /// What a queue pair of this engine belongs to, with `push` its part of the push path.
+    pub(crate) fn home(&self, push: Option<Arc<QpPush>>) -> Home {
+        Home {
+            tpt: Arc::clone(&self.inner.tpt),
+            push,
+            timeouts: self.inner.cfg.timeouts.clone(),
+            totals: Arc::clone(&self.inner.totals),
+        }
+    }
+
+    /// Counts `qp` among this engine's queue pairs.
+    pub(crate) fn adopt(&self, qp: &Arc<Shared>) {
         let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
         qps.retain(|_, w| w.strong_count() > 0);
-        qps.insert(num, Arc::downgrade(&qp.shared));
-        qp
+        qps.insert(qp.num, Arc::downgrade(qp));
+    }
+
+    /// Stops counting `num` among this engine's queue pairs (it moved away).
+    pub(crate) fn disown(&self, num: QpNum) {
+        let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        qps.remove(&num);
+    }
+
+    /// The queue pairs of domain `pd`.
+    pub(crate) fn qps_of(&self, pd: PdId) -> Vec<Arc<Shared>> {
+        let qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        qps.values()
+            .filter_map(Weak::upgrade)
+            .filter(|q| q.pd == pd)
+            .collect()
+    }
+
+    /// `push` moved here, with its domain's region: `None` if this engine runs no push
+    /// path.
+    pub(crate) fn adopt_push(&self, pd: PdId, push: Arc<QpPush>) -> Option<Arc<QpPush>> {
+        let share = self.inner.push.clone()?;
+        let mut regions = self
+            .inner
+            .push_regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        regions.retain(|_, w| w.strong_count() > 0);
+        regions.insert(pd, Arc::downgrade(push.region()));
+        push.moved_to(share)
+    }
+
+    /// True if `other` is this engine (or a clone of it).
+    pub fn same_engine(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The push path of a new queue pair `num` (none if the engine's or `init`'s is off,

@@ -305,7 +305,7 @@ impl Device {
     }
 
     fn check_pd(&self, pd: &Pd) -> Result<(), ConnectError> {
-        if self.same_device(pd.device()) {
+        if self.same_device(&pd.home()) {
             Ok(())
         } else {
             Err(ConnectError::Invalid(format!(

@@ -49,7 +49,7 @@ impl Drop for Inner {
         }
         let stag = self.state().stag;
         // The storage is freed once work in flight lets go of it.
-        match self.pd.device().backend() {
+        match self.pd.home().backend() {
             Backend::Embedded(e) => {
                 if let Err(e) = e.tpt().deregister(stag) {
                     tracing::debug!(%stag, error = %e, "region not deregistered on drop");
@@ -356,7 +356,11 @@ impl Mr {
         if self.inner.gone.swap(true, Ordering::AcqRel) {
             return Err(MemError::Invalid { stag: s.stag });
         }
-        if let Backend::Daemon(c) = self.pd().device().backend() {
+        let daemon = match self.pd().home().backend() {
+            Backend::Daemon(c) => Some(Arc::clone(c)),
+            Backend::Embedded(_) => None,
+        };
+        if let Some(c) = daemon {
             let req = Request::DeregMr {
                 stag: s.stag.to_u32(),
             };
@@ -364,7 +368,7 @@ impl Mr {
                 Ok(_) => Ok(()),
                 Err(e) => {
                     self.inner.gone.store(false, Ordering::Release);
-                    Err(self.pd().device().daemon_mem_error("deregister", &e))
+                    Err(self.pd().home().daemon_mem_error("deregister", &e))
                 }
             };
         }
@@ -450,15 +454,15 @@ impl Mr {
     }
 
     /// The embedded engine's table (only called on an embedded device).
-    fn tpt(&self) -> &offload_engine::tpt::Tpt {
-        match self.pd().device().engine() {
-            Some(e) => e.tpt(),
+    fn tpt(&self) -> Arc<offload_engine::tpt::Tpt> {
+        match self.pd().home().engine() {
+            Some(e) => Arc::clone(e.tpt()),
             None => unreachable!("daemon-mode regions never reach the embedded table"),
         }
     }
 
     fn is_daemon(&self) -> bool {
-        self.pd().device().engine().is_none()
+        self.pd().home().engine().is_none()
     }
 
     /// Through iwarpd, local copies check what the daemon's table would: the region is

@@ -58,7 +58,7 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let stag = self.lock().stag;
-        match self.pd.device().backend() {
+        match self.pd.home().backend() {
             Backend::Embedded(e) => {
                 if let Err(e) = e.tpt().dealloc_mw(stag) {
                     tracing::debug!(%stag, error = %e, "window not deallocated on drop");
@@ -163,7 +163,7 @@ impl Mw {
         let mut state = self.inner.lock();
         let sge = self.check(&state, MwType::One, mr, range, access)?;
         let pd = &self.inner.pd;
-        let stag = match pd.device().backend() {
+        let stag = match pd.home().backend() {
             Backend::Embedded(e) => e
                 .tpt()
                 .bind_mw(
@@ -225,7 +225,7 @@ impl Mw {
     /// it can be bound again. Unbinding an unbound window is not an error.
     pub fn invalidate(&self) -> Result<(), MemError> {
         let mut state = self.inner.lock();
-        let device = self.inner.pd.device();
+        let device = self.inner.pd.home();
         match device.backend() {
             Backend::Embedded(e) => e
                 .tpt()

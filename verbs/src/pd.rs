@@ -1,7 +1,7 @@
 //! [`Pd`]: a protection domain, and the verbs that create memory in it.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ipc::control::{Reply, Request};
 use offload_engine::tpt::{Base, Storage, TptError};
@@ -15,7 +15,8 @@ use crate::mw::Mw;
 use crate::types::{MwType, PdId};
 
 struct Inner {
-    device: Device,
+    /// The device it is on now ([`Pd::migrate`] moves it).
+    device: RwLock<Device>,
     id: offload_engine::tpt::PdId,
     /// Through iwarpd: the domain's push region (seed 000), if the daemon gave one.
     push: Option<Arc<ipc::push::PushRegion>>,
@@ -24,7 +25,12 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Every region, window and queue pair of the domain holds a `Pd`, so none is left.
-        match self.device.backend() {
+        match self
+            .device
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .backend()
+        {
             Backend::Embedded(e) => {
                 if let Err(e) = e.tpt().dealloc_pd(self.id) {
                     tracing::debug!(pd = %self.id, error = %e, "protection domain not deallocated");
@@ -67,7 +73,11 @@ impl Pd {
             },
         };
         Self {
-            inner: Arc::new(Inner { device, id, push }),
+            inner: Arc::new(Inner {
+                device: RwLock::new(device),
+                id,
+                push,
+            }),
         }
     }
 
@@ -86,9 +96,26 @@ impl Pd {
         self.inner.id
     }
 
-    /// The device it belongs to.
-    pub fn device(&self) -> &Device {
-        &self.inner.device
+    /// The device it belongs to (another one after [`migrate`](Self::migrate)).
+    pub fn device(&self) -> Device {
+        self.home().clone()
+    }
+
+    /// The device it belongs to, held: a migration waits until this is dropped, so a
+    /// memory verb holding it acts on the table the domain is in.
+    pub(crate) fn home(&self) -> RwLockReadGuard<'_, Device> {
+        self.inner
+            .device
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Its device, for a migration to change.
+    pub(crate) fn home_mut(&self) -> RwLockWriteGuard<'_, Device> {
+        self.inner
+            .device
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers memory the application already has as a **zero-based** region (tagged
@@ -135,7 +162,7 @@ impl Pd {
     pub fn alloc_fast_reg_mr(&self, max_len: usize) -> Result<Mr, MemError> {
         const OP: &str = "alloc_fast_reg_mr";
         let mem = Arc::new(alloc(max_len)?);
-        let stag = match self.inner.device.backend() {
+        let stag = match self.home().backend() {
             Backend::Embedded(e) => e
                 .tpt()
                 .alloc_fast_reg_region(self.engine_id(), mem.clone())
@@ -159,7 +186,7 @@ impl Pd {
         req: &Request,
         fds: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<STag, MemError> {
-        let device = &self.inner.device;
+        let device = self.home();
         let Backend::Daemon(c) = device.backend() else {
             unreachable!("daemon_stag on an embedded device")
         };
@@ -180,7 +207,7 @@ impl Pd {
     /// ([`Qp::bind_mw`](crate::Qp::bind_mw)), usable only through it, and may be
     /// invalidated by the peer's Send with Invalidate.
     pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
-        let stag = match self.inner.device.backend() {
+        let stag = match self.home().backend() {
             Backend::Embedded(e) => e
                 .tpt()
                 .alloc_mw(self.engine_id(), ty.into())
@@ -202,7 +229,7 @@ impl Pd {
 
     fn register_at(&self, mem: Storage, base: Base, access: Access) -> Result<Mr, MemError> {
         let access = access | Access::LOCAL_READ;
-        let stag = match self.inner.device.backend() {
+        let stag = match self.home().backend() {
             Backend::Embedded(e) => {
                 let mem = Arc::new(mem);
                 let stag = e
@@ -228,15 +255,15 @@ impl Pd {
                     Ok((Reply::Id(stag), _)) => (STag::from_u32(stag), mem),
                     Ok(_) => {
                         let e = DaemonError::Refused("iwarpd answered with no STag".into());
-                        return Err(self.inner.device.daemon_mem_error("register", &e));
+                        return Err(self.home().daemon_mem_error("register", &e));
                     }
-                    Err(e) => return Err(self.inner.device.daemon_mem_error("register", &e)),
+                    Err(e) => return Err(self.home().daemon_mem_error("register", &e)),
                 }
             }
         };
         let (stag, mem) = stag;
         let mem = Arc::new(mem);
-        if let Backend::Daemon(c) = self.inner.device.backend() {
+        if let Backend::Daemon(c) = self.home().backend() {
             c.remember_region(stag, &mem, base.start());
         }
         Ok(Mr::new(self.clone(), stag, base.start(), access, mem))

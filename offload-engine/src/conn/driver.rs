@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::handle::Shared;
 use super::io::Read;
+use super::migrate::ParkRequest;
 
 /// Octets queued for the socket before the driver stops asking the stream for more.
 const TX_HIGH_WATER: usize = 256 * 1024;
@@ -34,8 +35,16 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
     tokio::spawn(
         async move {
             let result = run(&shared, &sock).await;
+            if let Ok(Some(park)) = result {
+                // Parked for a migration: the socket goes to whoever moves the queue
+                // pair, and the connection goes on with another driver.
+                super::migrate::hand_over(shared, sock, park);
+                return;
+            }
             // Whatever happened, the stream ends flushed; the socket closes on drop.
             let mut st = shared.lock();
+            // A migration waiting for this driver to park learns that it ended.
+            st.park = None;
             if let Err(e) = result {
                 tracing::debug!(error = %e, "connection failed");
                 st.end.get_or_insert(super::QpEnd::ConnectionLost);
@@ -48,10 +57,11 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
             st.publish_end = None;
             let end = st.end.unwrap_or(super::QpEnd::ConnectionLost);
             let tap = st.io.close();
+            let tpt = Arc::clone(&st.home.tpt);
             shared.unlock(st);
             drop(sock);
             // Type 2 windows bound to this queue pair die with it.
-            let released = shared.tpt.release_qp(crate::tpt::QpId::from(shared.num.0));
+            let released = tpt.release_qp(crate::tpt::QpId::from(shared.num.0));
             if released > 0 {
                 tracing::debug!(released, "unbound type 2 windows");
             }
@@ -63,7 +73,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
     );
 }
 
-async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
+/// Drives the connection until it ends (`Ok(None)`) or parks for a migration
+/// (`Ok(Some(request))`, see `migrate`).
+async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
     // Octets the driver must write, in order: what a post's push left over first.
     let mut out = Transmit::new();
     let mut shut_down = false;
@@ -77,6 +89,24 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
         // Process -> transmit, under the lock; deliver once it is released.
         let (deadline, eof, muted_until, liveness) = {
             let mut st = shared.lock();
+            // A migration asked this driver to stop: at a turn's start nothing is half
+            // done (reads and writes are whole calls), and what is left to write goes
+            // back to the state for the next driver (the push path writes only when the
+            // driver holds nothing, so `pushed` is empty whenever `out` is not).
+            if st.park.is_some() && (shut_down || st.stream.state() != QpState::Rts) {
+                // No longer connected: the request is dropped, and the migration reads
+                // why from the state.
+                st.park = None;
+            }
+            if st.park.is_some() && (out.is_empty() || st.pushed.is_empty()) {
+                if !out.is_empty() {
+                    std::mem::swap(&mut out, &mut st.pushed);
+                }
+                st.tx_busy = !st.pushed.is_empty();
+                let park = st.park.take();
+                shared.unlock(st);
+                return Ok(park);
+            }
             st.process_input();
             if st.rx_eof {
                 let st = &mut *st;
@@ -122,7 +152,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             let liveness = (st.stream.state() == QpState::Rts)
                 .then(|| {
                     let busy = !st.rx.is_empty() || !out.is_empty() || st.stream.has_outstanding();
-                    shared.timeouts.deadline(progress.at, busy)
+                    st.home.timeouts.deadline(progress.at, busy)
                 })
                 .flatten();
             let step = (st.stream.poll_timeout(), st.rx_eof, muted_until, liveness);
@@ -130,7 +160,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             step
         };
         if eof && out.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let timer = [
             deadline.map(Instant::from_std),
@@ -166,7 +196,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<()> {
             () = sleep_until(timer) => {
                 let now = Instant::now();
                 if linger_until.is_some_and(|l| now >= l) {
-                    return Ok(());
+                    return Ok(None);
                 }
                 let mut st = shared.lock();
                 // The deadline came from the last turn's state; an application that polls

@@ -26,8 +26,8 @@ thread_local! {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) num: QpNum,
-    /// Seed 000's push path, unless off for this queue pair.
-    pub(crate) push: Option<super::QpPush>,
+    /// Its protection domain (live migration moves the domain with its queue pairs).
+    pub(crate) pd: crate::tpt::PdId,
     state: Mutex<State>,
     /// Wakes the driver: new work was posted.
     pub(crate) wake: Notify,
@@ -37,45 +37,33 @@ pub(crate) struct Shared {
     pub(crate) ended: watch::Sender<Option<QpEnd>>,
     /// Requests whose completion goes to a future instead of a CQ.
     pub(crate) waiters: Arc<Waiters>,
-    /// The engine's TPT, to release this queue pair's type 2 windows when it ends.
-    pub(crate) tpt: Arc<crate::tpt::Tpt>,
-    /// The engine's liveness limits, read by the driver.
-    pub(crate) timeouts: crate::Timeouts,
-    /// The engine's totals, which take this queue pair's counters when it is gone.
-    pub(crate) totals: Arc<crate::engine::Totals>,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        let stats = self.lock().stream.stats();
-        self.totals.retire(&stats);
+        // The engine it belongs to last takes its counters.
+        let st = self.lock();
+        st.home.totals.retire(&st.stream.stats());
     }
 }
 
 impl Shared {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        push: Option<super::QpPush>,
         num: QpNum,
+        pd: crate::tpt::PdId,
         state: State,
         send_cq: Cq,
         recv_cq: Cq,
-        tpt: Arc<crate::tpt::Tpt>,
-        timeouts: crate::Timeouts,
-        totals: Arc<crate::engine::Totals>,
     ) -> Self {
         Self {
-            push,
             num,
+            pd,
             state: Mutex::new(state),
             wake: Notify::new(),
             send_cq,
             recv_cq,
             ended: watch::channel(None).0,
             waiters: Arc::default(),
-            tpt,
-            timeouts,
-            totals,
         }
     }
 
@@ -156,6 +144,8 @@ impl Qp {
     /// path off).
     pub fn push_counters(&self) -> ipc::qpseg::PushCounters {
         self.shared
+            .lock()
+            .home
             .push
             .as_ref()
             .map_or_else(Default::default, |p| p.counters())
@@ -222,10 +212,13 @@ impl Qp {
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
         self.locked(|st| {
-            let posted = match &self.shared.push {
-                Some(p) => p.post(st, &self.shared.tpt, wr),
+            // Out of the state while it runs, as it runs on the state.
+            let push = st.home.push.take();
+            let posted = match &push {
+                Some(p) => p.post(st, wr),
                 None => super::push::post_queued(st, wr),
             };
+            st.home.push = push;
             match posted {
                 Ok(wake) => (Ok(()), wake),
                 Err(e) => (Err(e), false),
@@ -254,11 +247,12 @@ impl Qp {
                 Ok(())
             };
             // A batch that failed part-way queued its first requests: they still go out.
-            (post(), true)
+            let posted = post();
+            if let Some(p) = &st.home.push {
+                p.queued(queued as u64);
+            }
+            (posted, true)
         });
-        if let Some(p) = &self.shared.push {
-            p.queued(queued as u64);
-        }
         posted.map_err(|e| (queued, e))
     }
 
@@ -306,7 +300,10 @@ impl Qp {
     /// connection stay with the driver.
     pub fn poll_input(&self) -> bool {
         let mut st = self.shared.lock();
-        if st.rx_eof || !matches!(st.stream.state(), QpState::Rts | QpState::Closing) {
+        if st.rx_eof
+            || st.migrating
+            || !matches!(st.stream.state(), QpState::Rts | QpState::Closing)
+        {
             return false;
         }
         st.polled_at = Some(super::now());

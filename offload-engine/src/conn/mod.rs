@@ -12,6 +12,8 @@
 //! - [`push_slots`]: seed 000's push path on an in-process region, which decides whether
 //!   a lone small request is executed from its pushed message or goes through the send
 //!   queue;
+//! - [`migrate`]: parking a queue pair so that live migration can move it to another
+//!   engine;
 //! - [`handle`]: [`Qp`], the application's handle.
 //!
 //! Completions, per-request futures and the end of the connection are delivered after the
@@ -23,6 +25,7 @@
 mod driver;
 mod handle;
 mod io;
+mod migrate;
 mod push;
 mod push_slots;
 mod state;
@@ -32,9 +35,10 @@ pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
 pub use handle::{NOTIFY_BIT, Qp};
 pub(crate) use io::Io;
+pub(crate) use migrate::{ParkError, Parked};
 pub(crate) use push_slots::QpPush;
 pub use rdmap::{QpEnd, QpNum};
-pub(crate) use state::State;
+pub(crate) use state::{Home, State};
 pub use waiters::{CompletionFuture, Waiters};
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.

@@ -37,7 +37,7 @@ pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdm
 /// driver must run (it has a backlog, the socket was full, more is left to send, or the
 /// state is not RTS).
 pub(crate) fn push(st: &mut State) -> bool {
-    if st.tx_busy || !st.io.is_open() || st.stream.state() != QpState::Rts {
+    if st.tx_busy || st.migrating || !st.io.is_open() || st.stream.state() != QpState::Rts {
         return true;
     }
     let produced = st

@@ -89,6 +89,20 @@ impl QpPush {
         }
     }
 
+    /// The same part (region, counters) moved to another engine whose push resources
+    /// are `share`; `None` if it is held elsewhere (it never is: only its queue pair's
+    /// state holds it, and the queue pair is parked).
+    pub(crate) fn moved_to(self: Arc<Self>, share: Arc<PushShare>) -> Option<Arc<Self>> {
+        let mut qp = Arc::try_unwrap(self).ok()?;
+        qp.share = share;
+        Some(Arc::new(qp))
+    }
+
+    /// Its protection domain's push region.
+    pub(crate) fn region(&self) -> &Arc<PdPush> {
+        &self.pd
+    }
+
     /// The counters of this queue pair.
     pub(crate) fn counters(&self) -> PushCounters {
         let get = |i: usize| self.counters[i].load(Ordering::Relaxed);
@@ -111,18 +125,18 @@ impl QpPush {
     }
 
     /// Posts `wr` (a lone request) by the push path if it may be pushed, else through
-    /// the send queue; `tpt` reads a gather list's octets into the message. Returns true
-    /// when the driver must run.
-    pub(crate) fn post(&self, st: &mut State, tpt: &Tpt, wr: SendWr) -> Result<bool, PostError> {
+    /// the send queue; the home's TPT reads a gather list's octets into the message.
+    /// Returns true when the driver must run.
+    pub(crate) fn post(&self, st: &mut State, wr: SendWr) -> Result<bool, PostError> {
         let empty = st.stream.outstanding_sends() == 0;
-        let idle = st.stream.state() == QpState::Rts && st.io.is_open();
+        let idle = st.stream.state() == QpState::Rts && st.io.is_open() && !st.migrating;
         let policy = &mut st.push_policy;
         // Seed 000's resume rule: the send queue is empty.
         if !policy.pushing && empty {
             policy.pushing = true;
         }
         let message = match policy.pushing && idle {
-            true => self.message(tpt, &wr),
+            true => self.message(&st.home.tpt, &wr),
             false => None,
         };
         let slot = message.and_then(|m| match self.pd.region.claim(policy.hint) {

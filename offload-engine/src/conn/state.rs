@@ -1,13 +1,27 @@
 //! [`State`]: what the connection's lock protects, and the step that turns the stream's
 //! events into deliveries.
 
+use std::sync::Arc;
 use std::{fmt, io};
 
 use bytes::BytesMut;
 use rdmap::{Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
 
 use super::io::{Io, Read};
-use crate::engine::Srq;
+use crate::engine::{Srq, Totals};
+use crate::timeouts::Timeouts;
+use crate::tpt::Tpt;
+
+/// The engine a queue pair belongs to, which live migration changes: its memory table,
+/// its part of the push path, its liveness limits and where its counters go when it is
+/// gone.
+#[derive(Debug)]
+pub(crate) struct Home {
+    pub(crate) tpt: Arc<Tpt>,
+    pub(crate) push: Option<Arc<super::QpPush>>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) totals: Arc<Totals>,
+}
 
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
 /// memory, the IO part, and what waits for delivery.
@@ -42,6 +56,13 @@ pub(crate) struct State {
     pub(crate) publish_end: Option<QpEnd>,
     /// Seed 000's library-side state (see `push_slots`).
     pub(crate) push_policy: super::push_slots::Policy,
+    /// The engine it belongs to now.
+    pub(crate) home: Home,
+    /// True while it moves to another engine: only the driver touches the socket and
+    /// memory (no push, no inline write, no busy poll), and the driver parks.
+    pub(crate) migrating: bool,
+    /// Where the driver hands its socket over when it parks (see `migrate`).
+    pub(crate) park: Option<super::migrate::ParkRequest>,
 }
 
 impl State {
@@ -52,6 +73,7 @@ impl State {
         mem: Box<dyn MemoryOps + Send>,
         io: Io,
         rx: BytesMut,
+        home: Home,
     ) -> Self {
         Self {
             stream,
@@ -68,6 +90,9 @@ impl State {
             ready: Vec::new(),
             publish_end: None,
             push_policy: Default::default(),
+            home,
+            migrating: false,
+            park: None,
         }
     }
 

@@ -98,6 +98,7 @@
 mod entry;
 mod error;
 mod ids;
+mod space;
 mod storage;
 mod table;
 mod verbs;

@@ -1,54 +1,81 @@
-//! The slot table behind the TPT lock: tag index allocation with instance bumping,
-//! protection domain bookkeeping, and the window/region links.
+//! The entry table behind the TPT lock: protection domain bookkeeping, the entries by tag
+//! index (indices come from the process's [`IndexSpace`]), and the window/region links.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ddp::{Access, STag};
 
 use super::entry::{Binding, Body, Entry, Span};
 use super::error::TptError;
 use super::ids::PdId;
+use super::space::{self, IndexSpace};
 use super::storage::Storage;
 
-/// One tag index.
-#[derive(Debug, Default)]
-struct Slot {
-    /// The instance the next entry created in this slot answers to.
-    next_instance: u8,
-    entry: Option<Entry>,
-}
+/// Entries per leaf of the table: a table holds leaves only where its indices are.
+const LEAF: usize = 256;
 
-/// Every entry of one TPT. Index 0 is never used, so STag 0 and STag 1 (used by the RTR
-/// zero-length Write) never name an entry.
+/// The next protection domain number, process-wide like tag indices, so that a domain
+/// keeps its number when it moves to another engine.
+static NEXT_PD: AtomicU32 = AtomicU32::new(1);
+
+/// Every entry of one TPT, found by tag index in two steps (a leaf of [`LEAF`] entries,
+/// then the entry), as a hardware TPT is paged. Index 0 is never used, so STag 0 and
+/// STag 1 (used by the RTR zero-length Write) never name an entry.
 #[derive(Debug)]
 pub(super) struct Table {
-    slots: Vec<Slot>,
-    /// Freed indices, reused oldest first so an index rests as long as possible.
-    free: VecDeque<u32>,
-    max_index: u32,
+    leaves: Vec<Option<Box<[Option<Entry>]>>>,
+    /// Where indices come from and go back to.
+    space: &'static Mutex<IndexSpace>,
+    /// Live entries, and the most this table may hold.
+    live: usize,
+    max_entries: usize,
     /// Live protection domains and how many entries each holds.
     pds: HashMap<PdId, usize>,
-    next_pd: u32,
+}
+
+/// A protection domain taken out of one table with every entry it holds, their tag
+/// indices still taken (see [`Table::take_pd`]).
+#[derive(Debug)]
+pub(crate) struct TakenPd {
+    pub(super) pd: PdId,
+    entries: Vec<(u32, Entry)>,
+}
+
+impl TakenPd {
+    /// How many regions and windows it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 impl Table {
-    /// An empty table handing out indices `1..=max_index`.
-    pub(super) fn new(max_index: u32) -> Self {
+    /// An empty table holding at most `max_entries` entries, its indices from the
+    /// process's space.
+    pub(super) fn new(max_entries: u32) -> Self {
+        Self::with_space(max_entries, IndexSpace::process())
+    }
+
+    /// An empty table whose indices come from `space`.
+    pub(super) fn with_space(max_entries: u32, space: &'static Mutex<IndexSpace>) -> Self {
         Self {
-            slots: vec![Slot::default()],
-            free: VecDeque::new(),
-            max_index: max_index.min(STag::MAX_INDEX),
+            leaves: Vec::new(),
+            space,
+            live: 0,
+            max_entries: max_entries.min(STag::MAX_INDEX) as usize,
             pds: HashMap::new(),
-            next_pd: 1,
         }
     }
 
-    /// A new protection domain (numbers start at 1 and are not reused until they wrap).
+    /// A new protection domain (numbers start at 1, are unique in the process and are not
+    /// reused until they wrap).
     pub(super) fn alloc_pd(&mut self) -> PdId {
         loop {
-            let pd = PdId::new(self.next_pd);
-            self.next_pd = self.next_pd.checked_add(1).unwrap_or(1);
+            let pd = PdId::new(NEXT_PD.fetch_add(1, Ordering::Relaxed));
+            if pd.get() == 0 {
+                continue;
+            }
             if let std::collections::hash_map::Entry::Vacant(slot) = self.pds.entry(pd) {
                 slot.insert(0);
                 return pd;
@@ -80,35 +107,79 @@ impl Table {
         }
     }
 
-    /// Stores a new entry in a free index and returns its STag.
+    /// Stores a new entry under a free index and returns its STag.
     pub(super) fn insert(&mut self, pd: PdId, body: Body) -> Result<STag, TptError> {
         self.check_pd(pd)?;
-        let index = match self.free.pop_front() {
-            Some(index) => index,
-            None if (self.slots.len() as u64) <= u64::from(self.max_index) => {
-                self.slots.push(Slot::default());
-                u32::try_from(self.slots.len() - 1).map_err(|_| TptError::Exhausted)?
-            }
-            None => return Err(TptError::Exhausted),
+        if self.live >= self.max_entries {
+            return Err(TptError::Exhausted);
+        }
+        let stag = space::lock(self.space).take().ok_or(TptError::Exhausted)?;
+        let entry = Entry {
+            pd,
+            instance: stag.instance(),
+            body,
         };
-        let slot = self.slot_mut(index).ok_or(TptError::Exhausted)?;
-        let instance = slot.next_instance;
-        slot.entry = Some(Entry { pd, instance, body });
+        *self.place(stag.index()) = Some(entry);
+        self.live += 1;
         *self.pds.entry(pd).or_default() += 1;
-        Ok(STag::new(index, instance))
+        Ok(stag)
     }
 
-    /// Frees an index: the next entry there answers to a bumped instance, so STags of the
-    /// removed entry never match again (until the 8-bit instance wraps).
+    /// Removes an entry and frees its index: the next entry there answers to a bumped
+    /// instance, so STags of the removed entry never match again (until the 8-bit
+    /// instance wraps).
     pub(super) fn remove(&mut self, index: u32) -> Option<Entry> {
-        let slot = self.slot_mut(index)?;
-        let entry = slot.entry.take()?;
-        slot.next_instance = entry.instance.wrapping_add(1);
-        self.free.push_back(index);
+        let entry = self.cell(index)?.take()?;
+        space::lock(self.space).release(index, entry.instance);
+        self.live -= 1;
         if let Some(count) = self.pds.get_mut(&entry.pd) {
             *count = count.saturating_sub(1);
         }
         Some(entry)
+    }
+
+    /// Takes protection domain `pd` out of this table with every region and window of it.
+    /// Their indices stay taken in the space: the entries keep their STags wherever
+    /// [`put_pd`](Self::put_pd) puts them next.
+    pub(super) fn take_pd(&mut self, pd: PdId) -> Result<TakenPd, TptError> {
+        self.check_pd(pd)?;
+        let indices: Vec<u32> = self
+            .entries()
+            .filter(|(_, e)| e.pd == pd)
+            .map(|(i, _)| i)
+            .collect();
+        let entries: Vec<(u32, Entry)> = indices
+            .into_iter()
+            .filter_map(|i| Some((i, self.cell(i)?.take()?)))
+            .collect();
+        self.live -= entries.len();
+        self.pds.remove(&pd);
+        Ok(TakenPd { pd, entries })
+    }
+
+    /// Puts a domain taken out of another table into this one, every entry under its
+    /// STag. Fails, handing the domain back, if this table has a domain of that number
+    /// already or no room for its entries.
+    pub(super) fn put_pd(&mut self, taken: TakenPd) -> Result<(), (TptError, TakenPd)> {
+        if self.pds.contains_key(&taken.pd) {
+            return Err((
+                TptError::InUse {
+                    what: "the protection domain number",
+                    count: 1,
+                },
+                taken,
+            ));
+        }
+        if self.live + taken.entries.len() > self.max_entries {
+            return Err((TptError::Exhausted, taken));
+        }
+        let count = taken.entries.len();
+        for (index, entry) in taken.entries {
+            *self.place(index) = Some(entry);
+        }
+        self.live += count;
+        self.pds.insert(taken.pd, count);
+        Ok(())
     }
 
     /// The entry at `stag`'s index, whatever its instance and state.
@@ -244,30 +315,55 @@ impl Table {
 
     /// Every entry with its index.
     pub(super) fn entries(&self) -> impl Iterator<Item = (u32, &Entry)> {
-        self.slots
+        self.leaves
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| Some((u32::try_from(i).ok()?, s.entry.as_ref()?)))
+            .filter_map(|(l, leaf)| Some((l, leaf.as_deref()?)))
+            .flat_map(|(l, leaf)| {
+                leaf.iter().enumerate().filter_map(move |(i, e)| {
+                    Some((u32::try_from(l * LEAF + i).ok()?, e.as_ref()?))
+                })
+            })
     }
 
     /// Number of live entries.
     pub(super) fn len(&self) -> usize {
-        self.slots.len() - 1 - self.free.len()
+        self.live
     }
 
     fn entry_at(&self, index: u32) -> Option<&Entry> {
-        self.slots.get(usize::try_from(index).ok()?)?.entry.as_ref()
+        let i = index as usize;
+        self.leaves
+            .get(i / LEAF)?
+            .as_deref()?
+            .get(i % LEAF)?
+            .as_ref()
     }
 
     pub(super) fn entry_at_mut(&mut self, index: u32) -> Option<&mut Entry> {
-        self.slot_mut(index)?.entry.as_mut()
+        self.cell(index)?.as_mut()
     }
 
-    fn slot_mut(&mut self, index: u32) -> Option<&mut Slot> {
+    /// The cell of `index`, if its leaf exists (index 0 has none).
+    fn cell(&mut self, index: u32) -> Option<&mut Option<Entry>> {
         if index == 0 {
             return None;
         }
-        self.slots.get_mut(usize::try_from(index).ok()?)
+        let i = index as usize;
+        self.leaves
+            .get_mut(i / LEAF)?
+            .as_deref_mut()?
+            .get_mut(i % LEAF)
+    }
+
+    /// The cell of `index`, making its leaf if needed.
+    fn place(&mut self, index: u32) -> &mut Option<Entry> {
+        let i = index as usize;
+        if self.leaves.len() <= i / LEAF {
+            self.leaves.resize_with(i / LEAF + 1, || None);
+        }
+        let leaf = self.leaves[i / LEAF].get_or_insert_with(|| (0..LEAF).map(|_| None).collect());
+        &mut leaf[i % LEAF]
     }
 }
 
@@ -285,9 +381,15 @@ mod tests {
         })
     }
 
+    /// A table over its own space, as if it were the process's only one.
+    fn private(max_entries: u32) -> Table {
+        let space = Box::leak(Box::new(Mutex::new(IndexSpace::new(STag::MAX_INDEX))));
+        Table::with_space(max_entries, space)
+    }
+
     #[test]
     fn indices_start_at_one_and_reuse_bumps_the_instance() {
-        let mut t = Table::new(STag::MAX_INDEX);
+        let mut t = private(STag::MAX_INDEX);
         let pd = t.alloc_pd();
         let a = t.insert(pd, window()).unwrap();
         let b = t.insert(pd, window()).unwrap();
@@ -299,6 +401,57 @@ mod tests {
         assert!(t.remove(a.index()).is_none());
         let c = t.insert(pd, window()).unwrap();
         assert_eq!((c.index(), c.instance()), (1, 1));
+    }
+
+    #[test]
+    fn tables_of_one_space_never_share_an_index() {
+        let space = Box::leak(Box::new(Mutex::new(IndexSpace::new(STag::MAX_INDEX))));
+        let (mut a, mut b) = (Table::with_space(10, space), Table::with_space(10, space));
+        let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+        assert_ne!(pa, pb, "domain numbers are process-wide too");
+        let x = a.insert(pa, window()).unwrap();
+        let y = b.insert(pb, window()).unwrap();
+        assert_ne!(x.index(), y.index());
+        assert!(b.entry(x).is_none() && a.entry(y).is_none());
+    }
+
+    #[test]
+    fn a_domain_moves_between_tables_with_its_stags() {
+        let space = Box::leak(Box::new(Mutex::new(IndexSpace::new(STag::MAX_INDEX))));
+        let (mut a, mut b) = (Table::with_space(10, space), Table::with_space(2, space));
+        let (pd, stays) = (a.alloc_pd(), a.alloc_pd());
+        let x = a.insert(pd, window()).unwrap();
+        let kept = a.insert(stays, window()).unwrap();
+        // 300 entries apart: the moved one lands in another leaf of the new table.
+        let far: Vec<STag> = (0..300)
+            .map(|_| space::lock(space).take().unwrap())
+            .collect();
+        let y = a.insert(pd, window()).unwrap();
+        assert!(y.index() as usize >= LEAF);
+        let taken = a.take_pd(pd).unwrap();
+        assert_eq!(taken.len(), 2);
+        assert_eq!((a.len(), a.check_pd(pd)), (1, Err(TptError::NoSuchPd(pd))));
+        assert!(a.entry(x).is_none() && a.entry(kept).is_some());
+        // Taken, the indices are not free: nothing else gets them meanwhile.
+        let z = a.insert(stays, window()).unwrap();
+        assert!(z != x && z != y);
+        b.put_pd(taken).unwrap();
+        assert_eq!((b.len(), b.check_pd(pd)), (2, Ok(())));
+        assert_eq!(
+            b.entry(x).map(|e| (e.pd, e.instance)),
+            Some((pd, x.instance()))
+        );
+        assert_eq!(b.entry(y).map(|e| e.pd), Some(pd));
+        assert_eq!(b.entries().count(), 2);
+        // A full table refuses a domain and hands it back whole.
+        let taken = b.take_pd(pd).unwrap();
+        let other = b.alloc_pd();
+        b.insert(other, window()).unwrap();
+        let (e, taken) = b.put_pd(taken).unwrap_err();
+        assert_eq!(e, TptError::Exhausted);
+        a.put_pd(taken).unwrap();
+        assert_eq!(a.entry(y).map(|e| e.pd), Some(pd));
+        drop(far);
     }
 
     #[test]

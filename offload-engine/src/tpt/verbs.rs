@@ -10,7 +10,7 @@ use super::entry::{Binding, Body, EntryInfo, Region, Requester, Span, Window};
 use super::error::TptError;
 use super::ids::{Base, MwType, PdId, QpId};
 use super::storage::{Storage, bounds};
-use super::table::Table;
+use super::table::{Table, TakenPd};
 use super::view::QpMemory;
 
 /// The memory TPT of one engine: protection domains, regions and windows, shared by every
@@ -25,12 +25,14 @@ pub struct Tpt {
 }
 
 impl Tpt {
-    /// An empty table with every tag index available (`1..=STag::MAX_INDEX`).
+    /// An empty table that may hold as many entries as there are tag indices.
     pub fn new() -> Self {
         Self::with_max_entries(STag::MAX_INDEX)
     }
 
-    /// An empty table with tag indices `1..=max_entries` (capped at `STag::MAX_INDEX`).
+    /// An empty table holding at most `max_entries` regions and windows (capped at
+    /// `STag::MAX_INDEX`). Tag indices come from one space per process, shared by every
+    /// table: an STag names at most one entry in the process.
     pub fn with_max_entries(max_entries: u32) -> Self {
         Self {
             table: RwLock::new(Table::new(max_entries)),
@@ -46,6 +48,11 @@ impl Tpt {
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> PdId {
         self.table_mut().alloc_pd()
+    }
+
+    /// True if `pd` is a protection domain of this table.
+    pub fn has_pd(&self, pd: PdId) -> bool {
+        self.table().check_pd(pd).is_ok()
     }
 
     /// Deallocates a protection domain; fails with [`TptError::InUse`] while regions or
@@ -250,6 +257,18 @@ impl Tpt {
         }
         let _ = t.dealloc_pd(pd);
         of_pd.len()
+    }
+
+    /// Takes protection domain `pd` out of this table with every region and window of it,
+    /// for [`put_pd`](Self::put_pd) into another engine's table (live migration): their
+    /// STags stay reserved meanwhile, and stay the same there.
+    pub(crate) fn take_pd(&self, pd: PdId) -> Result<TakenPd, TptError> {
+        self.table_mut().take_pd(pd)
+    }
+
+    /// Puts a domain taken from another table into this one; on failure hands it back.
+    pub(crate) fn put_pd(&self, taken: TakenPd) -> Result<(), (TptError, TakenPd)> {
+        self.table_mut().put_pd(taken)
     }
 
     /// Unbinds every type 2 window bound to `qp` (for a destroyed queue pair); returns how

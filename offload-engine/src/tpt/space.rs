@@ -1,0 +1,108 @@
+//! The process's STag index space. Every TPT of the process draws its tag indices from one
+//! allocator, so an index names at most one entry in the whole process: a protection
+//! domain can then move from one engine's table to another's with every STag unchanged
+//! (live migration, seed 003 §3.1: the peer knows only STags, and they must stay valid).
+//!
+//! An index also keeps its next instance here, process-wide: a freed index is reused
+//! oldest first, by whichever table asks next, and its next entry answers to the old
+//! instance plus 1, so a stale STag never names the new entry (until the 8-bit instance
+//! wraps after 256 reuses).
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use ddp::STag;
+
+/// Tag indices `1..=max` (index 0 is never handed out, so neither STag 0 nor STag 1, the
+/// RTR zero-length Write's, names an entry).
+#[derive(Debug)]
+pub(super) struct IndexSpace {
+    /// Per index, the instance its next entry answers to (`[0]` unused).
+    next_instance: Vec<u8>,
+    /// Freed indices, reused oldest first so an index rests as long as possible.
+    free: VecDeque<u32>,
+    max: u32,
+}
+
+/// The one space of this process.
+static PROCESS: Mutex<IndexSpace> = Mutex::new(IndexSpace::new(STag::MAX_INDEX));
+
+impl IndexSpace {
+    /// An empty space of indices `1..=max` (capped at `STag::MAX_INDEX`).
+    pub(super) const fn new(max: u32) -> Self {
+        Self {
+            next_instance: Vec::new(),
+            free: VecDeque::new(),
+            max: if max < STag::MAX_INDEX {
+                max
+            } else {
+                STag::MAX_INDEX
+            },
+        }
+    }
+
+    /// The process's space.
+    pub(super) fn process() -> &'static Mutex<Self> {
+        &PROCESS
+    }
+
+    /// A free index and the instance its entry answers to; `None` when all are taken.
+    pub(super) fn take(&mut self) -> Option<STag> {
+        let index = match self.free.pop_front() {
+            Some(index) => index,
+            None => {
+                if self.next_instance.is_empty() {
+                    self.next_instance.push(0);
+                }
+                let index = u32::try_from(self.next_instance.len()).ok()?;
+                if index > self.max {
+                    return None;
+                }
+                self.next_instance.push(0);
+                index
+            }
+        };
+        let instance = self.next_instance.get(index as usize).copied()?;
+        Some(STag::new(index, instance))
+    }
+
+    /// Gives back an index whose last entry answered to `last_instance`.
+    pub(super) fn release(&mut self, index: u32, last_instance: u8) {
+        if let Some(next) = self.next_instance.get_mut(index as usize) {
+            *next = last_instance.wrapping_add(1);
+            self.free.push_back(index);
+        }
+    }
+}
+
+/// Locks `space`, whatever a panicking holder left (its state is a plain free list).
+pub(super) fn lock(space: &Mutex<IndexSpace>) -> std::sync::MutexGuard<'_, IndexSpace> {
+    space.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_start_at_one_and_reuse_bumps_the_instance() {
+        let mut s = IndexSpace::new(3);
+        let a = s.take().unwrap();
+        let b = s.take().unwrap();
+        assert_eq!((a.index(), a.instance()), (1, 0));
+        assert_eq!((b.index(), b.instance()), (2, 0));
+        s.release(1, 0);
+        s.release(2, 0);
+        let c = s.take().unwrap();
+        assert_eq!(
+            (c.index(), c.instance()),
+            (1, 1),
+            "oldest freed first, instance bumped"
+        );
+        assert_eq!(s.take().unwrap(), STag::new(2, 1));
+        assert_eq!(s.take().unwrap(), STag::new(3, 0));
+        assert_eq!(s.take(), None, "all three taken");
+        s.release(3, 0xff);
+        assert_eq!(s.take().unwrap(), STag::new(3, 0), "the instance wraps");
+    }
+}
