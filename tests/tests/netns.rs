@@ -1,7 +1,7 @@
 //! Two engines on two hosts (network namespaces joined by a veth pair): connection setup
 //! with private data, Send/Write/Read, 256 queue pairs at once, a 1 GiB transfer verified
-//! by CRC32c, and protection failures that end one queue pair with the exact Terminate
-//! while another keeps working. Every test prints `SKIPPED: <reason>` and returns where
+//! by CRC32c, protection failures that end one queue pair with the exact Terminate while
+//! another keeps working, and live migration under a verified loop. Every test prints `SKIPPED: <reason>` and returns where
 //! namespaces cannot be made (not root, no `ip`).
 //!
 //! Host a (10.199.X.1) runs the server engine, host b (10.199.X.2) the client engine; each
@@ -1007,4 +1007,175 @@ fn register_and_send_drain_delay_and_refusal_across_the_veth() {
         QpEnd::TerminatedByPeer(TermCode::ACCESS_RIGHTS)
     );
     assert_eq!(server.join(), QpEnd::Terminated(TermCode::ACCESS_RIGHTS));
+}
+
+/// Live migration across the veth (seed 003 §3.1): host a moves its protection domain,
+/// with the region the client writes and reads and the connected queue pair, between two
+/// engines ten times while host b runs a verified Write/Read/Send loop against it and
+/// host a answers every message. Host b sees one connection, no Terminate, every byte.
+#[test]
+fn a_domain_migrates_ten_times_while_the_peer_loops_across_the_veth() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use offload_engine::tpt::Storage;
+
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    const ROUNDS: u64 = 300;
+    const SLOTS: u64 = 4;
+    const SLOT: u32 = 64;
+    const SIZES: [usize; 4] = [64, 5000, 300 << 10, 1];
+    const STOP: u64 = u64::MAX;
+    let message = |n: u64| {
+        let mut m = n.to_be_bytes().to_vec();
+        m.extend(pattern(n, SLOT as usize - 8));
+        m
+    };
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let (a, b) = (
+                Engine::new(EngineConfig::default()),
+                Engine::new(EngineConfig::default()),
+            );
+            let listener = a.listen(server_addr).await.expect("listen");
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.expect("a connection request");
+            let pd = a.alloc_pd();
+            let region = a
+                .tpt()
+                .alloc_region(pd, 2 << 20, Base::ZeroBased, ALL)
+                .unwrap();
+            // The inbox is read in place, wherever the domain is.
+            let inbox = Arc::new(Storage::alloc((SLOTS * u64::from(SLOT)) as usize).unwrap());
+            let istag = a
+                .tpt()
+                .register_region(pd, inbox.clone(), Base::ZeroBased, LOCAL)
+                .unwrap();
+            let cq = Cq::new(64);
+            let mut init = QpInit::new(pd, &cq);
+            init.recvs = (0..SLOTS)
+                .map(|i| recv(i, istag, i * u64::from(SLOT), SLOT))
+                .collect();
+            let advert = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: 2 << 20,
+            };
+            let qp = inc.accept(init, &advert.encode()).await.expect("accept");
+            let answered = Arc::new(AtomicU64::new(0));
+            let answering = {
+                let (qp, answered) = (qp.clone(), answered.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    loop {
+                        let wc = next_ok(&cq).await.wc;
+                        if wc.opcode == WcOpcode::Send {
+                            continue;
+                        }
+                        let slot = wc.wr_id;
+                        let mut got = vec![0; SLOT as usize];
+                        inbox
+                            .read_at((slot * u64::from(SLOT)) as usize, &mut got)
+                            .unwrap();
+                        if got[..8] == STOP.to_be_bytes() {
+                            return n;
+                        }
+                        assert!(got == message(n), "message {n} lost, doubled or reordered");
+                        qp.post_recv(recv(slot, istag, slot * u64::from(SLOT), SLOT))
+                            .unwrap();
+                        qp.post_send(wr(n, send(message(n ^ 1 << 40)))).unwrap();
+                        n += 1;
+                        answered.store(n, Ordering::Relaxed);
+                    }
+                })
+            };
+            for i in 0..10 {
+                let at = answered.load(Ordering::Relaxed);
+                while answered.load(Ordering::Relaxed) < at + 3 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+                let moved = from.migrate_pd(pd, to).await.expect("migrate");
+                assert_eq!((moved.queue_pairs, moved.memory_entries), (1, 2));
+                assert_eq!((from.qps().len(), to.qps().len()), (0, 1));
+            }
+            let n = answering.await.unwrap();
+            // The client closes once its last message went: an orderly end, no Terminate.
+            assert_eq!(qp.closed().await, QpEnd::Closed);
+            let st = qp.stats();
+            assert_eq!((st.terminates_sent, st.terminates_received), (0, 0));
+            assert_eq!(a.stats().connections + b.stats().connections, 1);
+            n
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let engine = Engine::new(EngineConfig::default());
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let sink = tpt.alloc_region(pd, 2 << 20, Base::ZeroBased, ALL).unwrap();
+            let answer = tpt
+                .alloc_region(pd, SLOT as usize, Base::ZeroBased, LOCAL)
+                .unwrap();
+            let cq = Cq::new(64);
+            let (qp, private) = engine
+                .connect(server_addr, QpInit::new(pd, &cq), b"")
+                .await
+                .expect("connect");
+            let theirs = RemoteBuf::decode(&private).unwrap();
+            for n in 0..ROUNDS {
+                let len = SIZES[n as usize % SIZES.len()];
+                let dst = theirs.slice(((n * 4096) % (1 << 20)) as u32, len as u32);
+                let data = pattern(n, len);
+                qp.post_send(wr(1, write(data.clone(), dst))).unwrap();
+                next_ok(&cq).await;
+                let read = SendOp::Read {
+                    src: dst,
+                    dst: Sge {
+                        stag: sink,
+                        to: 0,
+                        len: len as u32,
+                    },
+                };
+                qp.post_send(wr(2, read)).unwrap();
+                next_ok(&cq).await;
+                assert!(
+                    read_mem(&engine, pd, sink, 0, len) == data,
+                    "Read {n} differs"
+                );
+                qp.post_recv(recv(3, answer, 0, SLOT)).unwrap();
+                qp.post_send(wr(4, send(message(n)))).unwrap();
+                let mut got = [next_ok(&cq).await.wc.wr_id, next_ok(&cq).await.wc.wr_id];
+                got.sort_unstable();
+                assert_eq!(got, [3, 4]);
+                assert_eq!(
+                    read_mem(&engine, pd, answer, 0, SLOT as usize),
+                    message(n ^ 1 << 40)
+                );
+            }
+            let mut stop = STOP.to_be_bytes().to_vec();
+            stop.resize(SLOT as usize, 0);
+            qp.post_send(wr(5, send(stop))).unwrap();
+            next_ok(&cq).await;
+            let st = qp.stats();
+            assert_eq!((st.terminates_sent, st.terminates_received), (0, 0));
+            assert_eq!(qp.state(), QpState::Rts);
+            assert_eq!(engine.stats().connections, 1);
+            qp.disconnect();
+            qp.closed().await
+        })
+    });
+    assert_eq!(client.join(), QpEnd::Closed);
+    let answered = server.join();
+    assert_eq!(answered, ROUNDS, "every message answered once");
+    report(format_args!(
+        "migration across the veth: {ROUNDS} verified rounds, 10 moves, 1 connection"
+    ));
 }
