@@ -45,6 +45,11 @@ pub struct EngineConfig {
     /// Where to write a pcapng of every connection (`None`: no capture). See
     /// [`CaptureTap`] for what the capture holds.
     pub pcap: Option<CaptureTap>,
+    /// Time added to every registration queued on the control queue
+    /// ([`Engine::register_queued`]), before it is done: emulates a slower control path
+    /// (a round trip to a daemon or a hardware RNIC's control processor), to see that
+    /// work requests wait for it. Zero by default.
+    pub registration_delay: Duration,
     /// Seed 000's push path for this engine's own queue pairs (embedded mode): a lone
     /// small request is written whole into its domain's push region and executed from
     /// there if the admission checks pass (see [`crate::PushConfig`]). `None`: every
@@ -74,6 +79,7 @@ impl Default for EngineConfig {
             max_pending_handshakes: Self::MAX_PENDING_HANDSHAKES,
             max_pending_per_address: Self::MAX_PENDING_PER_ADDRESS,
             pcap: None,
+            registration_delay: Duration::ZERO,
             push: Some(crate::PushConfig::default()),
         }
     }
@@ -181,7 +187,7 @@ impl QpInit {
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     cfg: EngineConfig,
     tpt: Arc<Tpt>,
     qps: Mutex<HashMap<QpNum, Weak<Shared>>>,
@@ -190,6 +196,8 @@ struct Inner {
     /// pair of the domain lives).
     push: Option<Arc<PushShare>>,
     push_regions: Mutex<HashMap<PdId, Weak<PdPush>>>,
+    /// The control queue, started with the first queued registration.
+    cqp: std::sync::OnceLock<crate::cqp::ControlQueue>,
 }
 
 /// What the queue pairs that are gone leave behind: their counters, summed.
@@ -243,8 +251,21 @@ impl Engine {
                 totals: Arc::default(),
                 push,
                 push_regions: Mutex::default(),
+                cqp: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+
+    pub(crate) fn downgrade(&self) -> Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    pub(crate) fn cqp_cell(&self) -> &std::sync::OnceLock<crate::cqp::ControlQueue> {
+        &self.inner.cqp
     }
 
     /// The capture of a new connection on `sock` (nothing without a tap).
@@ -332,7 +353,9 @@ impl Engine {
         let num = QpNum(NEXT_QP.fetch_add(1, Ordering::Relaxed));
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
-        let mut state = State::new(stream, Box::new(mem), Io::new(sock.clone(), tap), rx, home);
+        let depth = self.inner.cfg.stream.sq_depth;
+        let io = Io::new(sock.clone(), tap);
+        let mut state = State::new(stream, Box::new(mem), io, rx, home, depth);
         state.srq = init.srq.clone();
         let shared = Shared::new(
             num,

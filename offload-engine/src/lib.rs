@@ -26,6 +26,7 @@
 mod cm;
 mod conn;
 mod cq;
+mod cqp;
 mod engine;
 pub mod local;
 mod log_limit;

@@ -50,6 +50,8 @@ pub enum MigrateError {
     Busy(QpNum),
     /// The destination's table cannot take the domain's regions and windows.
     NoRoom(TptError),
+    /// Registrations of the domain are still on the control queue.
+    RegistrationsPending,
 }
 
 impl std::fmt::Display for MigrateError {
@@ -74,6 +76,11 @@ impl std::fmt::Display for MigrateError {
                 f,
                 "queue pair {} is being moved by another migration: wait for it to finish",
                 qp.0
+            ),
+            Self::RegistrationsPending => write!(
+                f,
+                "registrations of the domain are still queued: wait until they are done \
+                 (Engine::registered), then migrate"
             ),
             Self::NoRoom(e) => write!(
                 f,
@@ -167,10 +174,10 @@ impl ParkedPd {
         if from.same_engine(to) {
             return Err(MigrateError::SameEngine);
         }
-        let taken = from
-            .tpt()
-            .take_pd(pd)
-            .map_err(|_| MigrateError::NoSuchPd(pd))?;
+        let taken = from.tpt().take_pd(pd).map_err(|e| match e {
+            TptError::InUse { .. } => MigrateError::RegistrationsPending,
+            _ => MigrateError::NoSuchPd(pd),
+        })?;
         let memory_entries = taken.len();
         if let Err((e, taken)) = to.tpt().put_pd(taken) {
             if let Err((back, _)) = from.tpt().put_pd(taken) {

@@ -284,6 +284,32 @@ pub struct Bind {
 }
 
 impl SendOp {
+    /// Every local STag the request names (gather and scatter lists, Atomic result
+    /// buffers, the region a fast registration arms or a window is bound to, the target of
+    /// a Local Invalidate); the peer's STags are not local.
+    pub fn local_stags(&self) -> impl Iterator<Item = STag> + '_ {
+        fn payload(p: &Payload) -> &[Sge] {
+            match p {
+                Payload::Sgl(sgl) => sgl,
+                Payload::Bytes(_) => &[],
+            }
+        }
+        let (list, one): (&[Sge], Option<STag>) = match self {
+            Self::Send { data, .. } | Self::Write { data, .. } => (payload(data), None),
+            Self::Read { dst, .. } => (core::slice::from_ref(dst), None),
+            Self::ReadSgl { dst, .. } => (&dst[..], None),
+            Self::FetchAdd { result, .. } | Self::CmpSwap { result, .. } => {
+                (core::slice::from_ref(result), None)
+            }
+            Self::LocalInvalidate { stag } => (&[], Some(*stag)),
+            Self::FastRegister(reg) => (&[], Some(reg.stag)),
+            Self::Bind(b) => (&[], Some(b.mr)),
+            Self::RegisterSend { reg, data } => (payload(data), Some(reg.stag)),
+            Self::Immediate { .. } | Self::Delay { .. } => (&[], None),
+        };
+        list.iter().map(|s| s.stag).chain(one)
+    }
+
     /// Octets of local data this request sends (a Send's or Write's payload; 0 for the
     /// others, whose requests are a few header octets). `u32::MAX` if it does not fit.
     pub fn payload_len(&self) -> u32 {

@@ -227,6 +227,15 @@ impl DeviceConfig {
         self
     }
 
+    /// Time added to every registration queued with
+    /// [`Pd::register_queued`](crate::Pd::register_queued) before it is done (embedded
+    /// engine): emulates a slower control path, to see work requests wait for it. None by
+    /// default.
+    pub fn registration_delay(mut self, delay: Duration) -> Self {
+        self.engine.registration_delay = delay;
+        self
+    }
+
     /// How long a graceful close may take before the connection counts as lost (default
     /// 10 s).
     pub fn close_timeout(mut self, timeout: Duration) -> Self {

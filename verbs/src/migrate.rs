@@ -32,6 +32,8 @@ pub enum MigrateError {
     NoRoom,
     /// Another migration moved the domain meanwhile.
     Moved,
+    /// Regions of the domain are still being registered (queued registrations).
+    RegistrationsPending,
 }
 
 impl fmt::Display for MigrateError {
@@ -58,6 +60,11 @@ impl fmt::Display for MigrateError {
                 f,
                 "the destination device's memory table is full: free regions there first"
             ),
+            Self::RegistrationsPending => write!(
+                f,
+                "regions of the domain are still being registered: await Mr::registered, \
+                 then migrate"
+            ),
             Self::Moved => write!(
                 f,
                 "another migration moved the protection domain meanwhile: see Pd::device"
@@ -75,6 +82,7 @@ impl From<EngineError> for MigrateError {
             EngineError::Busy(qp) => Self::Busy(qp),
             EngineError::NoRoom(_) => Self::NoRoom,
             EngineError::SameEngine => Self::SameDevice,
+            EngineError::RegistrationsPending => Self::RegistrationsPending,
             _ => Self::Moved,
         }
     }

@@ -297,7 +297,7 @@ impl Mr {
     /// Fills `dst` from the octets at `offset`.
     pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
         let s = self.check(offset, dst.len())?;
-        if self.is_daemon() {
+        if self.direct(&s) {
             self.check_live(&s, offset, Access::LOCAL_READ)?;
             return self
                 .inner
@@ -318,7 +318,7 @@ impl Mr {
     /// Copies `data` into the region at `offset`. Needs [`Access::LOCAL_WRITE`].
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
         let s = self.check(offset, data.len())?;
-        if self.is_daemon() {
+        if self.direct(&s) {
             self.check_live(&s, offset, Access::LOCAL_WRITE)?;
             return self
                 .inner
@@ -448,6 +448,32 @@ impl Mr {
         Ok((reg, remote))
     }
 
+    /// Waits until the region's registration is done: at once for a region registered
+    /// the ordinary way; for one from [`Pd::register_queued`](crate::Pd::register_queued)
+    /// or [`Pd::alloc_mr_queued`](crate::Pd::alloc_mr_queued), until the control queue
+    /// has finished it. Hand its STag to the peer after this.
+    ///
+    /// # Errors
+    ///
+    /// [`MemError::Invalid`] if the region was deregistered before its registration was
+    /// done.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn registered(&self) -> Result<(), MemError> {
+        let stag = self.stag();
+        let engine = match self.pd().home().engine() {
+            Some(e) => e.clone(),
+            None => return Ok(()),
+        };
+        if engine.registered(stag).await {
+            Ok(())
+        } else {
+            Err(MemError::Invalid { stag })
+        }
+    }
+
     /// True if `other` is this region (or a clone of it).
     pub fn same_region(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -461,8 +487,14 @@ impl Mr {
         }
     }
 
-    fn is_daemon(&self) -> bool {
-        self.pd().home().engine().is_none()
+    /// True if local copies go straight to the memory, checked here: through iwarpd, and
+    /// while the region's queued registration is not done (the table refuses every
+    /// access until then, but the octets are the application's).
+    fn direct(&self, s: &State) -> bool {
+        match self.pd().home().engine() {
+            None => true,
+            Some(e) => e.tpt().has_pending() && e.tpt().is_pending(s.stag),
+        }
     }
 
     /// Through iwarpd, local copies check what the daemon's table would: the region is

@@ -227,15 +227,55 @@ impl Pd {
         Ok(Mw::new(self.clone(), stag, ty))
     }
 
+    /// Registers memory the application already has, as [`register`](Self::register)
+    /// does, **through the control queue** (seed 003's pipelined registration): the
+    /// region and its STag come back at once while the registration (checking the memory
+    /// and faulting its pages in) finishes in the background, in submission order.
+    ///
+    /// Work requests may name the region straight away: one that does waits, with every
+    /// later request of its queue pair, until the registration is done (other queue pairs
+    /// do not wait). The peer's access to a region still being registered is an access to
+    /// an invalid STag (a Terminate): advertise it after [`Mr::registered`]. A region
+    /// dropped before it is registered withdraws the registration, and the requests
+    /// waiting on it fail with a local protection error.
+    ///
+    /// Through iwarpd the registration is done before this returns (a control round
+    /// trip, as [`register`](Self::register)).
+    pub fn register_queued<B>(&self, data: B, access: Access) -> Result<Mr, MemError>
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
+        self.register_with(Storage::adopt(data), Base::ZeroBased, access, true)
+    }
+
+    /// Allocates a zero-based region of `len` zeroed octets as [`alloc_mr`](Self::alloc_mr)
+    /// does, registered through the control queue as
+    /// [`register_queued`](Self::register_queued) is.
+    pub fn alloc_mr_queued(&self, len: usize, access: Access) -> Result<Mr, MemError> {
+        self.register_with(alloc(len)?, Base::ZeroBased, access, true)
+    }
+
     fn register_at(&self, mem: Storage, base: Base, access: Access) -> Result<Mr, MemError> {
+        self.register_with(mem, base, access, false)
+    }
+
+    fn register_with(
+        &self,
+        mem: Storage,
+        base: Base,
+        access: Access,
+        queued: bool,
+    ) -> Result<Mr, MemError> {
         let access = access | Access::LOCAL_READ;
         let stag = match self.home().backend() {
             Backend::Embedded(e) => {
                 let mem = Arc::new(mem);
-                let stag = e
-                    .tpt()
-                    .register_region(self.engine_id(), mem.clone(), base, access)
-                    .map_err(|e| MemError::tpt("register", STag::default(), e))?;
+                let pd = self.engine_id();
+                let stag = match queued {
+                    true => e.register_queued(pd, mem.clone(), base, access),
+                    false => e.tpt().register_region(pd, mem.clone(), base, access),
+                }
+                .map_err(|e| MemError::tpt("register", STag::default(), e))?;
                 return Ok(Mr::new(self.clone(), stag, base.start(), access, mem));
             }
             Backend::Daemon(c) => {

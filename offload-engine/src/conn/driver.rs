@@ -52,6 +52,8 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
             if !matches!(st.stream.state(), QpState::Error | QpState::Idle) {
                 st.stream.handle_eof(&mut BytesMut::new());
             }
+            // Requests still held for a registration are flushed with the rest.
+            st.release_held();
             st.collect(shared.num);
             // Published below, once the capture has ended.
             st.publish_end = None;
@@ -106,6 +108,9 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
                 let park = st.park.take();
                 shared.unlock(st);
                 return Ok(park);
+            }
+            if !st.held.is_empty() {
+                st.release_held();
             }
             st.process_input();
             if st.rx_eof {

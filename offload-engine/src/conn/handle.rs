@@ -212,6 +212,9 @@ impl Qp {
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
         self.locked(|st| {
+            if st.must_hold(&wr) {
+                return (st.hold(wr), false);
+            }
             // Out of the state while it runs, as it runs on the state.
             let push = st.home.push.take();
             let posted = match &push {
@@ -241,7 +244,11 @@ impl Qp {
                     if wr.wr_id & NOTIFY_BIT != 0 {
                         return Err(PostError::ReservedWrId);
                     }
-                    st.stream.post_send(wr)?;
+                    if st.must_hold(&wr) {
+                        st.hold(wr)?;
+                    } else {
+                        st.stream.post_send(wr)?;
+                    }
                     queued += 1;
                 }
                 Ok(())

@@ -14,6 +14,8 @@
 //!   queue;
 //! - [`migrate`]: parking a queue pair so that live migration can move it to another
 //!   engine;
+//! - [`held`]: send requests waiting for a queued registration (the control queue's
+//!   pending bit);
 //! - [`handle`]: [`Qp`], the application's handle.
 //!
 //! Completions, per-request futures and the end of the connection are delivered after the
@@ -24,6 +26,7 @@
 
 mod driver;
 mod handle;
+mod held;
 mod io;
 mod migrate;
 mod push;

@@ -63,6 +63,10 @@ pub(crate) struct State {
     pub(crate) migrating: bool,
     /// Where the driver hands its socket over when it parks (see `migrate`).
     pub(crate) park: Option<super::migrate::ParkRequest>,
+    /// Send requests waiting for queued registrations (see `held`).
+    pub(crate) held: std::collections::VecDeque<rdmap::SendWr>,
+    /// The send queue's depth, which held requests count against.
+    pub(crate) sq_depth: usize,
 }
 
 impl State {
@@ -74,6 +78,7 @@ impl State {
         io: Io,
         rx: BytesMut,
         home: Home,
+        sq_depth: usize,
     ) -> Self {
         Self {
             stream,
@@ -93,6 +98,8 @@ impl State {
             home,
             migrating: false,
             park: None,
+            held: Default::default(),
+            sq_depth,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The entry table behind the TPT lock: protection domain bookkeeping, the entries by tag
 //! index (indices come from the process's [`IndexSpace`]), and the window/region links.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +33,8 @@ pub(super) struct Table {
     max_entries: usize,
     /// Live protection domains and how many entries each holds.
     pds: HashMap<PdId, usize>,
+    /// Regions whose registration is queued on the control queue and not done yet.
+    pending: HashSet<u32>,
 }
 
 /// A protection domain taken out of one table with every entry it holds, their tag
@@ -65,6 +67,7 @@ impl Table {
             live: 0,
             max_entries: max_entries.min(STag::MAX_INDEX) as usize,
             pds: HashMap::new(),
+            pending: HashSet::new(),
         }
     }
 
@@ -130,12 +133,33 @@ impl Table {
     /// instance wraps).
     pub(super) fn remove(&mut self, index: u32) -> Option<Entry> {
         let entry = self.cell(index)?.take()?;
+        self.pending.remove(&index);
         space::lock(self.space).release(index, entry.instance);
         self.live -= 1;
         if let Some(count) = self.pds.get_mut(&entry.pd) {
             *count = count.saturating_sub(1);
         }
         Some(entry)
+    }
+
+    /// Marks the region at `index` as waiting for its registration.
+    pub(super) fn set_pending(&mut self, index: u32) {
+        self.pending.insert(index);
+    }
+
+    /// Clears the pending mark of `index`; false if it had none.
+    pub(super) fn clear_pending(&mut self, index: u32) -> bool {
+        self.pending.remove(&index)
+    }
+
+    /// True if `index` waits for its registration.
+    pub(super) fn is_pending(&self, index: u32) -> bool {
+        self.pending.contains(&index)
+    }
+
+    /// How many regions wait for their registration.
+    pub(super) fn pending(&self) -> usize {
+        self.pending.len()
     }
 
     /// Takes protection domain `pd` out of this table with every region and window of it.
@@ -148,6 +172,13 @@ impl Table {
             .filter(|(_, e)| e.pd == pd)
             .map(|(i, _)| i)
             .collect();
+        let pending = indices.iter().filter(|i| self.pending.contains(i)).count();
+        if pending > 0 {
+            return Err(TptError::InUse {
+                what: "registrations still queued",
+                count: pending,
+            });
+        }
         let entries: Vec<(u32, Entry)> = indices
             .into_iter()
             .filter_map(|i| Some((i, self.cell(i)?.take()?)))

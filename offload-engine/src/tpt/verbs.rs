@@ -1,12 +1,13 @@
 //! [`Tpt`]: the table shared by every queue pair of one engine, and its verbs.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ddp::{Access, STag};
 use rdmap::AccessError;
 
-use super::entry::{Binding, Body, EntryInfo, Region, Requester, Span, Window};
+use super::entry::{Binding, Body, Entry, EntryInfo, Region, Requester, Span, Window};
 use super::error::TptError;
 use super::ids::{Base, MwType, PdId, QpId};
 use super::storage::{Storage, bounds};
@@ -22,6 +23,8 @@ use super::view::QpMemory;
 /// [`QpMemory`] view ([`Tpt::view`]) and fail with [`AccessError`].
 pub struct Tpt {
     table: RwLock<Table>,
+    /// How many registrations are pending, read without the lock on every post.
+    pending: AtomicUsize,
 }
 
 impl Tpt {
@@ -36,6 +39,7 @@ impl Tpt {
     pub fn with_max_entries(max_entries: u32) -> Self {
         Self {
             table: RwLock::new(Table::new(max_entries)),
+            pending: AtomicUsize::new(0),
         }
     }
 
@@ -102,6 +106,61 @@ impl Tpt {
         self.table_mut().insert(pd, Body::Region(region))
     }
 
+    /// The first half of a registration through the control queue (seed 003's pipelined
+    /// registration): the region gets its STag now but stays invalid, marked pending,
+    /// until [`finish_pending`](Self::finish_pending). Every access to it fails meanwhile
+    /// (the peer's as an invalid STag); the engine holds work requests that name it.
+    pub fn register_pending(
+        &self,
+        pd: PdId,
+        storage: Arc<Storage>,
+        base: Base,
+        access: Access,
+    ) -> Result<STag, TptError> {
+        let mut region = Region::new(storage, base, access)?;
+        region.valid = false;
+        let mut t = self.table_mut();
+        let stag = t.insert(pd, Body::Region(region))?;
+        t.set_pending(stag.index());
+        self.pending.store(t.pending(), Ordering::Release);
+        Ok(stag)
+    }
+
+    /// The second half: region `stag`, pending, becomes valid. False if it is no longer
+    /// there (deregistered meanwhile) or was not pending.
+    pub fn finish_pending(&self, stag: STag) -> bool {
+        let mut t = self.table_mut();
+        let ours = t
+            .entry(stag)
+            .is_some_and(|e| e.instance == stag.instance() && t.is_pending(stag.index()));
+        if !ours || !t.clear_pending(stag.index()) {
+            return false;
+        }
+        self.pending.store(t.pending(), Ordering::Release);
+        if let Some(Entry {
+            body: Body::Region(r),
+            ..
+        }) = t.entry_mut(stag)
+        {
+            r.valid = true;
+        }
+        true
+    }
+
+    /// True if `stag` names a region whose registration is still queued.
+    pub fn is_pending(&self, stag: STag) -> bool {
+        let t = self.table();
+        t.pending() > 0
+            && t.is_pending(stag.index())
+            && t.entry(stag).is_some_and(|e| e.instance == stag.instance())
+    }
+
+    /// True if any registration is still queued (a cheap check before
+    /// [`is_pending`](Self::is_pending)).
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
+    }
+
     /// Allocates a region of `max_len` zeroed octets (a memfd mapping) for fast
     /// registration: [`alloc_fast_reg_region`](Self::alloc_fast_reg_region).
     pub fn alloc_fast_reg(&self, pd: PdId, max_len: usize) -> Result<STag, TptError> {
@@ -143,7 +202,9 @@ impl Tpt {
                 count: r.windows.len(),
             });
         }
-        match t.remove(stag.index()).map(|e| e.body) {
+        let removed = t.remove(stag.index()).map(|e| e.body);
+        self.pending.store(t.pending(), Ordering::Release);
+        match removed {
             Some(Body::Region(r)) => Ok(r.storage),
             _ => Err(TptError::NoSuchStag(stag)),
         }
@@ -256,6 +317,7 @@ impl Tpt {
             t.remove(i);
         }
         let _ = t.dealloc_pd(pd);
+        self.pending.store(t.pending(), Ordering::Release);
         of_pd.len()
     }
 
