@@ -1179,3 +1179,96 @@ fn a_domain_migrates_ten_times_while_the_peer_loops_across_the_veth() {
         "migration across the veth: {ROUNDS} verified rounds, 10 moves, 1 connection"
     ));
 }
+
+/// Pipelined registration across the veth (seed 003 §3.4): host b queues the registration
+/// of 1 MiB and at once posts a Write from it and a Send behind it; both go once the
+/// (delayed) registration is done, in order, and host a finds the octets in place when the
+/// Send arrives.
+#[test]
+fn a_write_from_a_region_still_being_registered_waits_across_the_veth() {
+    use std::sync::Arc;
+
+    use offload_engine::tpt::Storage;
+
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    const LEN: usize = 1 << 20;
+    const DELAY: Duration = Duration::from_millis(200);
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let engine = Engine::new(EngineConfig::default());
+            let listener = engine.listen(server_addr).await.expect("listen");
+            ready_tx.send(()).unwrap();
+            let inc = listener.accept().await.expect("a connection request");
+            let pd = engine.alloc_pd();
+            let tpt = engine.tpt();
+            let region = tpt.alloc_region(pd, LEN, Base::ZeroBased, ALL).unwrap();
+            let inbox = tpt.alloc_region(pd, 64, Base::ZeroBased, LOCAL).unwrap();
+            let cq = Cq::new(64);
+            let mut init = QpInit::new(pd, &cq);
+            init.recvs = vec![recv(1, inbox, 0, 64)];
+            let advert = RemoteBuf {
+                stag: region,
+                to: 0,
+                len: LEN as u32,
+            };
+            let qp = inc.accept(init, &advert.encode()).await.expect("accept");
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 1);
+            assert!(read_mem(&engine, pd, region, 0, LEN) == pattern(7, LEN));
+            qp.closed().await
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let mut cfg = EngineConfig::default();
+            cfg.registration_delay = DELAY;
+            let engine = Engine::new(cfg);
+            let pd = engine.alloc_pd();
+            let cq = Cq::new(64);
+            let (qp, private) = engine
+                .connect(server_addr, QpInit::new(pd, &cq), b"")
+                .await
+                .expect("connect");
+            let theirs = RemoteBuf::decode(&private).unwrap();
+            let memory = Arc::new(Storage::alloc(LEN).unwrap());
+            memory.write_at(0, &pattern(7, LEN)).unwrap();
+            let t0 = Instant::now();
+            let stag = engine
+                .register_queued(pd, memory, Base::ZeroBased, ALL)
+                .unwrap();
+            let from = Payload::Sgl(
+                [Sge {
+                    stag,
+                    to: 0,
+                    len: LEN as u32,
+                }]
+                .into(),
+            );
+            qp.post_send(wr(
+                1,
+                SendOp::Write {
+                    data: from,
+                    dst: theirs,
+                },
+            ))
+            .unwrap();
+            qp.post_send(wr(2, send(&b"done"[..]))).unwrap();
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 1);
+            assert!(
+                t0.elapsed() >= DELAY,
+                "the Write waited for its registration"
+            );
+            assert_eq!(next_ok(&cq).await.wc.wr_id, 2);
+            qp.disconnect();
+            qp.closed().await
+        })
+    });
+    assert_eq!(client.join(), QpEnd::Closed);
+    assert_eq!(server.join(), QpEnd::Closed);
+}
