@@ -63,9 +63,18 @@ fn require_lab() {
     );
 }
 
+/// The lab's script: `IWARP_SIW_LAB_SCRIPT`, else `../shared/lab/siw/run-lab.sh` beside
+/// the repository, else where the development machines keep it.
 fn lab_script() -> String {
-    std::env::var("IWARP_SIW_LAB_SCRIPT")
-        .unwrap_or_else(|_| "/work/shared/lab/siw/run-lab.sh".to_owned())
+    if let Ok(script) = std::env::var("IWARP_SIW_LAB_SCRIPT") {
+        return script;
+    }
+    let beside =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/lab/siw/run-lab.sh");
+    if beside.exists() {
+        return beside.display().to_string();
+    }
+    "/work/shared/lab/siw/run-lab.sh".to_owned()
 }
 
 fn lab_command(args: &[&str]) -> Command {
@@ -473,6 +482,18 @@ fn perftest_write_bw_both_roles() {
 fn perftest_read_bw_both_roles() {
     perftest_client_against_siw("read_bw");
     siw_perftest_client_our_server("read_bw");
+}
+
+/// perftest's clients walk messages of up to half a page over a page of the server's
+/// buffer (`increase_rem_addr`); our server's buffer spans it.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn perftest_small_messages_against_our_server() {
+    for test in ["write_bw", "read_bw"] {
+        for size in ["64", "2048"] {
+            siw_perftest_client_our_server_with(test, &["-s", size, "-n", "200"]);
+        }
+    }
 }
 
 #[test]

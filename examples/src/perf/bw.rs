@@ -40,6 +40,22 @@ impl Limits {
     }
 }
 
+/// perftest's address walk (`increase_rem_addr`, `increase_loc_addr`): a message of up
+/// to half the cycle buffer goes to the next place in it, the size rounded up to a cache
+/// line apart, starting over at the buffer's start when the cycle is full; a larger one
+/// always goes to the start. Returns the offset of each message in turn.
+pub fn walk(size: usize, cycle: usize) -> impl FnMut() -> usize + Send + 'static {
+    const CACHE_LINE: usize = 64;
+    let step = size.div_ceil(CACHE_LINE).max(1) * CACHE_LINE;
+    let places = if size <= cycle / 2 { cycle / step } else { 1 };
+    let mut n = 0;
+    move || {
+        let off = (n % places.max(1)) * step;
+        n += 1;
+        off
+    }
+}
+
 /// Runs send-queue operations made by `make` on `qp` as perftest does: raw posts (each
 /// signaled, so every completion is timestamped), at most `lim.depth` in flight, posting
 /// only while `gate(posted)` allows it, and completions taken from `cq` in batches (the
@@ -134,8 +150,9 @@ where
     Ok(tl)
 }
 
-/// `write_bw`/`read_bw` on one QP: Writes of `buf[..size]` to `dst`, or Reads of `dst`
-/// into `buf[..size]`.
+/// `write_bw`/`read_bw` on one QP: Writes from `buf` to `dst`, or Reads of `dst` into
+/// `buf`, `size` octets each, at the places perftest's walk of a `cycle`-octet buffer
+/// gives ([`walk`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn rdma(
     test: Test,
@@ -146,19 +163,31 @@ pub async fn rdma(
     buf: Mr,
     dst: RemoteBuf,
     size: usize,
+    cycle: usize,
 ) -> Result<Timeline, Error> {
     let len = u32::try_from(size).map_err(|_| "size too large")?;
     let dst = RemoteBuf { len, ..dst };
-    let sink = buf.local(..size);
-    let make = move || match test {
-        Test::ReadBw => SendOp::Read {
-            src: dst,
-            dst: sink,
-        },
-        _ => SendOp::Write {
-            data: Payload::Sgl([sink].into()),
-            dst,
-        },
+    let mut at = walk(size, cycle);
+    let make = move || {
+        // Both sides' places move together, as perftest moves them.
+        let off = at();
+        let (dst, sink) = (
+            RemoteBuf {
+                to: dst.to + off as u64,
+                ..dst
+            },
+            buf.local(off..off + size),
+        );
+        match test {
+            Test::ReadBw => SendOp::Read {
+                src: dst,
+                dst: sink,
+            },
+            _ => SendOp::Write {
+                data: Payload::Sgl([sink].into()),
+                dst,
+            },
+        }
     };
     pipeline(lim, progress, &qp, &cq, |_| Ok(true), make).await
 }

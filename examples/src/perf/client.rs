@@ -96,11 +96,13 @@ async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timel
 /// `write_bw`/`read_bw`: every QP Writes (Reads) at the server's buffer; then the
 /// report goes to the server.
 async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
-    let buf =
-        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    // Small messages walk a cycle buffer on both sides, as perftest's do.
+    let len = s.peer_version.target_len(opts.buf_size());
+    let buf = s.pd.register_va(vec![0x5a; len], BUF_VA, ACCESS)?;
     let mine = s.dests(opts, &buf);
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
+    let cycle = s.peer_version.target_len(0);
     let mut out = Vec::new();
     let mut last = BwReport::default();
     for size in opts.sizes() {
@@ -117,6 +119,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 buf.clone(),
                 remote(r),
                 size,
+                cycle,
             );
             set.spawn(run);
         }

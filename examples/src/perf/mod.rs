@@ -80,6 +80,19 @@ pub struct Peer {
     pub version: String,
     /// It is iwperf (its version message carries our mark).
     pub iwperf: bool,
+    /// Its cycle buffer (perftest: the page size): for messages up to half of it, a
+    /// perftest client walks the remote address over this many octets, in steps of the
+    /// size rounded up to a cache line, instead of writing one place.
+    pub cycle_buffer: usize,
+}
+
+impl Peer {
+    /// The octets a buffer the peer's client writes or reads must span for messages of
+    /// up to `size` octets: perftest walks the cycle buffer (ours or the peer's, the larger)
+    /// for sizes up to half of it.
+    pub fn target_len(&self, size: usize) -> usize {
+        size.max(self.cycle_buffer.max(msg::CYCLE_BUFFER))
+    }
 }
 
 /// The side-channel steps before the test connection, common to both roles:
@@ -88,13 +101,21 @@ pub(crate) async fn preamble(comm: &comm::Comm) -> Result<Peer, Error> {
     let got = comm
         .xchg(&msg::version_tagged(msg::VERSION), "version message")
         .await?;
+    let mut sys = Vec::new();
     for data in msg::SYS_DATA {
-        comm.xchg(data, "system data message").await?;
+        sys.push(comm.xchg(data, "system data message").await?);
     }
     comm.xchg(&msg::Dest::SYNC, "barrier").await?;
+    let cycle_buffer = sys
+        .first()
+        .and_then(|c| <[u8; 4]>::try_from(c.as_slice()).ok())
+        .map_or(0, |c| u32::from_be_bytes(c) as usize)
+        // A page at most 1 MiB (a peer sending more is not believed).
+        .min(1 << 20);
     Ok(Peer {
         version: msg::parse_version(&got),
         iwperf: msg::is_iwperf(&got),
+        cycle_buffer,
     })
 }
 

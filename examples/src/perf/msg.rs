@@ -54,6 +54,9 @@ pub fn parse_version(data: &[u8]) -> String {
 /// the two-octet MTU message (`33 00`). Our side sends the same.
 pub const SYS_DATA: [&[u8]; 3] = [&[0, 0, 0x10, 0], &[0, 0, 0, 0x40], &[0x33, 0]];
 
+/// Our cycle buffer, the first of [`SYS_DATA`].
+pub const CYCLE_BUFFER: usize = 4096;
+
 /// One QP's address, perftest's `struct pingpong_dest` in network byte order:
 /// 56 octets.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -231,6 +234,7 @@ mod tests {
     fn sys_data_matches_capture() {
         // frames 11, 13, 15.
         assert_eq!(SYS_DATA[0], hex("00001000").as_slice());
+        assert_eq!(SYS_DATA[0], (CYCLE_BUFFER as u32).to_be_bytes());
         assert_eq!(SYS_DATA[1], hex("00000040").as_slice());
         assert_eq!(SYS_DATA[2], hex("3300").as_slice());
     }

@@ -33,14 +33,27 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
 
 /// `write_bw`/`read_bw`: the client works on our buffer; we wait for its report.
 async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
-    let buf =
-        s.pd.register_va(vec![0xa5; opts.buf_size()], BUF_VA, ACCESS)?;
+    // A perftest client walks small messages over its cycle buffer: ours spans it.
+    let len = s.peer_version.target_len(opts.buf_size());
+    let buf = s.pd.register_va(vec![0xa5; len], BUF_VA, ACCESS)?;
     let mine = s.dests(opts, &buf);
     s.exchange(opts, p, &mine).await?;
     let first = mine.first().copied().unwrap_or_default();
-    s.comm
-        .xchg_within(&first.encode(), "end barrier", TEST_WAIT)
-        .await?;
+    // The client's test runs on our buffer; if a test connection ends meanwhile (the
+    // client broke a rule and we sent a Terminate, or it went away), the client will
+    // not come to the barrier: say why at once instead of waiting.
+    let barrier = first.encode();
+    tokio::select! {
+        r = s.comm.xchg_within(&barrier, "end barrier", TEST_WAIT) => {
+            r?;
+        }
+        (n, end) = first_end(s) => {
+            return Err(format!(
+                "test connection {n} ended before the client finished its test: {end}"
+            )
+            .into());
+        }
+    }
     let mut parts: [Vec<u8>; 5] = Default::default();
     for part in &mut parts {
         *part = s
@@ -54,6 +67,19 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     p.line(&Outcome::Bw(rep));
     p.footer();
     Ok(vec![Outcome::Bw(rep)])
+}
+
+/// The first test connection to end, and how (never, while all run).
+async fn first_end(s: &Session) -> (usize, verbs::QpEnd) {
+    let mut ends = JoinSet::new();
+    for (n, l) in s.links.iter().enumerate() {
+        let qp = l.qp.clone();
+        ends.spawn(async move { (n, qp.closed().await) });
+    }
+    match ends.join_next().await {
+        Some(Ok(end)) => end,
+        _ => std::future::pending().await,
+    }
 }
 
 /// `send_bw`: receives on every link, writes credits, measures.

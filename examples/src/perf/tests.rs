@@ -91,6 +91,41 @@ async fn read_bw_loopback() {
     assert_eq!(c, s);
 }
 
+/// Messages up to half the cycle buffer walk it, as perftest's do (2048 octets and
+/// below): the server's buffer spans the cycle, or these Writes and Reads would go past
+/// its end and end the run with a Terminate.
+#[tokio::test]
+async fn small_messages_walk_the_cycle_buffer() {
+    for args in [
+        "write_bw -s 64 -n 200",
+        "write_bw -s 100 -n 100",
+        "write_bw -s 2048 -n 10",
+        "read_bw -s 64 -n 200",
+        "read_bw -s 2048 -n 10",
+    ] {
+        let (c, s) = pair(args).await;
+        assert_eq!(c, s, "{args}");
+    }
+}
+
+#[test]
+fn the_walk_is_perftests() {
+    let offsets = |size, n| {
+        let mut at = super::bw::walk(size, 4096);
+        (0..n).map(|_| at()).collect::<Vec<_>>()
+    };
+    assert_eq!(offsets(64, 3), [0, 64, 128]);
+    assert_eq!(offsets(64, 65)[63..], [4032, 0]);
+    assert_eq!(
+        offsets(100, 33)[31..],
+        [31 * 128, 0],
+        "rounded up to a cache line"
+    );
+    assert_eq!(offsets(2048, 3), [0, 2048, 0]);
+    assert_eq!(offsets(2049, 2), [0, 0], "above half the cycle: one place");
+    assert_eq!(offsets(1 << 20, 2), [0, 0]);
+}
+
 #[tokio::test]
 async fn send_bw_loopback() {
     let (c, s) = pair("send_bw -s 8192 -n 40").await;
