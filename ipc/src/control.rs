@@ -30,7 +30,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -86,6 +86,12 @@ pub mod func {
     pub const ALLOC_FAST_REG_MR: u16 = 0x0015;
     /// Change one setting of a queue pair ([`QpChange`](super::QpChange)).
     pub const MODIFY_QP: u16 = 0x0016;
+    /// Reserve an STag for a queued registration: it names a pending region until
+    /// [`REG_MR_AT`] registers memory under it (seed 003's pipelined registration).
+    pub const RESERVE_STAG: u16 = 0x0017;
+    /// Register a memory region under a reserved STag (one memory file attached). The
+    /// client does not wait for the reply before naming the STag in work requests.
+    pub const REG_MR_AT: u16 = 0x0018;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -164,6 +170,22 @@ pub enum Request {
     },
     /// Registers the attached memory file's first `len` octets.
     RegMr {
+        /// The domain.
+        pd: u32,
+        /// Access rights (`rdmap::Access` bits).
+        access: u32,
+        /// `Some(va)` for a virtual-address-based region.
+        va: Option<u64>,
+        /// Length in octets.
+        len: u64,
+    },
+    /// Reserves an STag for [`RegMrAt`](Self::RegMrAt); the reply is its
+    /// [`Reply::Id`].
+    ReserveStag,
+    /// Registers a region under a reserved STag, as [`RegMr`](Self::RegMr) does.
+    RegMrAt {
+        /// The reserved STag.
+        stag: u32,
         /// The domain.
         pd: u32,
         /// Access rights (`rdmap::Access` bits).
@@ -324,6 +346,8 @@ impl Request {
             Self::BindMw { .. } => func::BIND_MW,
             Self::Invalidate { .. } => func::INVALIDATE,
             Self::AllocFastRegMr { .. } => func::ALLOC_FAST_REG_MR,
+            Self::ReserveStag => func::RESERVE_STAG,
+            Self::RegMrAt { .. } => func::REG_MR_AT,
         }
     }
 
@@ -332,19 +356,23 @@ impl Request {
         let mut out = start(self.func(), txn);
         match self {
             Self::Open { pid } => out.put_u32_le(*pid),
-            Self::AllocPd | Self::Stats => {}
+            Self::AllocPd | Self::Stats | Self::ReserveStag => {}
             Self::DeallocPd { pd } => out.put_u32_le(*pd),
             Self::RegMr {
                 pd,
                 access,
                 va,
                 len,
+            } => put_region(&mut out, *pd, *access, *va, *len),
+            Self::RegMrAt {
+                stag,
+                pd,
+                access,
+                va,
+                len,
             } => {
-                out.put_u32_le(*pd);
-                out.put_u32_le(*access);
-                out.put_u8(if va.is_some() { BASE_VA } else { BASE_ZERO });
-                out.put_u64_le(va.unwrap_or(0));
-                out.put_u64_le(*len);
+                out.put_u32_le(*stag);
+                put_region(&mut out, *pd, *access, *va, *len);
             }
             Self::DeregMr { stag } => out.put_u32_le(*stag),
             Self::Listen { addr } => put_addr(&mut out, *addr),
@@ -428,17 +456,20 @@ impl Request {
             func::STATS => Self::Stats,
             func::DEALLOC_PD => Self::DeallocPd { pd: r.u32("pd")? },
             func::REG_MR => {
-                let pd = r.u32("pd")?;
-                let access = r.u32("access")?;
-                let base = r.u8("base")?;
-                let va = r.u64("va")?;
-                let len = r.u64("len")?;
-                let va = match base {
-                    BASE_ZERO => None,
-                    BASE_VA => Some(va),
-                    _ => return Err(Malformed("base")),
-                };
+                let (pd, access, va, len) = read_region(&mut r)?;
                 Self::RegMr {
+                    pd,
+                    access,
+                    va,
+                    len,
+                }
+            }
+            func::RESERVE_STAG => Self::ReserveStag,
+            func::REG_MR_AT => {
+                let stag = r.u32("stag")?;
+                let (pd, access, va, len) = read_region(&mut r)?;
+                Self::RegMrAt {
+                    stag,
                     pd,
                     access,
                     va,
@@ -544,9 +575,34 @@ fn read_recvs(r: &mut Reader<'_>) -> Result<Vec<RecvWr>, Malformed> {
     Ok(v)
 }
 
+/// A region's domain, rights, addressing and length, as [`Request::RegMr`] and
+/// [`Request::RegMrAt`] carry them.
+fn put_region(out: &mut BytesMut, pd: u32, access: u32, va: Option<u64>, len: u64) {
+    out.put_u32_le(pd);
+    out.put_u32_le(access);
+    out.put_u8(if va.is_some() { BASE_VA } else { BASE_ZERO });
+    out.put_u64_le(va.unwrap_or(0));
+    out.put_u64_le(len);
+}
+
+/// What [`put_region`] wrote: `(pd, access, va, len)`.
+fn read_region(r: &mut Reader<'_>) -> Result<(u32, u32, Option<u64>, u64), Malformed> {
+    let pd = r.u32("pd")?;
+    let access = r.u32("access")?;
+    let base = r.u8("base")?;
+    let va = r.u64("va")?;
+    let len = r.u64("len")?;
+    let va = match base {
+        BASE_ZERO => None,
+        BASE_VA => Some(va),
+        _ => return Err(Malformed("base")),
+    };
+    Ok((pd, access, va, len))
+}
+
 /// Memory files a request with function code `func` carries.
 pub fn request_fds(func: u16) -> usize {
-    usize::from(func == func::REG_MR || func == func::ALLOC_FAST_REG_MR)
+    usize::from(func == func::REG_MR || func == func::ALLOC_FAST_REG_MR || func == func::REG_MR_AT)
 }
 
 /// Memory files the reply to function `func` (or an event) carries, judged from its
@@ -869,7 +925,8 @@ impl Reply {
             | func::REG_MR
             | func::ALLOC_MW
             | func::BIND_MW
-            | func::ALLOC_FAST_REG_MR => Self::Id(r.u32("id")?),
+            | func::ALLOC_FAST_REG_MR
+            | func::RESERVE_STAG => Self::Id(r.u32("id")?),
             func::ALLOC_PD => Self::Pd {
                 pd: r.u32("pd")?,
                 push_slots: r.u32("push slots")?,
@@ -1021,7 +1078,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x04, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x05, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -1031,10 +1088,42 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 4, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 5, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
+    }
+
+    #[test]
+    fn a_registration_at_a_reserved_stag_is_the_stag_then_the_region() {
+        let m = Request::RegMrAt {
+            stag: 0x0000_2a07,
+            pd: 3,
+            access: 0x0f,
+            va: None,
+            len: 4096,
+        }
+        .encode(1);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x2d, 0, 0, 0,  0x18, 0x00,  0x05, 0x00,
+            1, 0, 0, 0, 0, 0, 0, 0,
+            0x07, 0x2a, 0, 0,
+            3, 0, 0, 0,  0x0f, 0, 0, 0,  0,
+            0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0x10, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(&m[..], want);
+        assert_eq!(request_fds(func::REG_MR_AT), 1);
+        let r = Request::ReserveStag.encode(2);
+        assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x05, 0x00]);
+        assert_eq!(request_fds(func::RESERVE_STAG), 0);
+        let reply = Reply::Id(0x2a07).encode(func::RESERVE_STAG, 2);
+        let h = Header::parse(&reply).unwrap().unwrap();
+        assert_eq!(
+            Reply::decode(h.func & !func::REPLY, &reply[HEADER_LEN..]).unwrap(),
+            Reply::Id(0x2a07)
+        );
     }
 
     #[test]
@@ -1100,6 +1189,14 @@ mod tests {
                 len: 1 << 40,
             },
             Request::DeregMr { stag: 0x1234_5601 },
+            Request::ReserveStag,
+            Request::RegMrAt {
+                stag: 0x1234_5601,
+                pd: 1,
+                access: 3,
+                va: Some(1 << 40),
+                len: 8,
+            },
             Request::Listen { addr },
             Request::CloseListener { id: 5 },
             Request::Connect {
@@ -1284,7 +1381,7 @@ mod tests {
         .encode(9);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x13, 0, 4, 0,
+            0x13, 0, 5, 0,
             9, 0, 0, 0, 0, 0, 0, 0,
             1, 2, 0, 0,  1, 1, 0, 0,
             0x10, 0, 0, 0, 0, 0, 0, 0,
@@ -1299,8 +1396,8 @@ mod tests {
         );
         assert_eq!(
             &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
-            &[0x0f, 0, 4, 0],
-            "function 0x000f, version 4"
+            &[0x0f, 0, 5, 0],
+            "function 0x000f, version 5"
         );
         let ev = Event::QpEnded {
             qp: 4,

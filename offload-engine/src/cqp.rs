@@ -74,9 +74,7 @@ async fn serve(
         let finished = engine.tpt().finish_pending(op.stag);
         tracing::debug!(stag = %op.stag, finished, "queued registration done");
         // Held requests of the domain's queue pairs go on (or fail, if it was withdrawn).
-        for qp in engine.qps_of(op.pd) {
-            qp.wake.notify_one();
-        }
+        engine.wake_domain(op.pd);
         done.send_modify(|n| *n += 1);
     }
 }
@@ -138,6 +136,14 @@ impl Engine {
             if done.changed().await.is_err() {
                 break;
             }
+        }
+    }
+
+    /// Wakes the drivers of domain `pd`'s queue pairs: requests held on a registration
+    /// of it may go on.
+    pub(crate) fn wake_domain(&self, pd: PdId) {
+        for qp in self.qps_of(pd) {
+            qp.wake.notify_one();
         }
     }
 

@@ -34,6 +34,8 @@ struct Inner {
     fast_reg: Option<usize>,
     /// Deregistered already (by [`Mr::deregister`]).
     gone: AtomicBool,
+    /// Through iwarpd, a queued registration not yet answered.
+    registration: tokio::sync::Mutex<Option<crate::daemon::Registration>>,
 }
 
 impl Inner {
@@ -139,6 +141,7 @@ impl Mr {
                 state: Mutex::new(state),
                 fast_reg,
                 gone: AtomicBool::new(false),
+                registration: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -463,14 +466,39 @@ impl Mr {
     /// Cancel safe.
     pub async fn registered(&self) -> Result<(), MemError> {
         let stag = self.stag();
-        let engine = match self.pd().home().engine() {
-            Some(e) => e.clone(),
-            None => return Ok(()),
+        let engine = self.pd().home().engine().cloned();
+        let Some(engine) = engine else {
+            return self.daemon_registered().await;
         };
         if engine.registered(stag).await {
             Ok(())
         } else {
             Err(MemError::Invalid { stag })
+        }
+    }
+
+    /// [`registered`](Self::registered) through iwarpd: the answer to the registration
+    /// request, awaited in place (a cancelled wait leaves it for the next).
+    async fn daemon_registered(&self) -> Result<(), MemError> {
+        let mut pending = self.inner.registration.lock().await;
+        let Some(r) = pending.as_mut() else {
+            return match self.inner.gone.load(Ordering::Acquire) {
+                true => Err(MemError::Invalid { stag: self.stag() }),
+                false => Ok(()),
+            };
+        };
+        let answer = r.done().await;
+        *pending = None;
+        answer.map_err(|e| {
+            self.inner.gone.store(true, Ordering::Release);
+            self.pd().device().daemon_mem_error("register", &e)
+        })
+    }
+
+    /// Through iwarpd: the region's queued registration, sent and not yet answered.
+    pub(crate) fn set_registration(&self, r: crate::daemon::Registration) {
+        if let Ok(mut pending) = self.inner.registration.try_lock() {
+            *pending = Some(r);
         }
     }
 

@@ -239,8 +239,11 @@ impl Pd {
     /// dropped before it is registered withdraws the registration, and the requests
     /// waiting on it fail with a local protection error.
     ///
-    /// Through iwarpd the registration is done before this returns (a control round
-    /// trip, as [`register`](Self::register)).
+    /// Through iwarpd the STag was reserved ahead (one reservation is kept under way),
+    /// the registration request goes out with the memory file and this returns without
+    /// waiting for the answer: no control round trip. The daemon holds the requests
+    /// naming the STag until the registration arrives; [`Mr::registered`] waits for its
+    /// answer.
     pub fn register_queued<B>(&self, data: B, access: Access) -> Result<Mr, MemError>
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
@@ -267,6 +270,7 @@ impl Pd {
         queued: bool,
     ) -> Result<Mr, MemError> {
         let access = access | Access::LOCAL_READ;
+        let mut registration = None;
         let stag = match self.home().backend() {
             Backend::Embedded(e) => {
                 let mem = Arc::new(mem);
@@ -291,13 +295,38 @@ impl Pd {
                     len: mem.len() as u64,
                 };
                 let fds: Vec<_> = mem.fd().into_iter().collect();
-                match c.call_with(&req, &fds) {
-                    Ok((Reply::Id(stag), _)) => (STag::from_u32(stag), mem),
-                    Ok(_) => {
-                        let e = DaemonError::Refused("iwarpd answered with no STag".into());
-                        return Err(self.home().daemon_mem_error("register", &e));
+                let daemon_error = |e| self.home().daemon_mem_error("register", &e);
+                if queued {
+                    // The STag was reserved ahead; the registration's answer comes later,
+                    // and requests naming it wait in the daemon until it is done.
+                    let stag = c.reserved_stag().map_err(daemon_error)?;
+                    let Request::RegMr {
+                        pd,
+                        access,
+                        va,
+                        len,
+                    } = req
+                    else {
+                        unreachable!("built above")
+                    };
+                    let at = Request::RegMrAt {
+                        stag: stag.to_u32(),
+                        pd,
+                        access,
+                        va,
+                        len,
+                    };
+                    registration = Some(c.start_registration(&at, &fds).map_err(daemon_error)?);
+                    (stag, mem)
+                } else {
+                    match c.call_with(&req, &fds) {
+                        Ok((Reply::Id(stag), _)) => (STag::from_u32(stag), mem),
+                        Ok(_) => {
+                            let e = DaemonError::Refused("iwarpd answered with no STag".into());
+                            return Err(daemon_error(e));
+                        }
+                        Err(e) => return Err(daemon_error(e)),
                     }
-                    Err(e) => return Err(self.home().daemon_mem_error("register", &e)),
                 }
             }
         };
@@ -306,7 +335,11 @@ impl Pd {
         if let Backend::Daemon(c) = self.home().backend() {
             c.remember_region(stag, &mem, base.start());
         }
-        Ok(Mr::new(self.clone(), stag, base.start(), access, mem))
+        let mr = Mr::new(self.clone(), stag, base.start(), access, mem);
+        if let Some(r) = registration {
+            mr.set_registration(r);
+        }
+        Ok(mr)
     }
 
     /// True if `other` is this domain (or a clone of it).

@@ -73,3 +73,53 @@ async fn requests_from_a_region_being_registered_wait_for_it() {
     assert_ne!(later.stag(), stag);
     later.registered().await.unwrap();
 }
+
+/// Through iwarpd: the STag is reserved ahead, the registration goes out without a round
+/// trip, and the daemon holds the Write naming it until the (delayed) registration has
+/// arrived. A registration the daemon refuses fails the request waiting on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_iwarpd_the_daemon_holds_requests_until_the_registration_arrives() {
+    let mut engine = offload_engine::EngineConfig::default();
+    engine.registration_delay = DELAY;
+    let client = Host::daemon("queued-registration", engine);
+    let server = Host::new(DeviceConfig::default());
+    let target = server.pd.alloc_mr(64 << 10, ALL).unwrap();
+    let (c, _s) = connect(&client, &server, b"", &target.remote().encode()).await;
+    let dst = RemoteBuf::decode(&c.peer_data).unwrap();
+
+    // The first reservation is a round trip; it also starts the next one.
+    client
+        .pd
+        .alloc_mr_queued(8, ALL)
+        .unwrap()
+        .registered()
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    let mr = client.pd.alloc_mr_queued(64 << 10, ALL).unwrap();
+    assert!(t0.elapsed() < DELAY, "no waiting for the daemon");
+    let data = pattern(64 << 10, 3);
+    mr.write(0, &data).unwrap();
+    let (written, behind) = tokio::join!(
+        c.qp.exec(
+            verbs::SendOp::Write {
+                data: verbs::Payload::Sgl(mr.local(..).into()),
+                dst,
+            },
+            verbs::SendFlags::NONE
+        ),
+        c.qp.write(Bytes::from_static(b"behind"), dst.slice((64 << 10) - 6, 6)),
+    );
+    assert!(
+        t0.elapsed() >= DELAY,
+        "the daemon held it for the registration"
+    );
+    assert_eq!(written.unwrap().status, WcStatus::Success);
+    assert_eq!(behind.unwrap().status, WcStatus::Success);
+    mr.registered().await.unwrap();
+    let back = client.pd.alloc_mr(64 << 10, Access::LOCAL_WRITE).unwrap();
+    c.qp.read(dst, back.local(..)).await.unwrap();
+    let mut expected = data;
+    expected[(64 << 10) - 6..].copy_from_slice(b"behind");
+    assert!(back.read(..).unwrap() == expected);
+}

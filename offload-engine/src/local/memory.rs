@@ -29,6 +29,50 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
                 tpt.register_region(pd, storage, base, access)
             })
         }
+        Request::ReserveStag => {
+            if let Some(r) = check_room(s) {
+                return r;
+            }
+            match tpt.reserve_pending() {
+                Ok(stag) => {
+                    let mut o = s.objs();
+                    o.mrs.insert(stag.index());
+                    o.reserved.insert(stag.to_u32());
+                    Reply::Id(stag.to_u32())
+                }
+                Err(e) => refused(e),
+            }
+        }
+        Request::RegMrAt {
+            stag,
+            pd,
+            access,
+            va,
+            len,
+        } => {
+            if !s.objs().reserved.remove(&stag) {
+                return not_found("reserved STag", stag);
+            }
+            let access = Access::from_bits_truncate(access as u8);
+            let base = va.map_or(Base::ZeroBased, Base::Va);
+            let reply = region(s, pd, len, fd, |pd, storage| {
+                let stag = STag::from_u32(stag);
+                tpt.register_reserved(stag, pd, storage, base, access)
+                    .map(|()| stag)
+            });
+            if matches!(reply, Reply::Error { .. }) {
+                // Refused: the reservation goes, and the requests held on it fail.
+                let stag = STag::from_u32(stag);
+                s.objs().mrs.remove(&stag.index());
+                let _ = tpt.deregister(stag);
+            }
+            // Requests of the domain's queue pairs held on it go on (or fail).
+            s.engine.wake_domain(PdId::new(pd));
+            match reply {
+                Reply::Id(_) => Reply::Done,
+                other => other,
+            }
+        }
         Request::AllocFastRegMr { pd, len } => region(s, pd, len, fd, |pd, storage| {
             tpt.alloc_fast_reg_region(pd, storage)
         }),

@@ -42,6 +42,8 @@ pub(super) struct Objects {
     /// registration and binds change their instances.
     pub(super) mrs: HashSet<u32>,
     pub(super) mws: HashSet<u32>,
+    /// STags reserved for queued registrations and not registered yet.
+    pub(super) reserved: HashSet<u32>,
     listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
     incoming: HashMap<u32, Incoming>,
     qps: HashMap<u32, Servant>,
@@ -250,7 +252,16 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 },
             }
         }
+        req @ Request::RegMrAt { .. } => {
+            // The engine's registration delay stands for a slower control path here too.
+            let delay = s.engine.config().registration_delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            memory::handle(s, req, fds.pop())
+        }
         req @ (Request::RegMr { .. }
+        | Request::ReserveStag
         | Request::DeregMr { .. }
         | Request::AllocFastRegMr { .. }
         | Request::AllocMw { .. }
@@ -601,6 +612,10 @@ async fn release(s: &Session) {
         o.incoming.clear();
         o.mrs.clear();
         o.mws.clear();
+        // Reservations never registered belong to no domain: released one by one.
+        for stag in o.reserved.drain() {
+            let _ = s.engine.tpt().deregister(rdmap::STag::from_u32(stag));
+        }
         (
             o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),

@@ -128,6 +128,36 @@ impl Table {
         Ok(stag)
     }
 
+    /// Stores `body` under a free index with no domain (domain 0, which no domain has):
+    /// a placeholder until [`adopt`](Self::adopt) gives it one.
+    pub(super) fn insert_unowned(&mut self, body: Body) -> Result<STag, TptError> {
+        if self.live >= self.max_entries {
+            return Err(TptError::Exhausted);
+        }
+        let stag = space::lock(self.space).take().ok_or(TptError::Exhausted)?;
+        let entry = Entry {
+            pd: PdId::new(0),
+            instance: stag.instance(),
+            body,
+        };
+        *self.place(stag.index()) = Some(entry);
+        self.live += 1;
+        Ok(stag)
+    }
+
+    /// Gives the placeholder at `index` the domain `pd` and the body `body`.
+    pub(super) fn adopt(&mut self, index: u32, pd: PdId, body: Body) -> Result<(), TptError> {
+        self.check_pd(pd)?;
+        let e = self
+            .entry_at_mut(index)
+            .filter(|e| e.pd.get() == 0)
+            .ok_or_else(|| TptError::NoSuchStag(STag::new(index, 0)))?;
+        e.pd = pd;
+        e.body = body;
+        *self.pds.entry(pd).or_default() += 1;
+        Ok(())
+    }
+
     /// Removes an entry and frees its index: the next entry there answers to a bumped
     /// instance, so STags of the removed entry never match again (until the 8-bit
     /// instance wraps).

@@ -147,6 +147,46 @@ impl Tpt {
         true
     }
 
+    /// Reserves an STag for a registration whose request has not arrived yet (a local
+    /// client's queued registration through iwarpd): a pending placeholder of no domain,
+    /// which every access fails and which holds the work requests naming it, until
+    /// [`register_reserved`](Self::register_reserved) fills it.
+    pub fn reserve_pending(&self) -> Result<STag, TptError> {
+        let placeholder = Region::new(Arc::new(Storage::empty()), Base::ZeroBased, Access::NONE)?;
+        let mut t = self.table_mut();
+        let mut region = placeholder;
+        region.valid = false;
+        let stag = t.insert_unowned(Body::Region(region))?;
+        t.set_pending(stag.index());
+        self.pending.store(t.pending(), Ordering::Release);
+        Ok(stag)
+    }
+
+    /// Registers `storage` as a region of `pd` under `stag`, reserved by
+    /// [`reserve_pending`](Self::reserve_pending) and still pending: valid from now on.
+    pub fn register_reserved(
+        &self,
+        stag: STag,
+        pd: PdId,
+        storage: Arc<Storage>,
+        base: Base,
+        access: Access,
+    ) -> Result<(), TptError> {
+        let region = Region::new(storage, base, access)?;
+        let mut t = self.table_mut();
+        let reserved = t
+            .entry(stag)
+            .is_some_and(|e| e.instance == stag.instance() && e.pd.get() == 0)
+            && t.is_pending(stag.index());
+        if !reserved {
+            return Err(TptError::NoSuchStag(stag));
+        }
+        t.adopt(stag.index(), pd, Body::Region(region))?;
+        t.clear_pending(stag.index());
+        self.pending.store(t.pending(), Ordering::Release);
+        Ok(())
+    }
+
     /// True if `stag` names a region whose registration is still queued.
     pub fn is_pending(&self, stag: STag) -> bool {
         let t = self.table();

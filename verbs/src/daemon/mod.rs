@@ -76,6 +76,20 @@ struct Dispatch {
     closing: bool,
 }
 
+/// A queued registration's request, sent and not yet answered.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    rx: oneshot::Receiver<Answer>,
+    path: PathBuf,
+}
+
+impl Registration {
+    /// Waits for the daemon's answer (cancel safe: the answer stays for the next wait).
+    pub(crate) async fn done(&mut self) -> Result<(), DaemonError> {
+        Client::answer((&mut self.rx).await, &self.path).map(|_| ())
+    }
+}
+
 /// The control connection to the local `iwarpd`.
 pub(crate) struct Client {
     /// This process's regions by STag, to copy a small gather list into a pushed message.
@@ -86,6 +100,9 @@ pub(crate) struct Client {
     /// The path as text for `Copy` errors: leaked once per device opened.
     path_str: &'static str,
     sock: UnixStream,
+    /// STags being reserved for queued registrations, oldest first: one is kept under
+    /// way so that the next registration finds it answered.
+    reserving: Mutex<std::collections::VecDeque<oneshot::Receiver<Answer>>>,
     send: Mutex<()>,
     next_txn: AtomicU64,
     dispatch: Arc<Mutex<Dispatch>>,
@@ -131,6 +148,7 @@ impl Client {
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
             sock,
+            reserving: Mutex::default(),
             send: Mutex::new(()),
             next_txn: AtomicU64::new(1),
             dispatch: Arc::new(Mutex::new(Dispatch::default())),
@@ -257,6 +275,45 @@ impl Client {
     pub(crate) async fn call_async(&self, req: &Request) -> Answer {
         let rx = self.start(req, &[])?;
         Self::answer(rx.await, &self.path)
+    }
+
+    /// An STag reserved for a queued registration: one reserved ahead, usually already
+    /// answered, while the next one's reservation starts (a round trip only for the
+    /// first registration, or a burst faster than the daemon answers).
+    pub(crate) fn reserved_stag(&self) -> Result<rdmap::STag, DaemonError> {
+        let ahead = self
+            .reserving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let rx = match ahead {
+            Some(rx) => rx,
+            None => self.start(&Request::ReserveStag, &[])?,
+        };
+        if let Ok(next) = self.start(&Request::ReserveStag, &[]) {
+            self.reserving
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(next);
+        }
+        match Self::answer(futures::executor::block_on(rx), &self.path)? {
+            (Reply::Id(stag), _) => Ok(rdmap::STag::from_u32(stag)),
+            _ => Err(DaemonError::Refused("iwarpd answered with no STag".into())),
+        }
+    }
+
+    /// Sends `req` with `fds` and returns at once; the returned registration says how
+    /// the daemon answered.
+    pub(crate) fn start_registration(
+        &self,
+        req: &Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<Registration, DaemonError> {
+        let rx = self.start(req, fds)?;
+        Ok(Registration {
+            rx,
+            path: self.path.clone(),
+        })
     }
 
     /// Sends `req` without waiting for its reply (teardown from `Drop`).
