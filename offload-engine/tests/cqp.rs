@@ -4,69 +4,23 @@
 //! requests with a local protection error, registrations finish in submission order, and
 //! the peer cannot reach a pending region.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use offload_engine::tpt::{Base, PdId, Storage};
-use offload_engine::{Cq, Engine, EngineConfig, Qp, QpEnd, QpInit};
-use rdmap::{Access, Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
+use common::hosts::{ALL, Host, connect, host, host_with, region, write};
+use offload_engine::tpt::{Base, Storage};
+use offload_engine::{EngineConfig, Qp, QpEnd};
+use rdmap::{Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
-const ALL: Access = Access::LOCAL_READ
-    .union(Access::LOCAL_WRITE)
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_WRITE);
 /// The control queue's injected latency.
 const DELAY: Duration = Duration::from_millis(200);
 
-struct Host {
-    engine: Engine,
-    pd: PdId,
-    cq: Cq,
-}
-
-fn host(delay: Duration) -> Host {
+fn delayed(delay: Duration) -> Host {
     let mut cfg = EngineConfig::default();
     cfg.registration_delay = delay;
-    let engine = Engine::new(cfg);
-    Host {
-        pd: engine.alloc_pd(),
-        engine,
-        cq: Cq::new(4096),
-    }
-}
-
-/// Connects `client` to `server` and lets the client speak first, so that both may send.
-async fn connect(client: &Host, server: &Host) -> (Qp, Qp) {
-    let listener = server
-        .engine
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
-    let init = QpInit::new(server.pd, &server.cq);
-    let accept = tokio::spawn(async move {
-        let inc = listener.accept().await.unwrap();
-        inc.accept(init, b"").await.unwrap()
-    });
-    let (c, _) = client
-        .engine
-        .connect(addr, QpInit::new(client.pd, &client.cq), b"")
-        .await
-        .unwrap();
-    (c, accept.await.unwrap())
-}
-
-/// A region of `host` holding `data` (registered at once).
-fn region(host: &Host, data: Vec<u8>) -> RemoteBuf {
-    let len = data.len() as u32;
-    let stag = host
-        .engine
-        .tpt()
-        .register(host.pd, data, Base::ZeroBased, ALL)
-        .unwrap();
-    RemoteBuf { stag, to: 0, len }
+    host_with(cfg)
 }
 
 fn write_sgl(wr_id: u64, src: STag, len: u32, dst: RemoteBuf) -> SendWr {
@@ -81,17 +35,6 @@ fn write_sgl(wr_id: u64, src: STag, len: u32, dst: RemoteBuf) -> SendWr {
                 }]
                 .into(),
             ),
-            dst,
-        },
-        flags: SendFlags::SIGNALED,
-    }
-}
-
-fn write_bytes(wr_id: u64, data: &[u8], dst: RemoteBuf) -> SendWr {
-    SendWr {
-        wr_id,
-        op: SendOp::Write {
-            data: Payload::Bytes(Bytes::copy_from_slice(data)),
             dst,
         },
         flags: SendFlags::SIGNALED,
@@ -131,11 +74,11 @@ async fn read_back(c: &Host, cqp: &Qp, src: RemoteBuf) -> Vec<u8> {
 /// traffic meanwhile goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_from_a_pending_region_waits_for_it_and_others_do_not() {
-    let (c, s) = (host(Duration::ZERO), host(DELAY));
+    let (c, s) = (host(), delayed(DELAY));
     let (cqp, sqp) = connect(&c, &s).await;
     let (cqp2, sqp2) = connect(&c, &s).await;
     for qp in [&cqp, &cqp2] {
-        qp.post_send(write_bytes(0, &[0], region(&s, vec![0; 1])))
+        qp.post_send(write(0, &[0], region(&s, vec![0; 1])))
             .unwrap();
         assert!(c.cq.next().await.unwrap().wc.is_ok());
     }
@@ -155,11 +98,11 @@ async fn a_write_from_a_pending_region_waits_for_it_and_others_do_not() {
     assert!(s.engine.tpt().is_pending(stag));
     sqp.post_send(write_sgl(1, stag, 4096, dst.slice(0, 4096)))
         .unwrap();
-    sqp.post_send(write_bytes(2, &[7; 16], dst.slice(4096, 16)))
+    sqp.post_send(write(2, &[7; 16], dst.slice(4096, 16)))
         .unwrap();
     // Another queue pair of the domain carries on meanwhile.
     for i in 0..20 {
-        sqp2.post_send(write_bytes(100 + i, &[9; 64], dst.slice(6000, 64)))
+        sqp2.post_send(write(100 + i, &[9; 64], dst.slice(6000, 64)))
             .unwrap();
         let wc = s.cq.next().await.unwrap();
         assert_eq!((wc.wc.wr_id, wc.wc.status), (100 + i, WcStatus::Success));
@@ -182,9 +125,9 @@ async fn a_write_from_a_pending_region_waits_for_it_and_others_do_not() {
 /// flushed as the queue pair ends, as for any local protection failure.
 #[tokio::test]
 async fn a_withdrawn_registration_fails_the_requests_waiting_on_it() {
-    let (c, s) = (host(Duration::ZERO), host(DELAY));
+    let (c, s) = (host(), delayed(DELAY));
     let (cqp, sqp) = connect(&c, &s).await;
-    cqp.post_send(write_bytes(0, &[0], region(&s, vec![0; 1])))
+    cqp.post_send(write(0, &[0], region(&s, vec![0; 1])))
         .unwrap();
     assert!(c.cq.next().await.unwrap().wc.is_ok());
     let dst = region(&c, vec![0; 64]);
@@ -194,7 +137,7 @@ async fn a_withdrawn_registration_fails_the_requests_waiting_on_it() {
         .register_queued(s.pd, storage, Base::ZeroBased, ALL)
         .unwrap();
     sqp.post_send(write_sgl(1, stag, 64, dst)).unwrap();
-    sqp.post_send(write_bytes(2, &[1; 8], dst)).unwrap();
+    sqp.post_send(write(2, &[1; 8], dst)).unwrap();
     s.engine.tpt().deregister(stag).unwrap();
     assert!(!s.engine.registered(stag).await, "the registration failed");
     let wc = s.cq.next().await.unwrap();
@@ -208,7 +151,7 @@ async fn a_withdrawn_registration_fails_the_requests_waiting_on_it() {
 /// pending region is a Write to an invalid STag: DDP Terminate `11 00`, nothing placed.
 #[tokio::test]
 async fn registrations_finish_in_order_and_the_peer_cannot_reach_a_pending_one() {
-    let (c, s) = (host(Duration::ZERO), host(DELAY / 4));
+    let (c, s) = (host(), delayed(DELAY / 4));
     let (cqp, sqp) = connect(&c, &s).await;
     let storage: Vec<_> = (0..5)
         .map(|_| Arc::new(Storage::alloc(4096).unwrap()))
@@ -227,7 +170,7 @@ async fn registrations_finish_in_order_and_the_peer_cannot_reach_a_pending_one()
         to: 0,
         len: 8,
     };
-    cqp.post_send(write_bytes(1, &[0xee; 8], early)).unwrap();
+    cqp.post_send(write(1, &[0xee; 8], early)).unwrap();
     for (i, &stag) in stags.iter().enumerate() {
         assert!(s.engine.registered(stag).await);
         for later in &stags[i + 1..] {

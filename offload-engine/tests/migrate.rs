@@ -3,57 +3,14 @@
 //! posted while a domain is parked, a type 2 window bound to the moving queue pair, the
 //! push path after a move, and every refusal.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
-use bytes::Bytes;
+use common::hosts::{ALL, connect, host, region, write};
 use offload_engine::tpt::{Base, MwType, PdId};
-use offload_engine::{Cq, Engine, EngineConfig, MigrateError, Qp, QpInit};
-use rdmap::{
-    Access, Bind, Payload, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-};
-
-const ALL: Access = Access::LOCAL_READ
-    .union(Access::LOCAL_WRITE)
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_WRITE)
-    .union(Access::BIND);
-
-struct Host {
-    engine: Engine,
-    pd: PdId,
-    cq: Cq,
-}
-
-fn host() -> Host {
-    let engine = Engine::new(EngineConfig::default());
-    Host {
-        pd: engine.alloc_pd(),
-        engine,
-        cq: Cq::new(4096),
-    }
-}
-
-/// Connects `client` to `server`; returns (client qp, server qp).
-async fn connect(client: &Host, server: &Host) -> (Qp, Qp) {
-    let listener = server
-        .engine
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
-    let init = QpInit::new(server.pd, &server.cq);
-    let accept = tokio::spawn(async move {
-        let inc = listener.accept().await.unwrap();
-        inc.accept(init, b"").await.unwrap()
-    });
-    let (c, _) = client
-        .engine
-        .connect(addr, QpInit::new(client.pd, &client.cq), b"")
-        .await
-        .unwrap();
-    (c, accept.await.unwrap())
-}
+use offload_engine::{Engine, EngineConfig, MigrateError};
+use rdmap::{Access, Bind, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -78,28 +35,6 @@ fn read(wr_id: u64, src: RemoteBuf, sink: PdSink) -> SendWr {
 
 #[derive(Copy, Clone)]
 struct PdSink(rdmap::STag);
-
-fn write(wr_id: u64, data: &[u8], dst: RemoteBuf) -> SendWr {
-    SendWr {
-        wr_id,
-        op: SendOp::Write {
-            data: Payload::Bytes(Bytes::copy_from_slice(data)),
-            dst,
-        },
-        flags: SendFlags::SIGNALED,
-    }
-}
-
-/// A region of `host` holding `data`, open to the peer.
-fn region(host: &Host, data: Vec<u8>) -> RemoteBuf {
-    let len = data.len() as u32;
-    let stag = host
-        .engine
-        .tpt()
-        .register(host.pd, data, Base::ZeroBased, ALL)
-        .unwrap();
-    RemoteBuf { stag, to: 0, len }
-}
 
 /// The server's driver parks while its socket is full (the client, parked itself, reads
 /// nothing): the Read Response octets it could not write move with it and go out first

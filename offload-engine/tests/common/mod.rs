@@ -1,6 +1,8 @@
 //! A hand-run MPA peer for tests that need a socket the engine does not drive.
 #![allow(dead_code)]
 
+pub(crate) mod hosts;
+
 use bytes::BytesMut;
 use mpa::{Handshake, HandshakeEvent, MpaConfig, Negotiated};
 use std::time::Instant;
