@@ -385,22 +385,27 @@ impl Engine {
         }
     }
 
+    /// The queue pairs of this engine, by number.
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<QpNum, Weak<Shared>>> {
+        self.inner.qps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Counts `qp` among this engine's queue pairs.
     pub(crate) fn adopt(&self, qp: &Arc<Shared>) {
-        let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        let mut qps = self.registry();
         qps.retain(|_, w| w.strong_count() > 0);
         qps.insert(qp.num, Arc::downgrade(qp));
     }
 
     /// Stops counting `num` among this engine's queue pairs (it moved away).
     pub(crate) fn disown(&self, num: QpNum) {
-        let mut qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        let mut qps = self.registry();
         qps.remove(&num);
     }
 
     /// The queue pairs of domain `pd`.
     pub(crate) fn qps_of(&self, pd: PdId) -> Vec<Arc<Shared>> {
-        let qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        let qps = self.registry();
         qps.values()
             .filter_map(Weak::upgrade)
             .filter(|q| q.pd == pd)
@@ -457,7 +462,7 @@ impl Engine {
     /// Every queue pair of this engine whose connection is still being driven or whose
     /// handle is still held.
     pub fn qps(&self) -> Vec<Qp> {
-        let qps = self.inner.qps.lock().unwrap_or_else(|e| e.into_inner());
+        let qps = self.registry();
         qps.values()
             .filter_map(Weak::upgrade)
             .map(|shared| Qp { shared })
