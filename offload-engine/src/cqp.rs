@@ -67,7 +67,9 @@ async fn serve(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        fault_in(&op.storage);
+        // Off the runtime's threads: a large region takes a while.
+        let storage = Arc::clone(&op.storage);
+        let _ = tokio::task::spawn_blocking(move || fault_in(&storage)).await;
         let Some(engine) = engine.upgrade().map(Engine::from_inner) else {
             return;
         };
