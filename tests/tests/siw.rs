@@ -423,10 +423,21 @@ fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool)
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} client failed: {out:?}");
+    assert_no_extensions(&out);
     let console = vm_exit.expect("the VM's console log");
     assert!(
         console.contains("LAB[vm1] EXIT rc=0"),
         "siw's ib_{test} server did not exit 0:\n{console}"
+    );
+}
+
+/// iwperf offered this stack's extensions (the default) and siw agreed to none: the
+/// banner says so.
+fn assert_no_extensions(out: &Output) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Extensions: none"),
+        "siw agreed to an extension?\n{text}"
     );
 }
 
@@ -463,6 +474,7 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} server failed: {out:?}");
+    assert_no_extensions(&out);
     let console = vm_exit.expect("the VM's console log");
     assert!(
         console.contains("LAB[vm1] EXIT rc=0"),

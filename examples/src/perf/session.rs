@@ -177,9 +177,13 @@ impl Session {
         ));
         let (ird, ord) = self.links.first().map_or((0, 0), |l| l.qp.ird_ord());
         let mulpdu = self.links.first().map_or(0, |l| l.qp.mulpdu());
+        let ext = self
+            .links
+            .first()
+            .map_or(verbs::Extensions::NONE, |l| l.qp.extensions());
         p.info(&format!(
             " Transport: IW  QPs: {}  TX depth: {}  Inline: {}[B] (recorded only)  \
-             IRD/ORD: {ird}/{ord}  CRC: {}  FPDU: up to {mulpdu}[B]{}",
+             IRD/ORD: {ird}/{ord}  CRC: {}  FPDU: up to {mulpdu}[B]{}  Extensions: {ext}",
             opts.qps,
             opts.tx_depth,
             opts.inline_size,
