@@ -69,7 +69,9 @@ usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SI
   --only LINES    comma-separated: qps, write, read, pingpong, ext (default: all); ext
                   compares this stack's extensions with what they replace: Read V2
                   against RFC 5040 Read, Send with Immediate Data against a Send plus
-                  RFC 7306 Immediate Data
+                  RFC 7306 Immediate Data, a queued registration against an ordinary
+                  one (through iwarpd with IWARP_DEVICE=unix:PATH), and times live
+                  migration
   --rounds N      rounds per line, each run right after its TCP baseline; the median is
                   printed (default 3)
   --total SIZE    octets per bandwidth run (default 1G)
@@ -239,6 +241,8 @@ async fn extensions(o: &Opts) -> Result<(), Error> {
         "RDMA Read V2, CRC on",
         v1.wall.as_secs_f64() / v2.wall.as_secs_f64().max(1e-9),
     );
+    registration(o).await?;
+    migration(o).await?;
     let (imm, two) = (median(imm).ok_or("no run")?, median(two).ok_or("no run")?);
     let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / o.pings as f64;
     println!(
@@ -247,6 +251,82 @@ async fn extensions(o: &Opts) -> Result<(), Error> {
         us(&imm),
         us(&two),
         us(&imm) / us(&two),
+    );
+    Ok(())
+}
+
+/// Registering 64 KiB and writing it to the peer at once, over and over: an ordinary
+/// registration (done before the Write is posted) against one through the control queue
+/// (the Write posted at once, held until the registration is done). Through iwarpd
+/// (`IWARP_DEVICE=unix:PATH`) the second saves the control round trip.
+async fn registration(o: &Opts) -> Result<(), Error> {
+    const LEN: usize = 64 << 10;
+    const N: usize = 200;
+    let (qp, _cq, remote, _sink, client) = connected(true, LEN, Extensions::ALL).await?;
+    let pd = qp.pd().clone();
+    let dst = remote.slice(0, LEN as u32);
+    let (mut plain, mut queued) = (Vec::new(), Vec::new());
+    for _ in 0..o.rounds {
+        for (queue, runs) in [(false, &mut plain), (true, &mut queued)] {
+            let meter = Meter::start();
+            for _ in 0..N {
+                let mr = match queue {
+                    false => pd.alloc_mr(LEN, Access::LOCAL_WRITE)?,
+                    true => pd.alloc_mr_queued(LEN, Access::LOCAL_WRITE)?,
+                };
+                let from = Payload::Sgl(mr.local(..).into());
+                qp.exec(SendOp::Write { data: from, dst }, SendFlags::NONE)
+                    .await?;
+            }
+            runs.push(meter.stop());
+        }
+    }
+    let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / N as f64;
+    let (plain, queued) = (
+        median(plain).ok_or("no run")?,
+        median(queued).ok_or("no run")?,
+    );
+    let mode = if client.daemon_path().is_some() {
+        "through iwarpd"
+    } else {
+        "embedded"
+    };
+    println!(
+        "{:<28} {:>9.1} us   registered first {:.1} us   ratio {:.2}x  ({mode})",
+        "register 64 KiB + Write, queued",
+        us(&queued),
+        us(&plain),
+        us(&queued) / us(&plain),
+    );
+    Ok(())
+}
+
+/// Live migration: a protection domain with a connected queue pair moved between two
+/// embedded devices, back and forth, with a Write through it after every move.
+async fn migration(o: &Opts) -> Result<(), Error> {
+    const MOVES: usize = 100;
+    let (qp, _cq, remote, _sink, client) = connected(true, 4096, Extensions::ALL).await?;
+    if client.daemon_path().is_some() {
+        return Ok(());
+    }
+    let other = Device::open(DeviceConfig::default());
+    let pd = qp.pd().clone();
+    let mut runs = Vec::new();
+    for _ in 0..o.rounds {
+        let meter = Meter::start();
+        for i in 0..MOVES {
+            let to = if i % 2 == 0 { &other } else { &client };
+            pd.migrate(to).await?;
+            qp.write(Bytes::from_static(b"moved"), remote.slice(0, 5))
+                .await?;
+        }
+        runs.push(meter.stop());
+    }
+    let run = median(runs).ok_or("no run")?;
+    println!(
+        "{:<28} {:>9.1} us per move, a Write through it after each",
+        "live migration of a domain",
+        run.wall.as_secs_f64() * 1e6 / MOVES as f64,
     );
     Ok(())
 }
