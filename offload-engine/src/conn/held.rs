@@ -34,9 +34,8 @@ impl State {
 
     /// Moves the held requests whose STags are done into the send queue, in order, up to
     /// the first that still waits. A request the send queue refuses now completes with
-    /// an error instead (its post had succeeded). True if any moved.
-    pub(crate) fn release_held(&mut self) -> bool {
-        let mut moved = false;
+    /// an error instead (its post had succeeded).
+    pub(crate) fn release_held(&mut self) {
         while let Some(wr) = self.held.front() {
             if self.stream.state() == QpState::Rts && self.names_pending(wr) {
                 break;
@@ -53,8 +52,6 @@ impl State {
                 self.ready
                     .push(Completion::new(id, Queue::Send, opcode, status));
             }
-            moved = true;
         }
-        moved
     }
 }

@@ -152,10 +152,9 @@ impl Tpt {
     /// which every access fails and which holds the work requests naming it, until
     /// [`register_reserved`](Self::register_reserved) fills it.
     pub fn reserve_pending(&self) -> Result<STag, TptError> {
-        let placeholder = Region::new(Arc::new(Storage::empty()), Base::ZeroBased, Access::NONE)?;
-        let mut t = self.table_mut();
-        let mut region = placeholder;
+        let mut region = Region::new(Arc::new(Storage::empty()), Base::ZeroBased, Access::NONE)?;
         region.valid = false;
+        let mut t = self.table_mut();
         let stag = t.insert_unowned(Body::Region(region))?;
         t.set_pending(stag.index());
         self.pending.store(t.pending(), Ordering::Release);
