@@ -140,6 +140,22 @@ impl Session {
             .collect()
     }
 
+    /// `e`, a side-channel failure, explained by the test connection that ended (the
+    /// peer sent a Terminate, or went away) if one did: that is what broke the run.
+    pub async fn explain(&self, e: Error) -> Error {
+        for (n, link) in self.links.iter().enumerate() {
+            if link.qp.state() == verbs::QpState::Rts {
+                continue;
+            }
+            let wait = Duration::from_secs(1);
+            if let Ok(end) = tokio::time::timeout(wait, link.qp.closed()).await {
+                return format!("test connection {n} ended: {end} (then the side channel: {e})")
+                    .into();
+            }
+        }
+        e
+    }
+
     /// The address exchanges for every link (`mine[i]` for link `i`), then perftest's
     /// banner; returns the peer's answers.
     pub async fn exchange(
