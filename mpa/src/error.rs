@@ -51,6 +51,12 @@ pub enum MpaError {
     },
     /// Bytes of a partial FPDU remained when the TCP stream ended (code 1).
     TrailingBytes,
+    /// The peer's first 16 octets are neither MPA key: it is not an iWARP endpoint (a web
+    /// server's answer, an SSH banner, ...). Code 4, as any invalid frame.
+    NotMpa {
+        /// What it sent instead of a key.
+        sent: [u8; 16],
+    },
 }
 
 impl MpaError {
@@ -65,7 +71,7 @@ impl MpaError {
             Self::ConnectionLost | Self::TrailingBytes => 0x01,
             Self::Crc { .. } => 0x02,
             Self::Marker { .. } => 0x03,
-            Self::InvalidFrame(_) | Self::UlpduTooLong { .. } => 0x04,
+            Self::InvalidFrame(_) | Self::UlpduTooLong { .. } | Self::NotMpa { .. } => 0x04,
             Self::LocalCatastrophic => 0x05,
             Self::InsufficientIrd => 0x06,
             Self::NoMatchingRtr => 0x07,
@@ -93,6 +99,20 @@ impl fmt::Display for MpaError {
                 write!(f, "MPA: ULPDU_Length {len} above the receive limit {max}")
             }
             Self::TrailingBytes => f.write_str("MPA: partial FPDU at end of stream"),
+            Self::NotMpa { sent } => {
+                let text: String = sent
+                    .iter()
+                    .map(|&b| match b {
+                        0x20..=0x7e => char::from(b),
+                        _ => '.',
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "the peer answered but is not an iWARP MPA endpoint (it sent: \"{text}\"): \
+                     check the address and port"
+                )
+            }
         }
     }
 }

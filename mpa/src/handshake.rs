@@ -301,6 +301,13 @@ impl Handshake {
 
     /// Header checks that need only the first 20 octets.
     fn check_head(&self, head: &frame::Packet<&[u8]>) -> Result<(), MpaError> {
+        if head.kind().is_none() {
+            let mut sent = [0; 16];
+            if let Some(first) = head.key().get(..16) {
+                sent.copy_from_slice(first);
+            }
+            return Err(MpaError::NotMpa { sent });
+        }
         let kind = head.check_header()?;
         match (self.role, kind) {
             (Role::Initiator, FrameKind::Request) => {

@@ -69,6 +69,33 @@ async fn a_silent_peer_times_out_with_a_clear_error() {
     hold.abort();
 }
 
+#[tokio::test]
+async fn a_peer_that_is_not_iwarp_is_named_as_such() {
+    // An SSH server speaks first: its banner is where the MPA Reply should be.
+    let ssh = tokio::net::TcpListener::bind(local()).await.unwrap();
+    let addr = ssh.local_addr().unwrap();
+    let serve = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let (mut sock, _) = ssh.accept().await.unwrap();
+        sock.write_all(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let client = Engine::new(EngineConfig::default());
+    let cq = Cq::new(16);
+    let err = client
+        .connect(addr, QpInit::new(client.alloc_pd(), &cq), b"")
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("not an iWARP MPA endpoint") && text.contains("SSH-2.0-OpenSSH_"),
+        "{text}"
+    );
+    serve.abort();
+}
+
 /// Connects with `ci` / `cr` MPA settings and runs a Write, a Read and a Send.
 async fn exercise(ci: mpa::MpaConfig, cr: mpa::MpaConfig) {
     let mut sc = EngineConfig::default();

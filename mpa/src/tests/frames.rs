@@ -58,7 +58,25 @@ fn malformed_frames() {
     assert!(is_invalid(responder_gets(&rep)));
     let mut garbage = v1_hello.clone();
     garbage[0] = b'X';
-    assert!(is_invalid(responder_gets(&garbage)));
+    let not_mpa = |ev: Option<HandshakeEvent>| match ev {
+        Some(HandshakeEvent::Failed {
+            error: e @ MpaError::NotMpa { .. },
+            negotiated: None,
+        }) => Some((e.code(), e.to_string())),
+        _ => None,
+    };
+    let (code, text) = not_mpa(responder_gets(&garbage)).expect("not an MPA peer");
+    assert_eq!(code, 4, "an invalid frame, on the wire");
+    assert!(text.contains("it sent: \"XPA ID Req Frame\""), "{text}");
+    // A web server's answer, as an Initiator sees it: printable, the rest as dots.
+    let http = b"HTTP/1.1 400 Bad\r\n\r\nmore of the answer";
+    let mut hs = Handshake::initiator(cfg(), b"", Instant::now()).unwrap();
+    let mut out = BytesMut::new();
+    while hs.poll_transmit(&mut out) {}
+    hs.handle_input(&mut BytesMut::from(&http[..]), Instant::now());
+    let (_, text) = not_mpa(hs.poll_event()).expect("not an MPA peer");
+    assert!(text.contains("\"HTTP/1.1 400 Bad\""), "{text}");
+    assert!(text.contains("not an iWARP MPA endpoint"), "{text}");
     // Res bits set (siw uses 0x08): accepted.
     let mut res = v1_hello;
     res[16] |= 0x0f;
