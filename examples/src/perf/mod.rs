@@ -80,6 +80,8 @@ pub struct Peer {
     pub version: String,
     /// It is iwperf (its version message carries our mark).
     pub iwperf: bool,
+    /// It exchanges [`msg::Settings`] (an iwperf of this version or later).
+    pub settings: bool,
     /// Its cycle buffer (perftest: the page size): for messages up to half of it, a
     /// perftest client walks the remote address over this many octets, in steps of the
     /// size rounded up to a cache line, instead of writing one place.
@@ -115,8 +117,34 @@ pub(crate) async fn preamble(comm: &comm::Comm) -> Result<Peer, Error> {
     Ok(Peer {
         version: msg::parse_version(&got),
         iwperf: msg::is_iwperf(&got),
+        settings: msg::exchanges_settings(&got),
         cycle_buffer,
     })
+}
+
+/// Between two iwperf: both sides' [`msg::Settings`] cross, and a mismatch ends the run
+/// at once on both sides, naming both (perftest peers keep perftest's exchange).
+pub(crate) async fn check_settings(
+    comm: &comm::Comm,
+    opts: &Opts,
+    peer: &Peer,
+) -> Result<(), Error> {
+    if !peer.settings {
+        return Ok(());
+    }
+    let mine = opts.settings();
+    let got = comm.xchg(&mine.encode(), "settings message").await?;
+    let theirs = msg::Settings::decode(&got).ok_or("the peer iwperf sent no settings message")?;
+    if theirs != mine {
+        return Err(format!(
+            "the two sides are set up for different tests: here `{}`, at the peer `{}`; \
+             run both with the same test and flags",
+            mine.describe(),
+            theirs.describe()
+        )
+        .into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,16 +27,112 @@ const TAG_AT: usize = 8;
 /// The mark itself.
 const TAG: &[u8] = b"iwperf";
 
-/// Our version message: `version` as [`version`] makes it, plus the iwperf mark, so a
-/// peer iwperf can tell it is not talking to perftest.
+/// Where, after the mark, iwperf says it exchanges [`Settings`] (0 in builds that did not).
+const SETTINGS_AT: usize = TAG_AT + TAG.len();
+
+/// Our version message: `version` as [`version`] makes it, plus the iwperf mark and the
+/// settings exchange's version, so a peer iwperf can tell it is not talking to perftest.
 pub fn version_tagged(version: &str) -> [u8; VERSION_LEN] {
     let mut out = self::version(version);
     if let Some(dst) = out.get_mut(TAG_AT..TAG_AT + TAG.len())
         && version.len() < TAG_AT
     {
         dst.copy_from_slice(TAG);
+        out[SETTINGS_AT] = Settings::VERSION;
     }
     out
+}
+
+/// Whether a received version message says its iwperf exchanges [`Settings`].
+pub fn exchanges_settings(data: &[u8]) -> bool {
+    is_iwperf(data)
+        && data
+            .get(SETTINGS_AT)
+            .is_some_and(|&v| v >= Settings::VERSION)
+}
+
+/// What two iwperf peers must agree on, exchanged right after the preamble (iwperf
+/// only: perftest's exchange is unchanged): a mismatch is refused at once, on both sides,
+/// naming both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The test's name (`write_bw`, ...).
+    pub test: String,
+    /// `-s`, or with `-a` the largest size.
+    pub size: u64,
+    /// `-a`.
+    pub all_sizes: bool,
+    /// `-n`, unless `-D` runs for a time.
+    pub iters: u64,
+    /// `-D`, in milliseconds (0: `-n` counts).
+    pub duration_ms: u64,
+    /// `-q`.
+    pub qps: u32,
+    /// `--imm` (`send_lat`).
+    pub imm: bool,
+}
+
+impl Settings {
+    /// The exchange's version, in the version message.
+    pub const VERSION: u8 = 1;
+    const MAGIC: &'static [u8; 4] = b"iwps";
+    const LEN: usize = 4 + 12 + 8 + 1 + 8 + 8 + 4 + 1;
+
+    /// The message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(Self::LEN);
+        out.extend_from_slice(Self::MAGIC);
+        let mut name = [0u8; 12];
+        for (d, b) in name.iter_mut().zip(self.test.bytes()) {
+            *d = b;
+        }
+        out.extend_from_slice(&name);
+        out.extend_from_slice(&self.size.to_be_bytes());
+        out.push(u8::from(self.all_sizes));
+        out.extend_from_slice(&self.iters.to_be_bytes());
+        out.extend_from_slice(&self.duration_ms.to_be_bytes());
+        out.extend_from_slice(&self.qps.to_be_bytes());
+        out.push(u8::from(self.imm));
+        out
+    }
+
+    /// A received message, if it is one.
+    pub fn decode(data: &[u8]) -> Option<Self> {
+        let data = data.get(..Self::LEN)?;
+        if &data[..4] != Self::MAGIC {
+            return None;
+        }
+        let u64_at = |at: usize| Some(u64::from_be_bytes(data.get(at..at + 8)?.try_into().ok()?));
+        Some(Self {
+            test: crate::rping::c_str(&data[4..16]),
+            size: u64_at(16)?,
+            all_sizes: data[24] != 0,
+            iters: u64_at(25)?,
+            duration_ms: u64_at(33)?,
+            qps: u32::from_be_bytes(data.get(41..45)?.try_into().ok()?),
+            imm: data[45] != 0,
+        })
+    }
+
+    /// The settings as the command line that gives them.
+    pub fn describe(&self) -> String {
+        let mut s = self.test.clone();
+        if self.all_sizes {
+            s += &format!(" -a (up to {} octets)", self.size);
+        } else {
+            s += &format!(" -s {}", self.size);
+        }
+        if self.duration_ms > 0 {
+            s += &format!(" -D {}", self.duration_ms as f64 / 1000.0);
+        } else {
+            s += &format!(" -n {}", self.iters);
+        }
+        s += &format!(" -q {}", self.qps);
+        if self.imm {
+            s += " --imm";
+        }
+        s
+    }
 }
 
 /// Whether a received version message carries the iwperf mark.
@@ -196,6 +292,34 @@ impl BwReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_round_trip_and_the_version_message_announces_them() {
+        let st = Settings {
+            test: "send_lat".into(),
+            size: 1 << 20,
+            all_sizes: true,
+            iters: 0,
+            duration_ms: 2500,
+            qps: 3,
+            imm: true,
+        };
+        let m = st.encode();
+        assert!(m.len() <= 56 && m.starts_with(b"iwps"));
+        assert_eq!(Settings::decode(&m), Some(st.clone()));
+        assert_eq!(Settings::decode(&m[..m.len() - 1]), None);
+        assert_eq!(
+            st.describe(),
+            "send_lat -a (up to 1048576 octets) -D 2.5 -q 3 --imm"
+        );
+        let v = version_tagged(VERSION);
+        assert!(is_iwperf(&v) && exchanges_settings(&v));
+        // An older iwperf: the mark without the settings byte.
+        let mut old = v;
+        old[SETTINGS_AT] = 0;
+        assert!(is_iwperf(&old) && !exchanges_settings(&old));
+        assert!(!exchanges_settings(&version(VERSION)), "perftest");
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())

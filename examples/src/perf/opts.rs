@@ -352,6 +352,27 @@ impl Opts {
         }
     }
 
+    /// What an iwperf peer must run too.
+    pub fn settings(&self) -> super::msg::Settings {
+        super::msg::Settings {
+            test: self.test.name().to_owned(),
+            size: (if self.all_sizes {
+                self.max_size
+            } else {
+                self.size
+            }) as u64,
+            all_sizes: self.all_sizes,
+            iters: if self.duration.is_some() {
+                0
+            } else {
+                self.iters
+            },
+            duration_ms: self.duration.map_or(0, |d| d.as_millis() as u64),
+            qps: self.qps as u32,
+            imm: self.imm,
+        }
+    }
+
     /// The largest message size of the run (what the buffers are sized for).
     pub fn buf_size(&self) -> usize {
         self.sizes().into_iter().max().unwrap_or(self.size)

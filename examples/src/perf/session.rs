@@ -8,7 +8,7 @@ use verbs::{Access, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, RemoteBuf, STag}
 use super::comm::{Comm, Side};
 use super::msg::Dest;
 use super::report::{Printer, RULE};
-use super::{Error, Opts, preamble, step};
+use super::{Error, Opts, check_settings, preamble, step};
 
 /// Pause between connection attempts the server refused.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
@@ -59,6 +59,7 @@ impl Session {
         first_delay(opts).await;
         let peer_version = preamble(&comm).await?;
         tracing::info!(?peer_version, "side channel ready");
+        check_settings(&comm, opts, &peer_version).await?;
         let mut links = Vec::with_capacity(opts.qps);
         for i in 0..opts.qps {
             let cq = dev.create_cq(CQ_DEPTH);
@@ -95,6 +96,7 @@ impl Session {
         .await??;
         comm.attach(qp);
         let peer_version = preamble(&comm).await?;
+        check_settings(&comm, opts, &peer_version).await?;
         let mut links = Vec::with_capacity(opts.qps);
         for i in 0..opts.qps {
             let what = format!("test connection {}", i + 1);

@@ -91,6 +91,63 @@ async fn read_bw_loopback() {
     assert_eq!(c, s);
 }
 
+/// Runs `server` and `client` (different arguments); returns both results.
+async fn mismatched(server: &str, client: &str) -> (String, String) {
+    let sopts = opts(server);
+    let dev = Device::open(sopts.device_config());
+    let listener = dev
+        .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    let mut copts = opts(client);
+    copts.port = listener.local_addr().port();
+    copts.server = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let served = tokio::spawn(async move { serve(&dev, &listener, &sopts).await });
+    let c = run_client(&copts)
+        .await
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    let s = served.await.unwrap().map(|_| ()).unwrap_err().to_string();
+    (c, s)
+}
+
+/// Two iwperf set up for different tests refuse to run, at once, both naming both.
+#[tokio::test]
+async fn a_mismatch_between_two_iwperf_is_refused_naming_both() {
+    for (server, client, here, there) in [
+        (
+            "write_bw -s 8192 -n 40",
+            "write_bw -s 1048576 -n 40",
+            "write_bw -s 1048576 -n 40 -q 1",
+            "write_bw -s 8192 -n 40 -q 1",
+        ),
+        (
+            "write_bw",
+            "read_bw",
+            "read_bw -s 65536",
+            "write_bw -s 65536",
+        ),
+        (
+            "send_lat -n 10",
+            "write_lat -n 10",
+            "write_lat -s 2",
+            "send_lat -s 2",
+        ),
+        ("write_bw -q 1", "write_bw -q 2", "-q 2", "-q 1"),
+    ] {
+        let (c, s) = mismatched(server, client).await;
+        for text in [&c, &s] {
+            assert!(
+                text.contains("set up for different tests")
+                    && text.contains(here)
+                    && text.contains(there),
+                "{server} / {client}: {text}"
+            );
+        }
+    }
+}
+
 /// Messages up to half the cycle buffer walk it, as perftest's do (2048 octets and
 /// below): the server's buffer spans the cycle, or these Writes and Reads would go past
 /// its end and end the run with a Terminate.
