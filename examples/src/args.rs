@@ -83,9 +83,36 @@ pub fn flags(args: impl IntoIterator<Item = String>) -> Result<Vec<(String, Stri
     Ok(out)
 }
 
+/// An IP address, or a host name resolved to its first address (`localhost` included):
+/// what `flag` takes. The error names the flag and the text.
+pub fn host(flag: &str, text: &str) -> Result<std::net::IpAddr, ArgError> {
+    use std::net::ToSocketAddrs;
+    if let Ok(ip) = text.parse() {
+        return Ok(ip);
+    }
+    let mut addrs = (text, 0).to_socket_addrs().map_err(|e| {
+        ArgError(format!(
+            "{flag}: {text:?} is not an address or a known host name ({e})"
+        ))
+    })?;
+    addrs
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| ArgError(format!("{flag}: {text:?} has no address")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_addresses_or_names() {
+        assert_eq!(host("-a", "10.1.2.3").unwrap().to_string(), "10.1.2.3");
+        assert!(
+            host("-a", "localhost").unwrap().is_loopback(),
+            "localhost resolves"
+        );
+    }
 
     #[test]
     fn sizes() {

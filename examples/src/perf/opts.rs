@@ -294,10 +294,7 @@ impl Opts {
                 }
                 "--timeout" => o.timeout = Duration::from_secs(number(&val(&a)?, "--timeout")?),
                 s if !s.starts_with('-') && o.server.is_none() => {
-                    o.server = Some(
-                        s.parse()
-                            .map_err(|_| ArgError(format!("bad address {s:?}")))?,
-                    );
+                    o.server = Some(crate::args::host("the server address", s)?);
                 }
                 other => return Err(ArgError(format!("unknown option {other:?}"))),
             }

@@ -261,16 +261,30 @@ async fn connect(
     what: &str,
 ) -> Result<verbs::Connected, Error> {
     let deadline = Instant::now() + opts.timeout;
+    let addr = opts.socket_addr();
+    let mut told = false;
     loop {
-        let res = step(
-            opts.timeout,
-            what,
-            dev.connect(pd, opts.socket_addr(), cfg.clone(), b""),
-        )
-        .await?;
+        let res = step(opts.timeout, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
         match res {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() < deadline && e.to_string().contains("refused") => {
+            Err(e) if e.to_string().contains("refused") => {
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "{what}: nothing is listening at {addr} (connection refused for {} s): \
+                         start the server first, or check the address and port",
+                        opts.timeout.as_secs()
+                    )
+                    .into());
+                }
+                if !told {
+                    // perftest waits for its server too; say so instead of going quiet.
+                    eprintln!(
+                        "iwperf: nothing is listening at {addr} yet; retrying for up to {} s \
+                         (--timeout)",
+                        opts.timeout.as_secs()
+                    );
+                    told = true;
+                }
                 tracing::debug!(%e, "{what}: retrying");
                 tokio::time::sleep(CONNECT_RETRY).await;
             }

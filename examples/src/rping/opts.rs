@@ -127,10 +127,7 @@ impl Opts {
                 "--daemon" => o.daemon = Some(value("--daemon")?.into()),
                 "-a" => {
                     let v = value("-a")?;
-                    addr = Some(
-                        v.parse()
-                            .map_err(|_| ArgError(format!("-a: bad address {v:?}")))?,
-                    );
+                    addr = Some(crate::args::host("-a", &v)?);
                 }
                 "-p" => o.port = number(&value("-p")?, "-p")?,
                 "-C" => o.count = number(&value("-C")?, "-C")?,
