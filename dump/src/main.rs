@@ -30,6 +30,10 @@ fn main() -> ExitCode {
     let (mut verbose, mut json) = (false, false);
     for arg in std::env::args_os().skip(1) {
         match arg.to_str() {
+            Some("--version") => {
+                println!("iwarp-dump {}", env!("CARGO_PKG_VERSION"));
+                return ExitCode::SUCCESS;
+            }
             Some("-v" | "--verbose") => verbose = true,
             Some("--json") => json = true,
             Some("-h" | "--help") => {

@@ -82,6 +82,7 @@ fn parse_args() -> Result<Option<Opts>, ArgError> {
 
 #[tokio::main]
 async fn main() {
+    examples::answer_version("demo");
     let opts = match parse_args() {
         Ok(Some(o)) => o,
         Ok(None) => return println!("{HELP}"),

@@ -7,6 +7,7 @@ use verbs::Device;
 
 #[tokio::main]
 async fn main() {
+    examples::answer_version("iwperf");
     let opts = match Opts::parse(std::env::args().skip(1)) {
         Ok(Some(o)) => o,
         Ok(None) => return println!("{HELP}"),

@@ -26,6 +26,7 @@ const MSG: usize = 256;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    examples::answer_version("kv");
     // `--daemon PATH`: both sides attach to the local iwarpd (daemon mode) instead of
     // running an engine each in this process.
     let mut cfg = DeviceConfig::default();

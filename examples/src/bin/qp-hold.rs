@@ -21,6 +21,7 @@ const USAGE: &str = "usage: qp-hold [--daemon SOCK] (--listen ADDR | --connect A
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
+    examples::answer_version("qp-hold");
     let (mut daemon, mut listen, mut connect, mut n) = (None, None, None, 100usize);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

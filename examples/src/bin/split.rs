@@ -80,6 +80,7 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    examples::answer_version("split");
     let Some((mode, count)) = parse(std::env::args().skip(1))? else {
         println!("{HELP}");
         return Ok(());

@@ -236,7 +236,14 @@ impl Opts {
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, ArgError> {
         let mut it = args.into_iter();
         let test = match it.next().as_deref() {
-            Some("-h" | "--help") | None => return Ok(None),
+            Some("-h" | "--help") => return Ok(None),
+            None => {
+                return Err(ArgError(
+                    "no test given: iwperf TEST [OPTIONS] [SERVER], TEST one of write_bw, \
+                     read_bw, send_bw, write_lat, read_lat, send_lat"
+                        .into(),
+                ));
+            }
             Some(name) => Test::ALL
                 .into_iter()
                 .find(|t| t.name() == name)

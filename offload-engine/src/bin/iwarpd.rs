@@ -38,6 +38,10 @@ mod stat;
 use cli::{Args, Mode};
 
 fn main() -> ExitCode {
+    if std::env::args().skip(1).any(|a| a == "--version") {
+        println!("iwarpd {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

@@ -134,6 +134,7 @@ fn parse() -> Result<Option<Opts>, ArgError> {
 
 #[tokio::main]
 async fn main() {
+    examples::answer_version("iwbench");
     let o = match parse() {
         Ok(Some(o)) => o,
         Ok(None) => return println!("{HELP}"),

@@ -1,0 +1,37 @@
+//! What every tool answers on its command line before doing anything: `--version`, and
+//! a usage error (exit status 2, naming the problem) for a missing test.
+
+use std::process::Command;
+
+fn run(bin: &str, args: &[&str]) -> std::process::Output {
+    Command::new(bin).args(args).output().expect("run the tool")
+}
+
+#[test]
+fn every_tool_answers_version() {
+    for (bin, name) in [
+        (env!("CARGO_BIN_EXE_iwperf"), "iwperf"),
+        (env!("CARGO_BIN_EXE_iwarp-rping"), "iwarp-rping"),
+        (env!("CARGO_BIN_EXE_iwbench"), "iwbench"),
+        (env!("CARGO_BIN_EXE_demo"), "demo"),
+    ] {
+        let out = run(bin, &["--version"]);
+        assert!(out.status.success(), "{name}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.trim(), format!("{name} {}", env!("CARGO_PKG_VERSION")));
+    }
+}
+
+#[test]
+fn iwperf_without_a_test_is_a_usage_error() {
+    let out = run(env!("CARGO_BIN_EXE_iwperf"), &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("no test given") && text.contains("write_bw"),
+        "{text}"
+    );
+    let out = run(env!("CARGO_BIN_EXE_iwperf"), &["write_bw", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
