@@ -64,7 +64,7 @@ fn send_lat_with_immediate_data_runs_when_both_agree() {
 
 #[test]
 fn imm_against_a_peer_without_the_extension_is_refused_in_plain_words() {
-    let (_s, c) = pair(&["--extensions", "none"], &["--imm"]);
+    let (_s, c) = pair(&["--extensions", "none", "--imm"], &["--imm"]);
     assert!(!c.status.success());
     let err = String::from_utf8_lossy(&c.stderr);
     assert!(
