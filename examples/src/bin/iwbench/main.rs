@@ -58,7 +58,7 @@ impl Opts {
 }
 
 /// The lines `--only` can pick.
-const LINES: [&str; 5] = ["qps", "write", "read", "pingpong", "ext"];
+const LINES: [&str; 7] = ["qps", "write", "read", "pingpong", "ext", "reg", "migrate"];
 
 const HELP: &str = "\
 usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SIZE]
@@ -66,12 +66,12 @@ usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SI
   Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
   prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
   the method and the results.
-  --only LINES    comma-separated: qps, write, read, pingpong, ext (default: all); ext
-                  compares this stack's extensions with what they replace: Read V2
-                  against RFC 5040 Read, Send with Immediate Data against a Send plus
-                  RFC 7306 Immediate Data, a queued registration against an ordinary
-                  one (through iwarpd with IWARP_DEVICE=unix:PATH), and times live
-                  migration
+  --only LINES    comma-separated: qps, write, read, pingpong, ext, reg, migrate
+                  (default: all); ext compares this stack's extensions with what they
+                  replace: Read V2 against RFC 5040 Read, Send with Immediate Data
+                  against a Send plus RFC 7306 Immediate Data; reg a queued registration
+                  against an ordinary one (through iwarpd with IWARP_DEVICE=unix:PATH);
+                  migrate times live migration (embedded devices)
   --rounds N      rounds per line, each run right after its TCP baseline; the median is
                   printed (default 3)
   --total SIZE    octets per bandwidth run (default 1G)
@@ -214,6 +214,12 @@ async fn run(o: &Opts) -> Result<(), Error> {
     if o.runs("ext") {
         extensions(o).await?;
     }
+    if o.runs("reg") {
+        registration(o).await?;
+    }
+    if o.runs("migrate") {
+        migration(o).await?;
+    }
     Ok(())
 }
 
@@ -242,8 +248,6 @@ async fn extensions(o: &Opts) -> Result<(), Error> {
         "RDMA Read V2, CRC on",
         v1.wall.as_secs_f64() / v2.wall.as_secs_f64().max(1e-9),
     );
-    registration(o).await?;
-    migration(o).await?;
     let (imm, two) = (median(imm).ok_or("no run")?, median(two).ok_or("no run")?);
     let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / o.pings as f64;
     println!(
