@@ -95,6 +95,13 @@ impl Args {
         }
         if args.peek().map(String::as_str) == Some("check") {
             args.next();
+            if matches!(args.peek().map(String::as_str), Some("-h" | "--help")) {
+                return Ok(Self {
+                    mode: Mode::Help,
+                    config_file: None,
+                    overrides: Vec::new(),
+                });
+            }
             let addr = args
                 .next()
                 .filter(|a| !a.starts_with("--"))
@@ -251,6 +258,9 @@ mod tests {
         );
         assert_eq!(a.config().unwrap().ord, 4);
         assert!(parse("check").is_err());
+        assert_eq!(parse("check --help").unwrap().mode, Mode::Help);
+        assert_eq!(parse("check -h").unwrap().mode, Mode::Help);
+        assert_eq!(parse("stat --help").unwrap().mode, Mode::Help);
         assert!(parse("check --size 1").is_err());
         assert!(parse("check a:1 --count 0").is_err());
         assert!(parse("check a:1 --size 8G").is_err());
