@@ -109,8 +109,10 @@ IWPERF_EXTRA = []
 
 
 def iwperf(path, test, args, secs, port):
-    base = [IWPERF, test, "-p", str(port)] + args + IWPERF_EXTRA
-    out = pair(path, base, base + ["-D", str(secs), "--json", path.server_addr])
+    # -D on both sides: a latency server counts its own iterations (without it, it stopped
+    # after -n's default and the client measured that many, whatever -D asked).
+    base = [IWPERF, test, "-p", str(port), "-D", str(secs)] + args + IWPERF_EXTRA
+    out = pair(path, base, base + ["--json", path.server_addr])
     line = next(l for l in out.splitlines() if l.startswith("{"))
     return json.loads(line)
 

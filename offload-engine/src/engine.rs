@@ -416,14 +416,20 @@ impl Engine {
     /// path.
     pub(crate) fn adopt_push(&self, pd: PdId, push: Arc<QpPush>) -> Option<Arc<QpPush>> {
         let share = self.inner.push.clone()?;
+        self.push_regions()
+            .insert(pd, Arc::downgrade(push.region()));
+        push.moved_to(share)
+    }
+
+    /// The domains' push regions that are still in use.
+    fn push_regions(&self) -> std::sync::MutexGuard<'_, HashMap<PdId, Weak<PdPush>>> {
         let mut regions = self
             .inner
             .push_regions
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         regions.retain(|_, w| w.strong_count() > 0);
-        regions.insert(pd, Arc::downgrade(push.region()));
-        push.moved_to(share)
+        regions
     }
 
     /// True if `other` is this engine (or a clone of it).
@@ -436,12 +442,7 @@ impl Engine {
     /// domain's first queue pair.
     fn qp_push(&self, init: &QpInit, num: QpNum) -> Option<QpPush> {
         let share = self.inner.push.as_ref().filter(|_| init.push)?;
-        let mut regions = self
-            .inner
-            .push_regions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        regions.retain(|_, w| w.strong_count() > 0);
+        let mut regions = self.push_regions();
         let pd = match regions.get(&init.pd).and_then(Weak::upgrade) {
             Some(pd) => pd,
             None => match PushRegion::create(share.cfg.slots) {

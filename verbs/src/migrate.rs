@@ -45,17 +45,13 @@ impl fmt::Display for MigrateError {
                  one of these devices is iwarpd"
             ),
             Self::SameDevice => write!(f, "the protection domain is on that device already"),
-            Self::NotConnected { qp, state } => write!(
-                f,
-                "queue pair {} is {state:?}, not connected: only connected or ended queue \
-                 pairs move; wait until it has closed, then migrate",
-                qp.0
-            ),
-            Self::Busy(qp) => write!(
-                f,
-                "queue pair {} is being moved by another migration: wait for it to finish",
-                qp.0
-            ),
+            // The engine's words for what both say alike.
+            Self::NotConnected { qp, state } => EngineError::NotConnected {
+                qp: *qp,
+                state: *state,
+            }
+            .fmt(f),
+            Self::Busy(qp) => EngineError::Busy(*qp).fmt(f),
             Self::NoRoom => write!(
                 f,
                 "the destination device's memory table is full: free regions there first"

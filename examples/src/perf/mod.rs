@@ -135,7 +135,7 @@ pub(crate) async fn check_settings(
     let mine = opts.settings();
     let got = comm.xchg(&mine.encode(), "settings message").await?;
     let theirs = msg::Settings::decode(&got).ok_or("the peer iwperf sent no settings message")?;
-    if theirs != mine {
+    if !mine.agrees(&theirs) {
         return Err(format!(
             "the two sides are set up for different tests: here `{}`, at the peer `{}`; \
              run both with the same test and flags",

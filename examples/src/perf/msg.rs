@@ -114,6 +114,19 @@ impl Settings {
         })
     }
 
+    /// True if a peer with `other` can run the test with us. The server of `write_bw`
+    /// and `read_bw` is passive (it prints the client's report), so there `-n` and `-D`
+    /// are the client's alone, as with perftest; every other server counts or times the
+    /// test itself.
+    pub fn agrees(&self, other: &Self) -> bool {
+        let passive = matches!(self.test.as_str(), "write_bw" | "read_bw");
+        let count = |s: &Self| (!passive).then_some((s.iters, s.duration_ms));
+        self.test == other.test
+            && (self.size, self.all_sizes, self.qps, self.imm)
+                == (other.size, other.all_sizes, other.qps, other.imm)
+            && count(self) == count(other)
+    }
+
     /// The settings as the command line that gives them.
     pub fn describe(&self) -> String {
         let mut s = self.test.clone();

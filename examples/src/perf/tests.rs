@@ -112,6 +112,25 @@ async fn mismatched(server: &str, client: &str) -> (String, String) {
     (c, s)
 }
 
+/// A passive server's `-n` or `-D` is not the client's business (as with perftest): a
+/// `write_bw` server started with defaults serves a client running `-D 1`, as
+/// `scripts/vs_tcp.py` runs them.
+#[tokio::test]
+async fn a_passive_servers_count_does_not_have_to_match() {
+    let sopts = opts("write_bw -s 4096");
+    let dev = Device::open(sopts.device_config());
+    let listener = dev
+        .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    let mut copts = opts("write_bw -s 4096 -D 1");
+    copts.port = listener.local_addr().port();
+    copts.server = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let served = tokio::spawn(async move { serve(&dev, &listener, &sopts).await });
+    let c = run_client(&copts).await.unwrap();
+    assert_eq!(served.await.unwrap().unwrap(), c);
+}
+
 /// Two iwperf set up for different tests refuse to run, at once, both naming both.
 #[tokio::test]
 async fn a_mismatch_between_two_iwperf_is_refused_naming_both() {

@@ -117,10 +117,19 @@ impl Tpt {
         base: Base,
         access: Access,
     ) -> Result<STag, TptError> {
-        let mut region = Region::new(storage, base, access)?;
+        let region = Region::new(storage, base, access)?;
+        self.enter_pending(region, |t, body| t.insert(pd, body))
+    }
+
+    /// Enters `region`, invalid and marked pending, with `insert`.
+    fn enter_pending(
+        &self,
+        mut region: Region,
+        insert: impl FnOnce(&mut Table, Body) -> Result<STag, TptError>,
+    ) -> Result<STag, TptError> {
         region.valid = false;
         let mut t = self.table_mut();
-        let stag = t.insert(pd, Body::Region(region))?;
+        let stag = insert(&mut t, Body::Region(region))?;
         t.set_pending(stag.index());
         self.pending.store(t.pending(), Ordering::Release);
         Ok(stag)
@@ -152,13 +161,8 @@ impl Tpt {
     /// which every access fails and which holds the work requests naming it, until
     /// [`register_reserved`](Self::register_reserved) fills it.
     pub fn reserve_pending(&self) -> Result<STag, TptError> {
-        let mut region = Region::new(Arc::new(Storage::empty()), Base::ZeroBased, Access::NONE)?;
-        region.valid = false;
-        let mut t = self.table_mut();
-        let stag = t.insert_unowned(Body::Region(region))?;
-        t.set_pending(stag.index());
-        self.pending.store(t.pending(), Ordering::Release);
-        Ok(stag)
+        let placeholder = Region::new(Arc::new(Storage::empty()), Base::ZeroBased, Access::NONE)?;
+        self.enter_pending(placeholder, Table::insert_unowned)
     }
 
     /// Registers `storage` as a region of `pd` under `stag`, reserved by
