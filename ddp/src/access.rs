@@ -7,7 +7,7 @@ use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign};
 ///
 /// Combine with `|`, test with [`Access::contains`]. Bits outside the defined set are
 /// never stored ([`Access::from_bits_truncate`] drops them).
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Access(u8);
 
 impl Access {

@@ -6,7 +6,7 @@ use crate::wire::control::Control;
 use crate::{DdpError, TaggedPacket, TaggedRepr, UntaggedPacket, UntaggedRepr};
 
 /// A parsed DDP header of either kind.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SegmentRepr {
     /// A tagged segment (T=1).
     Tagged(TaggedRepr),

@@ -7,7 +7,9 @@ use core::fmt;
 ///
 /// `raw = index << 8 | instance`, the layout used by siw, irdma and cxgb4. On the wire
 /// it is a big-endian `u32` (tagged header octets 2..6).
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct STag(u32);
 
 impl STag {

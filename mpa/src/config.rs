@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::{Extensions, RtrFlags};
 
 /// The MPA role of one side (RFC 5044 §2). It need not match the TCP active/passive side.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {
     /// Sends the MPA Request and, in FPDU mode, the first FPDU.
     Initiator,

@@ -20,12 +20,15 @@ use crate::{MpaError, Negotiated, pad_len};
 ///
 /// Without markers the ULPDU is `split_to(..).freeze()` of `src`: zero copy, no
 /// allocation. With markers the ULPDU is compacted in place inside `src` first.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Deframer {
     markers: bool,
     crc: bool,
     max_ulpdu: u16,
     pos: u64,
+    /// Not carried by a snapshot: a latched error has ended the stream, and only a
+    /// connected stream is moved.
+    #[serde(skip)]
     error: Option<MpaError>,
 }
 

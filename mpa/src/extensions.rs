@@ -30,7 +30,9 @@ use core::fmt;
 use core::ops::{BitAnd, BitOr};
 
 /// A set of this stack's extensions.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Extensions(u32);
 
 impl Extensions {

@@ -16,7 +16,7 @@ const ZEROS: [u8; 3] = [0; 3];
 /// RFC 5044 §4.3/§4.4 exactly: a marker that falls between two FPDUs has FPDUPTR 0 and
 /// belongs to (and is covered by the CRC of) the next FPDU; a marker may sit between PAD
 /// and CRC; all markers are covered by the CRC.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Framer {
     markers: bool,
     crc: bool,

@@ -3,7 +3,9 @@
 use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign};
 
 /// RTR types as a bit set (RFC 6581): zero-length Send (B), RDMA Write (C), RDMA Read (D).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct RtrFlags(u8);
 
 impl RtrFlags {
@@ -84,7 +86,7 @@ impl BitAndAssign for RtrFlags {
 }
 
 /// One RTR type.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Rtr {
     /// Zero-length Send (flag B).
     Send,

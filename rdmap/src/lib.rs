@@ -75,6 +75,7 @@ pub mod atomic;
 mod memory;
 mod qp;
 mod sgl;
+mod snapshot;
 mod stream;
 pub mod term;
 pub mod testing;
@@ -86,6 +87,7 @@ pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedR
 pub use mpa::Extensions;
 pub use qp::{QpEnd, QpNum};
 pub use sgl::{SGL_INLINE, Sgl};
+pub use snapshot::SnapshotError;
 pub use stream::{
     DirectTarget, Event, OPCODES, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
 };

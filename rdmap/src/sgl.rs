@@ -25,7 +25,7 @@ pub const SGL_INLINE: usize = 2;
 /// assert_eq!((one.len(), two.len(), many.len()), (1, 2, 5));
 /// assert!(!two.spilled() && many.spilled());
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Sgl(SmallVec<[Sge; SGL_INLINE]>);
 
 impl Sgl {

@@ -12,7 +12,7 @@ use core::fmt;
 use ddp::DdpError;
 
 /// The layer that detected a Terminate-worthy error (high nibble of Terminate octet 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Layer {
     /// 0: RDMAP.
     Rdmap,
@@ -72,7 +72,7 @@ impl From<Layer> for u8 {
 ///
 /// Values are canonical: the layer and error type are kept to 4 bits, so equal wire octets
 /// mean equal codes. Named constants cover every code in RFC 5040/5041/5044/6581.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TermCode {
     layer: Layer,
     etype: u8,

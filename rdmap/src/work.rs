@@ -14,7 +14,7 @@ use crate::term::TermCode;
 pub type WrId = u64;
 
 /// A span of local registered memory: an STag, a tagged offset and a length.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Sge {
     /// The local STag naming the region.
     pub stag: STag,
@@ -25,7 +25,7 @@ pub struct Sge {
 }
 
 /// A span of the peer's registered memory, as advertised by the peer.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct RemoteBuf {
     /// The peer's STag.
     pub stag: STag,
@@ -90,7 +90,7 @@ impl RemoteBuf {
 }
 
 /// The data of a Send or RDMA Write.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Payload {
     /// Owned bytes, transmitted as they are (no registration needed).
     Bytes(Bytes),
@@ -117,7 +117,9 @@ impl Payload {
 }
 
 /// Flags of a send-queue work request.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct SendFlags(u8);
 
 impl SendFlags {
@@ -144,7 +146,7 @@ impl core::ops::BitOr for SendFlags {
 }
 
 /// The operation of a send-queue work request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SendOp {
     /// Send (opcode 0x3), or Send with Invalidate (0x4) when `invalidate` is set; with
     /// [`SendFlags::SOLICITED`] the SE variants (0x5, 0x6). With `immediate`, the
@@ -250,7 +252,7 @@ pub enum SendOp {
 
 /// A fast registration, posted on the send queue: re-arms a region allocated for fast
 /// registration under a new tag instance, tagged offset, length and rights.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct FastReg {
     /// The region's STag with the new tag instance it will answer to.
     pub stag: STag,
@@ -265,7 +267,7 @@ pub struct FastReg {
 /// A memory window bind: exposes `[to, to + len)` of region `mr` under window `mw` with
 /// `access` (no wider than the region's). Posted on the send queue it binds a type 2 window
 /// to this queue pair.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Bind {
     /// The window's STag with the new tag instance it will answer to.
     pub mw: STag,
@@ -339,7 +341,7 @@ impl SendOp {
 }
 
 /// A send-queue work request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SendWr {
     /// Echoed in the completion.
     pub wr_id: WrId,
@@ -351,7 +353,7 @@ pub struct SendWr {
 
 /// A receive-queue work request: a scatter list that takes one incoming Send or Immediate
 /// Data message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecvWr {
     /// Echoed in the completion.
     pub wr_id: WrId,
@@ -360,7 +362,7 @@ pub struct RecvWr {
 }
 
 /// Which queue a completion belongs to.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Queue {
     /// The send queue.
     Send,
@@ -369,7 +371,7 @@ pub enum Queue {
 }
 
 /// The operation a completion reports.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum WcOpcode {
     /// A Send (any variant) left this side.
@@ -399,7 +401,7 @@ pub enum WcOpcode {
 }
 
 /// The status of a completion.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum WcStatus {
     /// The request finished.
@@ -422,7 +424,7 @@ pub enum WcStatus {
 }
 
 /// A work completion.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Completion {
     /// The work request's identifier.

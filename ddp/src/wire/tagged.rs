@@ -167,7 +167,7 @@ impl<T: AsRef<[u8]>> fmt::Display for TaggedPacket<T> {
 }
 
 /// A parsed tagged DDP header.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaggedRepr {
     /// The L bit: last segment of the message.
     pub last: bool,

@@ -195,7 +195,7 @@ impl<T: AsRef<[u8]>> fmt::Display for UntaggedPacket<T> {
 }
 
 /// A parsed untagged DDP header.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UntaggedRepr {
     /// The L bit: last segment of the message.
     pub last: bool,

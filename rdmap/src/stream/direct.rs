@@ -34,7 +34,7 @@ pub struct DirectTarget {
 
 /// An RDMA Write segment whose payload is being read into memory.
 #[derive(Debug)]
-pub(super) struct Direct {
+pub(crate) struct Direct {
     seg: TaggedRepr,
     ulpdu_len: usize,
     region: Arc<Region>,

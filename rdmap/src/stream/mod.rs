@@ -40,13 +40,14 @@ use crate::term::TermCode;
 use crate::wire::TerminateRepr;
 use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
 
+pub(crate) use direct::Direct;
 pub use direct::DirectTarget;
 use rx::RxState;
 pub use transmit::Transmit;
 use tx::{Flush, TxState};
 
 /// Static settings of a stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct StreamConfig {
     /// Send-queue depth: posted send requests not yet completed.
@@ -74,7 +75,7 @@ impl Default for StreamConfig {
 }
 
 /// The RDMAP stream (queue pair) states of RFC 5040 as siw names them.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum QpState {
     /// No connection: a queue pair that is not connected yet (the engine's state), or a
     /// stream after a graceful close completed in both directions.
@@ -90,7 +91,7 @@ pub enum QpState {
 }
 
 /// Something the driver must act on, from [`Stream::poll_event`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Event {
     /// A work request finished.
@@ -153,7 +154,7 @@ impl core::fmt::Display for PostError {
 impl std::error::Error for PostError {}
 
 /// Counters for observability.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct StreamStats {
     /// FPDUs transmitted.
@@ -215,7 +216,7 @@ impl StreamStats {
 /// (call them after every input or command). A Send, Write or Immediate completes once
 /// the socket accepted all its octets ([`handle_written`](Self::handle_written)); a Read
 /// or Atomic once its response is placed; send-queue completions come in posting order.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Stream {
     cfg: StreamConfig,
     role: Role,
@@ -233,6 +234,7 @@ pub struct Stream {
     rx: RxState,
     events: VecDeque<Event>,
     stats: StreamStats,
+    #[serde(with = "crate::snapshot::deadline")]
     close_deadline: Option<Instant>,
 }
 

@@ -22,14 +22,14 @@ use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
 const MPA_NO_MATCHING_RTR: u8 = 7;
 
 /// A Send being placed into a receive buffer.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct InRecv {
     wr: RecvWr,
     msn: u32,
     cap: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct RxState {
     pub(super) recv: VecDeque<RecvWr>,
     /// Next expected MSN per queue number (RFC 5041 §5.1: the first is 1).
@@ -42,6 +42,7 @@ pub(super) struct RxState {
     stopped: bool,
     pub(super) eof: bool,
     /// An RDMA Write segment whose payload is being read straight into memory.
+    #[serde(with = "crate::snapshot::not_direct")]
     pub(super) direct: Option<super::direct::Direct>,
 }
 

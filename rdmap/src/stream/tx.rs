@@ -43,7 +43,7 @@ pub(super) enum Flush {
 }
 
 /// A send-queue request that has started, kept until its completion is reported in order.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Inflight {
     seq: u64,
     wc: Completion,
@@ -54,7 +54,7 @@ struct Inflight {
 }
 
 /// An outbound Read or Atomic waiting for its response.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) enum OrqEntry {
     /// The zero-length Read RTR: its empty response is consumed silently.
     Rtr,
@@ -73,7 +73,7 @@ pub(super) enum OrqEntry {
 }
 
 /// Where an outstanding Read's data goes, and how its responses name it.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) enum ReadSink {
     /// RFC 5040: the responses name this local STag and TO.
     Named(Sge),
@@ -83,7 +83,7 @@ pub(super) enum ReadSink {
 }
 
 /// A response owed to the peer, in request order.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) enum IrqEntry {
     /// A Read; `v2` for a Read V2 Request (the sink fields then hold its identifier).
     Read {
@@ -94,18 +94,21 @@ pub(super) enum IrqEntry {
 }
 
 /// Where a message's payload comes from.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Source {
     Empty,
     Bytes(Bytes),
     Sgl(crate::Sgl),
     /// Local memory read with remote-read access on the peer's behalf (Read Response).
     Remote(ReadRequestRepr),
-    Inline([u8; INLINE_MAX], usize),
+    Inline(
+        #[serde(with = "crate::snapshot::array")] [u8; INLINE_MAX],
+        usize,
+    ),
 }
 
 /// What happens after a message's last segment is emitted.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
 enum Done {
     /// Complete send request `seq` once its octets are written.
     Written(u64),
@@ -117,7 +120,7 @@ enum Done {
 }
 
 /// A message being segmented.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct OutMsg {
     header: SegmentRepr,
     /// A Send with Immediate Data's value, after the DDP header of every segment.
@@ -128,7 +131,7 @@ struct OutMsg {
     done: Done,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct TxState {
     pub(super) sq: VecDeque<SendWr>,
     inflight: VecDeque<Inflight>,
@@ -157,13 +160,13 @@ pub(super) struct TxState {
 }
 
 /// The progress of the Delay at the head of the send queue.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum DelayState {
     /// Reached the head; starts at the next time the stream is told.
     Waiting(std::time::Duration),
     /// Later requests go out from this instant on; `None`: a duration past what the
     /// clock can represent, which only a flush ends.
-    Until(Option<std::time::Instant>),
+    Until(#[serde(with = "crate::snapshot::deadline")] Option<std::time::Instant>),
 }
 
 impl TxState {

@@ -316,7 +316,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicResponsePacket<T> {
 }
 
 /// A parsed Atomic Response header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct AtomicResponseRepr {
     /// The Request Identifier of the request being answered.
     pub req_id: u32,

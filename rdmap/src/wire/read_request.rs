@@ -90,7 +90,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ReadRequestPacket<T> {
 }
 
 /// A parsed RDMA Read Request header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ReadRequestRepr {
     /// Data Sink STag: where the Read Response lands at the requester.
     pub sink_stag: STag,

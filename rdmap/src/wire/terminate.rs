@@ -226,7 +226,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TerminatePacket<T> {
 }
 
 /// A copy of the offending segment's DDP header: 14 octets if its T bit is set, else 18.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CopiedDdpHeader {
     /// The header, zero beyond `len`.
     bytes: [u8; UNTAGGED_HEADER_LEN],
@@ -299,7 +299,7 @@ impl fmt::Debug for CopiedDdpHeader {
 }
 
 /// A parsed Terminate header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TerminateRepr {
     /// The error.
     pub code: TermCode,

@@ -10,6 +10,7 @@ mod prop;
 mod read_v2;
 mod refuse;
 mod send_imm;
+mod snapshot;
 
 use bytes::Bytes;
 

@@ -109,6 +109,9 @@ pub(super) struct Pair {
     /// A's output held back while a raw tamper is set, until A goes idle.
     raw_hold: BytesMut,
     a_pos: u64,
+    /// Every this many steps of [`drive`](Self::drive), both streams are replaced by
+    /// their snapshots read back (a live migration between processes); 0: never.
+    pub(super) snapshot_every: usize,
 }
 
 impl Pair {
@@ -178,6 +181,7 @@ impl Pair {
             ulpdu_tamper: None,
             raw_hold: BytesMut::new(),
             a_pos: 0,
+            snapshot_every: 0,
         }
     }
 
@@ -204,7 +208,14 @@ impl Pair {
 
     /// Moves bytes both ways until neither side has anything left to do.
     pub(super) fn drive(&mut self) {
-        for _ in 0..100_000 {
+        for step in 1..100_000 {
+            if self.snapshot_every != 0 && step % self.snapshot_every == 0 {
+                for side in [&mut self.a, &mut self.b] {
+                    let now = Instant::now();
+                    let octets = side.s.to_snapshot(now).expect("snapshot");
+                    side.s = Stream::from_snapshot(&octets, now).expect("read back");
+                }
+            }
             let mut progress = false;
             progress |= self.transmit_a();
             progress |= Self::transmit(&mut self.b, &mut self.b_to_a, &mut self.rng);

@@ -37,12 +37,14 @@ proptest! {
         mulpdu in 128u16..4000,
         max_chunk in 1usize..3000,
         ops in proptest::collection::vec(op(), 1..24),
+        snapshot_every in prop_oneof![Just(0usize), 1usize..40],
     ) {
         let ci = mpa_cfg(|c| { c.rev = rev; c.crc = crc.0; c.markers = markers.0; });
         let cr = mpa_cfg(|c| { c.crc = crc.1; c.markers = markers.1; });
         let sc = StreamConfig { mulpdu, ..StreamConfig::default() };
         let mut p = Pair::connect(ci, cr, sc, seed);
         p.max_chunk = max_chunk;
+        p.snapshot_every = snapshot_every;
         let n = ops.len() as u64;
         p.b.mem.register(stag(1), 0, (SLOT * n) as usize, 0, RW);
         p.a.mem.register(stag(2), 0, (SLOT * n) as usize, 0, RW);
