@@ -186,6 +186,11 @@ impl QpInit {
 /// numbers, so that a queue pair keeps its number when it moves to another engine.
 static NEXT_QP: AtomicU32 = AtomicU32::new(1);
 
+/// A new queue pair number of this process.
+pub(crate) fn next_qp_num() -> QpNum {
+    QpNum(NEXT_QP.fetch_add(1, Ordering::Relaxed))
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     cfg: EngineConfig,
@@ -350,7 +355,7 @@ impl Engine {
         tap: Tap,
         rx: BytesMut,
     ) -> Qp {
-        let num = QpNum(NEXT_QP.fetch_add(1, Ordering::Relaxed));
+        let num = next_qp_num();
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
         let depth = self.inner.cfg.stream.sq_depth;

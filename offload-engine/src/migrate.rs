@@ -52,6 +52,8 @@ pub enum MigrateError {
     NoRoom(TptError),
     /// Registrations of the domain are still on the control queue.
     RegistrationsPending,
+    /// The domain cannot cross to another process: the reason.
+    CannotCross(String),
 }
 
 impl std::fmt::Display for MigrateError {
@@ -82,6 +84,9 @@ impl std::fmt::Display for MigrateError {
                 "registrations of the domain are still queued: wait until they are done \
                  (Engine::registered), then migrate"
             ),
+            Self::CannotCross(why) => {
+                write!(f, "the domain cannot move to another process: {why}")
+            }
             Self::NoRoom(e) => write!(
                 f,
                 "the destination's memory table has no room for the domain ({e}): free \
@@ -117,9 +122,9 @@ pub struct Migrated {
 /// [`move_to`](Self::move_to), everything goes on where it was.
 #[derive(Debug)]
 pub struct ParkedPd {
-    from: Engine,
-    pd: PdId,
-    qps: Vec<Parked>,
+    pub(crate) from: Engine,
+    pub(crate) pd: PdId,
+    pub(crate) qps: Vec<Parked>,
 }
 
 impl Engine {

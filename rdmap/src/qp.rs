@@ -28,6 +28,9 @@ pub enum QpEnd {
     ConnectionLost,
     /// Nothing moved for longer than the engine's idle or stall timeout allows.
     TimedOut,
+    /// The queue pair moved to another process (live migration between daemons), which
+    /// runs the connection now; nothing was flushed here.
+    MovedAway,
 }
 
 impl fmt::Display for QpEnd {
@@ -40,6 +43,7 @@ impl fmt::Display for QpEnd {
             Self::TimedOut => f.write_str(
                 "nothing moved on the connection for longer than its idle or stall timeout",
             ),
+            Self::MovedAway => f.write_str("moved to another process, which runs it now"),
         }
     }
 }

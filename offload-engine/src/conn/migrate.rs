@@ -103,6 +103,18 @@ impl Parked {
         &self.shared
     }
 
+    /// Its socket, if the connection is still running.
+    pub(crate) fn sock(&self) -> Option<&Arc<TcpStream>> {
+        self.sock.as_ref()
+    }
+
+    /// Lets go of the queue pair without starting its driver again (it moved to another
+    /// process).
+    pub(crate) fn forget(&mut self) {
+        self.sock = None;
+        self.resumed = true;
+    }
+
     /// Moves it to `home`, with `mem` its new view of memory, and starts its driver on
     /// the current runtime.
     pub(crate) fn resume_in(mut self, home: Home, mem: Box<dyn MemoryOps + Send>) {

@@ -14,6 +14,8 @@
 //!   queue;
 //! - [`migrate`]: parking a queue pair so that live migration can move it to another
 //!   engine;
+//! - [`image`]: a parked queue pair as plain data and a socket, for migration to another
+//!   process, and the queue pair built from them there;
 //! - [`held`]: send requests waiting for a queued registration (the control queue's
 //!   pending bit);
 //! - [`handle`]: [`Qp`], the application's handle.
@@ -27,6 +29,7 @@
 mod driver;
 mod handle;
 mod held;
+mod image;
 mod io;
 mod migrate;
 mod push;
@@ -37,6 +40,7 @@ mod waiters;
 pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
 pub use handle::{NOTIFY_BIT, Qp};
+pub(crate) use image::QpImage;
 pub(crate) use io::Io;
 pub(crate) use migrate::{ParkError, Parked};
 pub(crate) use push_slots::QpPush;

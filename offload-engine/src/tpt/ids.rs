@@ -96,7 +96,7 @@ impl Base {
 }
 
 /// The type of a memory window.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum MwType {
     /// Type 1: bound and unbound by verbs ([`Tpt::bind_mw`](super::Tpt::bind_mw),
     /// [`Tpt::invalidate_local`](super::Tpt::invalidate_local)); usable by every queue pair

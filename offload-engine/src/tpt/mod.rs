@@ -98,6 +98,7 @@
 mod entry;
 mod error;
 mod ids;
+mod image;
 mod space;
 mod storage;
 mod table;
@@ -107,7 +108,9 @@ mod view;
 pub use entry::{EntryInfo, EntryKind};
 pub use error::TptError;
 pub use ids::{Base, MwType, PdId, QpId};
+pub(crate) use image::EntryImage;
 pub use storage::Storage;
+pub(crate) use table::TakenPd;
 pub use verbs::Tpt;
 pub use view::QpMemory;
 

@@ -66,6 +66,33 @@ impl IndexSpace {
         Some(STag::new(index, instance))
     }
 
+    /// Takes `index` itself, if it is free: for an entry that keeps the STag it had in
+    /// another process (migration between processes). False if it is taken or out of
+    /// range.
+    pub(super) fn claim(&mut self, index: u32) -> bool {
+        if index == 0 || index > self.max {
+            return false;
+        }
+        if self.next_instance.is_empty() {
+            self.next_instance.push(0);
+        }
+        let known = self.next_instance.len();
+        if (index as usize) < known {
+            let Some(at) = self.free.iter().position(|&i| i == index) else {
+                return false;
+            };
+            self.free.remove(at);
+            return true;
+        }
+        // Never handed out: the indices below it become free ones.
+        for i in known..index as usize {
+            self.next_instance.push(0);
+            self.free.push_back(i as u32);
+        }
+        self.next_instance.push(0);
+        true
+    }
+
     /// Gives back an index whose last entry answered to `last_instance`.
     pub(super) fn release(&mut self, index: u32, last_instance: u8) {
         if let Some(next) = self.next_instance.get_mut(index as usize) {
@@ -104,5 +131,20 @@ mod tests {
         assert_eq!(s.take(), None, "all three taken");
         s.release(3, 0xff);
         assert_eq!(s.take().unwrap(), STag::new(3, 0), "the instance wraps");
+    }
+
+    #[test]
+    fn an_index_is_claimed_only_while_free() {
+        let mut s = IndexSpace::new(10);
+        assert!(s.claim(4), "never handed out");
+        assert!(!s.claim(4), "taken now");
+        assert!(!s.claim(0) && !s.claim(11), "out of range");
+        // The indices below it are free ones, handed out first.
+        assert_eq!(s.take().unwrap().index(), 1);
+        assert!(s.claim(2));
+        assert_eq!(s.take().unwrap().index(), 3);
+        assert_eq!(s.take().unwrap().index(), 5);
+        s.release(2, 0);
+        assert!(s.claim(2), "freed again");
     }
 }

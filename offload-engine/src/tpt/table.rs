@@ -27,12 +27,12 @@ static NEXT_PD: AtomicU32 = AtomicU32::new(1);
 pub(super) struct Table {
     leaves: Vec<Option<Box<[Option<Entry>]>>>,
     /// Where indices come from and go back to.
-    space: &'static Mutex<IndexSpace>,
+    pub(super) space: &'static Mutex<IndexSpace>,
     /// Live entries, and the most this table may hold.
-    live: usize,
-    max_entries: usize,
+    pub(super) live: usize,
+    pub(super) max_entries: usize,
     /// Live protection domains and how many entries each holds.
-    pds: HashMap<PdId, usize>,
+    pub(super) pds: HashMap<PdId, usize>,
     /// Regions whose registration is queued on the control queue and not done yet.
     pending: HashSet<u32>,
 }
@@ -42,7 +42,7 @@ pub(super) struct Table {
 #[derive(Debug)]
 pub(crate) struct TakenPd {
     pub(super) pd: PdId,
-    entries: Vec<(u32, Entry)>,
+    pub(super) entries: Vec<(u32, Entry)>,
 }
 
 impl TakenPd {
@@ -216,6 +216,14 @@ impl Table {
         self.live -= entries.len();
         self.pds.remove(&pd);
         Ok(TakenPd { pd, entries })
+    }
+
+    /// Gives the indices of a domain taken out for good back to the space.
+    pub(super) fn forget(&mut self, taken: TakenPd) {
+        let mut space = space::lock(self.space);
+        for (index, entry) in taken.entries {
+            space.release(index, entry.instance);
+        }
     }
 
     /// Puts a domain taken out of another table into this one, every entry under its

@@ -376,6 +376,23 @@ impl Tpt {
         self.table_mut().put_pd(taken)
     }
 
+    /// Puts a domain that crossed from another process into this table as a new domain
+    /// (see `image`).
+    pub(crate) fn put_image(
+        &self,
+        entries: Vec<super::image::EntryImage>,
+        storages: &[Arc<Storage>],
+        qp: impl Fn(u32) -> Option<QpId>,
+    ) -> Result<PdId, TptError> {
+        self.table_mut().put_image(entries, storages, qp)
+    }
+
+    /// Drops a domain taken out of this table for good (it moved to another process):
+    /// its indices go back to the space.
+    pub(crate) fn forget_pd(&self, taken: TakenPd) {
+        self.table_mut().forget(taken);
+    }
+
     /// Unbinds every type 2 window bound to `qp` (for a destroyed queue pair); returns how
     /// many.
     pub fn release_qp(&self, qp: QpId) -> usize {

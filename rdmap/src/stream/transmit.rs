@@ -256,6 +256,14 @@ impl Transmit {
         Ok(written)
     }
 
+    /// Appends octets already framed, to be written as they are (a queue pair's output
+    /// that was produced and not yet written when it moved to another process).
+    pub fn push_framed(&mut self, octets: Bytes) {
+        if !octets.is_empty() {
+            self.push(Chunk::Bytes(octets));
+        }
+    }
+
     /// Removes the first `n` octets (at most [`len`](Self::len)) and returns them as one
     /// buffer, reading payloads in place as a write would: for a sans-IO user that moves
     /// the octets itself, and for tests.

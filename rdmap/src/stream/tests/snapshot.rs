@@ -26,7 +26,7 @@ fn a_snapshot_reads_back_and_anything_else_is_refused() {
     );
     let cut = Stream::from_snapshot(&octets[..octets.len() - 1], now).unwrap_err();
     assert!(cut.to_string().contains("cannot be read"), "{cut}");
-    let mut long = octets.clone();
+    let mut long = octets;
     long.push(0);
     let long = Stream::from_snapshot(&long, now).unwrap_err();
     assert!(long.to_string().contains("1 octets too many"), "{long}");
