@@ -106,8 +106,19 @@ impl Engine {
 
     /// Listens for iWARP connections on `addr`.
     pub async fn listen(&self, addr: SocketAddr) -> io::Result<Listener> {
-        let tcp = TcpListener::bind(addr).await?;
+        self.listen_on(TcpListener::bind(addr).await?)
+    }
+
+    /// Listens for iWARP connections on a socket that listens already (one another
+    /// process handed over, for example). Needs a runtime.
+    pub fn listen_on_std(&self, tcp: std::net::TcpListener) -> io::Result<Listener> {
+        tcp.set_nonblocking(true)?;
+        self.listen_on(TcpListener::from_std(tcp)?)
+    }
+
+    fn listen_on(&self, tcp: TcpListener) -> io::Result<Listener> {
         let local = tcp.local_addr()?;
+        let fd = std::os::fd::AsFd::as_fd(&tcp).try_clone_to_owned()?;
         let (tx, rx) = mpsc::channel(64);
         let engine = self.clone();
         let cfg = self.config();
@@ -160,6 +171,7 @@ impl Engine {
             }
         });
         Ok(Listener {
+            fd,
             local,
             rx: tokio::sync::Mutex::new(rx),
             task,
@@ -198,6 +210,8 @@ impl Engine {
 /// A listening socket; [`accept`](Self::accept) yields connection requests.
 #[derive(Debug)]
 pub struct Listener {
+    /// The listening socket (the accept task has its own descriptor of it).
+    fd: std::os::fd::OwnedFd,
     local: SocketAddr,
     rx: tokio::sync::Mutex<mpsc::Receiver<Incoming>>,
     task: tokio::task::JoinHandle<()>,
@@ -207,6 +221,17 @@ impl Listener {
     /// The address it listens on (useful after binding port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Stops taking connections here (the socket stays open for whoever else holds it:
+    /// a successor it was handed to); requests already read are still handed out.
+    pub fn stop_accepting(&self) {
+        self.task.abort();
+    }
+
+    /// The listening socket, to hand to another process (which then accepts on it too).
+    pub fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
     }
 
     /// The next connection request whose MPA Request arrived and was valid.

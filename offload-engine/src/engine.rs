@@ -135,6 +135,12 @@ impl Srq {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Removes and returns the receive buffers posted and not yet taken, oldest first
+    /// (to post them again elsewhere: a queue pair moving to another process).
+    pub fn take_all(&self) -> Vec<RecvWr> {
+        self.queue().drain(..).collect()
+    }
 }
 
 /// A queue pair's stream takes receives from its shared receive queue through this, one

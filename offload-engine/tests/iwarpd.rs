@@ -1,111 +1,14 @@
 //! The `iwarpd` binary end to end on loopback: the daemon prints its address, `iwarpd
 //! check` exercises it, SIGTERM shuts it down with exit 0, and failures name their cause.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-const IWARPD: &str = env!("CARGO_BIN_EXE_iwarpd");
-
-/// A running daemon; killed on drop if a test failed before it exited.
-struct Daemon {
-    child: Child,
-    addr: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Daemon {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(IWARPD)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start iwarpd");
-        // Collect stderr on a thread so a chatty daemon never blocks on a full pipe.
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read stdout");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first stdout line: {line:?}"))
-            .to_owned();
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-
-    fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "iwarpd did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits until the log contains `what`.
-    fn wait_log(&self, what: &str) {
-        let start = Instant::now();
-        while !self.log().contains(what) {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "no `{what}` in the log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::daemon::{Daemon, IWARPD};
 
 fn check(args: &[&str]) -> Output {
     Command::new(IWARPD)

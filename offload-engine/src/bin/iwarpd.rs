@@ -28,6 +28,8 @@ mod check;
 mod cli;
 #[path = "iwarpd/config.rs"]
 mod config;
+#[path = "iwarpd/handover.rs"]
+mod handover;
 #[path = "iwarpd/proto.rs"]
 mod proto;
 #[path = "iwarpd/serve.rs"]
@@ -80,7 +82,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    if args.mode == Mode::Serve && cfg.listen.is_none() {
+    if args.mode == Mode::Serve && cfg.listen.is_none() && cfg.take_over.is_none() {
         eprintln!("iwarpd: {}", serve::NO_LISTEN);
         return ExitCode::from(2);
     }

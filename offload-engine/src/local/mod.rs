@@ -129,6 +129,7 @@ impl Device {
 /// It runs until [`stop`](Self::stop) or the end of the process.
 #[derive(Debug)]
 pub struct LocalService {
+    device: Arc<Device>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -179,9 +180,15 @@ impl LocalService {
             },
         )?);
         Ok(Self {
+            device,
             stop: Some(stop),
             threads,
         })
+    }
+
+    /// Applications attached now.
+    pub fn clients(&self) -> u32 {
+        self.device.clients.load(Ordering::Relaxed)
     }
 
     /// Stops accepting and ends every session (their queue pairs close); returns once the

@@ -96,6 +96,16 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
          or `off`; default /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
     ),
     (
+        "handover",
+        "Unix socket where this daemon hands its connections to a successor that starts \
+         with take_over (an upgrade without disconnecting anyone); default: none",
+    ),
+    (
+        "take_over",
+        "take over the connections of the daemon whose handover socket this is, then serve \
+         them and the listen address as it did",
+    ),
+    (
         "local_threads",
         "threads serving local applications (1..=256; default: one per processor); each \
          application's queue pairs run on one of them",
@@ -171,6 +181,10 @@ pub(crate) struct Config {
     pub(crate) control: Control,
     /// Threads (shards) serving local applications.
     pub(crate) local_threads: usize,
+    /// Where this daemon hands its connections to a successor.
+    pub(crate) handover: Option<PathBuf>,
+    /// The handover socket of the daemon to take the connections from at start.
+    pub(crate) take_over: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -200,6 +214,8 @@ impl Default for Config {
             pcap: None,
             control: Control::Default,
             local_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            handover: None,
+            take_over: None,
         }
     }
 }
@@ -353,6 +369,8 @@ impl Config {
                 self.log = Some(value.to_owned());
             }
             "pcap" => self.pcap = Some(PathBuf::from(value)),
+            "handover" => self.handover = Some(PathBuf::from(value)),
+            "take_over" => self.take_over = Some(PathBuf::from(value)),
             "local_threads" => self.local_threads = number(1, 256)? as usize,
             "control" => {
                 self.control = match value {

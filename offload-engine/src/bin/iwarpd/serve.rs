@@ -9,16 +9,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use offload_engine::local::{LocalConfig, LocalService};
 use offload_engine::tpt::{Base, PdId};
-use offload_engine::{Cq, Engine, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc};
+use offload_engine::{
+    Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc,
+};
 use rdmap::{
-    Access, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus,
+    Access, Completion, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr,
+    Sge, WcOpcode, WcStatus,
 };
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, Control};
+use crate::handover;
 use crate::proto::ServiceInfo;
 
 /// Rights of a connection's region: everything a remote-memory target offers.
@@ -32,7 +35,8 @@ static REJECTED: LogLimit = LogLimit::new(5, Duration::from_secs(10));
 
 /// What to do when no listen address was given.
 pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.g. --listen \
-     0.0.0.0:4791) or put `listen = IP:PORT` in the config file";
+     0.0.0.0:4791) or put `listen = IP:PORT` in the config file (or take a running daemon's \
+     over with --take-over PATH)";
 
 /// Starts serving local applications on the control socket, with an engine of their own
 /// (the remote-memory target's idle timeout does not apply to them). The task stops, and
@@ -62,9 +66,16 @@ fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
 }
 
 /// Stops the local service and removes its socket file.
-struct LocalGuard {
+pub(crate) struct LocalGuard {
     service: Option<LocalService>,
     path: std::path::PathBuf,
+}
+
+impl LocalGuard {
+    /// Applications attached now.
+    fn clients(&self) -> u32 {
+        self.service.as_ref().map_or(0, LocalService::clients)
+    }
 }
 
 impl Drop for LocalGuard {
@@ -76,19 +87,62 @@ impl Drop for LocalGuard {
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM; `Err` says why it could not.
+/// Runs the daemon until SIGINT or SIGTERM (or until it handed everything to a
+/// successor); `Err` says why it could not.
 pub(crate) async fn run(cfg: Config) -> Result<(), String> {
-    let addr = cfg.listen.ok_or_else(|| NO_LISTEN.to_owned())?;
     let mut sigterm =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
     let engine = Engine::new(cfg.engine()?);
-    let listener = engine.listen(addr).await.map_err(|e| {
-        format!("cannot listen on {addr}: {e} (is the port in use, or the address not local?)")
-    })?;
+    // A successor takes the listening socket and the connections of the daemon before.
+    let (listener, resumed, predecessor) = match &cfg.take_over {
+        Some(path) => {
+            let (l, r, link) = handover::take_over(&engine, path).await?;
+            (l, r, Some(link))
+        }
+        None => {
+            let addr = cfg.listen.ok_or_else(|| NO_LISTEN.to_owned())?;
+            let listener = engine.listen(addr).await.map_err(|e| {
+                format!(
+                    "cannot listen on {addr}: {e} (is the port in use, or the address not local?)"
+                )
+            })?;
+            (listener, Vec::new(), None)
+        }
+    };
     let local = listener.local_addr();
-    let _local = serve_local(&cfg)?;
+    let cfg = Arc::new(cfg);
+    // Places for the connections served: max_qps in all, max_qps_per_address each.
+    let places = Slots::new(cfg.max_qps, cfg.max_qps_per_address);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    // Where each connection's task is asked to move to a successor.
+    let mut movers: Vec<mpsc::Sender<MoveRequest>> = Vec::new();
+    let mut served = 0u64;
+    let taken_over = resumed.len();
+    for r in resumed {
+        let slot = places.enter(r.peer().ip()).ok();
+        let (tx, rx) = mpsc::channel(1);
+        movers.push(tx);
+        let stop = stop_rx.clone();
+        conns.spawn(async move {
+            let peer = r.peer();
+            if let Err(e) = r.run(stop, rx).await {
+                tracing::warn!(%peer, error = %e, "connection failed");
+            }
+            drop(slot);
+        });
+    }
+    // The daemon before still holds the control and handover sockets until it exits.
+    if let Some(link) = predecessor {
+        handover::await_exit(link).await;
+    }
+    let local_service = serve_local(&cfg)?;
+    let mut handovers = match &cfg.handover {
+        Some(path) => Some(handover::Offer::bind(path)?),
+        None => None,
+    };
     // The one line on stdout, once everything serves: scripts and tests read the bound
     // address from it.
     println!("listening on {local}");
@@ -105,15 +159,12 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         mpa_revision = cfg.mpa_revision,
         ird = cfg.ird,
         ord = cfg.ord,
+        taken_over,
         "iwarpd listening"
     );
 
-    let cfg = Arc::new(cfg);
-    // Places for the connections served: max_qps in all, max_qps_per_address each.
-    let places = Slots::new(cfg.max_qps, cfg.max_qps_per_address);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut conns = JoinSet::new();
-    let mut served = 0u64;
+    // Kept open until the process ends: the successor waits for it to close.
+    let mut _successor = None;
     let why = loop {
         tokio::select! {
             inc = listener.accept() => {
@@ -141,8 +192,11 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                 };
                 served += 1;
                 let (engine, cfg, stop) = (engine.clone(), cfg.clone(), stop_rx.clone());
+                let (tx, rx) = mpsc::channel(1);
+                movers.retain(|m| !m.is_closed());
+                movers.push(tx);
                 conns.spawn(async move {
-                    if let Err(e) = serve_conn(&engine, inc, &cfg, stop).await {
+                    if let Err(e) = serve_conn(&engine, inc, &cfg, stop, rx).await {
                         tracing::warn!(%peer, error = %e, "connection failed");
                     }
                     drop(slot);
@@ -153,10 +207,23 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                     tracing::error!(error = %e, "connection task panicked");
                 }
             }
+            Some(sock) = async { handovers.as_mut()?.next().await } => {
+                movers.retain(|m| !m.is_closed());
+                let clients = local_service.as_ref().map_or(0, LocalGuard::clients);
+                match handover::hand_over(sock, &listener, &movers, clients).await {
+                    Ok((moved, sock)) => {
+                        tracing::info!(moved, "handed over to a successor");
+                        _successor = Some(sock);
+                        break "handover";
+                    }
+                    Err(e) => tracing::warn!(error = %e, "handover failed: serving on"),
+                }
+            }
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
         }
     };
+    drop(handovers);
 
     // Stop accepting, then disconnect every queue pair and let posted work finish or flush.
     drop(listener);
@@ -191,10 +258,15 @@ struct ConnMemory {
     pd: PdId,
     region: STag,
     rx: STag,
+    /// The memory went to a successor with the connection: nothing to free here.
+    moved: bool,
 }
 
 impl Drop for ConnMemory {
     fn drop(&mut self) {
+        if self.moved {
+            return;
+        }
         let tpt = self.engine.tpt();
         for stag in [self.region, self.rx] {
             if let Err(e) = tpt.deregister(stag) {
@@ -207,12 +279,14 @@ impl Drop for ConnMemory {
     }
 }
 
-/// Serves one connection: region, private data, receives, echo, until it ends.
+/// Serves one connection: region, private data, receives, echo, until it ends (or moves
+/// to a successor).
 async fn serve_conn(
     engine: &Engine,
     inc: Incoming,
     cfg: &Config,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    mover: mpsc::Receiver<MoveRequest>,
 ) -> Result<(), String> {
     let peer = inc.peer_addr();
     let tpt = engine.tpt();
@@ -234,11 +308,25 @@ async fn serve_conn(
         pd,
         region,
         rx,
+        moved: false,
+    };
+    let carry = Carry {
+        peer,
+        region,
+        rx,
+        slot: cfg.recv_size,
+        depth,
+        messages: 0,
+        octets: 0,
+        waiting: Vec::new(),
+        ended: false,
+        send_wcs: Vec::new(),
+        recv_wcs: Vec::new(),
+        srq: (0..depth).map(|i| recv_wr(rx, i, cfg.recv_size)).collect(),
     };
     // Receives go on a shared receive queue posted before the Reply leaves, so a Send
     // that follows the Reply at once finds a buffer.
-    let srq = Srq::new();
-    (0..depth).for_each(|i| srq.post_recv(recv_wr(rx, i, cfg.recv_size)));
+    let queues = carry.queues();
     let info = ServiceInfo {
         remote: RemoteBuf {
             stag: region,
@@ -248,29 +336,161 @@ async fn serve_conn(
         credits: cfg.recv_depth,
         recv_size: cfg.recv_size,
     };
-    let send_cq = Cq::new(256 + depth);
-    let recv_cq = Cq::new(2 * depth + 16);
-    let mut init = QpInit::new(pd, &send_cq);
-    init.recv_cq = recv_cq.clone();
-    init.srq = Some(srq.clone());
+    let mut init = QpInit::new(pd, &queues.send_cq);
+    init.recv_cq = queues.recv_cq.clone();
+    init.srq = queues.srq.clone();
     let qp = inc
         .accept(init, &info.encode())
         .await
         .map_err(|e| format!("accept failed: {e}"))?;
     tracing::info!(%peer, qp = %qp.num(), region = %region, len = cfg.buffer_size, "connection accepted");
+    run_conn(mem, qp, queues, carry, stop, mover).await
+}
 
+/// A connection taken over from the daemon before: its memory and queue pair, imported,
+/// and what its service was doing.
+pub(crate) struct Resumed {
+    mem: ConnMemory,
+    qp: Qp,
+    queues: ImportQueues,
+    carry: Carry,
+}
+
+impl Resumed {
+    /// The client's address.
+    pub(crate) fn peer(&self) -> std::net::SocketAddr {
+        self.carry.peer
+    }
+
+    /// Serves it on from where the daemon before left it.
+    pub(crate) async fn run(
+        self,
+        stop: watch::Receiver<bool>,
+        mover: mpsc::Receiver<MoveRequest>,
+    ) -> Result<(), String> {
+        tracing::info!(peer = %self.carry.peer, qp = %self.qp.num(), messages = self.carry.messages, "connection taken over");
+        run_conn(self.mem, self.qp, self.queues, self.carry, stop, mover).await
+    }
+}
+
+/// Builds a connection a `CONN` message of the handover carries: the domain's image and
+/// descriptors, then the service's state.
+pub(crate) fn import_conn(
+    engine: &Engine,
+    body: &[u8],
+    fds: Vec<std::os::fd::OwnedFd>,
+) -> Result<Resumed, String> {
+    let n = body
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 octets")) as usize)
+        .ok_or("a connection message too short")?;
+    let image = body.get(4..4 + n).ok_or("a connection message too short")?;
+    let carry: Carry = postcard::from_bytes(&body[4 + n..])
+        .map_err(|e| format!("the service's state cannot be read: {e}"))?;
+    let queues = carry.queues();
+    let (pd, mut qps) = engine
+        .import_pd(image, fds, |_| queues.clone())
+        .map_err(|e| e.to_string())?;
+    let qp = match (qps.pop(), qps.is_empty()) {
+        (Some(q), true) => q.qp,
+        _ => return Err("a connection message names other than one queue pair".into()),
+    };
+    Ok(Resumed {
+        mem: ConnMemory {
+            engine: engine.clone(),
+            pd,
+            region: carry.region,
+            rx: carry.rx,
+            moved: false,
+        },
+        qp,
+        queues,
+        carry,
+    })
+}
+
+/// A request that a connection's task hand it over: it answers with what crosses.
+pub(crate) type MoveRequest = oneshot::Sender<Result<Moving, String>>;
+
+/// A connection ready to cross: the `CONN` message's body and descriptors, and where the
+/// handover says whether the successor took it.
+pub(crate) struct Moving {
+    pub(crate) body: Vec<u8>,
+    pub(crate) fds: Vec<std::os::fd::OwnedFd>,
+    pub(crate) verdict: oneshot::Sender<bool>,
+}
+
+/// What the service of one connection was doing, to go on with it in a successor.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Carry {
+    peer: std::net::SocketAddr,
+    region: STag,
+    rx: STag,
+    slot: u32,
+    depth: usize,
+    messages: u64,
+    octets: u64,
+    waiting: Vec<SendWr>,
+    ended: bool,
+    /// Completions not yet taken from the queues.
+    send_wcs: Vec<Completion>,
+    recv_wcs: Vec<Completion>,
+    /// Receives posted to the shared receive queue and not yet taken.
+    srq: Vec<RecvWr>,
+}
+
+impl Carry {
+    /// The connection's completion queues and its shared receive queue, holding
+    /// `self.srq`.
+    fn queues(&self) -> ImportQueues {
+        let srq = Srq::new();
+        self.srq.iter().for_each(|wr| srq.post_recv(wr.clone()));
+        ImportQueues {
+            send_cq: Cq::new(256 + self.depth),
+            recv_cq: Cq::new(2 * self.depth + 16),
+            srq: Some(srq),
+        }
+    }
+}
+
+/// The echo loop of one connection, from `carry`'s state, until it ends or moves.
+async fn run_conn(
+    mut mem: ConnMemory,
+    qp: Qp,
+    queues: ImportQueues,
+    carry: Carry,
+    mut stop: watch::Receiver<bool>,
+    mut mover: mpsc::Receiver<MoveRequest>,
+) -> Result<(), String> {
+    let peer = carry.peer;
+    let engine = mem.engine.clone();
+    let (send_cq, recv_cq) = (&queues.send_cq, &queues.recv_cq);
+    let srq = queues.srq.clone().unwrap_or_default();
     let mut echo = Echo {
-        engine,
+        engine: &engine,
         mem: &mem,
         qp: &qp,
         srq: &srq,
-        slot: cfg.recv_size,
-        messages: 0,
-        octets: 0,
-        waiting: VecDeque::new(),
-        limit: depth,
-        ended: false,
+        slot: carry.slot,
+        messages: carry.messages,
+        octets: carry.octets,
+        waiting: carry.waiting.into(),
+        limit: carry.depth,
+        ended: carry.ended,
     };
+    // What the daemon before had not consumed yet.
+    for wc in carry.recv_wcs {
+        let r = echo.on_recv(&Wc { qp: qp.num(), wc });
+        echo.end_on(r, peer);
+    }
+    if carry
+        .send_wcs
+        .iter()
+        .any(|wc| wc.status == WcStatus::Success)
+    {
+        let r = echo.post_waiting();
+        echo.end_on(r, peer);
+    }
     let mut stopping = *stop.borrow();
     if stopping {
         qp.disconnect();
@@ -300,6 +520,14 @@ async fn serve_conn(
                 stopping = true;
                 if r.is_ok() {
                     qp.disconnect();
+                }
+            }
+            Some(req) = mover.recv() => {
+                if echo.move_away(req, &queues, peer).await {
+                    let (messages, octets) = (echo.messages, echo.octets);
+                    tracing::info!(%peer, qp = %qp.num(), messages, octets, "connection handed over");
+                    mem.moved = true;
+                    return Ok(());
                 }
             }
         }
@@ -422,6 +650,85 @@ impl Echo<'_> {
             tracing::warn!(%peer, qp = %self.qp.num(), "{why}");
             self.qp.disconnect();
         }
+    }
+
+    /// Hands the connection to a successor if it can (true: it is gone from here). The
+    /// queue pair is exported, and the completions and posted receives it had go with
+    /// it; if the successor does not take it, they are put back before it runs again.
+    async fn move_away(
+        &mut self,
+        req: MoveRequest,
+        queues: &ImportQueues,
+        peer: std::net::SocketAddr,
+    ) -> bool {
+        let export = match self.engine.export_pd(self.mem.pd).await {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = req.send(Err(e.to_string()));
+                return false;
+            }
+        };
+        let drain = |cq: &Cq| {
+            let mut out = Vec::new();
+            let _ = cq.poll_with(usize::MAX, |wc| out.push(wc.wc));
+            out
+        };
+        let srq = queues.srq.clone().unwrap_or_default();
+        let carry = Carry {
+            peer,
+            region: self.mem.region,
+            rx: self.mem.rx,
+            slot: self.slot,
+            depth: self.limit,
+            messages: self.messages,
+            octets: self.octets,
+            waiting: self.waiting.iter().cloned().collect(),
+            ended: self.ended,
+            send_wcs: drain(&queues.send_cq),
+            recv_wcs: drain(&queues.recv_cq),
+            srq: srq.take_all(),
+        };
+        let fds: Result<Vec<_>, _> = export
+            .files()
+            .iter()
+            .map(|fd| fd.try_clone_to_owned())
+            .collect();
+        let image = export.image();
+        let mut body = (image.len() as u32).to_le_bytes().to_vec();
+        body.extend_from_slice(image);
+        let packed = postcard::to_extend(&carry, body).map_err(|e| e.to_string());
+        let (tx, rx) = oneshot::channel();
+        let sent = match (fds, packed) {
+            (Ok(fds), Ok(body)) => req
+                .send(Ok(Moving {
+                    body,
+                    fds,
+                    verdict: tx,
+                }))
+                .is_ok(),
+            (Err(e), _) => {
+                let _ = req.send(Err(format!("cannot duplicate a descriptor: {e}")));
+                false
+            }
+            (_, Err(e)) => {
+                let _ = req.send(Err(e));
+                false
+            }
+        };
+        if sent && rx.await == Ok(true) {
+            export.commit();
+            return true;
+        }
+        // Not taken: everything back as it was, before the queue pair runs again.
+        carry.srq.into_iter().for_each(|wr| srq.post_recv(wr));
+        queues
+            .send_cq
+            .deliver(self.qp.num(), carry.send_wcs.into_iter());
+        queues
+            .recv_cq
+            .deliver(self.qp.num(), carry.recv_wcs.into_iter());
+        drop(export);
+        false
     }
 
     /// Posts waiting echoes, in order, while the send queue has room.

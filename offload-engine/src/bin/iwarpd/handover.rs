@@ -1,0 +1,394 @@
+//! An upgrade without disconnecting anyone: a running daemon hands its listening socket
+//! and every connection it serves to a successor (live migration between processes, seed
+//! 003 §3.1), over a Unix socket (`handover` key) that the successor names with
+//! `take_over`.
+//!
+//! The exchange, each message `kind (1) | body length (4, LE) | descriptors (2, LE) | body`
+//! with its descriptors attached to its first octets (`SCM_RIGHTS`):
+//!
+//! 1. successor: `HELLO` ("iWHO" and the version);
+//! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket; it stops
+//!    accepting, and the successor starts;
+//! 3. per connection, daemon: `CONN` (the domain's image from `Engine::export_pd`, then the
+//!    service's own state) with the regions' memory files and the TCP socket; successor:
+//!    `ACK` (taken: the daemon ends the connection on its side without a FIN) or `NAK`
+//!    (why: the daemon keeps serving it);
+//! 4. daemon: `DONE`, after removing its handover socket file; it exits, and the
+//!    successor, once the socket closes, binds the handover path itself.
+//!
+//! Only a process of the daemon's own user may connect (checked with `SO_PEERCRED`); the
+//! socket file is made readable and writable by that user only.
+
+use std::io::{self, IoSlice, IoSliceMut, Read as _, Write as _};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use offload_engine::Engine;
+use tokio::sync::oneshot;
+
+use crate::serve::{MoveRequest, Moving, Resumed, import_conn};
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+/// The successor's first message.
+pub(crate) const HELLO: u8 = 1;
+/// The daemon will not hand over; the body says why.
+pub(crate) const REFUSED: u8 = 2;
+/// The listening socket.
+pub(crate) const LISTENER: u8 = 3;
+/// One connection.
+pub(crate) const CONN: u8 = 4;
+/// The connection was taken over.
+pub(crate) const ACK: u8 = 5;
+/// The connection was not taken over; the body says why.
+pub(crate) const NAK: u8 = 6;
+/// Every connection was offered.
+pub(crate) const DONE: u8 = 7;
+
+/// `HELLO`'s body: the magic and the version of this exchange (and of the images).
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x01";
+
+const HEADER: usize = 7;
+/// The most descriptors one message carries.
+const MAX_FDS: usize = 32;
+/// The largest body accepted.
+const MAX_BODY: usize = 64 << 20;
+
+/// One message.
+#[derive(Debug)]
+pub(crate) struct Msg {
+    pub(crate) kind: u8,
+    pub(crate) body: Vec<u8>,
+    pub(crate) fds: Vec<OwnedFd>,
+}
+
+/// Sends a message on a blocking socket.
+pub(crate) fn send(
+    sock: &UnixStream,
+    kind: u8,
+    body: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
+    if fds.len() > MAX_FDS || body.len() > MAX_BODY {
+        return Err(io::Error::other("handover message too large"));
+    }
+    let mut head = [0u8; HEADER];
+    head[0] = kind;
+    head[1..5].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    head[5..7].copy_from_slice(&(fds.len() as u16).to_le_bytes());
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("too many descriptors"));
+    }
+    // The descriptors go with the header's octets; the rest follows.
+    let sent = rustix::net::sendmsg(
+        sock.as_fd(),
+        &[IoSlice::new(&head)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    let mut w = sock;
+    w.write_all(&head[sent..])?;
+    w.write_all(body)
+}
+
+/// Receives a message on a blocking socket.
+pub(crate) fn recv(sock: &UnixStream) -> io::Result<Msg> {
+    let mut head = [0u8; HEADER];
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < HEADER {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let r = rustix::net::recvmsg(
+            sock.as_fd(),
+            &mut [IoSliceMut::new(&mut head[got..])],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        )?;
+        for m in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(f) = m {
+                fds.extend(f);
+            }
+        }
+        if r.bytes == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        got += r.bytes;
+    }
+    let len = u32::from_le_bytes(head[1..5].try_into().expect("4 octets")) as usize;
+    let nfds = u16::from_le_bytes(head[5..7].try_into().expect("2 octets")) as usize;
+    if len > MAX_BODY || nfds != fds.len() {
+        return Err(io::Error::other(format!(
+            "malformed handover message ({len} octets, {} descriptors where {nfds} were announced)",
+            fds.len()
+        )));
+    }
+    let mut body = vec![0; len];
+    let mut r = sock;
+    r.read_exact(&mut body)?;
+    Ok(Msg {
+        kind: head[0],
+        body,
+        fds,
+    })
+}
+
+/// Refuses a process of another user.
+pub(crate) fn check_peer(sock: &UnixStream) -> Result<(), String> {
+    let cred = rustix::net::sockopt::socket_peercred(sock.as_fd())
+        .map_err(|e| format!("cannot learn who connected: {e}"))?;
+    let me = rustix::process::geteuid();
+    if cred.uid != me {
+        return Err(format!(
+            "a process of user {} asked to take the connections over; only user {} may",
+            cred.uid.as_raw(),
+            me.as_raw()
+        ));
+    }
+    Ok(())
+}
+
+/// Expects a message of `kind`; a `REFUSED` or `NAK` becomes its text.
+pub(crate) fn expect(msg: Msg, kind: u8, what: &str) -> Result<Msg, String> {
+    if msg.kind == kind {
+        return Ok(msg);
+    }
+    if matches!(msg.kind, REFUSED | NAK) {
+        return Err(String::from_utf8_lossy(&msg.body).into_owned());
+    }
+    Err(format!(
+        "the other daemon sent message {} where {what} was due",
+        msg.kind
+    ))
+}
+
+/// Where a successor asks for the connections: the `handover` socket.
+pub(crate) struct Offer {
+    listener: tokio::net::UnixListener,
+    path: PathBuf,
+}
+
+impl Offer {
+    /// Binds `path` for this daemon's user only (a stale file no daemon answers on is
+    /// replaced).
+    pub(crate) fn bind(path: &Path) -> Result<Self, String> {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "another daemon offers its connections at {} already: give this one another \
+                 handover path, or take that one over with take_over = {}",
+                path.display(),
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| format!("cannot bind the handover socket {}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+            format!(
+                "cannot restrict the handover socket {}: {e}",
+                path.display()
+            )
+        })?;
+        tracing::info!(handover = %path.display(), "offering the connections to a successor");
+        Ok(Self {
+            listener,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The next successor's connection, as a blocking socket.
+    pub(crate) async fn next(&mut self) -> Option<UnixStream> {
+        let (sock, _) = self.listener.accept().await.ok()?;
+        let sock = sock.into_std().ok()?;
+        sock.set_nonblocking(false).ok()?;
+        Some(sock)
+    }
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Runs blocking socket work off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("a handover step panicked")
+}
+
+/// The daemon's side: hands the listening socket and every connection (`movers`, one per
+/// connection task) to the successor on `sock`. Returns how many moved, and the socket,
+/// to keep open until this process ends. Refused (nothing moves) while local
+/// applications are attached: they cannot follow yet.
+pub(crate) async fn hand_over(
+    sock: UnixStream,
+    listener: &offload_engine::Listener,
+    movers: &[tokio::sync::mpsc::Sender<MoveRequest>],
+    clients: u32,
+) -> Result<(usize, UnixStream), String> {
+    let sock = Arc::new(sock);
+    let io = |f: fn(&UnixStream) -> io::Result<Msg>| {
+        let sock = Arc::clone(&sock);
+        blocking(move || f(&sock))
+    };
+    let say = |kind: u8, body: Vec<u8>, fds: Vec<OwnedFd>| {
+        let sock = Arc::clone(&sock);
+        blocking(move || {
+            let fds: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
+            send(&sock, kind, &body, &fds)
+        })
+    };
+    let fail = |e: io::Error| format!("the successor's socket: {e}");
+    check_peer(&sock)?;
+    let hello = io(recv).await.map_err(fail)?;
+    if hello.kind != HELLO || hello.body != HELLO_BODY {
+        let why = "not a successor of this version (handover exchange 1)";
+        let _ = say(REFUSED, why.into(), Vec::new()).await;
+        return Err(why.into());
+    }
+    if clients > 0 {
+        let why = format!(
+            "{clients} local application(s) are attached to this daemon, and they cannot \
+             follow to a successor yet: stop them first, then upgrade"
+        );
+        let _ = say(REFUSED, why.clone().into_bytes(), Vec::new()).await;
+        return Err(why);
+    }
+    let fd = listener
+        .socket()
+        .try_clone_to_owned()
+        .map_err(|e| format!("cannot duplicate the listening socket: {e}"))?;
+    say(LISTENER, Vec::new(), vec![fd]).await.map_err(fail)?;
+    // The successor accepts from now on.
+    listener.stop_accepting();
+    let mut moved = 0;
+    for mover in movers {
+        let (tx, rx) = oneshot::channel();
+        if mover.send(tx).await.is_err() {
+            continue;
+        }
+        let Ok(m) = rx.await else { continue };
+        let m: Moving = match m {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "a connection cannot move: it stays here");
+                continue;
+            }
+        };
+        let sent = say(CONN, m.body, m.fds).await;
+        let answer = match sent {
+            Ok(()) => io(recv).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(a) if a.kind == ACK => {
+                let _ = m.verdict.send(true);
+                moved += 1;
+            }
+            Ok(a) => {
+                let _ = m.verdict.send(false);
+                tracing::warn!(
+                    why = %String::from_utf8_lossy(&a.body),
+                    "the successor did not take a connection: it stays here"
+                );
+            }
+            Err(e) => {
+                let _ = m.verdict.send(false);
+                return Err(fail(e));
+            }
+        }
+    }
+    say(DONE, Vec::new(), Vec::new()).await.map_err(fail)?;
+    let sock = Arc::try_unwrap(sock).map_err(|_| "the successor's socket is still in use")?;
+    Ok((moved, sock))
+}
+
+/// The successor's side: takes the listening socket and every connection from the
+/// daemon whose handover socket is `path`. Returns the listener, the connections to
+/// serve on, and the link to the daemon before (closed when it exits).
+pub(crate) async fn take_over(
+    engine: &Engine,
+    path: &Path,
+) -> Result<(offload_engine::Listener, Vec<Resumed>, UnixStream), String> {
+    let p = path.display().to_string();
+    let sock = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "cannot reach the daemon to take over at {p}: {e} (is it running with handover = {p}?)"
+        )
+    })?;
+    let sock = Arc::new(sock);
+    let fail = |e: io::Error| format!("the handover from {p}: {e}");
+    let s = Arc::clone(&sock);
+    blocking(move || send(&s, HELLO, HELLO_BODY, &[]))
+        .await
+        .map_err(fail)?;
+    let next = || {
+        let s = Arc::clone(&sock);
+        blocking(move || recv(&s))
+    };
+    let m = expect(
+        next().await.map_err(fail)?,
+        LISTENER,
+        "the listening socket",
+    )
+    .map_err(|e| format!("the daemon at {p} refused the handover: {e}"))?;
+    let fd = m
+        .fds
+        .into_iter()
+        .next()
+        .ok_or("the listening socket did not come")?;
+    let listener = engine
+        .listen_on_std(std::net::TcpListener::from(fd))
+        .map_err(|e| format!("cannot listen on the socket handed over: {e}"))?;
+    let mut resumed = Vec::new();
+    loop {
+        let m = next().await.map_err(fail)?;
+        match m.kind {
+            CONN => {
+                let (kind, body) = match import_conn(engine, &m.body, m.fds) {
+                    Ok(r) => {
+                        resumed.push(r);
+                        (ACK, Vec::new())
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "not taking a connection over");
+                        (NAK, e.into_bytes())
+                    }
+                };
+                let s = Arc::clone(&sock);
+                blocking(move || send(&s, kind, &body, &[]))
+                    .await
+                    .map_err(fail)?;
+            }
+            DONE => break,
+            other => {
+                return Err(format!(
+                    "the daemon at {p} sent message {other} mid-handover"
+                ));
+            }
+        }
+    }
+    let sock = Arc::try_unwrap(sock).map_err(|_| "the handover socket is still in use")?;
+    Ok((listener, resumed, sock))
+}
+
+/// Waits until the daemon before has exited (its end of `link` closes), at most 30 s.
+pub(crate) async fn await_exit(link: UnixStream) {
+    let _ = link.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+    blocking(move || {
+        let mut b = [0u8; 1];
+        let _ = (&link).read(&mut b);
+    })
+    .await;
+}

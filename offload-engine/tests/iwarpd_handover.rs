@@ -1,0 +1,246 @@
+//! An `iwarpd` upgrade without disconnecting anyone (live migration between processes,
+//! seed 003 §3.1): ten times, a new daemon process takes the listening socket and the
+//! connection over from the running one (`take_over`/`handover`), while a client runs a
+//! continuous, verified loop of RDMA Writes, Reads and echoed Sends over one connection.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::daemon::{Daemon, IWARPD};
+use offload_engine::tpt::Base;
+use offload_engine::{Cq, Engine, EngineConfig, Qp, QpInit};
+use rdmap::{
+    Access, Payload, QpState, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+};
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed * 7) as u8 ^ (i >> 11) as u8)
+        .collect()
+}
+
+/// The client's side of the loop: one connection, every Read and echo compared.
+struct Client {
+    engine: Engine,
+    pd: offload_engine::tpt::PdId,
+    qp: Qp,
+    cq: Cq,
+    remote: RemoteBuf,
+    sink: rdmap::STag,
+    inbox: rdmap::STag,
+    recv_size: u32,
+}
+
+impl Client {
+    async fn connect(addr: SocketAddr) -> Self {
+        let engine = Engine::new(EngineConfig::default());
+        let pd = engine.alloc_pd();
+        let cq = Cq::new(1024);
+        let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+        let sink = engine
+            .tpt()
+            .alloc_region(pd, 512 << 10, Base::ZeroBased, rw)
+            .unwrap();
+        let inbox = engine
+            .tpt()
+            .alloc_region(pd, 64 << 10, Base::ZeroBased, rw)
+            .unwrap();
+        let (qp, private) = engine
+            .connect(addr, QpInit::new(pd, &cq), b"")
+            .await
+            .unwrap();
+        let remote = RemoteBuf::decode(&private[..16]).unwrap();
+        let recv_size = u32::from_be_bytes(private[20..24].try_into().unwrap());
+        Self {
+            engine,
+            pd,
+            qp,
+            cq,
+            remote,
+            sink,
+            inbox,
+            recv_size,
+        }
+    }
+
+    async fn complete(&self, what: &str, opcode: WcOpcode) -> u32 {
+        let wc = tokio::time::timeout(Duration::from_secs(20), self.cq.next())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no completion in 20 s"))
+            .unwrap();
+        assert_eq!(
+            (wc.wc.status, wc.wc.opcode),
+            (WcStatus::Success, opcode),
+            "{what}: {wc:?}"
+        );
+        wc.wc.byte_len
+    }
+
+    /// One verified round: a Write, the Read of it, and a Send whose echo must match.
+    async fn round(&self, n: u64) {
+        let len = [1usize, 100, 4096, 65_537, 300 << 10][n as usize % 5];
+        let to = (n * 8192) % (u64::from(self.remote.len) - (300 << 10));
+        let data = pattern(len, n);
+        let dst = RemoteBuf {
+            stag: self.remote.stag,
+            to,
+            len: len as u32,
+        };
+        let post = |op| {
+            self.qp
+                .post_send(SendWr {
+                    wr_id: n,
+                    op,
+                    flags: SendFlags::SIGNALED,
+                })
+                .unwrap()
+        };
+        post(SendOp::Write {
+            data: Payload::Bytes(Bytes::from(data.clone())),
+            dst,
+        });
+        self.complete("write", WcOpcode::Write).await;
+        post(SendOp::Read {
+            src: dst,
+            dst: Sge {
+                stag: self.sink,
+                to: 0,
+                len: len as u32,
+            },
+        });
+        self.complete("read", WcOpcode::Read).await;
+        let mut back = vec![0; len];
+        self.engine
+            .tpt()
+            .read(self.pd, self.sink, 0, &mut back)
+            .unwrap();
+        assert!(back == data, "round {n}: the Read returned other octets");
+
+        let msg = pattern((len % self.recv_size as usize).max(8), n ^ 0xabc);
+        let msg = [&n.to_be_bytes()[..], &msg[8..]].concat();
+        self.qp
+            .post_recv(RecvWr {
+                wr_id: n,
+                sgl: [Sge {
+                    stag: self.inbox,
+                    to: 0,
+                    len: self.recv_size,
+                }]
+                .into(),
+            })
+            .unwrap();
+        post(SendOp::Send {
+            data: Payload::Bytes(Bytes::from(msg.clone())),
+            invalidate: None,
+            immediate: None,
+        });
+        // The Send's completion and the echo's, in either order.
+        let mut got = 0;
+        for _ in 0..2 {
+            let wc = tokio::time::timeout(Duration::from_secs(20), self.cq.next())
+                .await
+                .expect("send or echo: no completion in 20 s")
+                .unwrap();
+            assert_eq!(wc.wc.status, WcStatus::Success, "round {n}: {wc:?}");
+            if wc.wc.opcode == WcOpcode::Recv {
+                got = wc.wc.byte_len;
+            }
+        }
+        assert_eq!(got as usize, msg.len(), "round {n}: echo length");
+        let mut echo = vec![0; msg.len()];
+        self.engine
+            .tpt()
+            .read(self.pd, self.inbox, 0, &mut echo)
+            .unwrap();
+        assert!(echo == msg, "round {n}: the echo differs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_upgrades_while_a_client_loops_over_one_connection() {
+    let dir = std::env::temp_dir().join(format!("iwarpd-handover-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock");
+    let path = path.to_str().unwrap().to_owned();
+    let common = ["--handover", &path, "--control", "off"];
+    let mut daemon = Daemon::start(&common);
+    let addr: SocketAddr = daemon.addr.parse().unwrap();
+    let client = Arc::new(Client::connect(addr).await);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
+    let looping = {
+        let (client, stop, rounds) = (client.clone(), stop.clone(), rounds.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                client.round(n).await;
+                n += 1;
+                rounds.store(n, Ordering::Relaxed);
+            }
+        })
+    };
+
+    for k in 0..10 {
+        let before = rounds.load(Ordering::Relaxed);
+        while rounds.load(Ordering::Relaxed) < before + 5 {
+            assert!(
+                !looping.is_finished(),
+                "the client's loop failed before upgrade {k}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut args = vec!["--take-over", path.as_str()];
+        args.extend_from_slice(&common);
+        // Started off the runtime: it blocks until the successor prints its address.
+        let next = tokio::task::block_in_place(|| Daemon::start_with(&args));
+        assert_eq!(
+            next.addr, daemon.addr,
+            "the successor listens where the daemon did"
+        );
+        let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
+        assert!(status.success(), "the daemon before exited with {status}");
+        let log = daemon.log();
+        assert!(log.contains("handed over to a successor"), "{log}");
+        assert!(log.contains("moved=1"), "{log}");
+        next.wait_log("connection taken over");
+        daemon = next;
+    }
+    let before = rounds.load(Ordering::Relaxed);
+    while rounds.load(Ordering::Relaxed) < before + 5 {
+        assert!(
+            !looping.is_finished(),
+            "the client's loop failed after the last upgrade"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    looping.await.expect("every round verified");
+    eprintln!(
+        "{} verified rounds (Write, Read, Send and echo each) across 10 upgrades",
+        rounds.load(Ordering::Relaxed)
+    );
+    assert_eq!(client.qp.state(), QpState::Rts);
+    assert_eq!(client.engine.stats().connections, 1, "no reconnect");
+    assert_eq!(client.qp.stats().terminates_received, 0);
+
+    // The listening socket came along: a new client is served by the last daemon.
+    let out = std::process::Command::new(IWARPD)
+        .args(["check", &daemon.addr, "--count", "4", "--size", "64K"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    daemon.signal("-TERM");
+    let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
