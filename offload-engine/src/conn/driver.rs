@@ -100,7 +100,12 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
                 // why from the state.
                 st.park = None;
             }
-            if st.park.is_some() && (out.is_empty() || st.pushed.is_empty()) {
+            // Not in the middle of a payload read straight into memory either: that holds
+            // the mapping, which does not cross to another process.
+            if st.park.is_some()
+                && (out.is_empty() || st.pushed.is_empty())
+                && !st.stream.placing_directly()
+            {
                 if !out.is_empty() {
                     std::mem::swap(&mut out, &mut st.pushed);
                 }

@@ -45,6 +45,12 @@ pub(crate) struct Direct {
 }
 
 impl Stream {
+    /// True while an RDMA Write segment's payload is being read straight into memory
+    /// (between [`direct_target`](Self::direct_target) and the last of its octets).
+    pub fn placing_directly(&self) -> bool {
+        self.rx.direct.is_some()
+    }
+
     /// Where the next octets from the socket should be read, if they belong in memory.
     ///
     /// With CRC and markers off, when `src` (the octets read and not yet consumed) holds
