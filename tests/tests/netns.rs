@@ -1272,3 +1272,223 @@ fn a_write_from_a_region_still_being_registered_waits_across_the_veth() {
     assert_eq!(client.join(), QpEnd::Closed);
     assert_eq!(server.join(), QpEnd::Closed);
 }
+
+/// The `iwarpd` binary, built if needed (with the workspace's target directory).
+fn iwarpd_binary() -> std::path::PathBuf {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "-q", "-p", "offload-engine", "--bin", "iwarpd"])
+        .current_dir(&root)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build --bin iwarpd failed");
+    target.join("debug").join("iwarpd")
+}
+
+/// An `iwarpd` process in network namespace `ns`; killed on drop.
+struct NsDaemon {
+    child: std::process::Child,
+    addr: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl NsDaemon {
+    fn start(bin: &std::path::Path, ns: &str, args: &[&str]) -> Self {
+        use std::io::{BufRead as _, Read as _};
+        let mut child = std::process::Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(bin)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start iwarpd");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (mut pipe, sink) = (child.stderr.take().unwrap(), log.clone());
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            sink.lock().unwrap().push_str(&s);
+        });
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read stdout");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("iwarpd's first line: {line:?}"))
+            .to_owned();
+        Self { child, addr, log }
+    }
+
+    /// Waits for it to exit; its status and log.
+    fn exit(mut self) -> (std::process::ExitStatus, String) {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                // The log thread ends with the process's stderr.
+                std::thread::sleep(Duration::from_millis(50));
+                return (st, self.log.lock().unwrap().clone());
+            }
+            assert!(start.elapsed() < WAIT, "iwarpd did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for NsDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Seed 003 §3.1 between processes, across the veth: ten times a new `iwarpd` process on
+/// host A takes the listening socket and the connection over from the running one
+/// (`--take-over`/`--handover`), while host B runs a verified loop of Writes, Reads and
+/// echoed Sends on one connection: every round verified, one connection, no Terminate.
+#[test]
+fn iwarpd_is_upgraded_ten_times_while_the_peer_loops_across_the_veth() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let bin = iwarpd_binary();
+    let dir = std::env::temp_dir().join(format!("iwarpd-upgrade-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock").to_str().unwrap().to_owned();
+    let listen = SocketAddr::from((net.a().addr(), PORT)).to_string();
+    let ns = net.a().name().to_owned();
+    let mut daemon = NsDaemon::start(
+        &bin,
+        &ns,
+        &["--listen", &listen, "--handover", &path, "--control", "off"],
+    );
+    let addr: SocketAddr = daemon.addr.parse().unwrap();
+
+    let (stop, rounds) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let client = {
+        let (stop, rounds) = (stop.clone(), rounds.clone());
+        net.b().spawn(move || {
+            limit(async move {
+                let engine = Engine::new(EngineConfig::default());
+                let pd = engine.alloc_pd();
+                let cq = Cq::new(64);
+                let sink = engine
+                    .tpt()
+                    .alloc_region(pd, 512 << 10, Base::ZeroBased, LOCAL)
+                    .unwrap();
+                let inbox = engine
+                    .tpt()
+                    .alloc_region(pd, 64 << 10, Base::ZeroBased, LOCAL)
+                    .unwrap();
+                let (qp, private) = engine
+                    .connect(addr, QpInit::new(pd, &cq), b"")
+                    .await
+                    .expect("connect to iwarpd");
+                let remote = RemoteBuf::decode(&private[..16]).unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let len = [1usize, 100, 4096, 65_537, 300 << 10][n as usize % 5];
+                    let to = (n * 8192) % (u64::from(remote.len) - (300 << 10));
+                    let data = pattern(n, len);
+                    let dst = RemoteBuf {
+                        stag: remote.stag,
+                        to,
+                        len: len as u32,
+                    };
+                    qp.post_send(wr(n, write(data.clone(), dst))).unwrap();
+                    next_ok(&cq).await;
+                    let read = SendOp::Read {
+                        src: dst,
+                        dst: Sge {
+                            stag: sink,
+                            to: 0,
+                            len: len as u32,
+                        },
+                    };
+                    qp.post_send(wr(n, read)).unwrap();
+                    next_ok(&cq).await;
+                    assert!(
+                        read_mem(&engine, pd, sink, 0, len) == data,
+                        "round {n}: Read"
+                    );
+                    let msg = [&n.to_be_bytes()[..], &pattern(!n, len % 60_000)].concat();
+                    qp.post_recv(recv(n, inbox, 0, 64 << 10)).unwrap();
+                    qp.post_send(wr(n, send(msg.clone()))).unwrap();
+                    let mut echoed = 0;
+                    for _ in 0..2 {
+                        let wc = next_ok(&cq).await;
+                        if wc.wc.opcode == WcOpcode::Recv {
+                            echoed = wc.wc.byte_len as usize;
+                        }
+                    }
+                    assert_eq!(echoed, msg.len(), "round {n}: echo length");
+                    assert!(
+                        read_mem(&engine, pd, inbox, 0, msg.len()) == msg,
+                        "round {n}: echo"
+                    );
+                    n += 1;
+                    rounds.store(n, Ordering::Relaxed);
+                }
+                assert_eq!(qp.state(), QpState::Rts);
+                assert_eq!(qp.stats().terminates_received, 0);
+                engine.stats().connections
+            })
+        })
+    };
+    let progress = |k: &str| {
+        let before = rounds.load(Ordering::Relaxed);
+        let start = Instant::now();
+        while rounds.load(Ordering::Relaxed) < before + 5 {
+            assert!(!client.is_finished(), "the client's loop failed {k}");
+            assert!(start.elapsed() < WAIT, "the client made no progress {k}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for k in 0..10 {
+        progress(&format!("before upgrade {k}"));
+        let next = NsDaemon::start(
+            &bin,
+            &ns,
+            &[
+                "--take-over",
+                &path,
+                "--handover",
+                &path,
+                "--control",
+                "off",
+            ],
+        );
+        assert_eq!(next.addr, daemon.addr);
+        let (status, log) = std::mem::replace(&mut daemon, next).exit();
+        assert!(
+            status.success(),
+            "upgrade {k}: the daemon before exited {status}:\n{log}"
+        );
+        assert!(log.contains("handed over to a successor moved=1"), "{log}");
+    }
+    progress("after the last upgrade");
+    stop.store(true, Ordering::Relaxed);
+    let connections = client.join();
+    assert_eq!(connections, 1, "no reconnect");
+    report(format_args!(
+        "{} verified rounds across 10 iwarpd upgrades over the veth",
+        rounds.load(Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
