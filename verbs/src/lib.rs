@@ -10,6 +10,7 @@
 //! | [`Srq`] | a shared receive queue |
 //! | [`Listener`], [`Incoming`] | the passive side of connection setup |
 //! | [`Qp`] | a connected queue pair: raw `post_*` verbs plus async per-request methods |
+//! | [`RdmaStream`], [`RdmaListener`] | a byte stream over RDMA: `AsyncRead`/`AsyncWrite`, as `TcpStream` |
 //!
 //! Every handle is a cheap `Clone + Send + Sync` value with no lifetime parameter; buffers
 //! cross the API owned ([`Bytes`](bytes::Bytes) to send, `Vec<u8>` to register). Each
@@ -93,6 +94,7 @@ mod ops;
 mod pd;
 mod qp;
 mod ssq;
+mod stream;
 mod types;
 
 pub use config::DeviceConfig;
@@ -107,6 +109,7 @@ pub use pd::Pd;
 pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
 pub use shm::{View, ViewMut};
 pub use ssq::{SharedSendQueue, SsqCompletion};
+pub use stream::{RING_LEN, RdmaListener, RdmaStream};
 pub use types::{MwType, PdId};
 
 pub use mpa::{ConnectError, Extensions, RtrFlags};
