@@ -9,6 +9,7 @@
 //! | RDMA Read 64 KiB | TCP stream | >= 0.75x |
 //! | Send ping-pong, 8 octets | TCP ping-pong, 8 octets | <= 1.3x the round trip |
 //! | 1,000 connected queue pairs | - | setup rate; <= 64 KiB per idle QP |
+//! | `RdmaStream` 64 KiB / 64 B writes, 8 B ping-pong | `TcpStream`, same code | - |
 //!
 //! `--smoke` runs everything for a moment (CI); `--total SIZE`, `--pings N`, `--qps N`
 //! size the runs; `--only write,read,pingpong,qps` picks lines (for profiling one path).
@@ -18,6 +19,7 @@
 //! Numbers, not pass/fail: nothing here is a test.
 
 mod pingpong;
+mod stream;
 
 use pingpong::{Msg, Wait};
 
@@ -58,7 +60,9 @@ impl Opts {
 }
 
 /// The lines `--only` can pick.
-const LINES: [&str; 7] = ["qps", "write", "read", "pingpong", "ext", "reg", "migrate"];
+const LINES: [&str; 8] = [
+    "qps", "write", "read", "pingpong", "ext", "reg", "migrate", "stream",
+];
 
 const HELP: &str = "\
 usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SIZE]
@@ -66,7 +70,7 @@ usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SI
   Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
   prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
   the method and the results.
-  --only LINES    comma-separated: qps, write, read, pingpong, ext, reg, migrate
+  --only LINES    comma-separated: qps, write, read, pingpong, ext, reg, migrate, stream
                   (default: all); ext compares this stack's extensions with what they
                   replace: Read V2 against RFC 5040 Read, Send with Immediate Data
                   against a Send plus RFC 7306 Immediate Data; reg a queued registration
@@ -219,6 +223,9 @@ async fn run(o: &Opts) -> Result<(), Error> {
     }
     if o.runs("migrate") {
         migration(o).await?;
+    }
+    if o.runs("stream") {
+        stream::compare(o).await?;
     }
     Ok(())
 }
