@@ -87,6 +87,11 @@ impl Flow {
         self.written += n;
     }
 
+    /// The last `n` octets of [`wrote`](Self::wrote) did not go after all.
+    pub(crate) fn unwrote(&mut self, n: u64) {
+        self.written -= n;
+    }
+
     /// Nothing more will be written.
     pub(crate) fn finish(&mut self) {
         self.fin = true;
@@ -147,7 +152,9 @@ impl Flow {
         let want = self.want != self.told_want;
         let ack_only = if (news || credit || want) && self.sent - self.peer_acked < MAX_NOTES {
             false
-        } else if self.received > self.acked_told {
+        } else if self.received - self.acked_told >= MAX_NOTES / 2 {
+            // Half the peer's budget unacknowledged: a pure acknowledgement (fewer would
+            // double the messages; the peer is not held up before its budget is spent).
             true
         } else {
             return None;

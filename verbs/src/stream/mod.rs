@@ -41,6 +41,8 @@ use note::{NOTE_LEN, Note};
 pub const RING_LEN: usize = 2 << 20;
 /// The most octets one write hands to one RDMA Write.
 const MAX_WRITE: usize = 256 << 10;
+/// Writes up to this many octets are posted one request at a time (see `poll_write`).
+const SMALL_WRITE: usize = 4096;
 /// Send requests a stream keeps under way at most.
 const SQ_BUDGET: u32 = 128;
 /// The private data's magic and version.
@@ -320,16 +322,7 @@ impl Inner {
 
     /// Posts one note; false if it could not go now.
     fn post_note(&self, st: &mut State, n: &Note) -> bool {
-        let wr = SendWr {
-            wr_id: 0,
-            op: SendOp::Send {
-                data: Payload::Bytes(Bytes::copy_from_slice(&n.encode())),
-                invalidate: None,
-                immediate: None,
-            },
-            flags: SendFlags::SIGNALED,
-        };
-        match self.qp.post_send(wr) {
+        match self.qp.post_send(note_wr(n)) {
             Ok(()) => {
                 st.in_sq += 1;
                 true
@@ -363,6 +356,19 @@ impl State {
             io::ErrorKind::ConnectionReset,
             self.ended.clone().unwrap_or_default(),
         )
+    }
+}
+
+/// The Send carrying note `n`.
+fn note_wr(n: &Note) -> SendWr {
+    SendWr {
+        wr_id: 0,
+        op: SendOp::Send {
+            data: Payload::Bytes(Bytes::copy_from_slice(&n.encode())),
+            invalidate: None,
+            immediate: None,
+        },
+        flags: SendFlags::SIGNALED,
     }
 }
 
@@ -494,7 +500,7 @@ impl AsyncWrite for RdmaStream {
             return Poll::Pending;
         }
         let n = buf.len().min(room as usize).min(MAX_WRITE);
-        let wr = SendWr {
+        let write = SendWr {
             wr_id: 0,
             op: SendOp::Write {
                 data: Payload::Bytes(Bytes::copy_from_slice(&buf[..n])),
@@ -502,20 +508,46 @@ impl AsyncWrite for RdmaStream {
             },
             flags: SendFlags::SIGNALED,
         };
-        match inner.qp.post_send(wr) {
-            Ok(()) => st.in_sq += 1,
+        // The Write and the note saying so go in one post: one wake-up of the engine,
+        // one socket write. A small one onto an idle connection goes alone instead, so
+        // that the posting thread writes it itself (the push path), which saves a hop.
+        st.flow.wrote(n as u64);
+        let note = st.flow.next_note();
+        let posted = if n <= SMALL_WRITE && st.in_sq == 0 {
+            inner
+                .qp
+                .post_send(write)
+                .map_err(|e| (0, e))
+                .and_then(|()| match note {
+                    Some(n) => inner.qp.post_send(note_wr(&n)).map_err(|e| (1, e)),
+                    None => Ok(()),
+                })
+        } else {
+            let batch = std::iter::once(write).chain(note.map(|n| note_wr(&n)));
+            inner.qp.post_send_batch(batch)
+        };
+        match posted {
+            Ok(()) => {
+                st.in_sq += 1;
+                if let Some(note) = note {
+                    st.flow.sent(&note);
+                    st.in_sq += 1;
+                }
+            }
+            // The Write went, the note did not: it stays owed.
+            Err((1, rdmap::PostError::QueueFull)) => st.in_sq += 1,
             // No room for it now (through a daemon: its staging memory): the next
             // completion wakes us.
-            Err(rdmap::PostError::QueueFull) if st.in_sq > 0 => {
+            Err((0, rdmap::PostError::QueueFull)) if st.in_sq > 0 => {
+                st.flow.unwrote(n as u64);
                 st.writer = Some(cx.waker().clone());
                 return Poll::Pending;
             }
-            Err(e) => {
+            Err((_, e)) => {
                 st.end(format!("cannot post a write: {e}"));
                 return Poll::Ready(Err(st.broken()));
             }
         }
-        st.flow.wrote(n as u64);
         inner.send_notes(&mut st);
         Poll::Ready(Ok(n))
     }
