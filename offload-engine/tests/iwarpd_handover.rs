@@ -244,3 +244,53 @@ async fn ten_upgrades_while_a_client_loops_over_one_connection() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whatever connects to the handover socket and is not a successor (silence, garbage, a
+/// wrong version, a half message) leaves
+/// the daemon serving: it says why in its log, and a client is served afterwards.
+#[test]
+fn a_bad_successor_leaves_the_daemon_serving() {
+    use std::io::Write as _;
+    use std::os::unix::net::UnixStream;
+
+    let dir = std::env::temp_dir().join(format!("iwarpd-bad-successor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock");
+    let p = path.to_str().unwrap();
+    let daemon = Daemon::start(&["--handover", p, "--control", "off"]);
+    // Silence: the daemon gives up on it after a few seconds.
+    let silent = UnixStream::connect(&path).unwrap();
+    daemon.wait_log("the successor said nothing for 5 s");
+    drop(silent);
+    // Garbage.
+    UnixStream::connect(&path)
+        .unwrap()
+        .write_all(b"GET / HTTP/1.1\r\n\r\n")
+        .unwrap();
+    daemon.wait_log("handover failed: serving on");
+    // A header announcing a body far too large, then nothing.
+    let mut s = UnixStream::connect(&path).unwrap();
+    s.write_all(&[1, 0xff, 0xff, 0xff, 0x7f, 0, 0]).unwrap();
+    drop(s);
+    // The right magic with another version.
+    let mut s = UnixStream::connect(&path).unwrap();
+    s.write_all(&[1, 5, 0, 0, 0, 0, 0]).unwrap();
+    s.write_all(b"iWHO\x09").unwrap();
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut s, &mut answer);
+    assert!(
+        String::from_utf8_lossy(&answer).contains("not a successor of this version"),
+        "{answer:?}"
+    );
+    let out = std::process::Command::new(IWARPD)
+        .args(["check", &daemon.addr, "--count", "2", "--size", "4K"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}

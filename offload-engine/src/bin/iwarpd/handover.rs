@@ -58,6 +58,8 @@ pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x01";
 const HEADER: usize = 7;
 /// The most descriptors one message carries.
 const MAX_FDS: usize = 32;
+/// How long the daemon waits for each answer of a successor.
+const SILENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The largest body accepted.
 const MAX_BODY: usize = 64 << 20;
 
@@ -249,8 +251,16 @@ pub(crate) async fn hand_over(
             send(&sock, kind, &body, &fds)
         })
     };
-    let fail = |e: io::Error| format!("the successor's socket: {e}");
+    let fail = |e: io::Error| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("the successor said nothing for {} s", SILENCE.as_secs())
+        }
+        _ => format!("the successor's socket: {e}"),
+    };
     check_peer(&sock)?;
+    // The daemon accepts nothing while it hands over: a silent peer may not hold it.
+    sock.set_read_timeout(Some(SILENCE))
+        .map_err(|e| format!("the successor's socket: {e}"))?;
     let hello = io(recv).await.map_err(fail)?;
     if hello.kind != HELLO || hello.body != HELLO_BODY {
         let why = "not a successor of this version (handover exchange 1)";
