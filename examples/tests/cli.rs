@@ -14,6 +14,7 @@ fn every_tool_answers_version() {
         (env!("CARGO_BIN_EXE_iwarp-rping"), "iwarp-rping"),
         (env!("CARGO_BIN_EXE_iwbench"), "iwbench"),
         (env!("CARGO_BIN_EXE_demo"), "demo"),
+        (env!("CARGO_BIN_EXE_iwarp-devinfo"), "iwarp-devinfo"),
     ] {
         let out = run(bin, &["--version"]);
         assert!(out.status.success(), "{name}: {out:?}");
@@ -34,4 +35,30 @@ fn iwperf_without_a_test_is_a_usage_error() {
     let out = run(env!("CARGO_BIN_EXE_iwperf"), &["write_bw", "--bogus"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
+
+/// `iwarp-devinfo -v` lays the embedded device out as `ibv_devinfo -v` does; a daemon
+/// that is not there exits 1 naming the socket; a bad flag is a usage error.
+#[test]
+fn devinfo_prints_the_device_as_ibv_devinfo_does() {
+    let bin = env!("CARGO_BIN_EXE_iwarp-devinfo");
+    let out = run(bin, &["-v"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "hca_id:\tiwarp0",
+        "transport:\t\t\tiWARP (1)",
+        "backend:\t\t\tembedded",
+        "max_qp_wr:\t\t\t256",
+        "max_qp_rd_atom:\t\t\t16",
+        "mpa_crc:\t\t\ton",
+        "state:\t\t\tPORT_ACTIVE (4)",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(!run(bin, &[]).stdout.is_empty());
+    let out = run(bin, &["--daemon", "/nonexistent/iwarpd.sock"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/iwarpd.sock"));
+    assert_eq!(run(bin, &["--bogus"]).status.code(), Some(2));
 }

@@ -30,7 +30,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -92,6 +92,8 @@ pub mod func {
     /// Register a memory region under a reserved STag (one memory file attached). The
     /// client does not wait for the reply before naming the STag in work requests.
     pub const REG_MR_AT: u16 = 0x0018;
+    /// The device's limits and settings (what `ibv_query_device` answers).
+    pub const QUERY_DEVICE: u16 = 0x0019;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -267,6 +269,8 @@ pub enum Request {
     },
     /// The device's counters.
     Stats,
+    /// The device's limits and settings.
+    QueryDevice,
     /// Creates a shared receive queue of at least `depth` entries.
     CreateSrq {
         /// Entries wanted (the daemon rounds up to a power of two).
@@ -339,6 +343,7 @@ impl Request {
             Self::QueryQp { .. } => func::QUERY_QP,
             Self::ModifyQp { .. } => func::MODIFY_QP,
             Self::Stats => func::STATS,
+            Self::QueryDevice => func::QUERY_DEVICE,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
             Self::AllocMw { .. } => func::ALLOC_MW,
@@ -356,7 +361,7 @@ impl Request {
         let mut out = start(self.func(), txn);
         match self {
             Self::Open { pid } => out.put_u32_le(*pid),
-            Self::AllocPd | Self::Stats | Self::ReserveStag => {}
+            Self::AllocPd | Self::Stats | Self::ReserveStag | Self::QueryDevice => {}
             Self::DeallocPd { pd } => out.put_u32_le(*pd),
             Self::RegMr {
                 pd,
@@ -454,6 +459,7 @@ impl Request {
             func::OPEN => Self::Open { pid: r.u32("pid")? },
             func::ALLOC_PD => Self::AllocPd,
             func::STATS => Self::Stats,
+            func::QUERY_DEVICE => Self::QueryDevice,
             func::DEALLOC_PD => Self::DeallocPd { pd: r.u32("pd")? },
             func::REG_MR => {
                 let (pd, access, va, len) = read_region(&mut r)?;
@@ -800,6 +806,88 @@ pub struct DeviceCounters {
     pub totals: Counters,
 }
 
+/// A device's limits and settings, in the order of the reply's fields (little-endian).
+/// `u32::MAX` in a limit means none but memory.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceAttrs {
+    /// Queue pairs one application may have.
+    pub max_qp: u32,
+    /// Regions and windows one application may have.
+    pub max_mr: u32,
+    /// Shared receive queues one application may have.
+    pub max_srq: u32,
+    /// Send queue depth of a queue pair.
+    pub sq_depth: u32,
+    /// Receive queue depth of a queue pair.
+    pub rq_depth: u32,
+    /// Gather entries of a send request.
+    pub max_send_sge: u32,
+    /// Scatter entries of a receive request.
+    pub max_recv_sge: u32,
+    /// Inbound RDMA Reads and Atomics outstanding per queue pair (IRD) it offers.
+    pub ird: u16,
+    /// Outbound ones (ORD) it asks for.
+    pub ord: u16,
+    /// The largest ULPDU it sends.
+    pub mulpdu: u16,
+    /// MPA revision it offers.
+    pub mpa_revision: u8,
+    /// CRC on.
+    pub crc: bool,
+    /// Markers asked for.
+    pub markers: bool,
+    /// Extensions it offers (`mpa::Extensions` bits).
+    pub extensions: u32,
+    /// Slots of a protection domain's push region (0: no push path).
+    pub push_slots: u32,
+}
+
+impl DeviceAttrs {
+    fn put(&self, out: &mut BytesMut) {
+        for v in [
+            self.max_qp,
+            self.max_mr,
+            self.max_srq,
+            self.sq_depth,
+            self.rq_depth,
+            self.max_send_sge,
+            self.max_recv_sge,
+        ] {
+            out.put_u32_le(v);
+        }
+        out.put_u16_le(self.ird);
+        out.put_u16_le(self.ord);
+        out.put_u16_le(self.mulpdu);
+        out.put_u8(self.mpa_revision);
+        out.put_u8(u8::from(self.crc) | u8::from(self.markers) << 1);
+        out.put_u32_le(self.extensions);
+        out.put_u32_le(self.push_slots);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let mut a = Self {
+            max_qp: r.u32("max_qp")?,
+            max_mr: r.u32("max_mr")?,
+            max_srq: r.u32("max_srq")?,
+            sq_depth: r.u32("sq_depth")?,
+            rq_depth: r.u32("rq_depth")?,
+            max_send_sge: r.u32("max_send_sge")?,
+            max_recv_sge: r.u32("max_recv_sge")?,
+            ird: r.u16("ird")?,
+            ord: r.u16("ord")?,
+            mulpdu: r.u16("mulpdu")?,
+            mpa_revision: r.u8("mpa_revision")?,
+            ..Self::default()
+        };
+        let flags = r.u8("flags")?;
+        a.crc = flags & 1 != 0;
+        a.markers = flags & 2 != 0;
+        a.extensions = r.u32("extensions")?;
+        a.push_slots = r.u32("push_slots")?;
+        Ok(a)
+    }
+}
+
 /// A reply's result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -835,6 +923,8 @@ pub enum Reply {
     QpCounters(Counters),
     /// Device counters.
     Stats(DeviceCounters),
+    /// The device's limits and settings.
+    Device(DeviceAttrs),
     /// A shared receive queue (its ring's memory file attached).
     Srq {
         /// The queue.
@@ -896,6 +986,7 @@ impl Reply {
                 put_blob(&mut out, &q.private);
             }
             Self::QpCounters(c) => c.put(&mut out),
+            Self::Device(a) => a.put(&mut out),
             Self::Stats(d) => {
                 out.put_u32_le(d.queue_pairs);
                 out.put_u32_le(d.memory_entries);
@@ -950,6 +1041,7 @@ impl Reply {
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
             }),
             func::QUERY_QP => Self::QpCounters(Counters::read(&mut r)?),
+            func::QUERY_DEVICE => Self::Device(DeviceAttrs::read(&mut r)?),
             func::STATS => Self::Stats(DeviceCounters {
                 queue_pairs: r.u32("queue pairs")?,
                 memory_entries: r.u32("memory entries")?,
@@ -1078,7 +1170,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x05, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x06, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -1088,7 +1180,7 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 5, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 6, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
@@ -1106,7 +1198,7 @@ mod tests {
         .encode(1);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x2d, 0, 0, 0,  0x18, 0x00,  0x05, 0x00,
+            0x2d, 0, 0, 0,  0x18, 0x00,  0x06, 0x00,
             1, 0, 0, 0, 0, 0, 0, 0,
             0x07, 0x2a, 0, 0,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  0,
@@ -1116,7 +1208,7 @@ mod tests {
         assert_eq!(&m[..], want);
         assert_eq!(request_fds(func::REG_MR_AT), 1);
         let r = Request::ReserveStag.encode(2);
-        assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x05, 0x00]);
+        assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x06, 0x00]);
         assert_eq!(request_fds(func::RESERVE_STAG), 0);
         let reply = Reply::Id(0x2a07).encode(func::RESERVE_STAG, 2);
         let h = Header::parse(&reply).unwrap().unwrap();
@@ -1244,6 +1336,7 @@ mod tests {
                 change: QpChange::ResumeSendQueue,
             },
             Request::Stats,
+            Request::QueryDevice,
             Request::CreateSrq { depth: 100 },
             Request::DestroySrq { srq: 7 },
             Request::AllocMw { pd: 1, kind: 2 },
@@ -1313,6 +1406,26 @@ mod tests {
                 },
             ),
             (func::OPEN, Reply::Id(3)),
+            (
+                func::QUERY_DEVICE,
+                Reply::Device(DeviceAttrs {
+                    max_qp: 4096,
+                    max_mr: u32::MAX,
+                    max_srq: 1024,
+                    sq_depth: 256,
+                    rq_depth: 128,
+                    max_send_sge: 3,
+                    max_recv_sge: 2,
+                    ird: 16,
+                    ord: 8,
+                    mulpdu: 1448,
+                    mpa_revision: 2,
+                    crc: true,
+                    markers: false,
+                    extensions: 3,
+                    push_slots: 32,
+                }),
+            ),
             (func::CREATE_SRQ, Reply::Srq { srq: 5, depth: 128 }),
             (func::DEREG_MR, Reply::Done),
             (
@@ -1381,7 +1494,7 @@ mod tests {
         .encode(9);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x13, 0, 5, 0,
+            0x13, 0, 6, 0,
             9, 0, 0, 0, 0, 0, 0, 0,
             1, 2, 0, 0,  1, 1, 0, 0,
             0x10, 0, 0, 0, 0, 0, 0, 0,
@@ -1396,8 +1509,8 @@ mod tests {
         );
         assert_eq!(
             &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
-            &[0x0f, 0, 5, 0],
-            "function 0x000f, version 5"
+            &[0x0f, 0, 6, 0],
+            "function 0x000f, version 6"
         );
         let ev = Event::QpEnded {
             qp: 4,
@@ -1431,5 +1544,41 @@ mod tests {
         assert!(Header::parse(&m).unwrap().is_err());
         m[..4].copy_from_slice(&(MAX_MESSAGE as u32 + 1).to_le_bytes());
         assert!(Header::parse(&m).unwrap().is_err());
+    }
+}
+
+#[cfg(test)]
+mod device_attrs_tests {
+    use super::*;
+
+    #[test]
+    fn device_attrs_are_little_endian_words_then_flags() {
+        let a = DeviceAttrs {
+            max_qp: 1,
+            max_mr: 2,
+            max_srq: 3,
+            sq_depth: 4,
+            rq_depth: 5,
+            max_send_sge: 6,
+            max_recv_sge: 7,
+            ird: 0x0102,
+            ord: 0x0304,
+            mulpdu: 0x0506,
+            mpa_revision: 2,
+            crc: true,
+            markers: true,
+            extensions: 3,
+            push_slots: 0x20,
+        };
+        let mut out = BytesMut::new();
+        a.put(&mut out);
+        let mut want = Vec::new();
+        for v in 1u32..=7 {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        want.extend_from_slice(&[0x02, 0x01, 0x04, 0x03, 0x06, 0x05, 2, 0b11]);
+        want.extend_from_slice(&[3, 0, 0, 0, 0x20, 0, 0, 0]);
+        assert_eq!(&out[..], &want[..]);
+        assert_eq!(DeviceAttrs::read(&mut Reader::new(&want)).unwrap(), a);
     }
 }

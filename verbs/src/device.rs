@@ -162,6 +162,25 @@ impl Device {
         }
     }
 
+    /// Its limits and settings (`ibv_query_device`). Through iwarpd, the daemon's: an
+    /// error if it cannot be asked.
+    pub fn query(&self) -> Result<crate::DeviceAttr, DaemonError> {
+        match &self.backend {
+            Backend::Embedded(e) => Ok(crate::DeviceAttr::new("embedded".into(), &e.attrs())),
+            Backend::Daemon(c) => match c.call(&Request::QueryDevice)? {
+                Reply::Device(a) => {
+                    let at = self
+                        .daemon_path()
+                        .map_or_else(String::new, |p| p.display().to_string());
+                    Ok(crate::DeviceAttr::new(format!("iwarpd at {at}"), &a))
+                }
+                other => Err(DaemonError::Refused(format!(
+                    "iwarpd answered the device query with {other:?}: is it an older daemon?"
+                ))),
+            },
+        }
+    }
+
     /// True if `other` is this device (or a clone of it).
     pub fn same_device(&self, other: &Self) -> bool {
         match (&self.backend, &other.backend) {

@@ -82,6 +82,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod attr;
 mod config;
 mod cq;
 mod daemon;
@@ -97,6 +98,7 @@ mod ssq;
 mod stream;
 mod types;
 
+pub use attr::DeviceAttr;
 pub use config::DeviceConfig;
 pub use cq::{Cq, CqError, Srq, Wc};
 pub use daemon::DaemonError;

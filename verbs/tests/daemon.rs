@@ -1093,3 +1093,26 @@ async fn the_engine_reads_a_receive_the_daemon_was_not_told_of() -> Result<(), E
     drop(raw);
     Ok(())
 }
+
+/// `Device::query` answers the daemon's limits through iwarpd and the engine's when
+/// embedded.
+#[tokio::test]
+async fn query_answers_the_limits_of_the_device() {
+    let embedded = Device::open(DeviceConfig::default().embedded())
+        .query()
+        .unwrap();
+    assert_eq!(embedded.backend, "embedded");
+    assert_eq!((embedded.max_qp, embedded.max_qp_wr), (None, 256));
+    assert_eq!(embedded.max_mr, Some((1 << 24) - 1), "the STag index space");
+    assert_eq!(embedded.max_qp_rd_atom, 16);
+    let path = daemon("query").await;
+    let dev = Device::try_open(DeviceConfig::default().daemon(&path)).unwrap();
+    let a = dev.query().unwrap();
+    assert!(a.backend.starts_with("iwarpd at "), "{}", a.backend);
+    let limits = LocalConfig::default();
+    assert_eq!(a.max_qp, Some(limits.max_qps as u32));
+    assert_eq!(a.max_mr, Some(limits.max_mrs as u32));
+    assert_eq!(a.max_send_sge, Some(ipc::wqe::SQ_SGES as u32));
+    assert_eq!(a.push_slots, limits.push.slots);
+    assert!(a.crc && a.atomics);
+}

@@ -416,6 +416,19 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Some(_) => Reply::Done,
             None => not_found("shared receive queue", srq),
         },
+        Request::QueryDevice => {
+            let l = &s.device.limits;
+            let limit = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            Reply::Device(ipc::control::DeviceAttrs {
+                max_qp: limit(l.max_qps),
+                max_mr: limit(l.max_mrs),
+                max_srq: limit(l.max_srqs),
+                max_send_sge: ipc::wqe::SQ_SGES as u32,
+                max_recv_sge: ipc::wqe::RQ_SGES as u32,
+                push_slots: l.push.slots,
+                ..s.engine.attrs()
+            })
+        }
         Request::Stats => {
             let own = {
                 let o = s.objs();

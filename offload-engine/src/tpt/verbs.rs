@@ -376,6 +376,11 @@ impl Tpt {
         self.table_mut().put_pd(taken)
     }
 
+    /// The most regions and windows it may hold.
+    pub fn max_entries(&self) -> usize {
+        self.table().max_entries
+    }
+
     /// Puts a domain that crossed from another process into this table as a new domain
     /// (see `image`).
     pub(crate) fn put_image(
