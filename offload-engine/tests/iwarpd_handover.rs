@@ -161,6 +161,20 @@ impl Client {
     }
 }
 
+/// A new client is served by the daemon at `addr` (`iwarpd check`: Writes, Reads and
+/// echoed Sends, verified).
+fn check_passes(addr: &str) {
+    let out = std::process::Command::new(IWARPD)
+        .args(["check", addr, "--count", "4", "--size", "64K"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_upgrades_while_a_client_loops_over_one_connection() {
     let dir = std::env::temp_dir().join(format!("iwarpd-handover-{}", std::process::id()));
@@ -230,15 +244,7 @@ async fn ten_upgrades_while_a_client_loops_over_one_connection() {
     assert_eq!(client.qp.stats().terminates_received, 0);
 
     // The listening socket came along: a new client is served by the last daemon.
-    let out = std::process::Command::new(IWARPD)
-        .args(["check", &daemon.addr, "--count", "4", "--size", "64K"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    check_passes(&daemon.addr);
     daemon.signal("-TERM");
     let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
     assert!(status.success());
@@ -282,15 +288,7 @@ fn a_bad_successor_leaves_the_daemon_serving() {
         String::from_utf8_lossy(&answer).contains("not a successor of this version"),
         "{answer:?}"
     );
-    let out = std::process::Command::new(IWARPD)
-        .args(["check", &daemon.addr, "--count", "2", "--size", "4K"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    check_passes(&daemon.addr);
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
     let _ = std::fs::remove_dir_all(&dir);
 }
