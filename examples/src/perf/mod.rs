@@ -57,20 +57,45 @@ pub const BUF_VA: u64 = 0x0000_5650_0000_0000;
 /// The tagged offset of `send_bw`'s credit buffer.
 pub const CREDIT_VA: u64 = 0x0000_5651_0000_0000;
 
-/// The address exchanges of `test` (perftest's `ctx_hand_shake`): both sides send `mine`
-/// and keep the peer's last answer.
+/// The address exchanges of `test` (perftest's `ctx_hand_shake`s) for the links whose
+/// addresses are `mine`: perftest exchanges every queue pair's address twice, in two
+/// rounds over the queue pairs (the connection set-up's, then the test's), then the
+/// test's remaining barriers with the first queue pair's (captures of perftest 6.06 with
+/// `-q 2`: 2,3,2,3,2). Returns the peer's address for each link.
 pub(crate) async fn exchange_dests(
     comm: &comm::Comm,
-    mine: &msg::Dest,
+    mine: &[msg::Dest],
     test: Test,
-) -> Result<msg::Dest, Error> {
-    let mut rem = msg::Dest::default();
-    for _ in 0..test.dest_exchanges() {
-        let got = comm.xchg(&mine.encode(), "address message").await?;
-        rem = msg::Dest::decode(&got)
+) -> Result<Vec<msg::Dest>, Error> {
+    let mut rem = vec![msg::Dest::default(); mine.len()];
+    for i in dest_order(mine.len(), test.dest_exchanges()) {
+        let got = comm.xchg(&mine[i].encode(), "address message").await?;
+        rem[i] = msg::Dest::decode(&got)
             .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
     }
     Ok(rem)
+}
+
+/// Which link's address each exchange carries, for `links` links and a test of `base`
+/// exchanges with one link: two rounds over the links, then link 0 for the rest.
+fn dest_order(links: usize, base: usize) -> Vec<usize> {
+    let rounds = base.min(2);
+    (0..rounds)
+        .flat_map(|_| 0..links)
+        .chain(std::iter::repeat_n(0, base - rounds))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_queue_pairs_exchange_in_two_rounds_as_perftest_does() {
+        assert_eq!(dest_order(1, 3), [0, 0, 0]);
+        assert_eq!(dest_order(2, 3), [0, 1, 0, 1, 0], "write_bw -q 2 on siw");
+        assert_eq!(dest_order(3, 4), [0, 1, 2, 0, 1, 2, 0, 0]);
+    }
 }
 
 /// The peer as the version message shows it.

@@ -166,10 +166,7 @@ impl Session {
         p: &Printer,
         mine: &[Dest],
     ) -> Result<Vec<Dest>, Error> {
-        let mut rem = Vec::with_capacity(mine.len());
-        for m in mine {
-            rem.push(super::exchange_dests(&self.comm, m, opts.test).await?);
-        }
+        let rem = super::exchange_dests(&self.comm, mine, opts.test).await?;
         self.banner(opts, p, mine, &rem);
         Ok(rem)
     }
