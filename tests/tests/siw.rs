@@ -515,6 +515,18 @@ fn perftest_send_bw_both_roles() {
     siw_perftest_client_our_server("send_bw");
 }
 
+/// `-q 2`: two test connections, each with its own addresses, exchanged in perftest's
+/// order (two rounds over the queue pairs), for every bandwidth test in both roles.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn perftest_two_queue_pairs_both_roles() {
+    let flags = ["-s", "4096", "-n", "16", "-q", "2"];
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        perftest_client_against_siw_with(test, &flags);
+        siw_perftest_client_our_server_with(test, &flags);
+    }
+}
+
 #[test]
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn perftest_write_lat_client_role() {

@@ -87,7 +87,7 @@ fn dest_order(links: usize, base: usize) -> Vec<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+mod dest_order_tests {
     use super::*;
 
     #[test]
