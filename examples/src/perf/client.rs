@@ -72,9 +72,12 @@ fn limits(opts: &Opts) -> Limits {
     }
 }
 
-fn progress(opts: &Opts, size: usize) -> Progress {
+/// The progress line of queue pair 0 of `links`, which all run alike: its live
+/// bandwidth counts them all.
+fn progress(opts: &Opts, size: usize, links: usize) -> Progress {
     let goal = opts.duration.map_or(Goal::Iters(opts.iters), Goal::Time);
     Progress::new(format!("{} {size}", opts.test.name()), goal)
+        .with_size((size * links.max(1)) as u64)
 }
 
 /// The iterations a bandwidth line reports: `-n`, or with `-D` the operations per QP.
@@ -109,7 +112,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         let lim = limits(opts);
         let mut set = JoinSet::new();
         for (i, (link, r)) in s.links.iter().zip(&rem).enumerate() {
-            let prog = (i == 0).then(|| progress(opts, size));
+            let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
             let run = bw::rdma(
                 opts.test,
                 lim,
@@ -168,7 +171,7 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         let lim = limits(opts);
         let mut set = JoinSet::new();
         for (i, (link, credit)) in s.links.iter().zip(&credits).enumerate() {
-            let prog = (i == 0).then(|| progress(opts, size));
+            let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
             let b = base.get(i).copied().unwrap_or(0);
             let run = send::client(
                 lim,

@@ -1,6 +1,6 @@
-//! The progress line on stderr: percent done and elapsed time, rewritten in place
-//! with `\r`, shown only when stderr is a terminal and the run has lasted more than
-//! two seconds.
+//! The progress line on stderr: percent done, elapsed time and the live rate (bandwidth
+//! or time per iteration over the last redraw interval), rewritten in place with `\r`,
+//! shown only when stderr is a terminal and the run has lasted more than two seconds.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
@@ -28,6 +28,10 @@ pub struct Progress {
     next_draw: Instant,
     enabled: bool,
     drawn: bool,
+    /// Octets an iteration moves (bandwidth tests); `None`: show time per iteration.
+    size: Option<u64>,
+    /// Iterations and time at the last redraw, for the live rate.
+    last: (u64, Instant),
 }
 
 impl Progress {
@@ -46,17 +50,32 @@ impl Progress {
             next_draw: now + SHOW_AFTER,
             enabled,
             drawn: false,
+            size: None,
+            last: (0, now),
         }
     }
 
-    /// The text of the line after `done` iterations and `elapsed` time.
-    pub fn line(&self, done: u64, elapsed: Duration) -> String {
+    /// Shows the live bandwidth of iterations of `size` octets.
+    pub fn with_size(mut self, size: u64) -> Self {
+        self.size = Some(size);
+        self
+    }
+
+    /// The text of the line after `done` iterations and `elapsed` time, with `recent`
+    /// iterations in the last `window`.
+    pub fn line(&self, done: u64, elapsed: Duration, (recent, window): (u64, Duration)) -> String {
         let pct = match self.goal {
             Goal::Iters(n) => done as f64 * 100.0 / n.max(1) as f64,
             Goal::Time(d) => elapsed.as_secs_f64() * 100.0 / d.as_secs_f64().max(1e-9),
         };
+        let secs = window.as_secs_f64().max(1e-9);
+        let rate = match self.size {
+            Some(size) => format!("{:.2} Gbit/s", (recent * size) as f64 * 8.0 / secs / 1e9),
+            None if recent > 0 => format!("{:.2} us an iteration", secs * 1e6 / recent as f64),
+            None => "no iteration".to_owned(),
+        };
         format!(
-            "{}: {:5.1}% done, {} iterations, {:.1} s elapsed",
+            "{}: {:5.1}% done, {} iterations, {:.1} s elapsed, now {rate}",
             self.label,
             pct.min(100.0),
             done,
@@ -75,7 +94,13 @@ impl Progress {
             return;
         }
         self.next_draw = now + REDRAW;
-        let line = self.line(done, now - self.started);
+        let (was, at) = self.last;
+        let line = self.line(
+            done,
+            now - self.started,
+            (done.saturating_sub(was), now - at),
+        );
+        self.last = (done, now);
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r{line}\x1b[K");
         let _ = err.flush();
@@ -106,13 +131,20 @@ mod tests {
     #[test]
     fn percent_of_iterations_and_of_time() {
         let p = Progress::with_output("write_bw 65536", Goal::Iters(200), false);
+        let p = p.with_size(65536);
+        let ms = Duration::from_millis;
         assert_eq!(
-            p.line(50, Duration::from_millis(2500)),
-            "write_bw 65536:  25.0% done, 50 iterations, 2.5 s elapsed"
+            p.line(50, ms(2500), (10, ms(200))),
+            "write_bw 65536:  25.0% done, 50 iterations, 2.5 s elapsed, now 0.03 Gbit/s"
         );
         let t = Progress::with_output("send_lat 2", Goal::Time(Duration::from_secs(10)), false);
-        assert!(t.line(7, Duration::from_secs(5)).contains(" 50.0% done"));
-        assert!(t.line(7, Duration::from_secs(50)).contains("100.0% done"));
+        let line = t.line(7, Duration::from_secs(5), (4, ms(200)));
+        assert!(line.contains(" 50.0% done"), "{line}");
+        assert!(line.ends_with("now 50000.00 us an iteration"), "{line}");
+        assert!(
+            t.line(7, Duration::from_secs(50), (0, ms(200)))
+                .contains("100.0% done")
+        );
     }
 
     #[test]
