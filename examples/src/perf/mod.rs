@@ -58,17 +58,14 @@ pub const BUF_VA: u64 = 0x0000_5650_0000_0000;
 pub const CREDIT_VA: u64 = 0x0000_5651_0000_0000;
 
 /// The address exchanges of `test` (perftest's `ctx_hand_shake`s) for the links whose
-/// addresses are `mine`: perftest exchanges every queue pair's address twice, in two
-/// rounds over the queue pairs (the connection set-up's, then the test's), then the
-/// test's remaining barriers with the first queue pair's (captures of perftest 6.06 with
-/// `-q 2`: 2,3,2,3,2). Returns the peer's address for each link.
+/// addresses are `mine`; returns the peer's address for each link. See [`dest_order`].
 pub(crate) async fn exchange_dests(
     comm: &comm::Comm,
     mine: &[msg::Dest],
     test: Test,
 ) -> Result<Vec<msg::Dest>, Error> {
     let mut rem = vec![msg::Dest::default(); mine.len()];
-    for i in dest_order(mine.len(), test.dest_exchanges()) {
+    for i in dest_order(test, mine.len()) {
         let got = comm.xchg(&mine[i].encode(), "address message").await?;
         rem[i] = msg::Dest::decode(&got)
             .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
@@ -76,14 +73,20 @@ pub(crate) async fn exchange_dests(
     Ok(rem)
 }
 
-/// Which link's address each exchange carries, for `links` links and a test of `base`
-/// exchanges with one link: two rounds over the links, then link 0 for the rest.
-fn dest_order(links: usize, base: usize) -> Vec<usize> {
-    let rounds = base.min(2);
-    (0..rounds)
-        .flat_map(|_| 0..links)
-        .chain(std::iter::repeat_n(0, base - rounds))
-        .collect()
+/// Which link's address each exchange carries, for `links` links: perftest exchanges
+/// every queue pair's address in a round over the queue pairs, twice, with barriers on
+/// the first queue pair's around them (captures of perftest 6.06 on siw with `-q 2`:
+/// `write_bw` 2,3,2,3,2; `send_bw` 2,3,2,2,3,2). With one link: 3 exchanges for
+/// write_bw/read_bw, 4 for send_bw and the latency tests.
+fn dest_order(test: Test, links: usize) -> Vec<usize> {
+    let round = || 0..links;
+    let one = || 0..1;
+    let parts: Vec<std::ops::Range<usize>> = match test {
+        Test::WriteBw | Test::ReadBw => vec![round(), round(), one()],
+        Test::SendBw => vec![round(), one(), round(), one()],
+        _ => vec![round(), one(), one(), one()],
+    };
+    parts.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
@@ -92,9 +95,19 @@ mod dest_order_tests {
 
     #[test]
     fn several_queue_pairs_exchange_in_two_rounds_as_perftest_does() {
-        assert_eq!(dest_order(1, 3), [0, 0, 0]);
-        assert_eq!(dest_order(2, 3), [0, 1, 0, 1, 0], "write_bw -q 2 on siw");
-        assert_eq!(dest_order(3, 4), [0, 1, 2, 0, 1, 2, 0, 0]);
+        for test in [Test::WriteBw, Test::ReadBw, Test::SendBw, Test::SendLat] {
+            assert_eq!(dest_order(test, 1).len(), test.dest_exchanges());
+        }
+        assert_eq!(
+            dest_order(Test::WriteBw, 2),
+            [0, 1, 0, 1, 0],
+            "write_bw -q 2 on siw"
+        );
+        assert_eq!(
+            dest_order(Test::SendBw, 2),
+            [0, 1, 0, 0, 1, 0],
+            "send_bw -q 2 on siw"
+        );
     }
 }
 
