@@ -199,6 +199,10 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
+        if opts.all_sizes {
+            // perftest's send_bw -a closes every size with a barrier of its own.
+            s.comm.xchg(&first.encode(), "size end barrier").await?;
+        }
     }
     p.footer();
     // send_bw's server measures its own receives: no report, no second barrier.

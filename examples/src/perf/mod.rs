@@ -24,8 +24,9 @@
 //! exchange. `read_lat`: the client Reads one at a time while the server waits in a
 //! final Dest exchange.
 //!
-//! `-a` runs every size in one session (`send_bw` makes a Dest exchange before each
-//! size); `-q N` makes N test connections, each with its own Dest exchanges.
+//! `-a` runs every size in one session (`send_bw` makes a Dest exchange before and after
+//! each size, as perftest's does); `-q N` makes N test connections, whose Dest
+//! exchanges go in perftest's order (see `dest_order`).
 
 pub mod bw;
 pub mod client;

@@ -150,6 +150,12 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         rep.bw_peak = rep.bw_avg;
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
+        if opts.all_sizes {
+            // perftest's send_bw -a closes every size with a barrier of its own.
+            s.comm
+                .xchg_within(&first.encode(), "size end barrier", TEST_WAIT)
+                .await?;
+        }
     }
     p.footer();
     if opts.duration.is_some() {
