@@ -515,16 +515,6 @@ fn perftest_send_bw_both_roles() {
     siw_perftest_client_our_server("send_bw");
 }
 
-/// `send_bw -a`: every size from 2 octets to 8 MiB in one session; perftest closes each
-/// size with a barrier of its own, which iwperf now makes too (it deadlocked before).
-#[test]
-#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
-fn perftest_send_bw_all_sizes_both_roles() {
-    let flags = ["-a", "-n", "5"];
-    perftest_client_against_siw_with("send_bw", &flags);
-    siw_perftest_client_our_server_with("send_bw", &flags);
-}
-
 /// `-q 2`: two test connections, each with its own addresses, exchanged in perftest's
 /// order (two rounds over the queue pairs), for every bandwidth test in both roles.
 #[test]

@@ -165,9 +165,6 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let mut base = vec![0u64; s.links.len()];
     let mut out = Vec::new();
     for size in opts.sizes() {
-        if opts.all_sizes {
-            s.comm.xchg(&first.encode(), "size barrier").await?;
-        }
         let lim = limits(opts);
         let mut set = JoinSet::new();
         for (i, (link, credit)) in s.links.iter().zip(&credits).enumerate() {
@@ -200,8 +197,9 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
         if opts.all_sizes {
-            // perftest's send_bw -a closes every size with a barrier of its own.
-            s.comm.xchg(&first.encode(), "size end barrier").await?;
+            // perftest 6.06's send_bw -a ends every size with a barrier (and has none
+            // before one: its receives for the next size are posted by then).
+            s.comm.xchg(&first.encode(), "size barrier").await?;
         }
     }
     p.footer();

@@ -24,8 +24,8 @@
 //! exchange. `read_lat`: the client Reads one at a time while the server waits in a
 //! final Dest exchange.
 //!
-//! `-a` runs every size in one session (`send_bw` makes a Dest exchange before and after
-//! each size, as perftest's does); `-q N` makes N test connections, whose Dest
+//! `-a` runs every size in one session (`send_bw` makes a Dest exchange after each size:
+//! perftest 6.06 on siw answers none before the first); `-q N` makes N test connections, whose Dest
 //! exchanges go in perftest's order (see `dest_order`).
 
 pub mod bw;

@@ -99,11 +99,6 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let mut base = vec![0u64; s.links.len()];
     let mut out = Vec::new();
     for size in opts.sizes() {
-        if opts.all_sizes {
-            s.comm
-                .xchg_within(&first.encode(), "size barrier", TEST_WAIT)
-                .await?;
-        }
         let epoch = Instant::now();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut set = JoinSet::new();
@@ -151,9 +146,9 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
         if opts.all_sizes {
-            // perftest's send_bw -a closes every size with a barrier of its own.
+            // perftest 6.06's send_bw -a ends every size with a barrier (none before).
             s.comm
-                .xchg_within(&first.encode(), "size end barrier", TEST_WAIT)
+                .xchg_within(&first.encode(), "size barrier", TEST_WAIT)
                 .await?;
         }
     }
