@@ -162,14 +162,15 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     p.header();
     let first = mine.first().copied().unwrap_or_default();
     let window = send::rx_depth(opts);
-    let mut base = vec![0u64; s.links.len()];
     let mut out = Vec::new();
     for size in opts.sizes() {
         let lim = limits(opts);
         let mut set = JoinSet::new();
         for (i, (link, credit)) in s.links.iter().zip(&credits).enumerate() {
+            // Counts start again with every size, as perftest's do (its server counts
+            // the size's receives from 0): the last size's count is not credit.
+            credit.write(0, &[0; 4])?;
             let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
-            let b = base.get(i).copied().unwrap_or(0);
             let run = send::client(
                 lim,
                 prog,
@@ -179,18 +180,12 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 payload.clone(),
                 size,
                 window,
-                b,
             );
-            // Tag each timeline with its QP so the counts go back to the right base.
-            set.spawn(async move { run.await.map(|tl| (i, tl)) });
+            set.spawn(run);
         }
         let mut parts = Vec::new();
         while let Some(r) = set.join_next().await {
-            let (i, tl) = r.map_err(|e| format!("test task failed: {e}"))??;
-            if let Some(b) = base.get_mut(i) {
-                *b += tl.completed.len() as u64;
-            }
-            parts.push(tl);
+            parts.push(r.map_err(|e| format!("test task failed: {e}"))??);
         }
         let tl = Timeline::merge(parts);
         let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);

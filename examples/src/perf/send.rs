@@ -82,8 +82,8 @@ impl Inbox {
 }
 
 /// The client on one QP: Sends of `payload[..size]`, never more than `window`
-/// beyond the count the server last wrote into `credit` (offset 0). `base`: Sends
-/// made on this QP before this run (`-a`: counts go on across sizes).
+/// beyond the count the server last wrote into `credit` (offset 0). Counts start at 0
+/// with every run (`-a`: every size), as perftest's do.
 #[allow(clippy::too_many_arguments)]
 pub async fn client(
     lim: Limits,
@@ -94,16 +94,16 @@ pub async fn client(
     payload: Mr,
     size: usize,
     window: usize,
-    base: u64,
 ) -> Result<Timeline, Error> {
     let sge = payload.local(..size);
-    let window = u32::try_from(window).unwrap_or(u32::MAX);
+    let window = i64::try_from(window).unwrap_or(i64::MAX);
     let gate = move |posted: u64| -> Result<bool, Error> {
         let mut got = [0u8; 4];
         credit.read_into(0, &mut got)?;
-        let credits = u32::from_le_bytes(got);
-        let sent = (base + posted) as u32;
-        Ok(sent.wrapping_sub(credits) < window)
+        let credits = i64::from(u32::from_le_bytes(got));
+        // Signed, as perftest compares: a count the server wrote late for the last
+        // size is ahead of this size's Sends and holds nothing up.
+        Ok(posted as i64 - credits < window)
     };
     let make = move || SendOp::Send {
         data: Payload::Sgl([sge].into()),
@@ -128,7 +128,7 @@ pub enum Until {
 pub const DRAIN_IDLE: Duration = Duration::from_millis(200);
 
 /// The server on one QP: receives into `inbox` (all posted beforehand), reposting
-/// each and RDMA Writing the running count (from `base`) to `credit` on the client
+/// each and RDMA Writing the run's count (from 0) to `credit` on the client
 /// every `rx_depth / 3` receives and at the end. `barrier`: resolves when the client's
 /// end barrier arrived (ends a `-D` run). Returns the receive times (ns since `epoch`).
 #[allow(clippy::too_many_arguments)]
@@ -138,7 +138,6 @@ pub async fn server<B>(
     cq: &Cq,
     inbox: &Inbox,
     credit: RemoteBuf,
-    base: u64,
     until: Until,
     barrier: B,
     wait_first: Duration,
@@ -153,7 +152,7 @@ where
     let mut barrier = std::pin::pin!(barrier);
     let mut draining = false;
     let write_count = async |n: u64| -> Result<(), Error> {
-        let count = ((base + n) as u32).to_le_bytes();
+        let count = (n as u32).to_le_bytes();
         let dst = RemoteBuf { len: 4, ..credit };
         step(
             opts.timeout,

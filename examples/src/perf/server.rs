@@ -96,13 +96,12 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
-    let mut base = vec![0u64; s.links.len()];
     let mut out = Vec::new();
     for size in opts.sizes() {
         let epoch = Instant::now();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut set = JoinSet::new();
-        for (i, ((link, inbox), r)) in s.links.iter().zip(&inboxes).zip(&rem).enumerate() {
+        for ((link, inbox), r) in s.links.iter().zip(&inboxes).zip(&rem) {
             let (opts, qp, cq, inbox) = (
                 opts.clone(),
                 link.qp.clone(),
@@ -110,7 +109,6 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 inbox.clone(),
             );
             let credit = send::credit_buf(r.rkey, r.vaddr);
-            let b = base.get(i).copied().unwrap_or(0);
             let mut stop = stop_rx.clone();
             let until = match opts.duration {
                 Some(_) => Until::Barrier,
@@ -121,9 +119,7 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                     let _ = stop.wait_for(|v| *v).await;
                 };
                 let wait = TEST_WAIT;
-                send::server(&opts, &qp, &cq, &inbox, credit, b, until, stop, wait, epoch)
-                    .await
-                    .map(|at| (i, at))
+                send::server(&opts, &qp, &cq, &inbox, credit, until, stop, wait, epoch).await
             });
         }
         if opts.duration.is_some() {
@@ -132,10 +128,7 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         }
         let mut parts = Vec::new();
         while let Some(r) = set.join_next().await {
-            let (i, at) = r.map_err(|e| format!("receive task failed: {e}"))??;
-            if let Some(b) = base.get_mut(i) {
-                *b += at.len() as u64;
-            }
+            let at = r.map_err(|e| format!("receive task failed: {e}"))??;
             parts.push(Timeline::from_receives(at));
         }
         let tl = Timeline::merge(parts);
