@@ -264,6 +264,9 @@ fn a_bad_successor_leaves_the_daemon_serving() {
     let path = dir.join("handover.sock");
     let p = path.to_str().unwrap();
     let daemon = Daemon::start(&["--handover", p, "--control", "off"]);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "only the daemon's user may connect");
     // Silence: the daemon gives up on it after a few seconds.
     let silent = UnixStream::connect(&path).unwrap();
     daemon.wait_log("the successor said nothing for 5 s");

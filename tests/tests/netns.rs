@@ -1273,25 +1273,6 @@ fn a_write_from_a_region_still_being_registered_waits_across_the_veth() {
     assert_eq!(server.join(), QpEnd::Closed);
 }
 
-/// The `iwarpd` binary, built if needed (with the workspace's target directory).
-fn iwarpd_binary() -> std::path::PathBuf {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the workspace")
-        .to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = std::process::Command::new(cargo)
-        .args(["build", "-q", "-p", "offload-engine", "--bin", "iwarpd"])
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build --bin iwarpd failed");
-    target.join("debug").join("iwarpd")
-}
-
 /// An `iwarpd` process in network namespace `ns`; killed on drop.
 struct NsDaemon {
     child: std::process::Child,
@@ -1364,7 +1345,7 @@ fn iwarpd_is_upgraded_ten_times_while_the_peer_loops_across_the_veth() {
     let Some(net) = two_hosts_or_skip() else {
         return;
     };
-    let bin = iwarpd_binary();
+    let bin = tests::binary("offload-engine", "iwarpd");
     let dir = std::env::temp_dir().join(format!("iwarpd-upgrade-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("handover.sock").to_str().unwrap().to_owned();

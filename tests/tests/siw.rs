@@ -98,29 +98,7 @@ fn rping_binary() -> PathBuf {
 
 /// Builds the `examples` binary `name` and returns its path.
 fn example_binary(name: &str) -> PathBuf {
-    binary("examples", name)
-}
-
-/// Builds binary `name` of package `package` and returns its path.
-fn binary(package: &str, name: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the workspace")
-        .to_path_buf();
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
-        .args(["build", "-p", package, "--bin", name])
-        .current_dir(&root)
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .expect("run cargo build");
-    assert!(
-        status.success(),
-        "cargo build -p {package} --bin {name} failed"
-    );
-    target.join("debug").join(name)
+    tests::binary("examples", name)
 }
 
 /// A running `run-lab.sh serve`; dropping it stops the lab.
@@ -259,7 +237,7 @@ impl Daemon {
         let sock = format!("/tmp/iwarpd-siw-{}.sock", std::process::id());
         let mut child = Command::new("ip")
             .args(["netns", "exec", NETNS])
-            .arg(binary("offload-engine", "iwarpd"))
+            .arg(tests::binary("offload-engine", "iwarpd"))
             .args(["--listen", &format!("{HOST}:0"), "--control", &sock])
             .args(flags)
             .stdout(Stdio::piped())

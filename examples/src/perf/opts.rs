@@ -136,17 +136,6 @@ impl Test {
         }
     }
 
-    /// How many address ([`super::msg::Dest`]) exchanges precede the test (captures
-    /// of perftest 6.06 on siw): 3 for write_bw/read_bw, 4 for send_bw and the
-    /// latency tests.
-    pub fn dest_exchanges(self) -> usize {
-        if matches!(self, Self::WriteBw | Self::ReadBw) {
-            3
-        } else {
-            4
-        }
-    }
-
     /// What a latency sample is divided by: perftest reports half the round trip of
     /// the ping-pong tests and the whole time of a Read.
     pub fn rtt_factor(self) -> f64 {
@@ -468,7 +457,6 @@ mod tests {
         let all = parse("read_lat -a").unwrap().unwrap().sizes();
         assert_eq!((all.len(), all.last()), (23, Some(&(1 << 23))));
         assert_eq!(Test::ReadLat.rtt_factor(), 1.0);
-        assert_eq!(Test::SendLat.dest_exchanges(), 4);
     }
 
     #[test]

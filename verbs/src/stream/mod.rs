@@ -244,13 +244,9 @@ impl RdmaStream {
 }
 
 impl Drop for RdmaStream {
-    /// Says FIN if the note budget allows, then closes the connection gracefully: what
-    /// was written still arrives, and the peer reads the end of the stream after it.
+    /// Closes the connection gracefully: what was written still arrives, and the peer
+    /// reads the end of the stream after it (a graceful close is the end, see `closed`).
     fn drop(&mut self) {
-        let mut st = self.inner.lock();
-        st.flow.finish();
-        self.inner.send_notes(&mut st);
-        drop(st);
         self.inner.qp.disconnect();
     }
 }
