@@ -524,3 +524,30 @@ fn perftest_send_lat_both_roles() {
     perftest_client_against_siw_with("send_lat", &["-n", "16"]);
     siw_perftest_client_our_server_with("send_lat", &["-n", "16"]);
 }
+
+/// `-a`: every size from 2 octets to 8 MiB in one session, perftest's barriers between
+/// sizes (the Send tests make them; a missing one lets the next size's Sends reach
+/// perftest's server before its receives), in both roles where both work.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn perftest_all_sizes_both_roles() {
+    let flags = ["-a", "-n", "5"];
+    for test in ["send_bw", "send_lat", "write_bw", "read_lat"] {
+        perftest_client_against_siw_with(test, &flags);
+        siw_perftest_client_our_server_with(test, &flags);
+    }
+    perftest_client_against_siw_with("write_lat", &flags);
+}
+
+/// `-b`: both sides run the test at once and swap reports (perftest's bidirectional
+/// runs), in both roles, for every bandwidth test, with one size and with `-a`.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn perftest_bidirectional_both_roles() {
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        perftest_client_against_siw_with(test, &["-b", "-s", "4096", "-n", "16"]);
+        siw_perftest_client_our_server_with(test, &["-b", "-s", "4096", "-n", "16"]);
+    }
+    perftest_client_against_siw_with("write_bw", &["-b", "-a", "-n", "5"]);
+    siw_perftest_client_our_server_with("send_bw", &["-b", "-a", "-n", "5"]);
+}

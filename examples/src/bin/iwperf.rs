@@ -2,20 +2,13 @@
 //! `ib_read_lat` / `ib_send_lat` with `-R` on this iWARP stack, interoperating with
 //! perftest on Linux siw. `iwperf --help`.
 
-use examples::perf::{self, Opts, opts::HELP};
+use examples::perf::{self, Opts};
 use verbs::Device;
 
 #[tokio::main]
 async fn main() {
-    examples::answer_version("iwperf");
-    let opts = match Opts::parse(std::env::args().skip(1)) {
-        Ok(Some(o)) => o,
-        Ok(None) => return println!("{HELP}"),
-        Err(e) => {
-            eprintln!("iwperf: {e} (iwperf --help)");
-            std::process::exit(2);
-        }
-    };
+    // Help and --version exit 0, usage errors 2, each naming the flag.
+    let opts = Opts::parse(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -40,7 +33,7 @@ async fn serve(opts: &Opts) -> Result<(), perf::Error> {
         opts.test.name(),
         listener.local_addr()
     );
-    if opts.json {
+    if opts.json || opts.output.is_some() {
         eprintln!("{line}");
     } else {
         println!("{line}");

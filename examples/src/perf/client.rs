@@ -22,6 +22,7 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::client(opts).await?;
     let p = Printer::new(opts);
     let out = match opts.test {
+        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
         Test::WriteBw | Test::ReadBw => rdma_bw(opts, &s, &p).await?,
         Test::SendBw => send_bw(opts, &s, &p).await?,
         Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
@@ -109,24 +110,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let mut out = Vec::new();
     let mut last = BwReport::default();
     for size in opts.sizes() {
-        let lim = limits(opts);
-        let mut set = JoinSet::new();
-        for (i, (link, r)) in s.links.iter().zip(&rem).enumerate() {
-            let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
-            let run = bw::rdma(
-                opts.test,
-                lim,
-                prog,
-                link.qp.clone(),
-                link.cq.clone(),
-                buf.clone(),
-                remote(r),
-                size,
-                cycle,
-            );
-            set.spawn(run);
-        }
-        let tl = Timeline::merge(join_all(set).await?);
+        let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
         last = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(last));
         out.push(Outcome::Bw(last));
@@ -143,58 +127,103 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     Ok(out)
 }
 
-/// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's
-/// credit buffer. `-a`: an address exchange before each size keeps both sides in step.
-async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
-    let payload =
-        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+/// One size of `write_bw`/`read_bw` on every link at once, at the peer's buffers
+/// `rem` (walked over `cycle` octets): the merged timeline.
+pub(crate) async fn rdma_round(
+    opts: &Opts,
+    s: &Session,
+    buf: &Mr,
+    rem: &[Dest],
+    size: usize,
+    cycle: usize,
+) -> Result<Timeline, Error> {
+    let lim = limits(opts);
+    let mut set = JoinSet::new();
+    for (i, (link, r)) in s.links.iter().zip(rem).enumerate() {
+        let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
+        let run = bw::rdma(
+            opts.test,
+            lim,
+            prog,
+            link.qp.clone(),
+            link.cq.clone(),
+            buf.clone(),
+            remote(r),
+            size,
+            cycle,
+        );
+        set.spawn(run);
+    }
+    Ok(Timeline::merge(join_all(set).await?))
+}
+
+/// One size of `send_bw`'s Sends on every link at once, each paced by the credits the
+/// peer writes into that link's buffer in `credits`: the merged timeline.
+pub(crate) async fn send_round(
+    opts: &Opts,
+    s: &Session,
+    credits: &[Mr],
+    payload: &Mr,
+    size: usize,
+) -> Result<Timeline, Error> {
+    let lim = limits(opts);
+    let window = send::rx_depth(opts);
+    let mut set = JoinSet::new();
+    for (i, (link, credit)) in s.links.iter().zip(credits).enumerate() {
+        // Counts start again with every size, as perftest's do (its server counts
+        // the size's receives from 0): the last size's count is not credit.
+        credit.write(0, &[0; 4])?;
+        let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
+        let run = send::client(
+            lim,
+            prog,
+            link.qp.clone(),
+            link.cq.clone(),
+            credit.clone(),
+            payload.clone(),
+            size,
+            window,
+        );
+        set.spawn(run);
+    }
+    Ok(Timeline::merge(join_all(set).await?))
+}
+
+/// `send_bw`'s credit buffers, one per link, and our address messages naming them.
+pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<Dest>), Error> {
     let mut credits: Vec<Mr> = Vec::with_capacity(s.links.len());
     for i in 0..s.links.len() as u64 {
         credits.push(s.pd.register_va(vec![0; 64], CREDIT_VA + i * 0x1000, ACCESS)?);
     }
-    let mine: Vec<Dest> = s
+    let mine = s
         .links
         .iter()
         .zip(&credits)
         .map(|(l, c)| Session::dest(opts, l, c, 0))
         .collect();
+    Ok((credits, mine))
+}
+
+/// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's
+/// credit buffer. `-a`: perftest's barriers around every size (see [`super::size_barrier`]).
+async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let payload =
+        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let (credits, mine) = credit_buffers(opts, s)?;
     s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
-    let window = send::rx_depth(opts);
     let mut out = Vec::new();
-    for size in opts.sizes() {
-        let lim = limits(opts);
-        let mut set = JoinSet::new();
-        for (i, (link, credit)) in s.links.iter().zip(&credits).enumerate() {
-            // Counts start again with every size, as perftest's do (its server counts
-            // the size's receives from 0): the last size's count is not credit.
-            credit.write(0, &[0; 4])?;
-            let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
-            let run = send::client(
-                lim,
-                prog,
-                link.qp.clone(),
-                link.cq.clone(),
-                credit.clone(),
-                payload.clone(),
-                size,
-                window,
-            );
-            set.spawn(run);
+    for (n, size) in opts.sizes().into_iter().enumerate() {
+        if opts.all_sizes && n > 0 {
+            super::size_barrier(&s.comm, &first, "before").await?;
         }
-        let mut parts = Vec::new();
-        while let Some(r) = set.join_next().await {
-            parts.push(r.map_err(|e| format!("test task failed: {e}"))??);
-        }
-        let tl = Timeline::merge(parts);
+        let tl = send_round(opts, s, &credits, &payload, size).await?;
         let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
         if opts.all_sizes {
-            // perftest 6.06's send_bw -a ends every size with a barrier (and has none
-            // before one: its receives for the next size are posted by then).
-            s.comm.xchg(&first.encode(), "size barrier").await?;
+            super::size_barrier(&s.comm, &first, "after").await?;
         }
     }
     p.footer();

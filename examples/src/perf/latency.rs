@@ -6,6 +6,7 @@
 //! (the `read_lat` server idles until then and prints no result).
 
 use super::lat::{self, Run};
+use super::msg::Dest;
 use super::report::{LatReport, Outcome, Printer};
 use super::send::Inbox;
 use super::session::{ACCESS, Link, Session, remote};
@@ -52,7 +53,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 dst,
                 first,
             };
-            sizes(opts, p, link, &kind).await
+            sizes(opts, p, link, &kind, None).await
         }
         Test::ReadLat => {
             let fill = if client { 0 } else { 0xa5 };
@@ -61,7 +62,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             let rem = s.exchange(opts, p, &mine).await?;
             let out = if client {
                 let src = rem.first().map(remote).ok_or("no peer address")?;
-                let out = sizes(opts, p, link, &Kind::Read { buf: &buf, src }).await?;
+                let out = sizes(opts, p, link, &Kind::Read { buf: &buf, src }, None).await?;
                 s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
                 out
             } else {
@@ -83,7 +84,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 buf: &buf,
                 first: client,
             };
-            let out = sizes(opts, p, link, &kind).await?;
+            let out = sizes(opts, p, link, &kind, Some((s, &mine[0]))).await?;
             s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
             Ok(out)
         }
@@ -113,16 +114,23 @@ enum Kind<'a> {
     },
 }
 
-/// Runs the test for every size and prints its line.
+/// Runs the test for every size and prints its line. `barriers`: `send_lat`'s
+/// session and first address, for perftest's barrier before every size after the first.
 async fn sizes(
     opts: &Opts,
     p: &Printer,
     link: &Link,
     kind: &Kind<'_>,
+    barriers: Option<(&Session, &Dest)>,
 ) -> Result<Vec<Outcome>, Error> {
     p.header();
     let mut out = Vec::new();
-    for size in opts.sizes() {
+    for (n, size) in opts.sizes().into_iter().enumerate() {
+        if let Some((s, first)) = barriers
+            && n > 0
+        {
+            super::size_barrier(&s.comm, first, "before").await?;
+        }
         let mut run = Run::new(opts, size);
         let posted = match *kind {
             Kind::Write {

@@ -24,13 +24,14 @@
 //! exchange. `read_lat`: the client Reads one at a time while the server waits in a
 //! final Dest exchange.
 //!
-//! `-a` runs every size in one session (`send_bw` makes a Dest exchange after each size:
-//! perftest 6.06 on siw answers none before the first); `-q N` makes N test connections, whose Dest
-//! exchanges go in perftest's order (see `dest_order`).
+//! `-a` runs every size in one session, with perftest's barriers between sizes for the
+//! Send tests ([`size_barrier`]); `-q N` makes N test connections, whose Dest exchanges
+//! go in perftest's order (see `dest_order`).
 
 pub mod bw;
 pub mod client;
 pub mod comm;
+pub mod duplex;
 pub mod json;
 pub mod lat;
 pub mod latency;
@@ -72,6 +73,22 @@ pub(crate) async fn exchange_dests(
             .ok_or_else(|| format!("address message of {} octets, want 56", got.len()))?;
     }
     Ok(rem)
+}
+
+/// One of the barriers `-a` puts between sizes in the Send tests, as perftest's
+/// `send_bw` and `send_lat` do (perftest 4.5-0.17 `src/send_bw.c`, `send_lat.c`): each
+/// size after the first begins with a Dest exchange (the receiving side has posted its
+/// receives for it by then; the address exchanges before the test are the first
+/// size's), and in `send_bw` each size also ends with one. Without the one before, the
+/// client's Sends of the next size reach a perftest server before its receives.
+pub(crate) async fn size_barrier(
+    comm: &comm::Comm,
+    first: &msg::Dest,
+    when: &str,
+) -> Result<(), Error> {
+    comm.xchg(&first.encode(), &format!("barrier {when} a size"))
+        .await?;
+    Ok(())
 }
 
 /// Which link's address each exchange carries, for `links` links: perftest exchanges

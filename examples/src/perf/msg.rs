@@ -70,6 +70,10 @@ pub struct Settings {
     pub qps: u32,
     /// `--imm` (`send_lat`).
     pub imm: bool,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `--run_infinitely`.
+    pub infinitely: bool,
 }
 
 impl Settings {
@@ -92,7 +96,11 @@ impl Settings {
         out.extend_from_slice(&self.iters.to_be_bytes());
         out.extend_from_slice(&self.duration_ms.to_be_bytes());
         out.extend_from_slice(&self.qps.to_be_bytes());
-        out.push(u8::from(self.imm));
+        // One octet of flags (an iwperf before `-b` sent 0 or 1 here: `--imm`).
+        let flags = u8::from(self.imm)
+            | (u8::from(self.bidirectional) << 1)
+            | (u8::from(self.infinitely) << 2);
+        out.push(flags);
         out
     }
 
@@ -110,20 +118,23 @@ impl Settings {
             iters: u64_at(25)?,
             duration_ms: u64_at(33)?,
             qps: u32::from_be_bytes(data.get(41..45)?.try_into().ok()?),
-            imm: data[45] != 0,
+            imm: data[45] & 1 != 0,
+            bidirectional: data[45] & 2 != 0,
+            infinitely: data[45] & 4 != 0,
         })
     }
 
     /// True if a peer with `other` can run the test with us. The server of `write_bw`
     /// and `read_bw` is passive (it prints the client's report), so there `-n` and `-D`
-    /// are the client's alone, as with perftest; every other server counts or times the
-    /// test itself.
+    /// are the client's alone, as with perftest (but `-b` makes it run too); every other
+    /// server counts or times the test itself.
     pub fn agrees(&self, other: &Self) -> bool {
-        let passive = matches!(self.test.as_str(), "write_bw" | "read_bw");
+        let passive = matches!(self.test.as_str(), "write_bw" | "read_bw") && !self.bidirectional;
         let count = |s: &Self| (!passive).then_some((s.iters, s.duration_ms));
+        let flags = |s: &Self| (s.imm, s.bidirectional, s.infinitely);
         self.test == other.test
-            && (self.size, self.all_sizes, self.qps, self.imm)
-                == (other.size, other.all_sizes, other.qps, other.imm)
+            && (self.size, self.all_sizes, self.qps) == (other.size, other.all_sizes, other.qps)
+            && flags(self) == flags(other)
             && count(self) == count(other)
     }
 
@@ -141,8 +152,14 @@ impl Settings {
             s += &format!(" -n {}", self.iters);
         }
         s += &format!(" -q {}", self.qps);
-        if self.imm {
-            s += " --imm";
+        for (on, flag) in [
+            (self.imm, " --imm"),
+            (self.bidirectional, " -b"),
+            (self.infinitely, " --run_infinitely"),
+        ] {
+            if on {
+                s += flag;
+            }
         }
         s
     }
@@ -285,6 +302,16 @@ impl BwReport {
         ]
     }
 
+    /// perftest's bidirectional line: this side's report with the peer's numbers added.
+    pub fn plus(self, peer: &Self) -> Self {
+        Self {
+            bw_peak: self.bw_peak + peer.bw_peak,
+            bw_avg: self.bw_avg + peer.bw_avg,
+            msg_rate: self.msg_rate + peer.msg_rate,
+            ..self
+        }
+    }
+
     /// Decodes the five received messages; `None` if one is shorter than 8 octets.
     pub fn decode(parts: &[Vec<u8>; 5]) -> Option<Self> {
         let n = |i: usize| -> Option<u64> {
@@ -316,6 +343,8 @@ mod tests {
             duration_ms: 2500,
             qps: 3,
             imm: true,
+            bidirectional: true,
+            infinitely: false,
         };
         let m = st.encode();
         assert!(m.len() <= 56 && m.starts_with(b"iwps"));
@@ -323,7 +352,7 @@ mod tests {
         assert_eq!(Settings::decode(&m[..m.len() - 1]), None);
         assert_eq!(
             st.describe(),
-            "send_lat -a (up to 1048576 octets) -D 2.5 -q 3 --imm"
+            "send_lat -a (up to 1048576 octets) -D 2.5 -q 3 --imm -b"
         );
         let v = version_tagged(VERSION);
         assert!(is_iwperf(&v) && exchanges_settings(&v));

@@ -1,56 +1,157 @@
-//! `iwperf` command line: perftest's flags.
+//! `iwperf` command line: perftest's flags, short and long, parsed by `clap`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
 use verbs::{DeviceConfig, Extensions, RtrFlags};
 
-use crate::args::{ArgError, parse_size};
+use crate::args::parse_size;
 
-/// Usage text.
-pub const HELP: &str = "\
-usage: iwperf TEST [options] [server-address]
-  TEST: write_bw | read_bw | send_bw | write_lat | read_lat | send_lat
-  Runs perftest's ib_<TEST> over this iWARP stack, speaking perftest's rdma_cm (-R)
-  exchange, so either side may be Linux siw running perftest with the same flags.
-  No address: server (listens on 0.0.0.0, exits when its test is done). With an
-  address: client.
-  -s SIZE           message size (default 65536 for *_bw, 2 for *_lat)
-  -a                all sizes 2, 4, ... 2^23, one result line each
-  -n ITERS          iterations (default 5000 for write_bw, 1000 otherwise)
-  -D SECS           run for SECS seconds instead of -n iterations
-  -t DEPTH          tx depth: operations in flight per QP in *_bw (default 128)
-  -I SIZE           inline size: accepted and recorded only (this stack has no
-                    separate inline limit; every message is sent the same way)
-  -e                *_lat: sleep until each completion arrives (completion events)
-                    instead of polling the CQ and the buffer busily, perftest's default
-  -q N              *_bw only: N test connections, each running the test, results
-                    summed; between two iwperf only (perftest over rdma_cm on siw
-                    is not tested with -q)
-  -p PORT           port (default 18515)
-  -R                accepted (rdma_cm is the only mode)
-  -F                accepted and ignored
-  -d DEV            accepted and ignored
-  --report_gbits    report Gb/s instead of MB/s
-  --json            print one JSON object per result line instead of the table
-  --crc             ask for MPA CRC
-  --large-fpdus     offer FPDUs larger than one TCP segment (siw's experimental MPA
-                    bit; used only if the peer offers it too: another iwperf with
-                    this flag, or siw built with try_gso)
-  --first-delay MS  client: wait MS after each MPA Reply before the first FPDU
-                    (siw hazard A; default 200, 0 = off)
-  --timeout SECS    per-step timeout (default 30)
-  --daemon PATH     go through the local iwarpd listening on this control socket
-                    (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
-                    settings, CRC included, then apply)
-  --no-push         send every request through the send queue, never seed 000's push
-                    path (through iwarpd or embedded: to measure what pushing gains)
-  --imm             send_lat: every Send carries a 32-bit immediate value (this
-                    stack's Send with Immediate Data; both sides need it agreed)
-  --extensions LIST this stack's extensions to offer or accept: send_imm, read_v2,
-                    all (default) or none (Reads are RFC 5040 Reads without read_v2)
-  -h, --help        this text
-  A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
+/// What `--help` says after the flags.
+const AFTER_HELP: &str = "\
+Runs perftest's ib_<TEST> over this iWARP stack, speaking perftest's rdma_cm (-R)
+exchange, so either side may be Linux siw running perftest with the same flags.
+No address: server (listens on 0.0.0.0, exits when its test is done). With an
+address: client. Two iwperf check that they run the same test and settings.
+A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
+
+/// The command line as `clap` reads it; [`Opts::parse`] checks it and turns it into
+/// [`Opts`].
+#[derive(Parser, Debug)]
+#[command(
+    name = "iwperf",
+    version,
+    about = "perftest's ib_*_bw / ib_*_lat over iWARP"
+)]
+#[command(after_help = AFTER_HELP, max_term_width = 100)]
+struct Cli {
+    /// The test: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat.
+    #[arg(value_enum, hide_possible_values = true)]
+    test: Option<Test>,
+    /// The server's address or host name (client role); none: server role.
+    server: Option<String>,
+    /// Message size [default: 65536 for *_bw, 2 for *_lat]
+    #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = size_arg)]
+    size: Option<usize>,
+    /// All sizes 2, 4, ... 2^23, one result line each.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// The largest size -a runs (for quick runs).
+    #[arg(long = "max-size", hide = true, value_parser = size_arg, default_value_t = MAX_ALL_SIZE)]
+    max_size: usize,
+    /// Iterations [default: 5000 for write_bw, 1000 otherwise]
+    #[arg(short = 'n', long = "iters", value_name = "ITERS")]
+    iters: Option<u64>,
+    /// Run for SECS seconds instead of -n iterations.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    duration: Option<u64>,
+    /// Operations in flight per QP in *_bw.
+    #[arg(short = 't', long = "tx-depth", value_name = "DEPTH", default_value_t = DEFAULT_TX_DEPTH)]
+    tx_depth: usize,
+    /// Inline size: accepted and recorded only (this stack has no separate inline
+    /// limit; every message is sent the same way).
+    #[arg(short = 'I', long = "inline_size", value_name = "SIZE", value_parser = parse_size_any, default_value_t = 0)]
+    inline_size: usize,
+    /// *_lat: sleep until each completion arrives (completion events) instead of
+    /// polling busily, perftest's default.
+    #[arg(short = 'e', long = "events")]
+    events: bool,
+    /// *_bw: both sides run the test toward each other at once; the line is the sum
+    /// (perftest's bidirectional test).
+    #[arg(short = 'b', long = "bidirectional")]
+    bidirectional: bool,
+    /// *_bw: run until interrupted (Ctrl-C), a result line every -D seconds
+    /// [default: 5].
+    #[arg(long = "run_infinitely")]
+    run_infinitely: bool,
+    /// Print only one number per result line: bandwidth or message_rate (*_bw),
+    /// latency (*_lat, the typical one), as perftest's --output does.
+    #[arg(long = "output", value_enum, value_name = "WHAT")]
+    output: Option<Output>,
+    /// *_bw: N test connections, each running the test, results summed.
+    #[arg(short = 'q', long = "qp", value_name = "N", default_value_t = 1)]
+    qps: usize,
+    /// Port.
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    port: u16,
+    /// Accepted (rdma_cm is the only mode).
+    #[arg(short = 'R', long = "rdma_cm")]
+    rdma_cm: bool,
+    /// Accepted and ignored.
+    #[arg(short = 'F', long = "CPU-freq")]
+    cpu_freq: bool,
+    /// Accepted and ignored (the device is this stack).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    ib_dev: Option<String>,
+    /// Report Gb/s instead of MB/s.
+    #[arg(long = "report_gbits")]
+    report_gbits: bool,
+    /// One JSON object per result line instead of the table.
+    #[arg(long = "json")]
+    json: bool,
+    /// Ask for MPA CRC.
+    #[arg(long = "crc")]
+    crc: bool,
+    /// Offer FPDUs larger than one TCP segment (siw's experimental MPA bit; used only
+    /// if the peer offers it too: another iwperf with this flag, or siw built with
+    /// try_gso).
+    #[arg(long = "large-fpdus")]
+    large_fpdus: bool,
+    /// Client: wait MS after each MPA Reply before the first FPDU (siw hazard A; 0 = off).
+    #[arg(long = "first-delay", value_name = "MS", default_value_t = 200)]
+    first_delay: u64,
+    /// Per-step timeout in seconds.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+    /// Go through the local iwarpd listening on this control socket
+    /// (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA settings, CRC
+    /// included, then apply).
+    #[arg(long = "daemon", value_name = "PATH")]
+    daemon: Option<std::path::PathBuf>,
+    /// Send every request through the send queue, never seed 000's push path.
+    #[arg(long = "no-push")]
+    no_push: bool,
+    /// send_lat: every Send carries a 32-bit immediate value (this stack's Send with
+    /// Immediate Data; both sides need it agreed).
+    #[arg(long = "imm")]
+    imm: bool,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none.
+    #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = extensions_arg)]
+    extensions: Extensions,
+}
+
+/// perftest's `--output`: what a result line is reduced to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// The average bandwidth (MB/s, or Gb/s with `--report_gbits`).
+    #[value(name = "bandwidth")]
+    Bandwidth,
+    /// The message rate (Mpps).
+    #[value(name = "message_rate")]
+    MessageRate,
+    /// The typical latency (usec).
+    #[value(name = "latency")]
+    Latency,
+}
+
+/// How often `--run_infinitely` prints a line without `-D` (perftest's default).
+pub const INFINITE_INTERVAL: Duration = Duration::from_secs(5);
+
+fn size_arg(text: &str) -> Result<usize, String> {
+    parse_size(text)
+        .filter(|&s| (1..=(1 << 30)).contains(&s))
+        .ok_or_else(|| format!("{text:?} is not a size from 1 to 1G (65536, 64K, 1M)"))
+}
+
+fn parse_size_any(text: &str) -> Result<usize, String> {
+    parse_size(text).ok_or_else(|| format!("{text:?} is not a size (220, 1K)"))
+}
+
+fn extensions_arg(text: &str) -> Result<Extensions, String> {
+    Extensions::parse_list(text)
+}
 
 /// The largest size `-a` runs (perftest's 2^23).
 pub const MAX_ALL_SIZE: usize = 1 << 23;
@@ -63,19 +164,25 @@ pub const DEFAULT_TX_DEPTH: usize = 128;
 pub const QUEUE_DEPTH: usize = 1024;
 
 /// Which perftest test.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Test {
     /// `ib_write_bw`: the client RDMA Writes into the server's buffer.
+    #[value(name = "write_bw")]
     WriteBw,
     /// `ib_read_bw`: the client RDMA Reads the server's buffer.
+    #[value(name = "read_bw")]
     ReadBw,
     /// `ib_send_bw`: the client Sends, the server receives and RDMA Writes credits.
+    #[value(name = "send_bw")]
     SendBw,
     /// `ib_write_lat`: RDMA Write ping-pong; each side polls the last octet of its buffer.
+    #[value(name = "write_lat")]
     WriteLat,
     /// `ib_read_lat`: the client RDMA Reads the server's buffer, one Read at a time.
+    #[value(name = "read_lat")]
     ReadLat,
     /// `ib_send_lat`: Send ping-pong into pre-posted receives.
+    #[value(name = "send_lat")]
     SendLat,
 }
 
@@ -190,6 +297,12 @@ pub struct Opts {
     pub imm: bool,
     /// `--extensions`: this stack's extensions offered and accepted.
     pub extensions: Extensions,
+    /// `-b`: both sides run the test (bandwidth tests).
+    pub bidirectional: bool,
+    /// `--run_infinitely`: run until interrupted, a line every [`Self::duration`].
+    pub infinitely: bool,
+    /// `--output`: one number per line instead of the table.
+    pub output: Option<Output>,
 }
 
 impl Opts {
@@ -218,117 +331,124 @@ impl Opts {
             no_push: false,
             imm: false,
             extensions: Extensions::ALL,
+            bidirectional: false,
+            infinitely: false,
+            output: None,
         }
     }
 
-    /// Parses `args` (without the program name). `Ok(None)` means help was asked for.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, ArgError> {
-        let mut it = args.into_iter();
-        let test = match it.next().as_deref() {
-            Some("-h" | "--help") => return Ok(None),
-            None => {
-                return Err(ArgError(
-                    "no test given: iwperf TEST [OPTIONS] [SERVER], TEST one of write_bw, \
-                     read_bw, send_bw, write_lat, read_lat, send_lat"
-                        .into(),
-                ));
-            }
-            Some(name) => Test::ALL
-                .into_iter()
-                .find(|t| t.name() == name)
-                .ok_or_else(|| {
-                    ArgError(format!(
-                        "unknown test {name:?}; one of write_bw, read_bw, send_bw, \
-                         write_lat, read_lat, send_lat"
-                    ))
-                })?,
+    /// Parses `args` (without the program name). Help and `--version` come back as
+    /// the `clap` errors that print them (exit status 0); everything else that is
+    /// wrong as a usage error naming the flag (exit status 2): `error.exit()` does both.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("iwperf".to_owned()).chain(args))?;
+        let usage = |kind, msg: String| Cli::command().error(kind, msg);
+        let Some(test) = cli.test else {
+            return Err(usage(
+                ErrorKind::MissingRequiredArgument,
+                "no test given: iwperf TEST [OPTIONS] [SERVER], TEST one of write_bw, \
+                 read_bw, send_bw, write_lat, read_lat, send_lat"
+                    .into(),
+            ));
+        };
+        let server = match cli.server {
+            Some(s) => Some(
+                crate::args::host("the server address", &s)
+                    .map_err(|e| usage(ErrorKind::ValueValidation, e.0))?,
+            ),
+            None => None,
         };
         let mut o = Self::new(test);
-        while let Some(a) = it.next() {
-            let mut val = |flag: &str| {
-                it.next()
-                    .ok_or_else(|| ArgError(format!("{flag} needs a value")))
-            };
-            match a.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "-R" | "-F" => {}
-                "-a" => o.all_sizes = true,
-                "-e" => o.events = true,
-                "--report_gbits" => o.gbits = true,
-                "--json" => o.json = true,
-                "--crc" => o.crc = true,
-                "--large-fpdus" => o.large_fpdus = true,
-                "--daemon" => o.daemon = Some(val("--daemon")?.into()),
-                "--no-push" => o.no_push = true,
-                "--imm" => o.imm = true,
-                "--extensions" => {
-                    o.extensions = Extensions::parse_list(&val(&a)?).map_err(ArgError)?;
-                }
-                "-d" => {
-                    val("-d")?;
-                }
-                "-s" => o.size = size(&val("-s")?, "-s")?,
-                "--max-size" => o.max_size = size(&val(&a)?, "--max-size")?,
-                "-I" => {
-                    let v = val("-I")?;
-                    o.inline_size =
-                        parse_size(&v).ok_or_else(|| ArgError(format!("-I: bad size {v:?}")))?;
-                }
-                "-n" => o.iters = number(&val("-n")?, "-n")?,
-                "-D" => {
-                    let secs: u64 = number(&val("-D")?, "-D")?;
-                    if secs == 0 {
-                        return Err(ArgError("-D must be at least 1 second".into()));
-                    }
-                    o.duration = Some(Duration::from_secs(secs));
-                }
-                "-t" => o.tx_depth = number(&val("-t")?, "-t")?,
-                "-q" => o.qps = number(&val("-q")?, "-q")?,
-                "-p" => o.port = number(&val("-p")?, "-p")?,
-                "--first-delay" => {
-                    o.first_delay = Duration::from_millis(number(&val(&a)?, "--first-delay")?);
-                }
-                "--timeout" => o.timeout = Duration::from_secs(number(&val(&a)?, "--timeout")?),
-                s if !s.starts_with('-') && o.server.is_none() => {
-                    o.server = Some(crate::args::host("the server address", s)?);
-                }
-                other => return Err(ArgError(format!("unknown option {other:?}"))),
+        o.size = cli.size.unwrap_or(o.size);
+        o.iters = cli.iters.unwrap_or(o.iters);
+        o.all_sizes = cli.all;
+        o.max_size = cli.max_size;
+        o.duration = match cli.duration {
+            Some(0) => {
+                return Err(usage(
+                    ErrorKind::ValueValidation,
+                    "-D must be at least 1 second".into(),
+                ));
             }
+            d => d.map(Duration::from_secs),
+        };
+        o.tx_depth = cli.tx_depth;
+        o.inline_size = cli.inline_size;
+        o.qps = cli.qps;
+        o.events = cli.events;
+        o.port = cli.port;
+        o.server = server;
+        o.gbits = cli.report_gbits;
+        o.json = cli.json;
+        o.crc = cli.crc;
+        o.large_fpdus = cli.large_fpdus;
+        o.first_delay = Duration::from_millis(cli.first_delay);
+        o.timeout = Duration::from_secs(cli.timeout);
+        o.daemon = cli.daemon;
+        o.no_push = cli.no_push;
+        o.imm = cli.imm;
+        o.extensions = cli.extensions;
+        o.bidirectional = cli.bidirectional;
+        o.infinitely = cli.run_infinitely;
+        if o.infinitely && o.duration.is_none() {
+            o.duration = Some(INFINITE_INTERVAL);
         }
-        o.check()?;
-        Ok(Some(o))
+        o.output = cli.output;
+        o.check()
+            .map_err(|msg| usage(ErrorKind::ArgumentConflict, msg))?;
+        Ok(o)
     }
 
-    fn check(&self) -> Result<(), ArgError> {
+    fn check(&self) -> Result<(), String> {
         if self.iters == 0 {
-            return Err(ArgError("-n must be at least 1".into()));
+            return Err("-n must be at least 1".into());
         }
         if self.test.is_lat() && self.iters < 2 && self.duration.is_none() {
-            return Err(ArgError(
-                "-n must be at least 2 for a latency test (samples are intervals)".into(),
-            ));
+            return Err("-n must be at least 2 for a latency test (samples are intervals)".into());
         }
         if !(1..=QUEUE_DEPTH / 2).contains(&self.tx_depth) {
-            return Err(ArgError(format!(
-                "-t must be between 1 and {}",
-                QUEUE_DEPTH / 2
-            )));
+            return Err(format!("-t must be between 1 and {}", QUEUE_DEPTH / 2));
         }
         if !(1..=MAX_QPS).contains(&self.qps) {
-            return Err(ArgError(format!("-q must be between 1 and {MAX_QPS}")));
+            return Err(format!("-q must be between 1 and {MAX_QPS}"));
         }
         if self.qps > 1 && self.test.is_lat() {
-            return Err(ArgError(
+            return Err(
                 "-q is for the bandwidth tests; perftest's latency tests use one QP".into(),
-            ));
+            );
         }
         if self.all_sizes && self.duration.is_some() {
-            return Err(ArgError(
-                "-a and -D do not go together: -D runs one size (-s)".into(),
-            ));
+            return Err("-a and -D do not go together: -D runs one size (-s)".into());
+        }
+        let bw = !self.test.is_lat();
+        if self.bidirectional && !bw {
+            return Err("-b is for the bandwidth tests (as in perftest)".into());
+        }
+        if self.infinitely && !bw {
+            return Err("--run_infinitely is for the bandwidth tests (as in perftest)".into());
+        }
+        if self.infinitely && self.all_sizes {
+            return Err("--run_infinitely and -a do not go together: it runs one size".into());
+        }
+        if self.infinitely && self.bidirectional && self.test == Test::SendBw {
+            return Err(
+                "--run_infinitely does not run send_bw -b (as in perftest); use write_bw -b".into(),
+            );
+        }
+        match (self.output, bw) {
+            (Some(Output::Latency), true) => {
+                return Err("--output for a bandwidth test: bandwidth or message_rate".into());
+            }
+            (Some(Output::Bandwidth | Output::MessageRate), false) => {
+                return Err("--output for a latency test: latency".into());
+            }
+            _ => {}
+        }
+        if self.output.is_some() && self.json {
+            return Err("--output and --json do not go together: pick one".into());
         }
         if self.all_sizes && self.max_size < 2 {
-            return Err(ArgError("--max-size must be at least 2 with -a".into()));
+            return Err("--max-size must be at least 2 with -a".into());
         }
         Ok(())
     }
@@ -355,7 +475,7 @@ impl Opts {
                 self.size
             }) as u64,
             all_sizes: self.all_sizes,
-            iters: if self.duration.is_some() {
+            iters: if self.duration.is_some() || self.infinitely {
                 0
             } else {
                 self.iters
@@ -363,6 +483,8 @@ impl Opts {
             duration_ms: self.duration.map_or(0, |d| d.as_millis() as u64),
             qps: self.qps as u32,
             imm: self.imm,
+            bidirectional: self.bidirectional,
+            infinitely: self.infinitely,
         }
     }
 
@@ -404,35 +526,22 @@ impl Opts {
 /// The most test connections `-q` takes.
 pub const MAX_QPS: usize = 64;
 
-fn size(text: &str, flag: &str) -> Result<usize, ArgError> {
-    parse_size(text)
-        .filter(|&s| (1..=(1 << 30)).contains(&s))
-        .ok_or_else(|| ArgError(format!("{flag}: bad size {text:?}")))
-}
-
-fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, ArgError> {
-    text.parse()
-        .map_err(|_| ArgError(format!("{flag}: bad number {text:?}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> Result<Option<Opts>, ArgError> {
+    fn parse(s: &str) -> Result<Opts, clap::Error> {
         Opts::parse(s.split_whitespace().map(String::from))
     }
 
     #[test]
     fn perftest_flags() {
-        let o = parse("write_bw -d siw0 -F -R -s 4096 -n 16 --report_gbits 10.231.0.11")
-            .unwrap()
-            .unwrap();
+        let o = parse("write_bw -d siw0 -F -R -s 4096 -n 16 --report_gbits 10.231.0.11").unwrap();
         assert_eq!(o.test, Test::WriteBw);
         assert_eq!((o.size, o.iters, o.port), (4096, 16, 18515));
         assert!(o.gbits);
         assert_eq!(o.socket_addr(), "10.231.0.11:18515".parse().unwrap());
-        let s = parse("read_bw -p 9000").unwrap().unwrap();
+        let s = parse("read_bw -p 9000").unwrap();
         assert_eq!(
             (s.test, s.server, s.iters, s.port),
             (Test::ReadBw, None, 1000, 9000)
@@ -441,20 +550,18 @@ mod tests {
 
     #[test]
     fn latency_defaults_and_new_flags() {
-        let o = parse("write_lat").unwrap().unwrap();
+        let o = parse("write_lat").unwrap();
         assert_eq!((o.size, o.iters, o.qps, o.events), (2, 1000, 1, false));
-        assert!(parse("send_lat -e").unwrap().unwrap().events);
+        assert!(parse("send_lat -e").unwrap().events);
         assert_eq!(o.sizes(), vec![2]);
-        let o = parse("send_bw -a -t 64 -I 220 -q 2 --json --max-size 64 1.2.3.4")
-            .unwrap()
-            .unwrap();
+        let o = parse("send_bw -a -t 64 -I 220 -q 2 --json --max-size 64 1.2.3.4").unwrap();
         assert_eq!(o.sizes(), vec![2, 4, 8, 16, 32, 64]);
         assert_eq!(o.buf_size(), 64);
-        let d = parse("write_bw -D 3").unwrap().unwrap();
+        let d = parse("write_bw -D 3").unwrap();
         assert_eq!(d.duration, Some(Duration::from_secs(3)));
         assert_eq!((o.tx_depth, o.inline_size, o.qps), (64, 220, 2));
         assert!(o.json);
-        let all = parse("read_lat -a").unwrap().unwrap().sizes();
+        let all = parse("read_lat -a").unwrap().sizes();
         assert_eq!((all.len(), all.last()), (23, Some(&(1 << 23))));
         assert_eq!(Test::ReadLat.rtt_factor(), 1.0);
     }
@@ -473,6 +580,9 @@ mod tests {
         assert!(parse("write_bw -n").is_err());
         assert!(parse("write_bw -n 0").is_err());
         assert!(parse("write_bw -x").is_err());
-        assert!(parse("--help").unwrap().is_none());
+        let help = parse("--help").unwrap_err();
+        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
+        assert_eq!(help.exit_code(), 0);
+        assert_eq!(parse("write_bw -x").unwrap_err().exit_code(), 2);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::json::Object;
 use super::msg::BwReport;
+use super::opts::Output;
 use super::stats::{LatStats, peak_op_time};
 use super::{Opts, Test};
 
@@ -96,12 +97,14 @@ pub fn from_timeline(size: usize, iters: u64, tl: &Timeline, gbits: bool) -> BwR
     }
 }
 
-/// Where result lines go: perftest's table, or `--json` objects.
+/// Where result lines go: perftest's table, `--json` objects, or `--output`'s one
+/// number per line.
 #[derive(Copy, Clone, Debug)]
 pub struct Printer {
     test: Test,
     gbits: bool,
     json: bool,
+    output: Option<Output>,
 }
 
 impl Printer {
@@ -111,13 +114,19 @@ impl Printer {
             test: opts.test,
             gbits: opts.gbits,
             json: opts.json,
+            output: opts.output,
         }
     }
 
-    /// An informational line: stdout for the table, stderr with `--json` (stdout then
-    /// holds only the JSON objects).
+    /// Stdout holds only the result lines (`--json`, `--output`), no table around them.
+    fn bare(&self) -> bool {
+        self.json || self.output.is_some()
+    }
+
+    /// An informational line: stdout for the table, stderr with `--json` or `--output`
+    /// (stdout then holds only the result lines).
     pub fn info(&self, line: &str) {
-        if self.json {
+        if self.bare() {
             eprintln!("{line}");
         } else {
             println!("{line}");
@@ -126,7 +135,7 @@ impl Printer {
 
     /// The rule and column header before the first result line.
     pub fn header(&self) {
-        if !self.json {
+        if !self.bare() {
             println!("{RULE}");
             println!("{}", self.header_text());
         }
@@ -151,9 +160,16 @@ impl Printer {
         println!("{}", self.line_text(o));
     }
 
-    /// The text of one result line (a JSON object with `--json`).
+    /// The text of one result line (a JSON object with `--json`, one number with
+    /// `--output`, printed as perftest prints it).
     pub fn line_text(&self, o: &Outcome) -> String {
         let name = self.test.name();
+        match (o, self.output) {
+            (Outcome::Bw(r), Some(Output::Bandwidth)) => return format!("{:.6}", r.bw_avg),
+            (Outcome::Bw(r), Some(Output::MessageRate)) => return format!("{:.6}", r.msg_rate),
+            (Outcome::Lat(r), Some(Output::Latency)) => return format!("{:.6}", r.stats.typical),
+            _ => {}
+        }
         match (o, self.json) {
             (Outcome::Bw(r), false) => format!(
                 " {:<10} {:<10}       {:.2}               {:.2}   \t\t   {:.6}",
@@ -196,7 +212,7 @@ impl Printer {
 
     /// The closing rule.
     pub fn footer(&self) {
-        if !self.json {
+        if !self.bare() {
             println!("{RULE}");
         }
     }
@@ -216,7 +232,6 @@ mod tests {
                 .split_whitespace()
                 .map(String::from),
         )
-        .unwrap()
         .unwrap()
     }
 
@@ -285,5 +300,17 @@ mod tests {
         let line = l.line_text(&lat);
         assert!(line.starts_with(" 2       1000          1.50"), "{line}");
         assert!(line.contains("2.25"), "{line}");
+        // --output: perftest's "%lf" of one number, nothing else.
+        let l = Printer::new(&opts("send_lat", "--output latency"));
+        assert_eq!(l.line_text(&lat), "2.250000");
+        let rep = Outcome::Bw(BwReport {
+            bw_avg: 1234.5,
+            msg_rate: 0.25,
+            ..BwReport::default()
+        });
+        let b = Printer::new(&opts("write_bw", "--output bandwidth"));
+        assert_eq!(b.line_text(&rep), "1234.500000");
+        let m = Printer::new(&opts("write_bw", "--output message_rate"));
+        assert_eq!(m.line_text(&rep), "0.250000");
     }
 }

@@ -225,11 +225,7 @@ mod tests {
     #[test]
     fn credit_cadence_matches_capture() {
         // send-bw.pcapng, -n 16: RX depth 16, credits written at 5, 10, 15 and 16.
-        let opts = |n: &str| {
-            Opts::parse(["send_bw", "-n", n].map(String::from))
-                .unwrap()
-                .unwrap()
-        };
+        let opts = |n: &str| Opts::parse(["send_bw", "-n", n].map(String::from)).unwrap();
         let d = rx_depth(&opts("16"));
         assert_eq!(d, 16);
         let every = credit_every(d);

@@ -3,13 +3,15 @@
 //! report), receives (`send_bw`: it prints its own measurement) or plays its part
 //! of a latency test.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use verbs::{Device, Listener};
 
 use super::client::reported_iters;
-use super::msg::BwReport;
+use super::msg::{BwReport, Dest};
 use super::report::{self, Outcome, Printer, Timeline};
 use super::send::{self, Inbox, Until};
 use super::session::{ACCESS, Session};
@@ -23,6 +25,7 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
     let s = Session::server(dev, listener, opts).await?;
     let p = Printer::new(opts);
     let out = match opts.test {
+        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
         Test::WriteBw | Test::ReadBw => passive(opts, &s, &p).await?,
         Test::SendBw => send_bw(opts, &s, &p).await?,
         Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
@@ -82,67 +85,103 @@ async fn first_end(s: &Session) -> (usize, verbs::QpEnd) {
     }
 }
 
-/// `send_bw`: receives on every link, writes credits, measures.
-async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+/// `send_bw`'s receive buffers: every link's receives posted.
+pub(crate) fn inboxes(opts: &Opts, s: &Session) -> Result<Vec<Arc<Inbox>>, Error> {
     let depth = send::rx_depth(opts);
     let mut inboxes = Vec::with_capacity(s.links.len());
     for link in &s.links {
         let inbox = Inbox::new(&s.pd, depth, opts.buf_size())?;
         inbox.post_all(&link.qp)?;
-        inboxes.push(std::sync::Arc::new(inbox));
+        inboxes.push(Arc::new(inbox));
     }
-    let buf = s.pd.register_va(vec![0xa5; 64], BUF_VA, ACCESS)?;
-    let mine = s.dests(opts, &buf);
+    Ok(inboxes)
+}
+
+/// One size of `send_bw`'s receives on every link at once, each link's count (from 0)
+/// RDMA Written into the peer's credit buffer named by `rem`. `-n` counts the receives;
+/// with `-D` they end when `stop` turns true (then what still arrives within
+/// [`send::DRAIN_IDLE`]). The timeline of the receives.
+pub(crate) async fn receive_round(
+    opts: &Opts,
+    s: &Session,
+    inboxes: &[Arc<Inbox>],
+    rem: &[Dest],
+    stop: &watch::Receiver<bool>,
+) -> Result<Timeline, Error> {
+    let epoch = Instant::now();
+    let mut set = JoinSet::new();
+    for ((link, inbox), r) in s.links.iter().zip(inboxes).zip(rem) {
+        let (opts, qp, cq, inbox) = (
+            opts.clone(),
+            link.qp.clone(),
+            link.recv_cq.clone(),
+            inbox.clone(),
+        );
+        let credit = send::credit_buf(r.rkey, r.vaddr);
+        let mut stop = stop.clone();
+        let until = match opts.duration {
+            Some(_) => Until::Barrier,
+            None => Until::Count(opts.iters),
+        };
+        set.spawn(async move {
+            let stop = async move {
+                let _ = stop.wait_for(|v| *v).await;
+            };
+            let wait = TEST_WAIT;
+            send::server(&opts, &qp, &cq, &inbox, credit, until, stop, wait, epoch).await
+        });
+    }
+    let mut parts = Vec::new();
+    while let Some(r) = set.join_next().await {
+        let at = r.map_err(|e| format!("receive task failed: {e}"))??;
+        parts.push(Timeline::from_receives(at));
+    }
+    Ok(Timeline::merge(parts))
+}
+
+/// The report of a receiving side's timeline. Receives complete in bursts (many per
+/// TCP read), so intervals between them say nothing about a peak rate: the receiver
+/// reports its average as the peak.
+pub(crate) fn receive_report(opts: &Opts, size: usize, tl: &Timeline) -> BwReport {
+    let mut rep = report::from_timeline(size, reported_iters(opts, tl), tl, opts.gbits);
+    rep.bw_peak = rep.bw_avg;
+    rep
+}
+
+/// `send_bw`: receives on every link, writes credits, measures. Its address messages
+/// name credit buffers as the client's do (perftest's server sends its own too; only a
+/// bidirectional run uses them).
+async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let inboxes = inboxes(opts, s)?;
+    let (_credits, mine) = super::client::credit_buffers(opts, s)?;
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
     let mut out = Vec::new();
-    for size in opts.sizes() {
-        let epoch = Instant::now();
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let mut set = JoinSet::new();
-        for ((link, inbox), r) in s.links.iter().zip(&inboxes).zip(&rem) {
-            let (opts, qp, cq, inbox) = (
-                opts.clone(),
-                link.qp.clone(),
-                link.cq.clone(),
-                inbox.clone(),
-            );
-            let credit = send::credit_buf(r.rkey, r.vaddr);
-            let mut stop = stop_rx.clone();
-            let until = match opts.duration {
-                Some(_) => Until::Barrier,
-                None => Until::Count(opts.iters),
+    for (n, size) in opts.sizes().into_iter().enumerate() {
+        if opts.all_sizes && n > 0 {
+            super::size_barrier(&s.comm, &first, "before").await?;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let round = receive_round(opts, s, &inboxes, &rem, &stop_rx);
+        let tl = if opts.duration.is_some() {
+            // -D: the client's end barrier ends the receives.
+            let end = async {
+                s.comm.recv("end barrier", TEST_WAIT).await?;
+                let _ = stop_tx.send(true);
+                Ok::<_, Error>(())
             };
-            set.spawn(async move {
-                let stop = async move {
-                    let _ = stop.wait_for(|v| *v).await;
-                };
-                let wait = TEST_WAIT;
-                send::server(&opts, &qp, &cq, &inbox, credit, until, stop, wait, epoch).await
-            });
-        }
-        if opts.duration.is_some() {
-            s.comm.recv("end barrier", TEST_WAIT).await?;
-            let _ = stop_tx.send(true);
-        }
-        let mut parts = Vec::new();
-        while let Some(r) = set.join_next().await {
-            let at = r.map_err(|e| format!("receive task failed: {e}"))??;
-            parts.push(Timeline::from_receives(at));
-        }
-        let tl = Timeline::merge(parts);
-        let mut rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
-        // Receives complete in bursts (many per TCP read), so intervals between them
-        // say nothing about a peak rate: the receiver reports its average as the peak.
-        rep.bw_peak = rep.bw_avg;
+            let (tl, ended) = tokio::join!(round, end);
+            ended?;
+            tl?
+        } else {
+            round.await?
+        };
+        let rep = receive_report(opts, size, &tl);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
         if opts.all_sizes {
-            // perftest 6.06's send_bw -a ends every size with a barrier (none before).
-            s.comm
-                .xchg_within(&first.encode(), "size barrier", TEST_WAIT)
-                .await?;
+            super::size_barrier(&s.comm, &first, "after").await?;
         }
     }
     p.footer();

@@ -26,8 +26,25 @@ pub const ACCESS: Access = Access::LOCAL_WRITE
 pub struct Link {
     /// Its QP.
     pub qp: Qp,
-    /// The CQ its receives complete on.
+    /// The CQ its send queue's work completes on (and its receives, but in `send_bw`).
     pub cq: Cq,
+    /// The CQ its receives complete on: `send_bw`'s own (its bidirectional run sends
+    /// and receives at once, each side's loop on its own CQ), else [`Self::cq`].
+    pub recv_cq: Cq,
+}
+
+impl Link {
+    /// The CQs of a test connection for `opts`, and the QP configuration naming them.
+    fn cqs(dev: &Device, opts: &Opts) -> (Cq, Cq, QpConfig) {
+        let cq = dev.create_cq(CQ_DEPTH);
+        let recv_cq = if opts.test == super::Test::SendBw {
+            dev.create_cq(CQ_DEPTH)
+        } else {
+            cq.clone()
+        };
+        let cfg = QpConfig::new(&cq).recv_cq(&recv_cq);
+        (cq, recv_cq, cfg)
+    }
 }
 
 /// A connected run.
@@ -62,10 +79,14 @@ impl Session {
         check_settings(&comm, opts, &peer_version).await?;
         let mut links = Vec::with_capacity(opts.qps);
         for i in 0..opts.qps {
-            let cq = dev.create_cq(CQ_DEPTH);
+            let (cq, recv_cq, cfg) = Link::cqs(&dev, opts);
             let what = format!("test connection {}", i + 1);
-            let t = connect(opts, &dev, &pd, QpConfig::new(&cq), &what).await?;
-            links.push(Link { qp: t.qp, cq });
+            let t = connect(opts, &dev, &pd, cfg, &what).await?;
+            links.push(Link {
+                qp: t.qp,
+                cq,
+                recv_cq,
+            });
             first_delay(opts).await;
         }
         comm.xchg(&Dest::SYNC, "barrier").await?;
@@ -101,14 +122,9 @@ impl Session {
         for i in 0..opts.qps {
             let what = format!("test connection {}", i + 1);
             let incoming = step(opts.timeout, &what, listener.accept()).await??;
-            let cq = dev.create_cq(CQ_DEPTH);
-            let qp = step(
-                opts.timeout,
-                &what,
-                incoming.accept(&pd, QpConfig::new(&cq), b""),
-            )
-            .await??;
-            links.push(Link { qp, cq });
+            let (cq, recv_cq, cfg) = Link::cqs(dev, opts);
+            let qp = step(opts.timeout, &what, incoming.accept(&pd, cfg, b"")).await??;
+            links.push(Link { qp, cq, recv_cq });
         }
         comm.xchg(&Dest::SYNC, "barrier").await?;
         Ok(Self {

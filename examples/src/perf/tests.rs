@@ -11,9 +11,7 @@ use super::report::{LatReport, Printer};
 use super::{Opts, Outcome, Test, run_client, serve};
 
 fn opts(args: &str) -> Opts {
-    let mut o = Opts::parse(args.split_whitespace().map(String::from))
-        .unwrap()
-        .unwrap();
+    let mut o = Opts::parse(args.split_whitespace().map(String::from)).unwrap();
     o.first_delay = Duration::ZERO;
     o.timeout = Duration::from_secs(10);
     o
@@ -354,4 +352,26 @@ async fn json_lines_parse_back() {
         }
     }
     assert_eq!(Test::ALL.len(), 6);
+}
+
+/// `-b`: both sides run and print the same sum of both reports (a side that did not
+/// add the peer's report would print a different line), for every size of `-a`, and
+/// with `-D`, where each side prints its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidirectional_runs() {
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        let (c, s) = pair(&format!("{test} -b -s 4096 -n 50")).await;
+        check_bw(&bw(&c)[0], 4096, 50);
+        assert_eq!(c, s, "{test} -b: both sides print the sum");
+        let (c, s) = pair(&format!("{test} -b -a --max-size 32 -n 10 -q 2")).await;
+        let sizes: Vec<u64> = bw(&c).iter().map(|r| r.size).collect();
+        assert_eq!(sizes, vec![2, 4, 8, 16, 32], "{test}");
+        assert_eq!(c, s, "{test} -b -a");
+    }
+    let (c, s) = pair("send_bw -b -s 4096 -D 1").await;
+    assert!(bw(&c)[0].iters > 0 && bw(&s)[0].iters > 0, "{c:?} {s:?}");
+    // The sum on both sides; the iterations are each side's own.
+    let (c, s) = pair("write_bw -b -s 4096 -D 1").await;
+    let (c, s) = (bw(&c)[0], bw(&s)[0]);
+    assert_eq!((c.bw_avg, c.msg_rate), (s.bw_avg, s.msg_rate));
 }

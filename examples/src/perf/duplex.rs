@@ -1,0 +1,134 @@
+//! `-b`: perftest's bidirectional bandwidth tests. Both sides run the test toward each
+//! other at once, then swap their reports and print the sum, so the run is the same
+//! for both roles. The barriers follow perftest 4.5-0.17 (`write_bw.c`, `send_bw.c`):
+//!
+//! - `write_bw`/`read_bw`: for every size a barrier, both run, with `-a` another
+//!   barrier, then the five-part reports both ways;
+//! - `send_bw`: both post receives and give each other credits as in one-way runs
+//!   ([`super::send`]); for every size after the first a barrier, both Send and
+//!   receive, the reports both ways (not with `-D`: each side prints its own), with
+//!   `-a` another barrier;
+//!
+//! and a closing barrier.
+
+use tokio::sync::watch;
+
+use super::client::{credit_buffers, rdma_round, reported_iters, send_round};
+use super::msg::BwReport;
+use super::report::{self, Outcome, Printer};
+use super::server::{inboxes, receive_round};
+use super::session::{ACCESS, Session};
+use super::{BUF_VA, Error, Opts, Test, size_barrier};
+
+/// Runs `opts.test` (a bandwidth test) in both directions on `s`; returns the lines
+/// printed.
+pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    match opts.test {
+        Test::WriteBw | Test::ReadBw => rdma(opts, s, p).await,
+        Test::SendBw => send(opts, s, p).await,
+        t => Err(format!("-b: {} is not a bandwidth test", t.name()).into()),
+    }
+}
+
+/// Both sides Write (Read) at each other's buffer.
+async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let len = s.peer_version.target_len(opts.buf_size());
+    let buf = s.pd.register_va(vec![0x5a; len], BUF_VA, ACCESS)?;
+    let mine = s.dests(opts, &buf);
+    let rem = s.exchange(opts, p, &mine).await?;
+    let first = mine.first().copied().unwrap_or_default();
+    let cycle = s.peer_version.target_len(0);
+    p.header();
+    let mut out = Vec::new();
+    for size in opts.sizes() {
+        size_barrier(&s.comm, &first, "before").await?;
+        let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
+        if opts.all_sizes {
+            size_barrier(&s.comm, &first, "after").await?;
+        }
+        let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        let line = Outcome::Bw(mine.plus(&swap_reports(s, &mine).await?));
+        p.line(&line);
+        out.push(line);
+    }
+    p.footer();
+    s.comm.xchg(&first.encode(), "closing barrier").await?;
+    Ok(out)
+}
+
+/// Both sides Send to each other and receive, each pacing its Sends by the credits
+/// the other writes.
+async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
+    let inboxes = inboxes(opts, s)?;
+    let payload =
+        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let (credits, mine) = credit_buffers(opts, s)?;
+    let rem = s.exchange(opts, p, &mine).await?;
+    let first = mine.first().copied().unwrap_or_default();
+    p.header();
+    let mut out = Vec::new();
+    for (n, size) in opts.sizes().into_iter().enumerate() {
+        if n > 0 {
+            size_barrier(&s.comm, &first, "before").await?;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let sending = async {
+            let tl = send_round(opts, s, &credits, &payload, size).await;
+            // -D: our Sends are done; our receives end once the peer's stop too.
+            let _ = stop_tx.send(true);
+            tl
+        };
+        let (sent, received) =
+            tokio::join!(sending, receive_round(opts, s, &inboxes, &rem, &stop_rx));
+        let (sent, _) = (sent?, received?);
+        let mine = report::from_timeline(size, reported_iters(opts, &sent), &sent, opts.gbits);
+        let line = if opts.duration.is_some() {
+            mine
+        } else {
+            mine.plus(&swap_reports(s, &mine).await?)
+        };
+        p.line(&Outcome::Bw(line));
+        out.push(Outcome::Bw(line));
+        if opts.all_sizes {
+            size_barrier(&s.comm, &first, "after").await?;
+        }
+    }
+    p.footer();
+    s.comm.xchg(&first.encode(), "closing barrier").await?;
+    Ok(out)
+}
+
+/// perftest's `xchg_bw_reports`: our report's five parts for the peer's.
+async fn swap_reports(s: &Session, mine: &BwReport) -> Result<BwReport, Error> {
+    let mut parts: [Vec<u8>; 5] = Default::default();
+    for (got, part) in parts.iter_mut().zip(mine.encode()) {
+        *got = s.comm.xchg(&part, "report message").await?;
+    }
+    BwReport::decode(&parts).ok_or_else(|| "a report message shorter than 8 octets".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_is_the_sum_of_both_sides() {
+        let a = BwReport {
+            size: 4096,
+            iters: 100,
+            bw_peak: 2.0,
+            bw_avg: 1.5,
+            msg_rate: 0.25,
+        };
+        let b = BwReport {
+            size: 4096,
+            iters: 100,
+            bw_peak: 1.0,
+            bw_avg: 0.5,
+            msg_rate: 0.5,
+        };
+        let sum = a.plus(&b);
+        assert_eq!((sum.size, sum.iters), (4096, 100));
+        assert_eq!((sum.bw_peak, sum.bw_avg, sum.msg_rate), (3.0, 2.0, 0.75));
+    }
+}
