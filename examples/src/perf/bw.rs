@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Cq, Mr, Payload, Qp, RemoteBuf, SendFlags, SendOp, SendWr, WcError};
+use verbs::{Cq, Mr, Payload, Qp, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcError};
 
+use super::opts::AtomicOp;
 use super::progress::Progress;
 use super::report::Timeline;
 use super::{Error, Test};
@@ -29,6 +30,9 @@ pub struct Limits {
 
 impl Limits {
     fn more(&self, posted: u64) -> bool {
+        if super::interrupted() {
+            return false;
+        }
         match self.deadline {
             Some(d) => Instant::now() < d,
             None => posted < self.iters,
@@ -37,6 +41,27 @@ impl Limits {
 
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One RFC 7306 Atomic of the atomic tests on the peer's 8 octets at `dst`, the
+/// original value into `result`.
+pub fn atomic_op(op: AtomicOp, dst: RemoteBuf, result: Sge) -> SendOp {
+    match op {
+        AtomicOp::FetchAdd => SendOp::FetchAdd {
+            dst,
+            add: 1,
+            mask: 0,
+            result,
+        },
+        AtomicOp::CmpSwap => SendOp::CmpSwap {
+            dst,
+            compare: 0,
+            compare_mask: u64::MAX,
+            swap: 0,
+            swap_mask: u64::MAX,
+            result,
+        },
     }
 }
 
@@ -155,7 +180,7 @@ where
 /// gives ([`walk`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn rdma(
-    test: Test,
+    (test, atomic): (Test, AtomicOp),
     lim: Limits,
     progress: Option<Progress>,
     qp: Qp,
@@ -183,6 +208,7 @@ pub async fn rdma(
                 src: dst,
                 dst: sink,
             },
+            Test::AtomicBw => atomic_op(atomic, dst, sink),
             _ => SendOp::Write {
                 data: Payload::Sgl([sink].into()),
                 dst,

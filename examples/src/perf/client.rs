@@ -21,11 +21,16 @@ pub const TX_DEPTH: usize = super::opts::DEFAULT_TX_DEPTH;
 pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::client(opts).await?;
     let p = Printer::new(opts);
+    if opts.infinitely {
+        super::end_on_signal()?;
+    }
     let out = match opts.test {
         _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
-        Test::WriteBw | Test::ReadBw => rdma_bw(opts, &s, &p).await?,
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma_bw(opts, &s, &p).await?,
         Test::SendBw => send_bw(opts, &s, &p).await?,
-        Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
+        Test::WriteLat | Test::ReadLat | Test::SendLat | Test::AtomicLat => {
+            latency::run(opts, &s, &p).await?
+        }
     };
     let who = if opts.daemon.is_some() {
         "iwarpd"
@@ -73,12 +78,16 @@ fn limits(opts: &Opts) -> Limits {
     }
 }
 
-/// The progress line of queue pair 0 of `links`, which all run alike: its live
-/// bandwidth counts them all.
-fn progress(opts: &Opts, size: usize, links: usize) -> Progress {
+/// The progress line of link `i` of `links`: on link 0 only, which runs as they all
+/// do (its live bandwidth counts them all), and not with `--run_infinitely` (its lines
+/// come every interval).
+fn progress(opts: &Opts, size: usize, i: usize, links: usize) -> Option<Progress> {
+    if i > 0 || opts.infinitely {
+        return None;
+    }
     let goal = opts.duration.map_or(Goal::Iters(opts.iters), Goal::Time);
-    Progress::new(format!("{} {size}", opts.test.name()), goal)
-        .with_size((size * links.max(1)) as u64)
+    let prog = Progress::new(format!("{} {size}", opts.test.name()), goal);
+    Some(prog.with_size((size * links.max(1)) as u64))
 }
 
 /// The iterations a bandwidth line reports: `-n`, or with `-D` the operations per QP.
@@ -109,7 +118,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let cycle = s.peer_version.target_len(0);
     let mut out = Vec::new();
     let mut last = BwReport::default();
-    for size in opts.sizes() {
+    for size in opts.rounds() {
         let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
         last = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(last));
@@ -140,9 +149,9 @@ pub(crate) async fn rdma_round(
     let lim = limits(opts);
     let mut set = JoinSet::new();
     for (i, (link, r)) in s.links.iter().zip(rem).enumerate() {
-        let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
+        let prog = progress(opts, size, i, s.links.len());
         let run = bw::rdma(
-            opts.test,
+            (opts.test, opts.atomic),
             lim,
             prog,
             link.qp.clone(),
@@ -158,31 +167,35 @@ pub(crate) async fn rdma_round(
 }
 
 /// One size of `send_bw`'s Sends on every link at once, each paced by the credits the
-/// peer writes into that link's buffer in `credits`: the merged timeline.
+/// peer writes into that link's buffer in `credits`: the merged timeline. `sent`: the
+/// Sends each link made before in this count (`--run_infinitely`'s intervals; 0 starts
+/// a new count, as every size does).
 pub(crate) async fn send_round(
     opts: &Opts,
     s: &Session,
     credits: &[Mr],
     payload: &Mr,
     size: usize,
+    sent: u64,
 ) -> Result<Timeline, Error> {
     let lim = limits(opts);
     let window = send::rx_depth(opts);
     let mut set = JoinSet::new();
     for (i, (link, credit)) in s.links.iter().zip(credits).enumerate() {
-        // Counts start again with every size, as perftest's do (its server counts
-        // the size's receives from 0): the last size's count is not credit.
-        credit.write(0, &[0; 4])?;
-        let prog = (i == 0).then(|| progress(opts, size, s.links.len()));
+        if sent == 0 {
+            // Counts start again with every size, as perftest's do (its server counts
+            // the size's receives from 0): the last size's count is not credit.
+            credit.write(0, &[0; 4])?;
+        }
         let run = send::client(
             lim,
-            prog,
+            progress(opts, size, i, s.links.len()),
             link.qp.clone(),
             link.cq.clone(),
             credit.clone(),
             payload.clone(),
             size,
-            window,
+            (window, sent),
         );
         set.spawn(run);
     }
@@ -214,11 +227,16 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     p.header();
     let first = mine.first().copied().unwrap_or_default();
     let mut out = Vec::new();
-    for (n, size) in opts.sizes().into_iter().enumerate() {
+    // --run_infinitely: the Sends of every interval so far, per link (one count).
+    let mut sent = 0;
+    for (n, size) in opts.rounds().enumerate() {
         if opts.all_sizes && n > 0 {
             super::size_barrier(&s.comm, &first, "before").await?;
         }
-        let tl = send_round(opts, s, &credits, &payload, size).await?;
+        let tl = send_round(opts, s, &credits, &payload, size, sent).await?;
+        if opts.infinitely {
+            sent += (tl.completed.len() / s.links.len().max(1)) as u64;
+        }
         let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
@@ -227,6 +245,10 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         }
     }
     p.footer();
+    if opts.infinitely && !s.peer_version.iwperf {
+        // perftest's server receives until it is killed: there is no end to agree on.
+        return Ok(out);
+    }
     // send_bw's server measures its own receives: no report, no second barrier.
     s.comm.xchg(&first.encode(), "end barrier").await?;
     Ok(out)

@@ -9,22 +9,27 @@
 //!   receive, the reports both ways (not with `-D`: each side prints its own), with
 //!   `-a` another barrier;
 //!
-//! and a closing barrier.
+//! and a closing barrier. `--run_infinitely` (`write_bw`, `read_bw`) runs without
+//! barriers or swaps until interrupted, each side printing its own numbers doubled, as
+//! perftest does; then the closing barrier.
+
+use std::pin::pin;
 
 use tokio::sync::watch;
+use verbs::Mr;
 
 use super::client::{credit_buffers, rdma_round, reported_iters, send_round};
-use super::msg::BwReport;
+use super::msg::{BwReport, Dest};
 use super::report::{self, Outcome, Printer};
 use super::server::{inboxes, receive_round};
 use super::session::{ACCESS, Session};
-use super::{BUF_VA, Error, Opts, Test, size_barrier};
+use super::{BUF_VA, Error, FOREVER, Opts, Test, interrupt, size_barrier};
 
 /// Runs `opts.test` (a bandwidth test) in both directions on `s`; returns the lines
 /// printed.
 pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     match opts.test {
-        Test::WriteBw | Test::ReadBw => rdma(opts, s, p).await,
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma(opts, s, p).await,
         Test::SendBw => send(opts, s, p).await,
         t => Err(format!("-b: {} is not a bandwidth test", t.name()).into()),
     }
@@ -39,6 +44,9 @@ async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
     let first = mine.first().copied().unwrap_or_default();
     let cycle = s.peer_version.target_len(0);
     p.header();
+    if opts.infinitely {
+        return rdma_forever(opts, s, p, (&buf, &rem, cycle), &first).await;
+    }
     let mut out = Vec::new();
     for size in opts.sizes() {
         size_barrier(&s.comm, &first, "before").await?;
@@ -53,6 +61,51 @@ async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
     }
     p.footer();
     s.comm.xchg(&first.encode(), "closing barrier").await?;
+    Ok(out)
+}
+
+/// `--run_infinitely -b`: intervals without barriers or swapped reports, each side
+/// printing its own numbers doubled (perftest's lines), until either side is
+/// interrupted. Then each sends its closing message: the first one the other receives
+/// while still running ends its run too.
+async fn rdma_forever(
+    opts: &Opts,
+    s: &Session,
+    p: &Printer,
+    (buf, rem, cycle): (&Mr, &[Dest], usize),
+    first: &Dest,
+) -> Result<Vec<Outcome>, Error> {
+    let rounds = async {
+        let mut out = Vec::new();
+        for size in opts.rounds() {
+            let tl = rdma_round(opts, s, buf, rem, size, cycle).await?;
+            let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+            let line = Outcome::Bw(mine.plus(&mine));
+            p.line(&line);
+            out.push(line);
+        }
+        Ok::<_, Error>(out)
+    };
+    let peer_ended = async {
+        let got = s.comm.recv("closing barrier", FOREVER).await;
+        interrupt();
+        got
+    };
+    let (mut rounds, mut peer_ended) = (pin!(rounds), pin!(peer_ended));
+    let mut heard = false;
+    let out = tokio::select! {
+        out = &mut rounds => out?,
+        got = &mut peer_ended => {
+            got?;
+            heard = true;
+            rounds.await?
+        }
+    };
+    p.footer();
+    s.comm.send(&first.encode(), "closing barrier").await?;
+    if !heard {
+        s.comm.recv("closing barrier", opts.timeout).await?;
+    }
     Ok(out)
 }
 
@@ -73,13 +126,15 @@ async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
         }
         let (stop_tx, stop_rx) = watch::channel(false);
         let sending = async {
-            let tl = send_round(opts, s, &credits, &payload, size).await;
+            let tl = send_round(opts, s, &credits, &payload, size, 0).await;
             // -D: our Sends are done; our receives end once the peer's stop too.
             let _ = stop_tx.send(true);
             tl
         };
-        let (sent, received) =
-            tokio::join!(sending, receive_round(opts, s, &inboxes, &rem, &stop_rx));
+        let (sent, received) = tokio::join!(
+            sending,
+            receive_round(opts, s, (p, size), &inboxes, &rem, &stop_rx)
+        );
         let (sent, _) = (sent?, received?);
         let mine = report::from_timeline(size, reported_iters(opts, &sent), &sent, opts.gbits);
         let line = if opts.duration.is_some() {

@@ -12,6 +12,8 @@ use verbs::{
     Cq, Extensions, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus,
 };
 
+use super::bw::atomic_op;
+use super::opts::{ATOMIC_SIZE, AtomicOp};
 use super::progress::{Goal, Progress};
 use super::send::Inbox;
 use super::{Error, step};
@@ -269,26 +271,53 @@ pub async fn read(
 ) -> Result<Vec<u64>, Error> {
     let len = u32::try_from(run.size).map_err(|_| "size too large")?;
     let src = RemoteBuf { len, ..src };
+    let dst = buf.local(..run.size);
+    one_at_a_time(run, qp, cq, "RDMA Read", || SendOp::Read { src, dst }).await
+}
+
+/// `atomic_lat` (client): the Atomic `op` on the peer's first 8 octets, one at a time,
+/// each timed from post to completion; the original values land in `buf`.
+pub async fn atomic(
+    run: &mut Run,
+    qp: &Qp,
+    cq: &Cq,
+    buf: &Mr,
+    (op, dst): (AtomicOp, RemoteBuf),
+) -> Result<Vec<u64>, Error> {
+    let dst = RemoteBuf {
+        len: ATOMIC_SIZE as u32,
+        ..dst
+    };
+    let result = buf.local(..ATOMIC_SIZE);
+    one_at_a_time(run, qp, cq, "Atomic", || atomic_op(op, dst, result)).await
+}
+
+/// Runs the operations `make` makes one at a time, each waited for (`what` names them
+/// in errors); returns the post times.
+async fn one_at_a_time(
+    run: &mut Run,
+    qp: &Qp,
+    cq: &Cq,
+    what: &str,
+    make: impl Fn() -> SendOp,
+) -> Result<Vec<u64>, Error> {
     let started = Instant::now();
     let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
     let mut done = 0u64;
+    let waiting = format!("an {what} completion");
     while run.more(done) {
         posted.push(nanos(started));
         qp.post_send(SendWr {
             wr_id: done,
-            op: SendOp::Read {
-                src,
-                dst: buf.local(..run.size),
-            },
+            op: make(),
             flags: SendFlags::SIGNALED,
         })?;
-        let Some(wc) = completion(run.lim, qp, cq, "an RDMA Read completion", done + 1).await?
-        else {
+        let Some(wc) = completion(run.lim, qp, cq, &waiting, done + 1).await? else {
             posted.pop();
             break;
         };
         if wc.wc.status != WcStatus::Success {
-            let what = format!("RDMA Read {} completed with {:?}", done + 1, wc.wc.status);
+            let what = format!("{what} {} completed with {:?}", done + 1, wc.wc.status);
             return Err(failed(qp, &what).await);
         }
         done += 1;

@@ -55,14 +55,22 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             };
             sizes(opts, p, link, &kind, None).await
         }
-        Test::ReadLat => {
+        Test::ReadLat | Test::AtomicLat => {
             let fill = if client { 0 } else { 0xa5 };
             let buf = s.pd.register_va(vec![fill; size], BUF_VA, ACCESS)?;
             let mine = [Session::dest(opts, link, &buf, 0)];
             let rem = s.exchange(opts, p, &mine).await?;
             let out = if client {
                 let src = rem.first().map(remote).ok_or("no peer address")?;
-                let out = sizes(opts, p, link, &Kind::Read { buf: &buf, src }, None).await?;
+                let kind = if opts.test == Test::AtomicLat {
+                    Kind::Atomic {
+                        buf: &buf,
+                        dst: src,
+                    }
+                } else {
+                    Kind::Read { buf: &buf, src }
+                };
+                let out = sizes(opts, p, link, &kind, None).await?;
                 s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
                 out
             } else {
@@ -88,7 +96,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
             Ok(out)
         }
-        Test::WriteBw | Test::ReadBw | Test::SendBw => {
+        Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw => {
             Err(format!("{} is not a latency test", opts.test.name()).into())
         }
     }
@@ -106,6 +114,8 @@ enum Kind<'a> {
     },
     /// `read_lat` (client).
     Read { buf: &'a Mr, src: RemoteBuf },
+    /// `atomic_lat` (client): `-A` on the peer's word at `dst`, results into `buf`.
+    Atomic { buf: &'a Mr, dst: RemoteBuf },
     /// `send_lat`.
     Send {
         inbox: &'a Inbox,
@@ -140,6 +150,10 @@ async fn sizes(
                 first,
             } => lat::write(&mut run, &link.qp, buf, inbox, dst, first).await?,
             Kind::Read { buf, src } => lat::read(&mut run, &link.qp, &link.cq, buf, src).await?,
+            Kind::Atomic { buf, dst } => {
+                let op = (opts.atomic, dst);
+                lat::atomic(&mut run, &link.qp, &link.cq, buf, op).await?
+            }
             Kind::Send { inbox, buf, first } => {
                 lat::send(&mut run, &link.qp, &link.cq, inbox, buf, first).await?
             }

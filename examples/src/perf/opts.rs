@@ -27,7 +27,8 @@ A progress line goes to stderr (when it is a terminal) for runs over 2 seconds."
 )]
 #[command(after_help = AFTER_HELP, max_term_width = 100)]
 struct Cli {
-    /// The test: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat.
+    /// The test: write_bw, read_bw, send_bw, write_lat, read_lat, send_lat, atomic_bw
+    /// or atomic_lat.
     #[arg(value_enum, hide_possible_values = true)]
     test: Option<Test>,
     /// The server's address or host name (client role); none: server role.
@@ -58,6 +59,14 @@ struct Cli {
     /// polling busily, perftest's default.
     #[arg(short = 'e', long = "events")]
     events: bool,
+    /// atomic_*: the Atomic to run.
+    #[arg(
+        short = 'A',
+        long = "atomic_type",
+        value_enum,
+        default_value = "FETCH_AND_ADD"
+    )]
+    atomic_type: AtomicOp,
     /// *_bw: both sides run the test toward each other at once; the line is the sum
     /// (perftest's bidirectional test).
     #[arg(short = 'b', long = "bidirectional")]
@@ -122,6 +131,17 @@ struct Cli {
     extensions: Extensions,
 }
 
+/// perftest's `-A`: which RFC 7306 Atomic the atomic tests run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AtomicOp {
+    /// Fetch and Add (adds 1).
+    #[value(name = "FETCH_AND_ADD")]
+    FetchAdd,
+    /// Compare and Swap (compares with 0, swaps in 0: the word stays as it is).
+    #[value(name = "CMP_AND_SWAP")]
+    CmpSwap,
+}
+
 /// perftest's `--output`: what a result line is reduced to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -152,6 +172,9 @@ fn parse_size_any(text: &str) -> Result<usize, String> {
 fn extensions_arg(text: &str) -> Result<Extensions, String> {
     Extensions::parse_list(text)
 }
+
+/// The octets an Atomic works on (RFC 7306).
+pub const ATOMIC_SIZE: usize = 8;
 
 /// The largest size `-a` runs (perftest's 2^23).
 pub const MAX_ALL_SIZE: usize = 1 << 23;
@@ -184,17 +207,25 @@ pub enum Test {
     /// `ib_send_lat`: Send ping-pong into pre-posted receives.
     #[value(name = "send_lat")]
     SendLat,
+    /// `ib_atomic_bw`: the client runs RFC 7306 Atomics (`-A`) on the server's buffer.
+    #[value(name = "atomic_bw")]
+    AtomicBw,
+    /// `ib_atomic_lat`: the client runs Atomics one at a time.
+    #[value(name = "atomic_lat")]
+    AtomicLat,
 }
 
 impl Test {
     /// Every test, in help order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::WriteBw,
         Self::ReadBw,
         Self::SendBw,
         Self::WriteLat,
         Self::ReadLat,
         Self::SendLat,
+        Self::AtomicBw,
+        Self::AtomicLat,
     ];
 
     /// The subcommand name.
@@ -206,6 +237,8 @@ impl Test {
             Self::WriteLat => "write_lat",
             Self::ReadLat => "read_lat",
             Self::SendLat => "send_lat",
+            Self::AtomicBw => "atomic_bw",
+            Self::AtomicLat => "atomic_lat",
         }
     }
 
@@ -218,18 +251,28 @@ impl Test {
             Self::WriteLat => "RDMA_Write Latency Test",
             Self::ReadLat => "RDMA_Read Latency Test",
             Self::SendLat => "Send Latency Test",
+            Self::AtomicBw => "Atomic BW Test",
+            Self::AtomicLat => "Atomic Latency Test",
         }
     }
 
     /// A latency test.
     pub fn is_lat(self) -> bool {
-        matches!(self, Self::WriteLat | Self::ReadLat | Self::SendLat)
+        matches!(
+            self,
+            Self::WriteLat | Self::ReadLat | Self::SendLat | Self::AtomicLat
+        )
+    }
+
+    /// An Atomic test (its messages are 8 octets).
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Self::AtomicBw | Self::AtomicLat)
     }
 
     /// The `out_reads` value siw's perftest advertises for this test.
     pub fn out_reads(self) -> u32 {
         match self {
-            Self::ReadBw | Self::ReadLat => 128,
+            Self::ReadBw | Self::ReadLat | Self::AtomicBw | Self::AtomicLat => 128,
             _ => 1,
         }
     }
@@ -238,7 +281,7 @@ impl Test {
     /// the read tests; we offer 16/16 for those).
     pub fn ird_ord(self) -> (u16, u16) {
         match self {
-            Self::ReadBw | Self::ReadLat => (16, 16),
+            Self::ReadBw | Self::ReadLat | Self::AtomicBw | Self::AtomicLat => (16, 16),
             _ => (0, 0),
         }
     }
@@ -246,7 +289,11 @@ impl Test {
     /// What a latency sample is divided by: perftest reports half the round trip of
     /// the ping-pong tests and the whole time of a Read.
     pub fn rtt_factor(self) -> f64 {
-        if self == Self::ReadLat { 1.0 } else { 2.0 }
+        if matches!(self, Self::ReadLat | Self::AtomicLat) {
+            1.0
+        } else {
+            2.0
+        }
     }
 }
 
@@ -303,6 +350,8 @@ pub struct Opts {
     pub infinitely: bool,
     /// `--output`: one number per line instead of the table.
     pub output: Option<Output>,
+    /// `-A`: the atomic tests' Atomic.
+    pub atomic: AtomicOp,
 }
 
 impl Opts {
@@ -310,7 +359,11 @@ impl Opts {
     pub fn new(test: Test) -> Self {
         Self {
             test,
-            size: if test.is_lat() { 2 } else { 65536 },
+            size: match test {
+                _ if test.is_atomic() => ATOMIC_SIZE,
+                _ if test.is_lat() => 2,
+                _ => 65536,
+            },
             all_sizes: false,
             max_size: MAX_ALL_SIZE,
             iters: if test == Test::WriteBw { 5000 } else { 1000 },
@@ -334,6 +387,7 @@ impl Opts {
             bidirectional: false,
             infinitely: false,
             output: None,
+            atomic: AtomicOp::FetchAdd,
         }
     }
 
@@ -347,7 +401,7 @@ impl Opts {
             return Err(usage(
                 ErrorKind::MissingRequiredArgument,
                 "no test given: iwperf TEST [OPTIONS] [SERVER], TEST one of write_bw, \
-                 read_bw, send_bw, write_lat, read_lat, send_lat"
+                 read_bw, send_bw, write_lat, read_lat, send_lat, atomic_bw, atomic_lat"
                     .into(),
             ));
         };
@@ -394,6 +448,7 @@ impl Opts {
             o.duration = Some(INFINITE_INTERVAL);
         }
         o.output = cli.output;
+        o.atomic = cli.atomic_type;
         o.check()
             .map_err(|msg| usage(ErrorKind::ArgumentConflict, msg))?;
         Ok(o)
@@ -419,6 +474,12 @@ impl Opts {
         }
         if self.all_sizes && self.duration.is_some() {
             return Err("-a and -D do not go together: -D runs one size (-s)".into());
+        }
+        if self.test.is_atomic() && (self.size != ATOMIC_SIZE || self.all_sizes) {
+            return Err(format!(
+                "an Atomic works on {ATOMIC_SIZE} octets: {} takes no -s or -a",
+                self.test.name()
+            ));
         }
         let bw = !self.test.is_lat();
         if self.bidirectional && !bw {
@@ -462,6 +523,16 @@ impl Opts {
                 .collect()
         } else {
             vec![self.size]
+        }
+    }
+
+    /// The message size of every round, one result line each: [`Self::sizes`], or with
+    /// `--run_infinitely` `-s` over and over until the run is interrupted.
+    pub fn rounds(&self) -> Box<dyn Iterator<Item = usize> + Send> {
+        if self.infinitely {
+            Box::new(std::iter::repeat(self.size).take_while(|_| !super::interrupted()))
+        } else {
+            Box::new(self.sizes().into_iter())
         }
     }
 
@@ -580,6 +651,15 @@ mod tests {
         assert!(parse("write_bw -n").is_err());
         assert!(parse("write_bw -n 0").is_err());
         assert!(parse("write_bw -x").is_err());
+        assert!(parse("atomic_bw -s 16").is_err());
+        assert!(parse("atomic_lat -a").is_err());
+        assert!(parse("write_lat -b").is_err());
+        assert!(parse("send_lat --run_infinitely").is_err());
+        assert!(parse("write_bw --run_infinitely -a").is_err());
+        assert!(parse("send_bw -b --run_infinitely").is_err());
+        assert!(parse("write_bw --output latency").is_err());
+        assert!(parse("write_lat --output bandwidth").is_err());
+        assert!(parse("write_bw --output bandwidth --json").is_err());
         let help = parse("--help").unwrap_err();
         assert_eq!(help.kind(), ErrorKind::DisplayHelp);
         assert_eq!(help.exit_code(), 0);

@@ -68,7 +68,7 @@ impl Timeline {
 }
 
 /// Octets per second in the report's unit: MiB/s, or Gb/s with `gbits`.
-fn scale(bytes_per_sec: f64, gbits: bool) -> f64 {
+pub fn scale(bytes_per_sec: f64, gbits: bool) -> f64 {
     if gbits {
         bytes_per_sec * 8.0 / 1e9
     } else {

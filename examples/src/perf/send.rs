@@ -4,6 +4,7 @@
 //! client's [`super::msg::Dest`] names; it does so every `rx_depth / 3` receives and at
 //! the end (capture `send-bw.pcapng`: counts 5, 10, 15, 16 for `-n 16`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -82,8 +83,10 @@ impl Inbox {
 }
 
 /// The client on one QP: Sends of `payload[..size]`, never more than `window`
-/// beyond the count the server last wrote into `credit` (offset 0). Counts start at 0
-/// with every run (`-a`: every size), as perftest's do.
+/// beyond the count the server last wrote into `credit` (offset 0). `(window, sent)`:
+/// `sent` Sends were made before in this count. Counts start at 0 with every size
+/// (`-a`), as perftest's do, and run on through `--run_infinitely`'s intervals; they
+/// are perftest's 32-bit counts, compared modulo 2^32.
 #[allow(clippy::too_many_arguments)]
 pub async fn client(
     lim: Limits,
@@ -93,17 +96,18 @@ pub async fn client(
     credit: Mr,
     payload: Mr,
     size: usize,
-    window: usize,
+    (window, sent): (usize, u64),
 ) -> Result<Timeline, Error> {
     let sge = payload.local(..size);
-    let window = i64::try_from(window).unwrap_or(i64::MAX);
+    let window = i32::try_from(window).unwrap_or(i32::MAX);
     let gate = move |posted: u64| -> Result<bool, Error> {
         let mut got = [0u8; 4];
         credit.read_into(0, &mut got)?;
-        let credits = i64::from(u32::from_le_bytes(got));
+        let credits = u32::from_le_bytes(got);
         // Signed, as perftest compares: a count the server wrote late for the last
         // size is ahead of this size's Sends and holds nothing up.
-        Ok(posted as i64 - credits < window)
+        let ahead = ((sent + posted) as u32).wrapping_sub(credits) as i32;
+        Ok(ahead < window)
     };
     let make = move || SendOp::Send {
         data: Payload::Sgl([sge].into()),
@@ -130,7 +134,9 @@ pub const DRAIN_IDLE: Duration = Duration::from_millis(200);
 /// The server on one QP: receives into `inbox` (all posted beforehand), reposting
 /// each and RDMA Writing the run's count (from 0) to `credit` on the client
 /// every `rx_depth / 3` receives and at the end. `barrier`: resolves when the client's
-/// end barrier arrived (ends a `-D` run). Returns the receive times (ns since `epoch`).
+/// end barrier arrived (ends a `-D` run). Returns the receive times (ns since `epoch`),
+/// or with `tally` (`--run_infinitely`, which would pile them up) none: each receive
+/// adds 1 to it instead.
 #[allow(clippy::too_many_arguments)]
 pub async fn server<B>(
     opts: &Opts,
@@ -138,10 +144,10 @@ pub async fn server<B>(
     cq: &Cq,
     inbox: &Inbox,
     credit: RemoteBuf,
-    until: Until,
-    barrier: B,
+    (until, barrier): (Until, B),
     wait_first: Duration,
     epoch: Instant,
+    tally: Option<&AtomicU64>,
 ) -> Result<Vec<u64>, Error>
 where
     B: Future<Output = ()>,
@@ -196,7 +202,12 @@ where
         if wc.wc.status != WcStatus::Success {
             return Err(format!("receive {received} completed with {:?}", wc.wc.status).into());
         }
-        at.push(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        match tally {
+            Some(t) => {
+                t.fetch_add(1, Ordering::Relaxed);
+            }
+            None => at.push(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        }
         received += 1;
         qp.post_recv(inbox.wr(wc.wc.wr_id))?;
         if received.is_multiple_of(every) {

@@ -4,6 +4,7 @@
 //! of a latency test.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -12,6 +13,7 @@ use verbs::{Device, Listener};
 
 use super::client::reported_iters;
 use super::msg::{BwReport, Dest};
+use super::opts::INFINITE_INTERVAL;
 use super::report::{self, Outcome, Printer, Timeline};
 use super::send::{self, Inbox, Until};
 use super::session::{ACCESS, Session};
@@ -24,11 +26,17 @@ const TEST_WAIT: Duration = Duration::from_secs(3600);
 pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::server(dev, listener, opts).await?;
     let p = Printer::new(opts);
+    if opts.infinitely && opts.bidirectional {
+        // Its own run goes on until interrupted too.
+        super::end_on_signal()?;
+    }
     let out = match opts.test {
         _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
-        Test::WriteBw | Test::ReadBw => passive(opts, &s, &p).await?,
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => passive(opts, &s, &p).await?,
         Test::SendBw => send_bw(opts, &s, &p).await?,
-        Test::WriteLat | Test::ReadLat | Test::SendLat => latency::run(opts, &s, &p).await?,
+        Test::WriteLat | Test::ReadLat | Test::SendLat | Test::AtomicLat => {
+            latency::run(opts, &s, &p).await?
+        }
     };
     s.close(opts).await?;
     Ok(out)
@@ -47,7 +55,7 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     // not come to the barrier: say why at once instead of waiting.
     let barrier = first.encode();
     tokio::select! {
-        r = s.comm.xchg_within(&barrier, "end barrier", TEST_WAIT) => {
+        r = s.comm.xchg_within(&barrier, "end barrier", test_wait(opts)) => {
             r?;
         }
         (n, end) = first_end(s) => {
@@ -100,15 +108,22 @@ pub(crate) fn inboxes(opts: &Opts, s: &Session) -> Result<Vec<Arc<Inbox>>, Error
 /// One size of `send_bw`'s receives on every link at once, each link's count (from 0)
 /// RDMA Written into the peer's credit buffer named by `rem`. `-n` counts the receives;
 /// with `-D` they end when `stop` turns true (then what still arrives within
-/// [`send::DRAIN_IDLE`]). The timeline of the receives.
+/// [`send::DRAIN_IDLE`]). The timeline of the receives; with `--run_infinitely` none,
+/// a line printed every `-D` seconds instead, until `stop`.
 pub(crate) async fn receive_round(
     opts: &Opts,
     s: &Session,
+    (p, size): (&Printer, usize),
     inboxes: &[Arc<Inbox>],
     rem: &[Dest],
     stop: &watch::Receiver<bool>,
 ) -> Result<Timeline, Error> {
     let epoch = Instant::now();
+    let tally = opts.infinitely.then(|| Arc::new(AtomicU64::new(0)));
+    let ticker = tally.clone().map(|t| {
+        let (p, interval, gbits) = (*p, opts.duration.unwrap_or(INFINITE_INTERVAL), opts.gbits);
+        tokio::spawn(interval_lines(p, size, interval, gbits, t))
+    });
     let mut set = JoinSet::new();
     for ((link, inbox), r) in s.links.iter().zip(inboxes).zip(rem) {
         let (opts, qp, cq, inbox) = (
@@ -123,20 +138,78 @@ pub(crate) async fn receive_round(
             Some(_) => Until::Barrier,
             None => Until::Count(opts.iters),
         };
+        let tally = tally.clone();
         set.spawn(async move {
             let stop = async move {
                 let _ = stop.wait_for(|v| *v).await;
             };
-            let wait = TEST_WAIT;
-            send::server(&opts, &qp, &cq, &inbox, credit, until, stop, wait, epoch).await
+            let (wait, tally) = (test_wait(&opts), tally.as_deref());
+            send::server(
+                &opts,
+                &qp,
+                &cq,
+                &inbox,
+                credit,
+                (until, stop),
+                wait,
+                epoch,
+                tally,
+            )
+            .await
         });
     }
     let mut parts = Vec::new();
+    let mut failed = None;
     while let Some(r) = set.join_next().await {
-        let at = r.map_err(|e| format!("receive task failed: {e}"))??;
-        parts.push(Timeline::from_receives(at));
+        match r.map_err(|e| format!("receive task failed: {e}").into()) {
+            Ok(Ok(at)) => parts.push(Timeline::from_receives(at)),
+            Ok(Err(e)) | Err(e) => failed = failed.or(Some(e)),
+        }
     }
-    Ok(Timeline::merge(parts))
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(Timeline::merge(parts)),
+    }
+}
+
+/// `--run_infinitely` on the receiving side: every `interval`, the line of the receives
+/// `tally` counted in it.
+async fn interval_lines(
+    p: Printer,
+    size: usize,
+    interval: Duration,
+    gbits: bool,
+    tally: Arc<AtomicU64>,
+) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    let mut last = Instant::now();
+    loop {
+        tick.tick().await;
+        let n = tally.swap(0, Ordering::Relaxed);
+        let secs = last.elapsed().as_secs_f64().max(1e-9);
+        last = Instant::now();
+        let bw = report::scale(size as f64 * n as f64 / secs, gbits);
+        p.line(&Outcome::Bw(BwReport {
+            size: size as u64,
+            iters: n,
+            bw_peak: bw,
+            bw_avg: bw,
+            msg_rate: n as f64 / secs / 1e6,
+        }));
+    }
+}
+
+/// How long the server waits for the client to finish its test: [`TEST_WAIT`], or
+/// with `--run_infinitely` as long as the client runs.
+pub(crate) fn test_wait(opts: &Opts) -> Duration {
+    if opts.infinitely {
+        super::FOREVER
+    } else {
+        TEST_WAIT
+    }
 }
 
 /// The report of a receiving side's timeline. Receives complete in bursts (many per
@@ -163,11 +236,11 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             super::size_barrier(&s.comm, &first, "before").await?;
         }
         let (stop_tx, stop_rx) = watch::channel(false);
-        let round = receive_round(opts, s, &inboxes, &rem, &stop_rx);
+        let round = receive_round(opts, s, (p, size), &inboxes, &rem, &stop_rx);
         let tl = if opts.duration.is_some() {
-            // -D: the client's end barrier ends the receives.
+            // -D, --run_infinitely: the client's end barrier ends the receives.
             let end = async {
-                s.comm.recv("end barrier", TEST_WAIT).await?;
+                s.comm.recv("end barrier", test_wait(opts)).await?;
                 let _ = stop_tx.send(true);
                 Ok::<_, Error>(())
             };
@@ -177,6 +250,10 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         } else {
             round.await?
         };
+        if opts.infinitely {
+            // Its lines were printed every interval.
+            break;
+        }
         let rep = receive_report(opts, size, &tl);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));

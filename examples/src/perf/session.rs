@@ -19,7 +19,8 @@ const CQ_DEPTH: usize = super::opts::QUEUE_DEPTH + 16;
 /// The access our test buffers are registered with.
 pub const ACCESS: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_WRITE)
-    .union(Access::REMOTE_READ);
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
 
 /// One test connection.
 #[derive(Debug)]

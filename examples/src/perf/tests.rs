@@ -351,7 +351,7 @@ async fn json_lines_parse_back() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert_eq!(Test::ALL.len(), 6);
+    assert_eq!(Test::ALL.len(), 8);
 }
 
 /// `-b`: both sides run and print the same sum of both reports (a side that did not
@@ -374,4 +374,18 @@ async fn bidirectional_runs() {
     let (c, s) = pair("write_bw -b -s 4096 -D 1").await;
     let (c, s) = (bw(&c)[0], bw(&s)[0]);
     assert_eq!((c.bw_avg, c.msg_rate), (s.bw_avg, s.msg_rate));
+}
+
+/// `atomic_bw` and `atomic_lat` with both of `-A`'s Atomics, and `atomic_bw -b`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_tests() {
+    for op in ["FETCH_AND_ADD", "CMP_AND_SWAP"] {
+        let (c, s) = pair(&format!("atomic_bw -A {op} -n 300")).await;
+        check_bw(&bw(&c)[0], 8, 300);
+        assert_eq!(c, s, "the passive server prints the client's report");
+        let (c, _) = pair(&format!("atomic_lat -A {op} -n 100")).await;
+        check_lat(&lat(&c)[0], 8, 100);
+    }
+    let (c, s) = pair("atomic_bw -b -n 100").await;
+    assert_eq!(c, s);
 }
