@@ -32,7 +32,6 @@ pub mod bw;
 pub mod client;
 pub mod comm;
 pub mod duplex;
-pub mod json;
 pub mod lat;
 pub mod latency;
 pub mod msg;

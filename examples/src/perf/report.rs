@@ -1,6 +1,5 @@
 //! perftest-style result lines (or `--json` objects) and the numbers in them.
 
-use super::json::Object;
 use super::msg::BwReport;
 use super::opts::Output;
 use super::stats::{LatStats, peak_op_time};
@@ -182,30 +181,33 @@ impl Printer {
                     r.size, r.iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
                 )
             }
-            (Outcome::Bw(r), true) => Object::new()
-                .str("test", name)
-                .int("bytes", r.size)
-                .int("iterations", r.iters)
-                .num("bw_peak", r.bw_peak)
-                .num("bw_avg", r.bw_avg)
-                .num("msg_rate", r.msg_rate)
-                .str("unit", unit(self.gbits))
-                .finish(),
+            // A number that is not finite becomes null.
+            (Outcome::Bw(r), true) => serde_json::json!({
+                "test": name,
+                "bytes": r.size,
+                "iterations": r.iters,
+                "bw_peak": r.bw_peak,
+                "bw_avg": r.bw_avg,
+                "msg_rate": r.msg_rate,
+                "unit": unit(self.gbits),
+            })
+            .to_string(),
             (Outcome::Lat(r), true) => {
                 let s = &r.stats;
-                Object::new()
-                    .str("test", name)
-                    .int("bytes", r.size)
-                    .int("iterations", r.iters)
-                    .num("t_min", s.min)
-                    .num("t_max", s.max)
-                    .num("t_typical", s.typical)
-                    .num("t_avg", s.avg)
-                    .num("t_stdev", s.stdev)
-                    .num("p99", s.p99)
-                    .num("p99_9", s.p999)
-                    .str("unit", "usec")
-                    .finish()
+                serde_json::json!({
+                    "test": name,
+                    "bytes": r.size,
+                    "iterations": r.iters,
+                    "t_min": s.min,
+                    "t_max": s.max,
+                    "t_typical": s.typical,
+                    "t_avg": s.avg,
+                    "t_stdev": s.stdev,
+                    "p99": s.p99,
+                    "p99_9": s.p999,
+                    "unit": "usec",
+                })
+                .to_string()
             }
         }
     }
@@ -282,10 +284,17 @@ mod tests {
         assert!(p.header_text().contains("BW average[MB/sec]"));
         assert!(p.line_text(&Outcome::Bw(rep)).contains(" 4096       16 "));
         let j = Printer::new(&opts("write_bw", "--json --report_gbits"));
-        assert_eq!(
-            j.line_text(&Outcome::Bw(rep)),
-            r#"{"test":"write_bw","bytes":4096,"iterations":16,"bw_peak":2,"bw_avg":1,"msg_rate":0.000256,"unit":"Gb/sec"}"#
-        );
+        let got: serde_json::Value = serde_json::from_str(&j.line_text(&Outcome::Bw(rep))).unwrap();
+        let want = serde_json::json!({"test": "write_bw", "bytes": 4096, "iterations": 16,
+            "bw_peak": 2.0, "bw_avg": 1.0, "msg_rate": 0.000256, "unit": "Gb/sec"});
+        assert_eq!(got, want);
+        // A rate that is not a number (no time measured) is null, still valid JSON.
+        let nan = Outcome::Bw(BwReport {
+            bw_avg: f64::NAN,
+            ..rep
+        });
+        let got: serde_json::Value = serde_json::from_str(&j.line_text(&nan)).unwrap();
+        assert!(got["bw_avg"].is_null(), "{got}");
         let l = Printer::new(&opts("send_lat", ""));
         assert!(l.header_text().contains("t_typical[usec]"));
         let lat = Outcome::Lat(LatReport {
