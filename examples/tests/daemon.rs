@@ -502,7 +502,11 @@ fn kv_runs_through_the_daemon() {
 /// verified, ping-pongs on a shared receive queue, a graceful close on both sides.
 #[test]
 fn the_demo_runs_through_the_daemon() {
-    let d = Iwarpd::start("demo");
+    let metrics = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let d = Iwarpd::start_on(None, "127.0.0.1", "demo", &["--metrics", &metrics]);
     let sock = d.sock.to_str().unwrap();
     let out = finish(
         spawn(DEMO, &["--total", "8M", "--pings", "300", "--daemon", sock]),
@@ -522,6 +526,30 @@ fn the_demo_runs_through_the_daemon() {
     assert_eq!(counter(&j, "connections"), 2, "{j}");
     // Both sides' pings and pongs at least (the server's from its shared receive queue).
     assert!(counter(&j, "fpdus_received") >= 600, "{j}");
+    // The Prometheus endpoint says the same, while an idle scraper holds a connection.
+    let _idle = std::net::TcpStream::connect(&metrics).unwrap();
+    let text = scrape(&metrics, "/metrics");
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    for (name, key) in [
+        ("iwarpd_connections_total", "connections"),
+        ("iwarpd_fpdus_received_total", "fpdus_received"),
+        ("iwarpd_fpdus_sent_total", "fpdus_sent"),
+    ] {
+        let line = format!("{name}{{service=\"local\"}} {}", counter(&j, key));
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    assert!(scrape(&metrics, "/").starts_with("HTTP/1.1 404"));
+}
+
+/// One HTTP GET of `path` from `addr`: the whole answer.
+fn scrape(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 fn stat(sock: &str, json: bool) -> String {

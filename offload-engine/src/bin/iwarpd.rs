@@ -30,6 +30,8 @@ mod cli;
 mod config;
 #[path = "iwarpd/handover.rs"]
 mod handover;
+#[path = "iwarpd/metrics.rs"]
+mod metrics;
 #[path = "iwarpd/proto.rs"]
 mod proto;
 #[path = "iwarpd/serve.rs"]

@@ -134,7 +134,25 @@ pub struct LocalService {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// A handle on the local service's counters that outlives borrows of it (for a metrics
+/// endpoint).
+#[derive(Clone, Debug)]
+pub struct LocalCounters(Arc<Device>);
+
+impl LocalCounters {
+    /// The counters now: applications attached, queue pairs, connections and the traffic
+    /// and push path totals of every shard.
+    pub fn read(&self) -> ipc::control::DeviceCounters {
+        self.0.counters((0, 0))
+    }
+}
+
 impl LocalService {
+    /// A handle on the service's counters.
+    pub fn counters(&self) -> LocalCounters {
+        LocalCounters(self.device.clone())
+    }
+
     /// Binds the control socket at `path` (replacing a stale socket file left by a
     /// daemon that died, never one a live daemon answers on) and starts `shards` shards (at
     /// least one) whose engines are configured by `engine`; returns once the socket is

@@ -106,6 +106,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
          them and the listen address as it did",
     ),
     (
+        "metrics",
+        "address to serve Prometheus metrics on, over HTTP at /metrics (for example \
+         127.0.0.1:9464), or `off` (the default)",
+    ),
+    (
         "local_threads",
         "threads serving local applications (1..=256; default: one per processor); each \
          application's queue pairs run on one of them",
@@ -185,6 +190,8 @@ pub(crate) struct Config {
     pub(crate) handover: Option<PathBuf>,
     /// The handover socket of the daemon to take the connections from at start.
     pub(crate) take_over: Option<PathBuf>,
+    /// Where the Prometheus endpoint listens (`None`: off).
+    pub(crate) metrics: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -216,6 +223,7 @@ impl Default for Config {
             local_threads: std::thread::available_parallelism().map_or(1, usize::from),
             handover: None,
             take_over: None,
+            metrics: None,
         }
     }
 }
@@ -371,6 +379,17 @@ impl Config {
             "pcap" => self.pcap = Some(PathBuf::from(value)),
             "handover" => self.handover = Some(PathBuf::from(value)),
             "take_over" => self.take_over = Some(PathBuf::from(value)),
+            "metrics" => {
+                self.metrics = match value {
+                    "off" | "none" | "false" => None,
+                    addr => Some(addr.parse().map_err(|_| {
+                        err(format!(
+                            "`metrics = {addr}`: expected an address and port to serve the \
+                             metrics on, for example `metrics = 127.0.0.1:9464`, or `off`"
+                        ))
+                    })?),
+                }
+            }
             "local_threads" => self.local_threads = number(1, 256)? as usize,
             "control" => {
                 self.control = match value {

@@ -78,6 +78,30 @@ impl LocalGuard {
     }
 }
 
+/// `metrics = ADDR`: serves the counters of the remote-memory service (`engine`) and of
+/// the local applications (`local`) at ADDR/metrics.
+async fn serve_metrics(
+    addr: std::net::SocketAddr,
+    engine: &Engine,
+    local: Option<&LocalGuard>,
+) -> Result<(), String> {
+    let engine = engine.clone();
+    let local = local
+        .and_then(|g| g.service.as_ref())
+        .map(LocalService::counters);
+    let source: crate::metrics::Source = Arc::new(move || {
+        let mut all = vec![(
+            "remote_memory",
+            crate::metrics::engine_counters(&engine.stats()),
+        )];
+        all.extend(local.as_ref().map(|l| ("local", l.read())));
+        all
+    });
+    let bound = crate::metrics::serve(addr, source).await?;
+    tracing::info!(%bound, "serving Prometheus metrics at http://{bound}/metrics");
+    Ok(())
+}
+
 impl Drop for LocalGuard {
     fn drop(&mut self) {
         if let Some(s) = self.service.take() {
@@ -139,6 +163,9 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         handover::await_exit(link).await;
     }
     let local_service = serve_local(&cfg)?;
+    if let Some(addr) = cfg.metrics {
+        serve_metrics(addr, &engine, local_service.as_ref()).await?;
+    }
     let mut handovers = match &cfg.handover {
         Some(path) => Some(handover::Offer::bind(path)?),
         None => None,

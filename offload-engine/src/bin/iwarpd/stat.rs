@@ -9,7 +9,7 @@ use ipc::control::{Counters, DeviceCounters, OPCODES, Reply, Request, func, repl
 use ipc::qpseg::Discard;
 
 /// The RDMAP opcodes' names, by value.
-const OPCODE_NAMES: [&str; OPCODES] = [
+pub(crate) const OPCODE_NAMES: [&str; OPCODES] = [
     "write",
     "read_request",
     "read_response",
