@@ -10,20 +10,13 @@
 //! The protocol and the options are described in [`examples::rping`]; `--help` lists them.
 //! Exit status: 0 on success, 1 on a failed run, 2 on a bad command line.
 
-use examples::rping::{self, Opts, Role, opts::HELP};
+use examples::rping::{self, Opts, Role};
 use verbs::Device;
 
 #[tokio::main]
 async fn main() {
-    examples::answer_version("iwarp-rping");
-    let opts = match Opts::parse(std::env::args().skip(1)) {
-        Ok(Some(o)) => o,
-        Ok(None) => return println!("{HELP}"),
-        Err(e) => {
-            eprintln!("iwarp-rping: {e}");
-            std::process::exit(2);
-        }
-    };
+    // Help and --version exit 0, usage errors 2, each naming the flag.
+    let opts = Opts::parse(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
     if opts.debug {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("debug"));

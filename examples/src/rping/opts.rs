@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use verbs::{DeviceConfig, RtrFlags};
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+
 use super::{MAX_SIZE, MIN_SIZE};
-use crate::args::ArgError;
 
 /// Which side of the ping loop to play.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -73,88 +75,120 @@ impl Default for Opts {
     }
 }
 
-/// The `--help` text.
-pub const HELP: &str = "\
-iwarp-rping: rdma-core's rping on this iWARP stack (interoperates with Linux siw rping)
+/// What `--help` says after the flags.
+const AFTER_HELP: &str = "MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 as rping. \
+Interoperates with rping on Linux siw in both roles.";
 
-USAGE: iwarp-rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d] [-P]
-                   [--crc] [--p2p] [--first-delay MS] [--timeout SECS] [--daemon PATH]
-
-  -s               server: listen on ADDR:PORT (default 0.0.0.0)
-  -c               client: connect to ADDR:PORT
-  -a ADDR          address (client: required)
-  -p PORT          port (default 7174)
-  -C COUNT         pings (default 0: forever / until the client leaves)
-  -S SIZE          client buffer size, 23..=65535 (default 64)
-  -v               print the ping data
-  -V               client: verify the data written back
-  -d               debug logs (RUST_LOG overrides the filter)
-  -P               server: persistent, accept connection after connection
-  --crc            ask for MPA CRC32c (default off, as siw)
-  --p2p            MPA peer-to-peer mode (RTR message after the handshake)
-  --first-delay MS client: wait MS after the MPA Reply before the first FPDU
-                   (default 200; works around siw missing an FPDU that arrives
-                   right after its MPA Reply; 0 turns it off)
-  --timeout SECS   how long one step may take (default 10)
-  --daemon PATH    go through the local iwarpd listening on this control socket
-                   (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA
-                   settings then apply)
-
-MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 as rping.";
+/// The command line as `clap` reads it (rping's flags; `-V` is rping's validate, so the
+/// version is `--version` only).
+#[derive(Parser, Debug)]
+#[command(
+    name = "iwarp-rping",
+    version,
+    about = "rdma-core's rping on this iWARP stack",
+    disable_version_flag = true,
+    after_help = AFTER_HELP,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Server: listen on ADDR:PORT (default 0.0.0.0).
+    #[arg(short = 's', conflicts_with = "client")]
+    server: bool,
+    /// Client: connect to ADDR:PORT.
+    #[arg(short = 'c')]
+    client: bool,
+    /// Address or host name (the client's is required).
+    #[arg(short = 'a', value_name = "ADDR")]
+    addr: Option<String>,
+    /// Port.
+    #[arg(short = 'p', value_name = "PORT", default_value_t = 7174)]
+    port: u16,
+    /// Pings (0: forever, or until the client leaves).
+    #[arg(short = 'C', value_name = "COUNT", default_value_t = 0)]
+    count: u64,
+    /// Client buffer size.
+    #[arg(short = 'S', value_name = "SIZE", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(MIN_SIZE as u64..=MAX_SIZE as u64))]
+    size: u64,
+    /// Print the ping data.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Client: verify the data written back.
+    #[arg(short = 'V')]
+    validate: bool,
+    /// Debug logs (RUST_LOG overrides the filter).
+    #[arg(short = 'd')]
+    debug: bool,
+    /// Server: persistent, accept connection after connection.
+    #[arg(short = 'P')]
+    persistent: bool,
+    /// Ask for MPA CRC32c (default off, as siw).
+    #[arg(long = "crc")]
+    crc: bool,
+    /// MPA peer-to-peer mode (RTR message after the handshake).
+    #[arg(long = "p2p")]
+    p2p: bool,
+    /// Client: wait MS after the MPA Reply before the first FPDU (works around siw
+    /// missing an FPDU that arrives right after its MPA Reply; 0 turns it off).
+    #[arg(long = "first-delay", value_name = "MS", default_value_t = 200)]
+    first_delay: u64,
+    /// How long one step may take, in seconds.
+    #[arg(long = "timeout", value_name = "SECS", default_value_t = 10)]
+    timeout: u64,
+    /// Go through the local iwarpd listening on this control socket
+    /// (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA settings then apply).
+    #[arg(long = "daemon", value_name = "PATH")]
+    daemon: Option<std::path::PathBuf>,
+    /// Print the version.
+    #[arg(long = "version", action = clap::ArgAction::Version)]
+    version: Option<bool>,
+}
 
 impl Opts {
-    /// Parses the arguments after the program name. `Ok(None)` for `-h`/`--help`.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, ArgError> {
-        let mut o = Self::default();
-        let mut role = None;
-        let mut addr = None;
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .ok_or_else(|| ArgError(format!("{name} needs a value")))
-            };
-            match arg.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "-s" => role = Some(Role::Server),
-                "-c" => role = Some(Role::Client),
-                "-v" => o.verbose = true,
-                "-V" => o.validate = true,
-                "-d" => o.debug = true,
-                "-P" => o.persistent = true,
-                "--crc" => o.crc = true,
-                "--p2p" => o.p2p = true,
-                "--daemon" => o.daemon = Some(value("--daemon")?.into()),
-                "-a" => {
-                    let v = value("-a")?;
-                    addr = Some(crate::args::host("-a", &v)?);
-                }
-                "-p" => o.port = number(&value("-p")?, "-p")?,
-                "-C" => o.count = number(&value("-C")?, "-C")?,
-                "-S" => o.size = number(&value("-S")?, "-S")?,
-                "--first-delay" => {
-                    o.first_delay =
-                        Duration::from_millis(number(&value("--first-delay")?, "--first-delay")?);
-                }
-                "--timeout" => {
-                    o.timeout = Duration::from_secs(number(&value("--timeout")?, "--timeout")?);
-                }
-                other => return Err(ArgError(format!("unknown argument {other:?}; see --help"))),
+    /// Parses the arguments after the program name. Help and `--version` come back as
+    /// the `clap` errors that print them (exit status 0), anything wrong as a usage error
+    /// naming the flag (exit status 2): `error.exit()` does both.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("iwarp-rping".to_owned()).chain(args))?;
+        let usage = |kind, msg: &str| Cli::command().error(kind, msg);
+        let role = match (cli.server, cli.client) {
+            (true, _) => Role::Server,
+            (_, true) => Role::Client,
+            _ => {
+                return Err(usage(
+                    ErrorKind::MissingRequiredArgument,
+                    "give -s (server) or -c (client)",
+                ));
             }
-        }
-        o.role = role.ok_or_else(|| ArgError("give -s (server) or -c (client)".to_owned()))?;
-        match (o.role, addr) {
-            (_, Some(a)) => o.addr = a,
-            (Role::Server, None) => o.addr = IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            (Role::Client, None) => return Err(ArgError("the client needs -a ADDR".to_owned())),
-        }
-        if !(MIN_SIZE..=MAX_SIZE).contains(&o.size) {
-            return Err(ArgError(format!(
-                "-S {}: the size must be {MIN_SIZE}..={MAX_SIZE}",
-                o.size
-            )));
-        }
-        Ok(Some(o))
+        };
+        let addr = match (role, cli.addr) {
+            (_, Some(a)) => {
+                crate::args::host("-a", &a).map_err(|e| usage(ErrorKind::ValueValidation, &e.0))?
+            }
+            (Role::Server, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            (Role::Client, None) => {
+                return Err(usage(
+                    ErrorKind::MissingRequiredArgument,
+                    "the client needs -a ADDR",
+                ));
+            }
+        };
+        Ok(Self {
+            role,
+            addr,
+            port: cli.port,
+            count: cli.count,
+            size: cli.size as usize,
+            verbose: cli.verbose,
+            validate: cli.validate,
+            debug: cli.debug,
+            persistent: cli.persistent,
+            crc: cli.crc,
+            p2p: cli.p2p,
+            first_delay: Duration::from_millis(cli.first_delay),
+            timeout: Duration::from_secs(cli.timeout),
+            daemon: cli.daemon,
+        })
     }
 
     /// The socket address to connect to or listen on.
@@ -185,9 +219,4 @@ impl Opts {
             None => cfg,
         }
     }
-}
-
-fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, ArgError> {
-    text.parse()
-        .map_err(|_| ArgError(format!("{flag}: bad number {text:?}")))
 }

@@ -58,7 +58,6 @@ fn command_line() {
     let o = Opts::parse(args(
         "-c -a 10.231.0.11 -C 10 -V -v -S 100 --crc --p2p --first-delay 0",
     ))
-    .unwrap()
     .unwrap();
     assert_eq!(o.role, Role::Client);
     assert_eq!(o.socket_addr().to_string(), "10.231.0.11:7174");
@@ -71,13 +70,24 @@ fn command_line() {
     assert_eq!((e.mpa().rev, e.mpa().ird, e.mpa().ord), (2, 1, 1));
     assert!(e.mpa().crc && e.mpa().p2p);
 
-    let s = Opts::parse(args("-s -p 9000 -P")).unwrap().unwrap();
+    let s = Opts::parse(args("-s -p 9000 -P")).unwrap();
     assert_eq!(s.socket_addr().to_string(), "0.0.0.0:9000");
     assert!(s.persistent && !s.crc);
     assert_eq!(s.first_delay, Duration::from_millis(200));
     assert!(!s.device_config().mpa().crc, "CRC off unless --crc");
 
-    assert_eq!(Opts::parse(args("-h")).unwrap(), None);
+    let help = Opts::parse(args("-h")).unwrap_err();
+    assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    assert_eq!(help.exit_code(), 0);
+    // -V is rping's validate; the version is --version.
+    let version = Opts::parse(args("--version")).unwrap_err();
+    assert_eq!(version.kind(), clap::error::ErrorKind::DisplayVersion);
+    assert_eq!(
+        Opts::parse(args("-c -a 1.2.3.4 -x"))
+            .unwrap_err()
+            .exit_code(),
+        2
+    );
     assert!(Opts::parse(args("-c")).is_err(), "client without -a");
     assert!(Opts::parse(args("-a 1.2.3.4")).is_err(), "no role");
     assert!(
@@ -111,10 +121,8 @@ async fn loopback(client: Opts, server: Opts) -> (client::ClientStats, server::S
 
 #[tokio::test]
 async fn client_and_server_ping_over_loopback() {
-    let client = Opts::parse(args("-c -a 127.0.0.1 -C 5 -V -S 1000 --first-delay 0"))
-        .unwrap()
-        .unwrap();
-    let server = Opts::parse(args("-s -a 127.0.0.1")).unwrap().unwrap();
+    let client = Opts::parse(args("-c -a 127.0.0.1 -C 5 -V -S 1000 --first-delay 0")).unwrap();
+    let server = Opts::parse(args("-s -a 127.0.0.1")).unwrap();
     let (c, s) = loopback(client, server).await;
     assert_eq!((c.pings, c.verified), (5, 5));
     assert_eq!((s.connections, s.pings), (1, 5));
@@ -122,12 +130,8 @@ async fn client_and_server_ping_over_loopback() {
 
 #[tokio::test]
 async fn crc_and_peer_to_peer_over_loopback() {
-    let client = Opts::parse(args("-c -a 127.0.0.1 -C 3 -V --crc --p2p"))
-        .unwrap()
-        .unwrap();
-    let server = Opts::parse(args("-s -a 127.0.0.1 --crc --p2p"))
-        .unwrap()
-        .unwrap();
+    let client = Opts::parse(args("-c -a 127.0.0.1 -C 3 -V --crc --p2p")).unwrap();
+    let server = Opts::parse(args("-s -a 127.0.0.1 --crc --p2p")).unwrap();
     let (c, s) = loopback(client, server).await;
     assert_eq!((c.pings, c.verified), (3, 3));
     assert_eq!(s.pings, 3);
