@@ -192,7 +192,13 @@ impl Args {
                 origin: name.clone(),
                 message: format!("cannot read the config file ({e}): check the --config path"),
             })?;
-            cfg.load_str(&text, &name)?;
+            if cfg.load_str(&text, &name)? == crate::config::Format::Unquoted {
+                eprintln!(
+                    "iwarpd: {name} is in the unquoted form of earlier versions; it still \
+                     works, but the config file is TOML now: put text values in quotes \
+                     (listen = \"0.0.0.0:4791\", buffer_size = \"4M\")"
+                );
+            }
         }
         for (key, value, flag) in &self.overrides {
             cfg.set(key, value, flag)?;

@@ -1,16 +1,22 @@
-//! The daemon's settings: a small `key = value` file, overridden by command-line flags.
+//! The daemon's settings: a TOML file of `key = value` settings, overridden by
+//! command-line flags.
 //!
 //! # File format
 //!
-//! One `key = value` per line; `#` starts a comment (a whole line, or after a value).
-//! `iwarpd.conf` beside this file is an example with every key:
+//! TOML (read by the `toml` crate): one `key = value` per line, text in quotes, numbers
+//! and `true`/`false` bare; `#` starts a comment. `iwarpd.conf` beside this file is an
+//! example with every key:
 //!
 #![doc = concat!("```text\n", include_str!("iwarpd.conf"), "```")]
 //!
-//! Sizes are octets, optionally with a `K`, `M` or `G` suffix (binary: KiB, MiB, GiB;
-//! `KiB` etc. are accepted too) and `_` separators. Booleans are `true`/`false`,
-//! `yes`/`no`, `on`/`off` or `1`/`0`. Keys may be written with `-` instead of `_`. Every
-//! key is also a flag: `--buffer-size 1M` or `--crc=false`; flags win over the file.
+//! Sizes are octets: a number, or text with a `K`, `M` or `G` suffix (binary: KiB, MiB,
+//! GiB; `KiB` etc. are accepted too), `buffer_size = "4M"`. Booleans are `true`/`false`
+//! (as text also `yes`/`no`, `on`/`off`, `1`/`0`). Keys may be written with `-` instead
+//! of `_`. Every key is also a flag: `--buffer-size 1M` or `--crc=false`; flags win over
+//! the file.
+//!
+//! Files written for iwarpd before it read TOML (the same keys, text without quotes:
+//! `listen = 0.0.0.0:4791`) still load, with a notice on how to make them TOML.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use offload_engine::{CaptureTap, EngineConfig};
+use toml::Spanned;
 use tracing_subscriber::EnvFilter;
 
 /// Every key: name, what it means.
@@ -255,10 +262,84 @@ fn known_keys() -> String {
     KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
+/// How a config file was written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// TOML.
+    Toml,
+    /// iwarpd's format before TOML: `key = value` lines with text unquoted.
+    Unquoted,
+}
+
+/// The 1-based line of byte `at` of `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.get(..at).unwrap_or(text).matches('\n').count() + 1
+}
+
 impl Config {
-    /// Applies the settings of a config file's text; `name` names the file in errors.
-    /// A key given twice is an error (which line wins would be a guess).
-    pub(crate) fn load_str(&mut self, text: &str, name: &str) -> Result<(), ConfigError> {
+    /// Applies the settings of a config file's text (TOML, or the unquoted form of
+    /// earlier versions); `name` names the file in errors. A key given twice is an error
+    /// (which line wins would be a guess).
+    pub(crate) fn load_str(&mut self, text: &str, name: &str) -> Result<Format, ConfigError> {
+        type Entries = std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+        let entries = match toml::from_str::<Entries>(text) {
+            Ok(entries) => entries,
+            // Quotes or a [table] header: it was meant as TOML, so TOML's complaint it is.
+            Err(e)
+                if text.contains(['"', '\''])
+                    || text.lines().any(|l| l.trim().starts_with('[')) =>
+            {
+                let line = e.span().map_or(1, |s| line_of(text, s.start));
+                return Err(ConfigError {
+                    origin: format!("{name} line {line}"),
+                    message: format!(
+                        "not valid TOML: {} (text goes in quotes: `listen = \"0.0.0.0:4791\"`)",
+                        e.message().trim_end()
+                    ),
+                });
+            }
+            Err(_) => {
+                self.load_unquoted(text, name)?;
+                return Ok(Format::Unquoted);
+            }
+        };
+        let mut entries: Vec<_> = entries.into_iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (key, value) in entries {
+            let line = line_of(text, key.span().start);
+            let origin = format!("{name} line {line}");
+            let key = canonical_key(key.get_ref());
+            if let Some(first) = seen.insert(key.clone(), line) {
+                return Err(ConfigError {
+                    origin,
+                    message: format!(
+                        "`{key}` is already set on line {first}: keep only one of the two lines"
+                    ),
+                });
+            }
+            let value = match value.into_inner() {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(x) => x.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                _ => {
+                    return Err(ConfigError {
+                        origin,
+                        message: format!(
+                            "`{key}` takes one value (a number, true/false or text in quotes), \
+                             not a list, a table or a date"
+                        ),
+                    });
+                }
+            };
+            self.set(&key, &value, &origin)?;
+        }
+        Ok(Format::Toml)
+    }
+
+    /// Applies a file in the unquoted `key = value` form of earlier versions.
+    fn load_unquoted(&mut self, text: &str, name: &str) -> Result<(), ConfigError> {
         let mut seen: HashMap<String, usize> = HashMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line_no = i + 1;
@@ -577,6 +658,48 @@ mod tests {
             });
             assert!(set, "the example shows `{key}`");
         }
+    }
+
+    #[test]
+    fn toml_values_of_every_kind() {
+        let text = "# TOML\n\
+                    listen = \"127.0.0.1:4791\"\n\
+                    buffer_size = \"8M\"\n\
+                    recv_size = 4_096\n\
+                    crc = false\n\
+                    large-fpdus = \"on\"\n\
+                    log = \"offload_engine=debug,info\"  # a comment\n";
+        let mut c = Config::default();
+        assert_eq!(c.load_str(text, "t.toml"), Ok(Format::Toml));
+        assert_eq!(c.listen, Some("127.0.0.1:4791".parse().unwrap()));
+        assert_eq!((c.buffer_size, c.recv_size), (8 << 20, 4096));
+        assert!(!c.crc && c.large_fpdus);
+        assert_eq!(c.log.as_deref(), Some("offload_engine=debug,info"));
+        // The unquoted form of earlier versions still loads, and says so.
+        let mut old = Config::default();
+        let unquoted = "listen = 127.0.0.1:4791\nbuffer_size = 8M\n";
+        assert_eq!(old.load_str(unquoted, "old.conf"), Ok(Format::Unquoted));
+        assert_eq!((old.listen, old.buffer_size), (c.listen, c.buffer_size));
+    }
+
+    #[test]
+    fn toml_errors_name_the_line() {
+        // Not TOML (an unclosed quote): TOML's message, on its line.
+        let e = load("crc = true\nlisten = \"0.0.0.0:1\nlog = \"info\"\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 2", "{e}");
+        assert!(e.message.starts_with("not valid TOML"), "{e}");
+        // TOML, but a value iwarpd cannot use: its own message, on the key's line.
+        let e = load("crc = true\n\nbuffer_size = \"12Q\"\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 3", "{e}");
+        assert!(e.message.contains("K, M or G"), "{e}");
+        let e = load("listen = [\"0.0.0.0:1\"]\n").unwrap_err();
+        assert!(e.message.contains("not a list"), "{e}");
+        let e = load("bufsize = \"1M\"\n").unwrap_err();
+        assert!(e.message.contains("unknown setting `bufsize`"), "{e}");
+        // One key twice, written two ways.
+        let e = load("recv_depth = 4\nrecv-depth = 8\n").unwrap_err();
+        assert_eq!(e.origin, "test.conf line 2", "{e}");
+        assert!(e.message.contains("already set on line 1"), "{e}");
     }
 
     #[test]
