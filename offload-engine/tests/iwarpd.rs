@@ -155,7 +155,7 @@ fn a_config_file_configures_the_daemon() {
     let path = std::env::temp_dir().join(format!("iwarpd-cfg-{}.conf", std::process::id()));
     std::fs::write(
         &path,
-        "listen = 127.0.0.1:1  # overridden by the flag\nbuffer_size = 128K\ncrc = false\n",
+        "listen = \"127.0.0.1:1\"  # overridden by the flag\nbuffer_size = \"128K\"\ncrc = false\n",
     )
     .unwrap();
     let d = Daemon::start(&["--config", path.to_str().unwrap()]);
