@@ -241,6 +241,41 @@ pub(crate) fn render(services: &[(&'static str, DeviceCounters)]) -> String {
 mod tests {
     use super::*;
 
+    /// Sends `request` to a metrics endpoint and returns the status line of the answer.
+    async fn status(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        let text = String::from_utf8_lossy(&out);
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn what_is_not_a_scrape_gets_an_http_error() {
+        let source: Source = Arc::new(|| vec![("local", DeviceCounters::default())]);
+        let addr = serve("127.0.0.1:0".parse().unwrap(), source).await.unwrap();
+        let get = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(status(addr, get).await, "HTTP/1.1 200 OK");
+        let other = b"GET /other HTTP/1.1\r\n\r\n";
+        assert_eq!(status(addr, other).await, "HTTP/1.1 404 Not Found");
+        let post = b"POST /metrics HTTP/1.1\r\n\r\n";
+        assert_eq!(status(addr, post).await, "HTTP/1.1 405 Method Not Allowed");
+        assert_eq!(
+            status(addr, b"\x16\x03\x01\r\n\r\n").await,
+            "HTTP/1.1 400 Bad Request"
+        );
+        // A head that never ends is cut off at its limit.
+        let endless = vec![b'a'; MAX_REQUEST + 1];
+        assert_eq!(status(addr, &endless).await, "HTTP/1.1 400 Bad Request");
+        // Scrapers that hold their connections silent take their turns, not the endpoint.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_SCRAPES - 1 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        assert_eq!(status(addr, get).await, "HTTP/1.1 200 OK");
+    }
+
     #[test]
     fn every_counter_is_exposed_per_service() {
         let mut local = DeviceCounters {
