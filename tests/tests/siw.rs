@@ -326,6 +326,22 @@ fn our_client_siw_server_peer_to_peer() {
 #[test]
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn siw_client_our_server() {
+    siw_rping_client_our_server();
+}
+
+/// CI's siw smoke (`.ci/run` runs it where the lab can run): rping and perftest's
+/// write_bw against siw, each in both roles, in a few minutes.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn ci_smoke_rping_and_write_bw_both_roles() {
+    client_against_siw("", &[]);
+    siw_rping_client_our_server();
+    perftest_client_against_siw("write_bw");
+    siw_perftest_client_our_server("write_bw");
+}
+
+/// siw's `rping -c` (vm1) against our `iwarp-rping -s`: three verified pings.
+fn siw_rping_client_our_server() {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
