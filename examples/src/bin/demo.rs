@@ -17,7 +17,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use examples::args::{ArgError, Size, flags, parse_size};
+use clap::Parser;
+use examples::args::{Size, parse_size};
 use verbs::{
     Access, Cq, Device, DeviceConfig, Listener, Mr, Payload, Pd, Qp, QpConfig, QpEnd, RecvWr,
     RemoteBuf, SendFlags, SendOp, SendWr, Srq,
@@ -25,72 +26,47 @@ use verbs::{
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const HELP: &str = "\
-demo: two embedded iWARP engines in one process over loopback
-
-USAGE: demo [--size N] [--total N] [--depth N] [--pings N] [--daemon PATH]
-
-  --size N       octets per RDMA Write/Read (default 64K)
-  --total N      octets written, then read back (default 256M)
-  --depth N      requests in flight (default 16)
-  --pings N      Send/Recv round trips (default 1000)
-  --daemon PATH  both sides go through the iwarpd serving applications at PATH
-                 (start one with: iwarpd --control PATH); IWARP_DEVICE=unix:PATH
-                 does the same
-
-Sizes take K, M, G suffixes (binary).";
-
-/// What the command line asks for.
-#[derive(Debug)]
+/// Two embedded iWARP engines in one process over loopback (or two applications
+/// through an iwarpd): RDMA Writes, Reads read back and verified, Send ping-pongs on a
+/// shared receive queue, a graceful close. Sizes take K, M, G suffixes (binary).
+#[derive(Parser, Debug)]
+#[command(name = "demo", version)]
 struct Opts {
+    /// Octets per RDMA Write/Read.
+    #[arg(long, value_name = "N", default_value = "64K", value_parser = size)]
     size: usize,
+    /// Octets written, then read back.
+    #[arg(long, value_name = "N", default_value = "256M", value_parser = size)]
     total: usize,
+    /// Requests in flight.
+    #[arg(long, value_name = "N", default_value = "16", value_parser = size)]
     depth: usize,
+    /// Send/Recv round trips.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = size)]
     pings: usize,
+    /// Both sides go through the iwarpd serving applications at PATH (start one with:
+    /// iwarpd --control PATH); IWARP_DEVICE=unix:PATH does the same.
+    #[arg(long, value_name = "PATH")]
     daemon: Option<String>,
 }
 
-fn parse_args() -> Result<Option<Opts>, ArgError> {
-    let mut o = Opts {
-        size: 64 << 10,
-        total: 256 << 20,
-        depth: 16,
-        pings: 1000,
-        daemon: None,
-    };
-    for (name, value) in flags(std::env::args().skip(1))? {
-        let n = || {
-            parse_size(&value).ok_or_else(|| ArgError(format!("--{name}: bad number {value:?}")))
-        };
-        match name.as_str() {
-            "help" => return Ok(None),
-            "size" => o.size = n()?,
-            "total" => o.total = n()?,
-            "depth" => o.depth = n()?,
-            "pings" => o.pings = n()?,
-            "daemon" => o.daemon = Some(value),
-            other => return Err(ArgError(format!("unknown flag --{other}; see --help"))),
-        }
-    }
-    if o.size == 0 || o.total < o.size || o.total > u32::MAX as usize || o.depth == 0 {
-        return Err(ArgError(
-            "need 0 < size <= total < 4G and depth > 0".to_owned(),
-        ));
-    }
-    Ok(Some(o))
+fn size(text: &str) -> Result<usize, String> {
+    parse_size(text).ok_or_else(|| format!("{text:?} is not a number (64K, 256M, 1000)"))
 }
 
 #[tokio::main]
 async fn main() {
-    examples::answer_version("demo");
-    let opts = match parse_args() {
-        Ok(Some(o)) => o,
-        Ok(None) => return println!("{HELP}"),
-        Err(e) => {
-            eprintln!("demo: {e}");
-            std::process::exit(2);
-        }
-    };
+    let opts = Opts::parse();
+    if opts.size == 0 || opts.total < opts.size || opts.total > u32::MAX as usize || opts.depth == 0
+    {
+        use clap::CommandFactory as _;
+        Opts::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "need 0 < --size <= --total < 4G and --depth > 0",
+            )
+            .exit();
+    }
     if let Err(e) = run(opts).await {
         eprintln!("demo failed: {e}");
         std::process::exit(1);

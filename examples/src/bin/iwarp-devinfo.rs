@@ -6,36 +6,32 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use verbs::{Device, DeviceAttr, DeviceConfig};
 
-const USAGE: &str = "usage: iwarp-devinfo [-v] [--daemon PATH]
-  -v, --verbose     also print the device's limits (ibv_devinfo -v)
-  --daemon PATH     ask the iwarpd serving local applications at PATH
-                    (default: the embedded engine, or IWARP_DEVICE=unix:PATH)";
+/// The device's limits and settings, laid out as ibv_devinfo prints an RNIC's.
+#[derive(Parser, Debug)]
+#[command(name = "iwarp-devinfo", version)]
+struct Cli {
+    /// Also print the device's limits (ibv_devinfo -v).
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// Ask the iwarpd serving local applications at PATH (default: the embedded engine,
+    /// or IWARP_DEVICE=unix:PATH).
+    #[arg(long = "daemon", value_name = "PATH")]
+    daemon: Option<String>,
+}
 
 fn main() -> ExitCode {
-    examples::answer_version("iwarp-devinfo");
-    let mut verbose = false;
-    let mut cfg = DeviceConfig::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "-v" | "--verbose" => verbose = true,
-            "--daemon" => match args.next() {
-                Some(path) => cfg = cfg.daemon(path),
-                None => return usage("--daemon needs the control socket's path"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => return usage(&format!("unknown argument {other:?}")),
-        }
-    }
+    let cli = Cli::parse();
+    let cfg = match cli.daemon {
+        Some(path) => DeviceConfig::default().daemon(path),
+        None => DeviceConfig::default(),
+    };
     let attr = Device::try_open(cfg).and_then(|d| d.query());
     match attr {
         Ok(a) => {
-            print!("{}", render(&a, verbose));
+            print!("{}", render(&a, cli.verbose));
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -43,11 +39,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn usage(why: &str) -> ExitCode {
-    eprintln!("iwarp-devinfo: {why}\n{USAGE}");
-    ExitCode::from(2)
 }
 
 /// The text `ibv_devinfo` would print for this device.
