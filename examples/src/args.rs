@@ -1,5 +1,5 @@
-//! Command-line helpers: octet counts with binary suffixes, and `--flag value` parsing
-//! without a dependency.
+//! Command-line helpers the tools share with their `clap` parsers: octet counts with
+//! binary suffixes, and host names.
 
 use std::fmt;
 
@@ -43,62 +43,20 @@ impl fmt::Display for Size {
     }
 }
 
-/// Why the command line was not understood.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArgError(pub String);
-
-impl fmt::Display for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ArgError {}
-
-/// Splits `--name value` and `--name=value` arguments into pairs; `--help`/`-h` gives
-/// `("help", "")`. Anything else is an error naming the argument.
-pub fn flags(args: impl IntoIterator<Item = String>) -> Result<Vec<(String, String)>, ArgError> {
-    let mut out = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        if arg == "-h" || arg == "--help" {
-            out.push(("help".to_owned(), String::new()));
-            continue;
-        }
-        let Some(name) = arg.strip_prefix("--") else {
-            return Err(ArgError(format!(
-                "unexpected argument {arg:?}; flags start with --"
-            )));
-        };
-        match name.split_once('=') {
-            Some((n, v)) => out.push((n.to_owned(), v.to_owned())),
-            None => {
-                let value = it
-                    .next()
-                    .ok_or_else(|| ArgError(format!("--{name} needs a value")))?;
-                out.push((name.to_owned(), value));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// An IP address, or a host name resolved to its first address (`localhost` included):
 /// what `flag` takes. The error names the flag and the text.
-pub fn host(flag: &str, text: &str) -> Result<std::net::IpAddr, ArgError> {
+pub fn host(flag: &str, text: &str) -> Result<std::net::IpAddr, String> {
     use std::net::ToSocketAddrs;
     if let Ok(ip) = text.parse() {
         return Ok(ip);
     }
-    let mut addrs = (text, 0).to_socket_addrs().map_err(|e| {
-        ArgError(format!(
-            "{flag}: {text:?} is not an address or a known host name ({e})"
-        ))
-    })?;
+    let mut addrs = (text, 0)
+        .to_socket_addrs()
+        .map_err(|e| format!("{flag}: {text:?} is not an address or a known host name ({e})"))?;
     addrs
         .next()
         .map(|a| a.ip())
-        .ok_or_else(|| ArgError(format!("{flag}: {text:?} has no address")))
+        .ok_or_else(|| format!("{flag}: {text:?} has no address"))
 }
 
 #[cfg(test)]
@@ -135,21 +93,5 @@ mod tests {
         assert_eq!(Size(256 << 20).to_string(), "256 MiB");
         assert_eq!(Size(3 << 29).to_string(), "1.5 GiB");
         assert_eq!(Size(100).to_string(), "100 B");
-    }
-
-    #[test]
-    fn flag_forms() {
-        let args = ["--size", "64K", "--total=1G", "-h"].map(String::from);
-        let got = flags(args).unwrap();
-        assert_eq!(
-            got,
-            vec![
-                ("size".into(), "64K".into()),
-                ("total".into(), "1G".into()),
-                ("help".into(), String::new())
-            ]
-        );
-        assert!(flags(["--size".to_owned()]).is_err());
-        assert!(flags(["size".to_owned()]).is_err());
     }
 }

@@ -408,7 +408,7 @@ impl Opts {
         let server = match cli.server {
             Some(s) => Some(
                 crate::args::host("the server address", &s)
-                    .map_err(|e| usage(ErrorKind::ValueValidation, e.0))?,
+                    .map_err(|e| usage(ErrorKind::ValueValidation, e))?,
             ),
             None => None,
         };

@@ -163,7 +163,7 @@ impl Opts {
         };
         let addr = match (role, cli.addr) {
             (_, Some(a)) => {
-                crate::args::host("-a", &a).map_err(|e| usage(ErrorKind::ValueValidation, &e.0))?
+                crate::args::host("-a", &a).map_err(|e| usage(ErrorKind::ValueValidation, &e))?
             }
             (Role::Server, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             (Role::Client, None) => {

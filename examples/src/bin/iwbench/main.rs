@@ -27,7 +27,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use examples::args::{ArgError, Size, flags, parse_size};
+use clap::Parser;
+use examples::args::{Size, parse_size};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -64,89 +65,73 @@ const LINES: [&str; 8] = [
     "qps", "write", "read", "pingpong", "ext", "reg", "migrate", "stream",
 ];
 
-const HELP: &str = "\
-usage: iwbench [--smoke] [--only LINES] [--rounds N] [--total SIZE] [--window SIZE]
-               [--pings N] [--qps N]
-  Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
-  prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
-  the method and the results.
-  --only LINES    comma-separated: qps, write, read, pingpong, ext, reg, migrate, stream
-                  (default: all); ext compares this stack's extensions with what they
-                  replace: Read V2 against RFC 5040 Read, Send with Immediate Data
-                  against a Send plus RFC 7306 Immediate Data; reg a queued registration
-                  against an ordinary one (through iwarpd with IWARP_DEVICE=unix:PATH);
-                  migrate times live migration (embedded devices)
-  --rounds N      rounds per line, each run right after its TCP baseline; the median is
-                  printed (default 3)
-  --total SIZE    octets per bandwidth run (default 1G)
-  --window SIZE   memory each bandwidth run cycles through, for the TCP pump and the RDMA
-                  regions alike: a multiple of 64K (default 64K, one buffer reused)
-  --pings N       round trips per ping-pong run (default 20000)
-  --qps N         queue pairs connected in the setup line (default 1000)
-  --smoke         everything for a moment (CI)
-  -h, --help      this text";
+/// Measures this iWARP stack against raw TCP on the same loopback, in the same run, and
+/// prints each ratio next to its target (numbers, not pass/fail). BENCHMARKS.md explains
+/// the method and the results.
+#[derive(Parser, Debug)]
+#[command(name = "iwbench", version, max_term_width = 100)]
+struct Cli {
+    /// Comma-separated lines to run (default: all): qps, write, read, pingpong, ext
+    /// (Read V2 against RFC 5040 Read, Send with Immediate Data against a Send plus RFC
+    /// 7306 Immediate Data), reg (a queued registration against an ordinary one; through
+    /// iwarpd with IWARP_DEVICE=unix:PATH), migrate (live migration between embedded
+    /// devices), stream (RdmaStream against TcpStream).
+    #[arg(long, value_name = "LINES", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(LINES))]
+    only: Vec<String>,
+    /// Rounds per line, each run right after its TCP baseline; the median is printed
+    /// [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: Option<u64>,
+    /// Octets per bandwidth run [default: 1G].
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    total: Option<usize>,
+    /// Memory each bandwidth run cycles through, for the TCP pump and the RDMA regions
+    /// alike: a multiple of 64K, up to 2G [default: 64K, one buffer reused].
+    #[arg(long, value_name = "SIZE", value_parser = window)]
+    window: Option<usize>,
+    /// Round trips per ping-pong run [default: 20000].
+    #[arg(long, value_name = "N")]
+    pings: Option<usize>,
+    /// Queue pairs connected in the setup line [default: 1000].
+    #[arg(long, value_name = "N")]
+    qps: Option<usize>,
+    /// Everything for a moment (CI): the defaults become 8M, 200 pings, 20 QPs, 1 round.
+    #[arg(long)]
+    smoke: bool,
+}
 
-/// Parses the command line; `Ok(None)` when help was asked for.
-fn parse() -> Result<Option<Opts>, ArgError> {
-    let mut o = Opts {
-        total: 1 << 30,
-        window: MSG,
-        pings: 20_000,
-        qps: 1000,
-        rounds: 3,
-        only: Vec::new(),
-    };
-    let (smoke, rest): (Vec<String>, Vec<String>) =
-        std::env::args().skip(1).partition(|a| a == "--smoke");
-    if !smoke.is_empty() {
-        o.total = 8 << 20;
-        o.pings = 200;
-        o.qps = 20;
-        o.rounds = 1;
-    }
-    for (k, v) in flags(rest)? {
-        let bad = || ArgError(format!("bad value {v:?} for --{k}"));
-        match k.as_str() {
-            "help" => return Ok(None),
-            "total" => o.total = parse_size(&v).ok_or_else(bad)?,
-            "window" => {
-                o.window = parse_size(&v)
-                    .filter(|&w| (MSG..=1 << 31).contains(&w) && w % MSG == 0)
-                    .ok_or_else(|| {
-                        ArgError(format!("--window {v:?}: a multiple of 64K, up to 2G"))
-                    })?;
-            }
-            "pings" => o.pings = v.parse().map_err(|_| bad())?,
-            "qps" => o.qps = v.parse().map_err(|_| bad())?,
-            "rounds" => o.rounds = v.parse().ok().filter(|&r| r > 0).ok_or_else(bad)?,
-            "only" => {
-                o.only = v.split(',').map(str::to_owned).collect();
-                if let Some(bad) = o.only.iter().find(|l| !LINES.contains(&l.as_str())) {
-                    return Err(ArgError(format!(
-                        "--only: unknown line {bad:?} (lines: {})",
-                        LINES.join(",")
-                    )));
-                }
-            }
-            _ => {
-                return Err(ArgError(format!("unknown flag --{k}")));
-            }
+fn size(text: &str) -> Result<usize, String> {
+    parse_size(text).ok_or_else(|| format!("{text:?} is not a size (64K, 1G)"))
+}
+
+fn window(text: &str) -> Result<usize, String> {
+    parse_size(text)
+        .filter(|&w| (MSG..=1 << 31).contains(&w) && w % MSG == 0)
+        .ok_or_else(|| format!("{text:?}: a multiple of 64K, up to 2G"))
+}
+
+impl Cli {
+    /// The run's settings: the flags, else the defaults (`--smoke`'s, or the full ones).
+    fn opts(self) -> Opts {
+        let (total, pings, qps, rounds) = if self.smoke {
+            (8 << 20, 200, 20, 1)
+        } else {
+            (1 << 30, 20_000, 1000, 3)
+        };
+        Opts {
+            total: self.total.unwrap_or(total),
+            window: self.window.unwrap_or(MSG),
+            pings: self.pings.unwrap_or(pings),
+            qps: self.qps.unwrap_or(qps),
+            rounds: self.rounds.map_or(rounds, |r| r as usize),
+            only: self.only,
         }
     }
-    Ok(Some(o))
 }
 
 #[tokio::main]
 async fn main() {
-    examples::answer_version("iwbench");
-    let o = match parse() {
-        Ok(Some(o)) => o,
-        Ok(None) => return println!("{HELP}"),
-        Err(e) => {
-            eprintln!("iwbench: {e} (iwbench --help)");
-            std::process::exit(2);
-        }
-    };
+    let o = Cli::parse().opts();
     examples::run_on_worker("iwbench", async move { run(&o).await }).await;
 }
 
