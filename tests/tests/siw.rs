@@ -49,6 +49,17 @@ const BOOT_LIMIT: Duration = Duration::from_secs(600);
 /// The longest one `iwarp-rping` run may take.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
+/// How long one of our tools and the VM may run for perftest `flags`: `-a` moves every
+/// size up to 8 MiB, which siw under TCG emulation sends at a few MB/s (both ways with
+/// `-b`), so it gets longer.
+fn limits(flags: &[&str]) -> (Duration, u32) {
+    if flags.contains(&"-a") {
+        (Duration::from_secs(420), 540)
+    } else {
+        (RUN_LIMIT, 240)
+    }
+}
+
 /// One lab at a time: they share the netns and the addresses.
 static LAB_LOCK: Mutex<()> = Mutex::new(());
 
@@ -209,10 +220,15 @@ impl Drop for Server {
     }
 }
 
-/// Runs one of our tools (`bin ARGS`) inside the lab's netns with a time limit.
+/// Runs one of our tools (`bin ARGS`) inside the lab's netns with [`RUN_LIMIT`].
 fn run_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
+    run_in_netns_within(bin, args, RUN_LIMIT)
+}
+
+/// [`run_in_netns`] with its own time limit.
+fn run_in_netns_within(bin: &PathBuf, args: &[&str], limit: Duration) -> Output {
     let mut cmd = Command::new("timeout");
-    cmd.arg(RUN_LIMIT.as_secs().to_string())
+    cmd.arg(limit.as_secs().to_string())
         .args(["ip", "netns", "exec", NETNS])
         .arg(bin)
         .args(args);
@@ -405,7 +421,8 @@ fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool)
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     let siw = format!("ib_{test} -d siw0 -F -R {}", flags.join(" "));
-    let mut lab = Lab::serve(240, "", Some(&siw));
+    let (limit, vm_limit) = limits(flags);
+    let mut lab = Lab::serve(vm_limit, "", Some(&siw));
     let daemon = daemon.then(|| Daemon::start(&["--crc", "false"]));
     let mut args = vec![test, "-R"];
     args.extend_from_slice(flags);
@@ -413,7 +430,7 @@ fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool)
         args.extend(["--daemon", &d.sock]);
     }
     args.push(VM1);
-    let out = run_in_netns(&bin, &args);
+    let out = run_in_netns_within(&bin, &args, limit);
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} client failed: {out:?}");
@@ -446,9 +463,10 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     assert!(lab_command(&["net-up"]).status().expect("net-up").success());
+    let (limit, vm_limit) = limits(flags);
     let server = {
         let mut cmd = Command::new("timeout");
-        cmd.arg(RUN_LIMIT.as_secs().to_string())
+        cmd.arg(limit.as_secs().to_string())
             .args(["ip", "netns", "exec", NETNS])
             .arg(&bin)
             .args([test, "-R"])
@@ -461,7 +479,7 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
         "sleep 5; ib_{test} -d siw0 -F -R {} {HOST}",
         flags.join(" ")
     );
-    let mut lab = Lab::serve(240, "", Some(&siw));
+    let mut lab = Lab::serve(vm_limit, "", Some(&siw));
     let out = server.wait();
     println!("{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
