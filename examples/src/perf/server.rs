@@ -120,9 +120,10 @@ pub(crate) async fn receive_round(
 ) -> Result<Timeline, Error> {
     let epoch = Instant::now();
     let tally = opts.infinitely.then(|| Arc::new(AtomicU64::new(0)));
-    let ticker = tally.clone().map(|t| {
+    // The interval lines stop with the round, however it ends.
+    let _ticker = tally.clone().map(|t| {
         let (p, interval, gbits) = (*p, opts.duration.unwrap_or(INFINITE_INTERVAL), opts.gbits);
-        tokio::spawn(interval_lines(p, size, interval, gbits, t))
+        AbortOnDrop(tokio::spawn(interval_lines(p, size, interval, gbits, t)))
     });
     let mut set = JoinSet::new();
     for ((link, inbox), r) in s.links.iter().zip(inboxes).zip(rem) {
@@ -159,19 +160,20 @@ pub(crate) async fn receive_round(
         });
     }
     let mut parts = Vec::new();
-    let mut failed = None;
     while let Some(r) = set.join_next().await {
-        match r.map_err(|e| format!("receive task failed: {e}").into()) {
-            Ok(Ok(at)) => parts.push(Timeline::from_receives(at)),
-            Ok(Err(e)) | Err(e) => failed = failed.or(Some(e)),
-        }
+        // The first failure ends the round: dropping the set stops the other links.
+        let at = r.map_err(|e| format!("receive task failed: {e}"))??;
+        parts.push(Timeline::from_receives(at));
     }
-    if let Some(t) = ticker {
-        t.abort();
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(Timeline::merge(parts)),
+    Ok(Timeline::merge(parts))
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
