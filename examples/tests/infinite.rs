@@ -72,9 +72,11 @@ fn free_port() -> String {
     l.local_addr().expect("addr").port().to_string()
 }
 
-/// Runs `test` (with its flags) both ways, waits for two lines on each side, interrupts
-/// the client (or the server), and checks both end with exit status 0.
+/// Runs `test` (with its flags) both ways, waits for two lines from the client (and from
+/// the server where it measures too: `send_bw`'s receiver, either side of `-b`),
+/// interrupts the client (or the server), and checks both end with exit status 0.
 fn runs_until_interrupted(test: &[&str], interrupt_server: bool) {
+    let server_measures = test.contains(&"send_bw") || test.contains(&"-b");
     let port = free_port();
     let mut args = test.to_vec();
     args.extend([
@@ -92,6 +94,13 @@ fn runs_until_interrupted(test: &[&str], interrupt_server: bool) {
     let client = Iwperf::start(&args);
     let lines = client.results(2);
     assert!(lines.iter().all(|&bw| bw > 0.0), "{test:?}: {lines:?}");
+    if server_measures {
+        let lines = server.results(2);
+        assert!(
+            lines.iter().all(|&bw| bw > 0.0),
+            "{test:?} server: {lines:?}"
+        );
+    }
     if interrupt_server {
         server.interrupt();
     } else {
