@@ -1,6 +1,6 @@
 //! The latency tests' measured loops, as perftest's `run_iter_lat_write`,
-//! `run_iter_lat` and `run_iter_lat_send` run them. Each returns the post timestamps
-//! (nanoseconds since the loop started); the intervals between them are the samples.
+//! `run_iter_lat` and `run_iter_lat_send` run them. Each returns the intervals between
+//! its consecutive posts, the samples (an operation that did not complete is not one).
 //!
 //! From captures of perftest 6.06 on siw: in `write_lat` the server writes first and
 //! each side waits for the peer's Write numbered like its next one before writing
@@ -16,6 +16,7 @@ use super::bw::atomic_op;
 use super::opts::{ATOMIC_SIZE, AtomicOp};
 use super::progress::{Goal, Progress};
 use super::send::Inbox;
+use super::stats::Intervals;
 use super::{Error, step};
 
 /// How many polls of the buffer between two clock reads.
@@ -99,7 +100,7 @@ pub async fn write(
     inbox: usize,
     dst: RemoteBuf,
     first: bool,
-) -> Result<Vec<u64>, Error> {
+) -> Result<Intervals, Error> {
     let size = run.size;
     let len = u32::try_from(size).map_err(|_| "size too large")?;
     let dst = RemoteBuf { len, ..dst };
@@ -130,20 +131,19 @@ pub async fn write(
 /// The ping-pong of `write_lat` and `send_lat`: unless it is our turn first, `wait` for
 /// the peer's message numbered like our next one (`Ok(false)`: the deadline passed),
 /// then `send` ours (`Ok(false)`: the peer ended a timed run first); until the
-/// iterations or the deadline run out. Returns the post timestamps (nanoseconds since
-/// the loop started).
+/// iterations or the deadline run out. Returns the intervals between our posts.
 async fn ping_pong<W, S>(
     run: &mut Run,
     first: bool,
     mut wait: impl FnMut(u64) -> W,
     mut send: impl FnMut(u64) -> S,
-) -> Result<Vec<u64>, Error>
+) -> Result<Intervals, Error>
 where
     W: Future<Output = Result<bool, Error>>,
     S: Future<Output = Result<bool, Error>>,
 {
     let started = Instant::now();
-    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
+    let mut posted = Intervals::new();
     let (mut sent, mut seen) = (0u64, 0u64);
     loop {
         let timed = run.lim.deadline.is_some();
@@ -162,12 +162,12 @@ where
             }
             continue;
         }
-        posted.push(nanos(started));
+        let at = nanos(started);
         sent += 1;
         if !send(sent).await? {
-            posted.pop();
             break;
         }
+        posted.post(at);
         run.progress.tick(sent);
     }
     run.progress.finish();
@@ -268,7 +268,7 @@ pub async fn read(
     cq: &Cq,
     buf: &Mr,
     src: RemoteBuf,
-) -> Result<Vec<u64>, Error> {
+) -> Result<Intervals, Error> {
     let len = u32::try_from(run.size).map_err(|_| "size too large")?;
     let src = RemoteBuf { len, ..src };
     let dst = buf.local(..run.size);
@@ -283,7 +283,7 @@ pub async fn atomic(
     cq: &Cq,
     buf: &Mr,
     (op, dst): (AtomicOp, RemoteBuf),
-) -> Result<Vec<u64>, Error> {
+) -> Result<Intervals, Error> {
     let dst = RemoteBuf {
         len: ATOMIC_SIZE as u32,
         ..dst
@@ -293,33 +293,33 @@ pub async fn atomic(
 }
 
 /// Runs the operations `make` makes one at a time, each waited for (`what` names them
-/// in errors); returns the post times.
+/// in errors); returns the intervals between the posts.
 async fn one_at_a_time(
     run: &mut Run,
     qp: &Qp,
     cq: &Cq,
     what: &str,
     make: impl Fn() -> SendOp,
-) -> Result<Vec<u64>, Error> {
+) -> Result<Intervals, Error> {
     let started = Instant::now();
-    let mut posted = Vec::with_capacity(run.iters.min(1 << 20) as usize);
+    let mut posted = Intervals::new();
     let mut done = 0u64;
     let waiting = format!("an {what} completion");
     while run.more(done) {
-        posted.push(nanos(started));
+        let at = nanos(started);
         qp.post_send(SendWr {
             wr_id: done,
             op: make(),
             flags: SendFlags::SIGNALED,
         })?;
         let Some(wc) = completion(run.lim, qp, cq, &waiting, done + 1).await? else {
-            posted.pop();
             break;
         };
         if wc.wc.status != WcStatus::Success {
             let what = format!("{what} {} completed with {:?}", done + 1, wc.wc.status);
             return Err(failed(qp, &what).await);
         }
+        posted.post(at);
         done += 1;
         run.progress.tick(done);
     }
@@ -337,7 +337,7 @@ pub async fn send(
     inbox: &Inbox,
     buf: &Mr,
     first: bool,
-) -> Result<Vec<u64>, Error> {
+) -> Result<Intervals, Error> {
     let size = run.size;
     let lim = run.lim;
     let imm = run.imm;

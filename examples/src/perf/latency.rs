@@ -10,7 +10,7 @@ use super::msg::Dest;
 use super::report::{LatReport, Outcome, Printer};
 use super::send::Inbox;
 use super::session::{ACCESS, Link, Session, remote};
-use super::stats::LatStats;
+use super::stats::Intervals;
 use super::{BUF_VA, Error, Opts, Test};
 use verbs::{Mr, RemoteBuf};
 
@@ -168,10 +168,10 @@ async fn sizes(
 }
 
 /// The latency line of one run from its post timestamps.
-pub fn outcome(opts: &Opts, size: usize, posted: &[u64]) -> Option<Outcome> {
-    let stats = LatStats::from_posts(posted, opts.test.rtt_factor())?;
+pub fn outcome(opts: &Opts, size: usize, posted: &Intervals) -> Option<Outcome> {
+    let stats = posted.stats(opts.test.rtt_factor())?;
     let iters = match opts.duration {
-        Some(_) => posted.len() as u64,
+        Some(_) => posted.posts(),
         None => opts.iters,
     };
     Some(Outcome::Lat(LatReport {
