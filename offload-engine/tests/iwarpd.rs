@@ -147,7 +147,9 @@ fn config_errors_exit_2_naming_the_line() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("unknown setting `nonsense`"));
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown setting `nonsense`"), "{err}");
+    assert!(err.contains("--nonsense"), "clap names the flag: {err}");
 }
 
 #[test]

@@ -42,21 +42,17 @@ mod stat;
 use cli::{Args, Mode};
 
 fn main() -> ExitCode {
-    if std::env::args().skip(1).any(|a| a == "--version") {
-        println!("iwarpd {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
-    let args = match Args::parse(std::env::args().skip(1)) {
+    let args = match Args::parse(std::env::args_os()) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("iwarpd: {e}\nrun `iwarpd --help` for the usage");
-            return ExitCode::from(2);
+            // --help and --version print to stdout and exit 0; usage errors exit 2.
+            let _ = e.print();
+            if let Some(hint) = cli::usage_hint(&e) {
+                eprintln!("\niwarpd: {hint}");
+            }
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    if args.mode == Mode::Help {
-        println!("{}", cli::help());
-        return ExitCode::SUCCESS;
-    }
     let cfg = match args.config() {
         Ok(c) => c,
         Err(e) => {

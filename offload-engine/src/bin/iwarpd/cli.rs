@@ -1,42 +1,140 @@
-//! Command-line parsing, by hand: two modes and a handful of flags do not need a parser
-//! crate, and every config key doubles as a flag through [`Config::set`].
+//! The command line, parsed by `clap`: the modes are derived subcommands, and every
+//! config key is also a flag generated from [`KEYS`] (`--buffer-size 1M`, `--crc=false`,
+//! before or after the mode), applied over the config file by [`Config::set`].
 
-use std::fmt;
 use std::path::PathBuf;
 
-use crate::config::{Config, ConfigError, KEYS, canonical_key, parse_size};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Arg, ArgAction, ArgMatches, FromArgMatches, Parser, Subcommand};
 
-/// The usage text.
-pub(crate) const USAGE: &str = "\
-usage:
-  iwarpd --listen ADDR [--config FILE] [--KEY VALUE]...
-      Serve: accept iWARP connections on ADDR (IP:PORT; port 0 picks one and prints it).
-      Each connection gets a zero-based region of buffer_size octets with remote read and
-      write rights, advertised in the MPA Reply private data (RemoteBuf, 16 octets, then
-      recv_depth and recv_size as 32-bit big-endian words), and every Send it receives is
-      answered with a Send of the same octets. SIGINT/SIGTERM shut it down cleanly.
-  iwarpd check ADDR [--size N] [--count N] [--config FILE] [--KEY VALUE]...
-      Exercise a daemon at ADDR (HOST:PORT): N RDMA Writes of a pattern, each Read back and
-      verified, then N Sends whose echoes are verified; prints throughput. Exits 1 on any
-      mismatch or error. --size defaults to 1M (at most the peer's buffer), --count to 64.
-  iwarpd stat [--json] [--control PATH] [--config FILE]
-      Print the counters of the daemon serving local applications at PATH (default: the
-      `control` key's): applications, queue pairs, connections, FPDUs, payload octets per
-      RDMAP opcode, Terminates sent and received, and the push path's executions and
-      discards by reason. --json prints one JSON object instead of a table.
-  iwarpd --help
+use crate::config::{Config, ConfigError, KEYS, parse_size};
 
-Every config-file key is also a flag (--buffer-size 1M, --crc=false); flags win over the
-file. Keys:";
+/// The text after the options in `iwarpd --help`.
+const AFTER_HELP: &str = "\
+Every option above but --config is also a key of the config file (TOML, `buffer_size = \"1M\"`);
+flags win over the file. Logs go to stderr; RUST_LOG (e.g. RUST_LOG=debug) overrides `log`.
+Exit status: 0 success, 1 a failed check or a runtime error, 2 a usage or config error.";
 
-/// The full help text: usage and the key list.
-pub(crate) fn help() -> String {
-    let mut s = USAGE.to_owned();
-    for (k, d) in KEYS {
-        s.push_str(&format!("\n  {k:<16} {d}"));
+/// `iwarpd`: the host's software RNIC as a daemon. Serves a remote-memory target on
+/// `--listen ADDR`: each connection gets a zero-based region of `buffer_size` octets with
+/// remote read and write rights, advertised in the MPA Reply private data (RemoteBuf, 16
+/// octets, then recv_depth and recv_size as 32-bit big-endian words), and every Send it
+/// receives is answered with a Send of the same octets; local applications attach on
+/// the `control` socket. SIGINT/SIGTERM shut it down cleanly.
+#[derive(Debug, Parser)]
+#[command(
+    name = "iwarpd",
+    version,
+    after_help = AFTER_HELP,
+    args_override_self = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    /// What to do instead of serving.
+    #[command(subcommand)]
+    mode: Option<Sub>,
+    /// The config file and every setting.
+    #[command(flatten)]
+    settings: Settings,
+}
+
+/// The modes besides serving.
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Exercise a daemon at ADDR: N RDMA Writes of a pattern, each Read back and
+    /// verified, then N Sends whose echoes are verified; prints throughput. Exits 1 on any
+    /// mismatch or error.
+    Check {
+        /// The daemon's address, HOST:PORT.
+        addr: String,
+        /// Octets per Write and Read (K, M, G suffixes), at most the peer's buffer
+        /// [default: 1M, or the peer's buffer if smaller].
+        #[arg(long, value_name = "N", value_parser = check_size)]
+        size: Option<u32>,
+        /// Rounds of each test.
+        #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+        count: u32,
+    },
+    /// Print the counters of the daemon serving local applications on the control
+    /// socket (default: the `control` key's): applications, queue pairs, connections,
+    /// FPDUs, payload octets per RDMAP opcode, Terminates sent and received, and the push
+    /// path's executions and discards by reason.
+    Stat {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `--size`: 1 to 4294967295 octets, with an optional K/M/G suffix.
+fn check_size(value: &str) -> Result<u32, String> {
+    parse_size(value)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| "expected 1 to 4294967295 octets, e.g. --size 1M".to_owned())
+}
+
+/// `--config FILE` and a flag for every config key; global, so they go before or after
+/// the mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Settings {
+    config_file: Option<PathBuf>,
+    /// (key, value, flag) for every key given, in [`KEYS`] order.
+    overrides: Vec<(String, String, String)>,
+}
+
+/// The flag of config key `key`: `buffer_size` is `--buffer-size` (`--buffer_size` too).
+fn flag_of(key: &str) -> String {
+    key.replace('_', "-")
+}
+
+impl clap::Args for Settings {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let config = Arg::new("config")
+            .long("config")
+            .value_name("FILE")
+            .value_parser(clap::value_parser!(PathBuf))
+            .global(true)
+            .help("The config file (TOML): settings under the flags given here");
+        KEYS.iter().fold(cmd.arg(config), |cmd, &(key, help)| {
+            let flag = flag_of(key);
+            let mut arg = Arg::new(key)
+                .long(flag.clone())
+                .value_name("VALUE")
+                .action(ArgAction::Set)
+                .global(true)
+                .help(help);
+            if flag != key {
+                arg = arg.alias(key);
+            }
+            cmd.arg(arg)
+        })
     }
-    s.push_str("\n\nLogs go to stderr; RUST_LOG (e.g. RUST_LOG=debug) overrides the `log` key.");
-    s
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for Settings {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let overrides = KEYS
+            .iter()
+            .filter_map(|&(key, _)| {
+                let value = m.get_one::<String>(key)?;
+                Some((key.to_owned(), value.clone(), format!("--{}", flag_of(key))))
+            })
+            .collect();
+        Ok(Self {
+            config_file: m.get_one::<PathBuf>("config").cloned(),
+            overrides,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 /// What to do.
@@ -58,8 +156,6 @@ pub(crate) enum Mode {
         /// As JSON instead of a table.
         json: bool,
     },
-    /// Print the help.
-    Help,
 }
 
 /// The parsed command line.
@@ -69,118 +165,30 @@ pub(crate) struct Args {
     pub(crate) mode: Mode,
     /// `--config FILE`.
     pub(crate) config_file: Option<PathBuf>,
-    /// `--KEY VALUE` settings, in order: (key, value, flag as written).
+    /// `--KEY VALUE` settings: (key, value, flag).
     pub(crate) overrides: Vec<(String, String, String)>,
 }
 
-/// A command line that cannot be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct UsageError(pub(crate) String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl Args {
-    /// Parses the arguments after the program name.
-    pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, UsageError> {
-        let mut args = args.into_iter().peekable();
-        let mut check = None;
-        let mut stat = None;
-        if args.peek().map(String::as_str) == Some("stat") {
-            args.next();
-            stat = Some(false);
-        }
-        if args.peek().map(String::as_str) == Some("check") {
-            args.next();
-            if matches!(args.peek().map(String::as_str), Some("-h" | "--help")) {
-                return Ok(Self {
-                    mode: Mode::Help,
-                    config_file: None,
-                    overrides: Vec::new(),
-                });
-            }
-            let addr = args
-                .next()
-                .filter(|a| !a.starts_with("--"))
-                .ok_or_else(|| {
-                    UsageError(
-                        "`iwarpd check` needs the daemon's address: iwarpd check HOST:PORT".into(),
-                    )
-                })?;
-            check = Some((addr, None, 64));
-        }
-        let mut out = Self {
-            mode: Mode::Serve,
-            config_file: None,
-            overrides: Vec::new(),
+    /// Parses the command line (`args` starts with the program name). The error is
+    /// clap's: `--help`, `--version` or a usage error; [`usage_hint`] adds where the
+    /// argument belongs.
+    pub(crate) fn parse<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Cli::try_parse_from(args)?;
+        let mode = match cli.mode {
+            None => Mode::Serve,
+            Some(Sub::Check { addr, size, count }) => Mode::Check { addr, size, count },
+            Some(Sub::Stat { json }) => Mode::Stat { json },
         };
-        while let Some(arg) = args.next() {
-            if arg == "--help" || arg == "-h" {
-                out.mode = Mode::Help;
-                return Ok(out);
-            }
-            if arg == "--json" {
-                match stat.as_mut() {
-                    Some(json) => *json = true,
-                    None => {
-                        return Err(UsageError(
-                            "--json belongs to stat mode: iwarpd stat --json".into(),
-                        ));
-                    }
-                }
-                continue;
-            }
-            let Some(flag) = arg.strip_prefix("--") else {
-                return Err(UsageError(format!(
-                    "unexpected argument `{arg}`: settings are flags, e.g. --listen {arg}"
-                )));
-            };
-            let (name, value) = match flag.split_once('=') {
-                Some((n, v)) => (n.to_owned(), v.to_owned()),
-                None => {
-                    let v = args.next().ok_or_else(|| {
-                        UsageError(format!("--{flag} needs a value: --{flag} VALUE"))
-                    })?;
-                    (flag.to_owned(), v)
-                }
-            };
-            let key = canonical_key(&name);
-            match (key.as_str(), check.as_mut()) {
-                ("config", _) => out.config_file = Some(PathBuf::from(value)),
-                ("size", Some((_, size, _))) => {
-                    let n = parse_size(&value)
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| {
-                            UsageError(format!(
-                                "--size {value}: expected 1 to 4294967295 octets, e.g. --size 1M"
-                            ))
-                        })?;
-                    *size = Some(n);
-                }
-                ("count", Some((_, _, count))) => {
-                    *count = value.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
-                        UsageError(format!("--count {value}: expected a positive whole number"))
-                    })?;
-                }
-                ("size" | "count", None) => {
-                    return Err(UsageError(format!(
-                        "--{name} belongs to check mode: iwarpd check ADDR --{name} {value}"
-                    )));
-                }
-                _ => out.overrides.push((key, value, format!("--{name}"))),
-            }
-        }
-        if let Some((addr, size, count)) = check {
-            out.mode = Mode::Check { addr, size, count };
-        }
-        if let Some(json) = stat {
-            out.mode = Mode::Stat { json };
-        }
-        Ok(out)
+        Ok(Self {
+            mode,
+            config_file: cli.settings.config_file,
+            overrides: cli.settings.overrides,
+        })
     }
 
     /// The settings: defaults, then the config file, then the flags.
@@ -207,12 +215,65 @@ impl Args {
     }
 }
 
+/// Where a rejected argument belongs, in the user's words, for the usage errors clap
+/// cannot know: a mode's flag given to another mode, an address given without
+/// `--listen`, a setting that does not exist.
+pub(crate) fn usage_hint(err: &clap::Error) -> Option<String> {
+    let arg = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => match err.get(ContextKind::InvalidSubcommand) {
+            Some(ContextValue::String(s)) => s.clone(),
+            _ => return None,
+        },
+    };
+    let name = arg.trim_start_matches('-');
+    let name = name.split_once('=').map_or(name, |(n, _)| n);
+    match err.kind() {
+        ErrorKind::UnknownArgument if name == "json" => {
+            Some("--json belongs to stat mode: iwarpd stat --json".into())
+        }
+        ErrorKind::UnknownArgument if name == "size" || name == "count" => Some(format!(
+            "--{name} belongs to check mode: iwarpd check ADDR --{name} N"
+        )),
+        ErrorKind::UnknownArgument if arg.starts_with("--") => {
+            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            Some(format!(
+                "unknown setting `{name}`: the settings are {} (iwarpd --help says what each means)",
+                known.join(", ")
+            ))
+        }
+        ErrorKind::InvalidSubcommand => Some(format!(
+            "the modes are check and stat; settings are flags: --listen {arg} to serve on {arg}"
+        )),
+        _ => None,
+    }
+}
+
+/// The full `--help` text (for the tests).
+#[cfg(test)]
+fn help() -> String {
+    use clap::CommandFactory as _;
+    Cli::command().render_long_help().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> Result<Args, UsageError> {
-        Args::parse(s.split_whitespace().map(str::to_owned))
+    fn parse(s: &str) -> Result<Args, clap::Error> {
+        Args::parse(std::iter::once("iwarpd").chain(s.split_whitespace()))
+    }
+
+    fn hint(s: &str) -> String {
+        let e = parse(s).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        usage_hint(&e).unwrap_or_else(|| e.to_string())
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -224,12 +285,12 @@ mod tests {
             crate::config::Control::Path("/tmp/x.sock".into())
         );
         assert_eq!(parse("stat").unwrap().mode, Mode::Stat { json: false });
-        assert!(
-            parse("--json")
-                .unwrap_err()
-                .0
-                .contains("iwarpd stat --json")
+        let a = parse("--control /tmp/y.sock stat").unwrap();
+        assert_eq!(
+            a.config().unwrap().control,
+            crate::config::Control::Path("/tmp/y.sock".into())
         );
+        assert!(hint("--json").contains("iwarpd stat --json"));
     }
 
     #[test]
@@ -240,15 +301,21 @@ mod tests {
         let cfg = a.config();
         assert!(cfg.is_err(), "x.conf does not exist");
         assert!(cfg.unwrap_err().message.contains("cannot read"));
-        let a = parse("--listen 127.0.0.1:0 --buffer-size=1M --crc false").unwrap();
+        let a = parse("--listen 127.0.0.1:0 --buffer_size=1M --crc false --crc true").unwrap();
         let cfg = a.config().unwrap();
         assert_eq!(cfg.listen, Some("127.0.0.1:0".parse().unwrap()));
-        assert_eq!((cfg.buffer_size, cfg.crc), (1 << 20, false));
+        assert_eq!(
+            (cfg.buffer_size, cfg.crc),
+            (1 << 20, true),
+            "the last --crc wins"
+        );
         let a = parse("--listen 127.0.0.1:0 --pcap /tmp/x.pcapng").unwrap();
         assert_eq!(
             a.config().unwrap().pcap,
             Some(PathBuf::from("/tmp/x.pcapng"))
         );
+        let e = parse("--listen 127.0.0.1:0 --crc maybe").unwrap().config();
+        assert_eq!(e.unwrap_err().origin, "--crc");
     }
 
     #[test]
@@ -263,26 +330,53 @@ mod tests {
             }
         );
         assert_eq!(a.config().unwrap().ord, 4);
+        let a = parse("--ord 2 check h:1").unwrap();
+        assert_eq!(a.config().unwrap().ord, 2);
+        assert_eq!(
+            a.mode,
+            Mode::Check {
+                addr: "h:1".into(),
+                size: None,
+                count: 64
+            }
+        );
         assert!(parse("check").is_err());
-        assert_eq!(parse("check --help").unwrap().mode, Mode::Help);
-        assert_eq!(parse("check -h").unwrap().mode, Mode::Help);
-        assert_eq!(parse("stat --help").unwrap().mode, Mode::Help);
+        for help in ["--help", "check --help", "check -h", "stat --help"] {
+            assert_eq!(
+                parse(help).unwrap_err().kind(),
+                ErrorKind::DisplayHelp,
+                "{help}"
+            );
+        }
+        assert_eq!(
+            parse("--version").unwrap_err().kind(),
+            ErrorKind::DisplayVersion
+        );
         assert!(parse("check --size 1").is_err());
         assert!(parse("check a:1 --count 0").is_err());
-        assert!(parse("check a:1 --size 8G").is_err());
+        assert!(
+            parse("check a:1 --size 8G")
+                .unwrap_err()
+                .to_string()
+                .contains("--size")
+        );
     }
 
     #[test]
     fn usage_errors_say_what_to_write() {
         let e = parse("--listen").unwrap_err();
-        assert!(e.0.contains("--listen VALUE"), "{e}");
-        let e = parse("0.0.0.0:1").unwrap_err();
-        assert!(e.0.contains("--listen 0.0.0.0:1"), "{e}");
-        let e = parse("--size 1M").unwrap_err();
-        assert!(e.0.contains("check mode"), "{e}");
-        let e = parse("--bogus 1").unwrap().config().unwrap_err();
-        assert_eq!(e.origin, "--bogus");
-        assert_eq!(parse("--crc 1 -h").unwrap().mode, Mode::Help);
-        assert!(help().contains("buffer_size"));
+        assert!(e.to_string().contains("--listen <VALUE>"), "{e}");
+        assert!(hint("0.0.0.0:1").contains("--listen 0.0.0.0:1"));
+        assert!(hint("--size 1M").contains("check mode"));
+        assert!(hint("stat --count 1").contains("iwarpd check ADDR --count"));
+        let unknown = hint("--bogus 1");
+        assert!(unknown.contains("unknown setting `bogus`"), "{unknown}");
+        assert!(unknown.contains("buffer_size"), "{unknown}");
+        let help = help();
+        assert!(help.contains("--buffer-size <VALUE>"), "{help}");
+        assert!(
+            help.contains("octets of remote-accessible memory"),
+            "{help}"
+        );
     }
 }

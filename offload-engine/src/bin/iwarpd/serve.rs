@@ -35,7 +35,7 @@ static REJECTED: LogLimit = LogLimit::new(5, Duration::from_secs(10));
 
 /// What to do when no listen address was given.
 pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.g. --listen \
-     0.0.0.0:4791) or put `listen = IP:PORT` in the config file (or take a running daemon's \
+     0.0.0.0:4791) or put `listen = \"IP:PORT\"` in the config file (or take a running daemon's \
      over with --take-over PATH)";
 
 /// Starts serving local applications on the control socket, with an engine of their own
