@@ -7,53 +7,46 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
+
 use iwarp_dump::report::{EXIT_USAGE, Report};
 
-const USAGE: &str = "usage: iwarp-dump FILE [-v|--verbose] [--json]
+/// Reads a pcap/pcapng capture (Ethernet, Linux cooked SLL/SLL2, loopback/null),
+/// reassembles TCP, decodes MPA/DDP/RDMAP and checks what Wireshark does not (MSN, MO,
+/// Read pairing, IRD, RTR, invalidated STags, reserved bits, queue vs opcode).
+#[derive(Debug, Parser)]
+#[command(name = "iwarp-dump", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// The capture (pcap or pcapng).
+    file: PathBuf,
+    /// List every FPDU.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print the report as JSON (with -v: including the FPDU list).
+    #[arg(long)]
+    json: bool,
+}
 
-Reads a pcap/pcapng capture (Ethernet, Linux cooked SLL/SLL2, loopback/null), reassembles
-TCP, decodes MPA/DDP/RDMAP and checks what Wireshark does not (MSN, MO, Read pairing,
-IRD, RTR, invalidated STags, reserved bits, queue vs opcode).
-
-  -v, --verbose   list every FPDU
-  --json          print the report as JSON (with -v: including the FPDU list)
-
-exit status: 0 clean, 1 violation found, 2 usage/read error, 3 warnings only
-(missing data, unframable stream, Terminate seen, partial FPDU at the end)";
+const AFTER_HELP: &str = "\
+Exit status: 0 clean, 1 violation found, 2 usage/read error, 3 warnings only
+(missing data, unframable stream, Terminate seen, partial FPDU at the end).";
 
 fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
 }
 
 fn main() -> ExitCode {
-    let mut file = None;
-    let (mut verbose, mut json) = (false, false);
-    for arg in std::env::args_os().skip(1) {
-        match arg.to_str() {
-            Some("--version") => {
-                println!("iwarp-dump {}", env!("CARGO_PKG_VERSION"));
-                return ExitCode::SUCCESS;
-            }
-            Some("-v" | "--verbose") => verbose = true,
-            Some("--json") => json = true,
-            Some("-h" | "--help") => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            Some(s) if s.starts_with('-') && s.len() > 1 => {
-                eprintln!("iwarp-dump: unknown option {s}\n{USAGE}");
-                return exit(EXIT_USAGE);
-            }
-            _ if file.is_none() => file = Some(PathBuf::from(arg)),
-            _ => {
-                eprintln!("iwarp-dump: more than one file\n{USAGE}");
-                return exit(EXIT_USAGE);
-            }
+    let Cli {
+        file,
+        verbose,
+        json,
+    } = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version go to stdout with status 0.
+            let _ = e.print();
+            return exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
         }
-    }
-    let Some(file) = file else {
-        eprintln!("{USAGE}");
-        return exit(EXIT_USAGE);
     };
     let report: Report = match iwarp_dump::analyze_file(&file, verbose) {
         Ok(r) => r,

@@ -51,3 +51,24 @@ fn the_whole_report_when_it_is_read() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("3000"), "{}", &text[..text.len().min(2000)]);
 }
+
+#[test]
+fn usage_errors_name_the_flag_and_help_and_version_exit_zero() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_iwarp-dump"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["x.pcap", "--bogus"]);
+    assert_eq!(out.status.code(), Some(iwarp_dump::report::EXIT_USAGE));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+    let out = run(&["a.pcap", "b.pcap"]);
+    assert_eq!(out.status.code(), Some(iwarp_dump::report::EXIT_USAGE));
+    let out = run(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("iwarp-dump "));
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Exit status: 0 clean"));
+}
