@@ -32,15 +32,6 @@ pub use verbs;
 /// The error type of the example programs.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// `--version` anywhere among the arguments: prints `name` and this build's version and
-/// exits 0 (every tool of the stack answers it the same way).
-pub fn answer_version(name: &str) {
-    if std::env::args().skip(1).any(|a| a == "--version") {
-        println!("{name} {}", env!("CARGO_PKG_VERSION"));
-        std::process::exit(0);
-    }
-}
-
 /// Runs a program's work `fut` on a runtime worker and exits with status 1, printing
 /// `program: error`, if it fails. On a worker it sits next to the connections' driver
 /// tasks; awaited from `main` itself (not a worker) every completion would cost a

@@ -1,5 +1,6 @@
 //! What every tool answers on its command line before doing anything: `--version`, and
-//! a usage error (exit status 2, naming the problem) for a missing test.
+//! a usage error (exit status 2, naming the flag or the problem) for a bad flag or a
+//! missing test. (`iwarpd` and `iwarp-dump` are tested in their own crates.)
 
 use std::process::Command;
 
@@ -15,11 +16,18 @@ fn every_tool_answers_version() {
         (env!("CARGO_BIN_EXE_iwbench"), "iwbench"),
         (env!("CARGO_BIN_EXE_demo"), "demo"),
         (env!("CARGO_BIN_EXE_iwarp-devinfo"), "iwarp-devinfo"),
+        (env!("CARGO_BIN_EXE_kv"), "kv"),
+        (env!("CARGO_BIN_EXE_split"), "split"),
+        (env!("CARGO_BIN_EXE_qp-hold"), "qp-hold"),
     ] {
         let out = run(bin, &["--version"]);
         assert!(out.status.success(), "{name}: {out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(text.trim(), format!("{name} {}", env!("CARGO_PKG_VERSION")));
+        let out = run(bin, &["--bogus-flag"]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("--bogus-flag"), "{name}: {text}");
     }
 }
 

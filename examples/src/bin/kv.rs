@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use clap::Parser;
 use verbs::{Access, Device, DeviceConfig, Listener, Mr, Pd, Qp, QpConfig, RecvWr, RemoteBuf};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -24,18 +25,23 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const ARENA: usize = 1 << 20;
 const MSG: usize = 256;
 
+/// A tiny key-value store on RDMA: puts by RDMA Write, gets by RDMA Read, both sides in
+/// this process over loopback; every value read back is checked.
+#[derive(Debug, Parser)]
+#[command(name = "kv", version)]
+struct Cli {
+    /// Attach both sides to the local iwarpd at PATH (daemon mode) instead of running an
+    /// engine each in this process.
+    #[arg(long, value_name = "PATH")]
+    daemon: Option<String>,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    examples::answer_version("kv");
-    // `--daemon PATH`: both sides attach to the local iwarpd (daemon mode) instead of
-    // running an engine each in this process.
+    let cli = Cli::parse();
     let mut cfg = DeviceConfig::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match (a.as_str(), args.next()) {
-            ("--daemon", Some(path)) => cfg = cfg.daemon(path),
-            _ => return Err(format!("unknown argument {a}; usage: kv [--daemon PATH]").into()),
-        }
+    if let Some(path) = cli.daemon {
+        cfg = cfg.daemon(path);
     }
     let (server, client) = (Device::try_open(cfg.clone())?, Device::try_open(cfg)?);
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;

@@ -13,34 +13,43 @@
 
 use std::io::{BufRead as _, Write as _};
 
+use clap::Parser;
 use verbs::{Access, Device, DeviceConfig, Qp, QpConfig, RecvWr};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "usage: qp-hold [--daemon SOCK] (--listen ADDR | --connect ADDR) [-n N]";
+/// Opens many queue pairs and holds them idle until standard input closes, printing
+/// `ready N` and `rss_kib K` once all are connected.
+#[derive(Debug, Parser)]
+#[command(name = "qp-hold", version)]
+struct Cli {
+    /// Attach to the local iwarpd at SOCK instead of embedding the engine.
+    #[arg(long, value_name = "SOCK")]
+    daemon: Option<String>,
+    /// Accept the queue pairs on ADDR.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        required_unless_present = "connect",
+        conflicts_with = "connect"
+    )]
+    listen: Option<String>,
+    /// Connect the queue pairs to ADDR.
+    #[arg(long, value_name = "ADDR")]
+    connect: Option<String>,
+    /// How many queue pairs.
+    #[arg(short, default_value_t = 100)]
+    n: usize,
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    examples::answer_version("qp-hold");
-    let (mut daemon, mut listen, mut connect, mut n) = (None, None, None, 100usize);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || {
-            args.next()
-                .ok_or_else(|| format!("{a} needs a value; {USAGE}"))
-        };
-        match a.as_str() {
-            "--daemon" => daemon = Some(value()?),
-            "--listen" => listen = Some(value()?),
-            "--connect" => connect = Some(value()?),
-            "-n" => {
-                n = value()?
-                    .parse()
-                    .map_err(|_| format!("-n: a number; {USAGE}"))?
-            }
-            _ => return Err(format!("unknown argument {a}; {USAGE}").into()),
-        }
-    }
+    let Cli {
+        daemon,
+        listen,
+        connect,
+        n,
+    } = Cli::parse();
     let mut cfg = DeviceConfig::default();
     if let Some(d) = &daemon {
         cfg = cfg.daemon(d);
@@ -70,7 +79,7 @@ async fn main() -> Result<(), Error> {
                 qps.push((c.qp, cq));
             }
         }
-        _ => return Err(USAGE.into()),
+        _ => unreachable!("clap requires exactly one of --listen and --connect"),
     }
     for (i, (qp, _)) in qps.iter().enumerate() {
         qp.post_recv(RecvWr {

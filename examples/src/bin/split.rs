@@ -6,56 +6,36 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use clap::Parser;
+
 use examples::split::{self, DEFAULT_PORT};
 use examples::{Error, verbs};
 
-const HELP: &str = "\
-split: seed 002's push-push messaging (split driver) over iWARP
+/// seed 002's push-push messaging (split driver) over iWARP: each side advertises three
+/// buffer pools, then pushes N messages of mixed sizes (1 B to 96 KiB) into the other's
+/// pools by RDMA Write plus an indication (immediate data, or a BufferRDMAIndicate message
+/// for the 96 KiB pool), under element and receive credits; halfway through each side
+/// flushes its 4 KiB pool. Every octet is verified. Without --serve or HOST both sides run
+/// in this process over 127.0.0.1.
+#[derive(Debug, Parser)]
+#[command(name = "split", version)]
+struct Cli {
+    /// Run the side that connects, to HOST[:PORT] (default port 7475).
+    #[arg(value_name = "HOST[:PORT]", conflicts_with = "serve")]
+    peer: Option<String>,
+    /// Run the side that waits, on ADDR (default 0.0.0.0:7475).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "0.0.0.0:7475")]
+    serve: Option<String>,
+    /// Messages each side pushes.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 1000)]
+    count: u64,
+}
 
-USAGE:
-    split [--count N]                  both sides in this process over 127.0.0.1
-    split --serve [ADDR] [--count N]   one side: wait for the other (default 0.0.0.0:7475)
-    split HOST[:PORT] [--count N]      the other side: connect (default port 7475)
-
-Each side advertises three buffer pools, then pushes N messages of mixed sizes
-(1 B to 96 KiB) into the other's pools by RDMA Write plus an indication (immediate data,
-or a BufferRDMAIndicate message for the 96 KiB pool), under element and receive
-credits; halfway through each side flushes its 4 KiB pool. Every octet is verified.
-
-OPTIONS:
-    -n, --count N    messages each side pushes (default 1000)
-    -h, --help       this text";
-
+/// Which side or sides run here.
 enum Mode {
     Loopback,
     Serve(SocketAddr),
     Connect(SocketAddr),
-}
-
-fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<(Mode, u64)>, String> {
-    let (mut mode, mut count) = (Mode::Loopback, 1000);
-    let mut it = args.into_iter().peekable();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "-n" | "--count" => {
-                let v = it.next().ok_or("--count needs a number")?;
-                count = v
-                    .parse()
-                    .map_err(|_| format!("--count {v:?}: not a number"))?;
-            }
-            "--serve" => {
-                let at = match it.next_if(|a| !a.starts_with('-')) {
-                    Some(a) => resolve(&a)?,
-                    None => SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
-                };
-                mode = Mode::Serve(at);
-            }
-            a if !a.starts_with('-') => mode = Mode::Connect(resolve(a)?),
-            a => return Err(format!("unknown option {a:?}; see split --help")),
-        }
-    }
-    Ok(Some((mode, count)))
 }
 
 /// `HOST[:PORT]` (port [`DEFAULT_PORT`] when left out) as a socket address.
@@ -80,10 +60,12 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    examples::answer_version("split");
-    let Some((mode, count)) = parse(std::env::args().skip(1))? else {
-        println!("{HELP}");
-        return Ok(());
+    let cli = Cli::parse();
+    let count = cli.count;
+    let mode = match (cli.serve, cli.peer) {
+        (Some(at), _) => Mode::Serve(resolve(&at)?),
+        (None, Some(peer)) => Mode::Connect(resolve(&peer)?),
+        (None, None) => Mode::Loopback,
     };
     let device = || verbs::Device::open(verbs::DeviceConfig::default());
     match mode {
