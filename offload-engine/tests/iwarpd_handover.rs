@@ -251,6 +251,87 @@ async fn ten_upgrades_while_a_client_loops_over_one_connection() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A TCP proxy to `to` that forwards the first `first` octets a client sends, tells
+/// `forwarded`, and holds the rest until `release` fires; the other way is not held.
+async fn holding_proxy(
+    to: SocketAddr,
+    first: usize,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (forwarded_tx, forwarded) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (client, _) = l.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(to).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut sr, &mut cw).await;
+        });
+        let mut head = vec![0; first];
+        cr.read_exact(&mut head).await.unwrap();
+        sw.write_all(&head).await.unwrap();
+        let _ = forwarded_tx.send(());
+        let _ = released.await;
+        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+    });
+    (addr, forwarded, release)
+}
+
+/// A client whose MPA Request was still arriving when the successor took the listening
+/// socket is answered by the daemon before and moves with the other connections, instead
+/// of being dropped with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_still_arriving_at_the_handover_is_answered_and_moves() {
+    let dir = std::env::temp_dir().join(format!("iwarpd-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock").to_str().unwrap().to_owned();
+    let common = ["--handover", path.as_str(), "--control", "off"];
+    let mut daemon = Daemon::start(&common);
+    // The first 10 octets of the MPA Request reach the daemon, the rest waits.
+    let (proxy, forwarded, release) = holding_proxy(daemon.addr.parse().unwrap(), 10).await;
+    let connecting = tokio::spawn(Client::connect(proxy));
+    forwarded.await.unwrap();
+    // The daemon's accept task takes the connection off the backlog at once.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let args: Vec<String> = ["--take-over", path.as_str()]
+        .into_iter()
+        .chain(common)
+        .map(str::to_owned)
+        .collect();
+    let successor = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Daemon::start_with(&args)
+    });
+    tokio::task::block_in_place(|| {
+        daemon.wait_log("the successor has the listening socket: answering the requests")
+    });
+    release.send(()).unwrap();
+    let client = tokio::time::timeout(Duration::from_secs(20), connecting)
+        .await
+        .expect("the held client is answered")
+        .unwrap();
+    let next = successor.await.unwrap();
+    let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
+    assert!(status.success(), "the daemon before exited with {status}");
+    let log = daemon.log();
+    assert!(log.contains("moved=1"), "{log}");
+    tokio::task::block_in_place(|| next.wait_log("connection taken over"));
+    for n in 0..5 {
+        client.round(n).await;
+    }
+    assert_eq!(client.qp.state(), QpState::Rts);
+    assert_eq!(client.engine.stats().connections, 1, "no reconnect");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Whatever connects to the handover socket and is not a successor (silence, garbage, a
 /// wrong version, a half message) leaves
 /// the daemon serving: it says why in its log, and a client is served afterwards.

@@ -8,7 +8,8 @@
 //!
 //! 1. successor: `HELLO` ("iWHO" and the version);
 //! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket; it stops
-//!    accepting, and the successor starts;
+//!    accepting, and the successor starts; the daemon answers the connection requests it
+//!    had begun to read (for up to [`DRAIN`]), so they move with the rest;
 //! 3. per connection, daemon: `CONN` (the domain's image from `Engine::export_pd`, then the
 //!    service's own state) with the regions' memory files and the TCP socket; successor:
 //!    `ACK` (taken: the daemon ends the connection on its side without a FIN) or `NAK`
@@ -229,99 +230,141 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .expect("a handover step panicked")
 }
 
-/// The daemon's side: hands the listening socket and every connection (`movers`, one per
-/// connection task) to the successor on `sock`. Returns how many moved, and the socket,
-/// to keep open until this process ends. Refused (nothing moves) while local
-/// applications are attached: they cannot follow yet.
-pub(crate) async fn hand_over(
-    sock: UnixStream,
-    listener: &offload_engine::Listener,
-    movers: &[tokio::sync::mpsc::Sender<MoveRequest>],
-    clients: u32,
-) -> Result<(usize, UnixStream), String> {
-    let sock = Arc::new(sock);
-    let io = |f: fn(&UnixStream) -> io::Result<Msg>| {
-        let sock = Arc::clone(&sock);
-        blocking(move || f(&sock))
-    };
-    let say = |kind: u8, body: Vec<u8>, fds: Vec<OwnedFd>| {
-        let sock = Arc::clone(&sock);
-        blocking(move || {
-            let fds: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
-            send(&sock, kind, &body, &fds)
-        })
-    };
-    let fail = |e: io::Error| match e.kind() {
+/// How long a daemon that handed its listening socket over waits for the connection
+/// requests whose MPA Request was still arriving: those it answers and hands over with
+/// the rest; a client still silent after this is left to retry.
+pub(crate) const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A handover under way on the daemon's side: the successor has the listening socket.
+pub(crate) struct Handover {
+    sock: Arc<UnixStream>,
+}
+
+/// A handover step's error in the user's words.
+fn failed(e: io::Error) -> String {
+    match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
             format!("the successor said nothing for {} s", SILENCE.as_secs())
         }
         _ => format!("the successor's socket: {e}"),
-    };
-    check_peer(&sock)?;
-    // The daemon accepts nothing while it hands over: a silent peer may not hold it.
-    sock.set_read_timeout(Some(SILENCE))
-        .map_err(|e| format!("the successor's socket: {e}"))?;
-    let hello = io(recv).await.map_err(fail)?;
-    if hello.kind != HELLO || hello.body != HELLO_BODY {
-        let why = "not a successor of this version (handover exchange 1)";
-        let _ = say(REFUSED, why.into(), Vec::new()).await;
-        return Err(why.into());
     }
-    if clients > 0 {
-        let why = format!(
-            "{clients} local application(s) are attached to this daemon, and they cannot \
-             follow to a successor yet: stop them first, then upgrade"
-        );
-        let _ = say(REFUSED, why.clone().into_bytes(), Vec::new()).await;
-        return Err(why);
-    }
-    let fd = listener
-        .socket()
-        .try_clone_to_owned()
-        .map_err(|e| format!("cannot duplicate the listening socket: {e}"))?;
-    say(LISTENER, Vec::new(), vec![fd]).await.map_err(fail)?;
-    // The successor accepts from now on.
-    listener.stop_accepting();
-    let mut moved = 0;
-    for mover in movers {
-        let (tx, rx) = oneshot::channel();
-        if mover.send(tx).await.is_err() {
-            continue;
+}
+
+impl Handover {
+    /// The daemon's side, first half: answers the successor on `sock` and hands it the
+    /// listening socket; from then on the successor accepts and this daemon does not.
+    /// Refused (nothing moves) while local applications are attached: they cannot follow
+    /// yet. Then the daemon answers the requests it had already begun to read
+    /// (`listener.accept()` until it fails, at most [`DRAIN`]), and [`Self::finish`]
+    /// moves every connection.
+    pub(crate) async fn begin(
+        sock: UnixStream,
+        listener: &offload_engine::Listener,
+        clients: u32,
+    ) -> Result<Self, String> {
+        let this = Self {
+            sock: Arc::new(sock),
+        };
+        check_peer(&this.sock)?;
+        // The daemon accepts nothing while it hands over: a silent peer may not hold it.
+        this.sock
+            .set_read_timeout(Some(SILENCE))
+            .map_err(|e| format!("the successor's socket: {e}"))?;
+        let hello = this.recv().await.map_err(failed)?;
+        if hello.kind != HELLO || hello.body != HELLO_BODY {
+            let why = "not a successor of this version (handover exchange 1)";
+            let _ = this.say(REFUSED, why.into(), Vec::new()).await;
+            return Err(why.into());
         }
-        let Ok(m) = rx.await else { continue };
-        let m: Moving = match m {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "a connection cannot move: it stays here");
+        if clients > 0 {
+            let why = format!(
+                "{clients} local application(s) are attached to this daemon, and they cannot \
+                 follow to a successor yet: stop them first, then upgrade"
+            );
+            let _ = this
+                .say(REFUSED, why.clone().into_bytes(), Vec::new())
+                .await;
+            return Err(why);
+        }
+        let fd = listener
+            .socket()
+            .try_clone_to_owned()
+            .map_err(|e| format!("cannot duplicate the listening socket: {e}"))?;
+        this.say(LISTENER, Vec::new(), vec![fd])
+            .await
+            .map_err(failed)?;
+        // The successor accepts from now on.
+        listener.stop_accepting();
+        tracing::info!(
+            "the successor has the listening socket: answering the requests already begun"
+        );
+        Ok(this)
+    }
+
+    /// The second half: moves every connection (`movers`, one per connection task) to
+    /// the successor. Returns how many moved, and the socket, to keep open until this
+    /// process ends.
+    pub(crate) async fn finish(
+        self,
+        movers: &[tokio::sync::mpsc::Sender<MoveRequest>],
+    ) -> Result<(usize, UnixStream), String> {
+        let mut moved = 0;
+        for mover in movers {
+            let (tx, rx) = oneshot::channel();
+            if mover.send(tx).await.is_err() {
                 continue;
             }
-        };
-        let sent = say(CONN, m.body, m.fds).await;
-        let answer = match sent {
-            Ok(()) => io(recv).await,
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok(a) if a.kind == ACK => {
-                let _ = m.verdict.send(true);
-                moved += 1;
-            }
-            Ok(a) => {
-                let _ = m.verdict.send(false);
-                tracing::warn!(
-                    why = %String::from_utf8_lossy(&a.body),
-                    "the successor did not take a connection: it stays here"
-                );
-            }
-            Err(e) => {
-                let _ = m.verdict.send(false);
-                return Err(fail(e));
+            let Ok(m) = rx.await else { continue };
+            let m: Moving = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a connection cannot move: it stays here");
+                    continue;
+                }
+            };
+            let answer = match self.say(CONN, m.body, m.fds).await {
+                Ok(()) => self.recv().await,
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(a) if a.kind == ACK => {
+                    let _ = m.verdict.send(true);
+                    moved += 1;
+                }
+                Ok(a) => {
+                    let _ = m.verdict.send(false);
+                    tracing::warn!(
+                        why = %String::from_utf8_lossy(&a.body),
+                        "the successor did not take a connection: it stays here"
+                    );
+                }
+                Err(e) => {
+                    let _ = m.verdict.send(false);
+                    return Err(failed(e));
+                }
             }
         }
+        self.say(DONE, Vec::new(), Vec::new())
+            .await
+            .map_err(failed)?;
+        let sock =
+            Arc::try_unwrap(self.sock).map_err(|_| "the successor's socket is still in use")?;
+        Ok((moved, sock))
     }
-    say(DONE, Vec::new(), Vec::new()).await.map_err(fail)?;
-    let sock = Arc::try_unwrap(sock).map_err(|_| "the successor's socket is still in use")?;
-    Ok((moved, sock))
+
+    async fn recv(&self) -> io::Result<Msg> {
+        let sock = Arc::clone(&self.sock);
+        blocking(move || recv(&sock)).await
+    }
+
+    async fn say(&self, kind: u8, body: Vec<u8>, fds: Vec<OwnedFd>) -> io::Result<()> {
+        let sock = Arc::clone(&self.sock);
+        blocking(move || {
+            let fds: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
+            send(&sock, kind, &body, &fds)
+        })
+        .await
+    }
 }
 
 /// The successor's side: takes the listening socket and every connection from the

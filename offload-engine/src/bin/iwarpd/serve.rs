@@ -137,20 +137,20 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     };
     let local = listener.local_addr();
     let cfg = Arc::new(cfg);
-    // Places for the connections served: max_qps in all, max_qps_per_address each.
-    let places = Slots::new(cfg.max_qps, cfg.max_qps_per_address);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut conns = JoinSet::new();
-    // Where each connection's task is asked to move to a successor.
-    let mut movers: Vec<mpsc::Sender<MoveRequest>> = Vec::new();
-    let mut served = 0u64;
+    let mut served = Served {
+        places: Slots::new(cfg.max_qps, cfg.max_qps_per_address),
+        conns: JoinSet::new(),
+        movers: Vec::new(),
+        count: 0,
+    };
     let taken_over = resumed.len();
     for r in resumed {
-        let slot = places.enter(r.peer().ip()).ok();
+        let slot = served.places.enter(r.peer().ip()).ok();
         let (tx, rx) = mpsc::channel(1);
-        movers.push(tx);
+        served.movers.push(tx);
         let stop = stop_rx.clone();
-        conns.spawn(async move {
+        served.conns.spawn(async move {
             let peer = r.peer();
             if let Err(e) = r.run(stop, rx).await {
                 tracing::warn!(%peer, error = %e, "connection failed");
@@ -196,48 +196,31 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         tokio::select! {
             inc = listener.accept() => {
                 let inc = inc.map_err(|e| format!("the listener failed: {e}"))?;
-                let peer = inc.peer_addr();
-                let slot = match places.enter(peer.ip()) {
-                    Ok(slot) => slot,
-                    Err(refused) => {
-                        let why: &'static [u8] = match refused {
-                            Refused::Total(_) => b"iwarpd: too many connections (max_qps)",
-                            Refused::Address(_) => b"iwarpd: too many connections from your \
-                                address (max_qps_per_address)",
-                        };
-                        if let Some(left_out) = REJECTED.allow() {
-                            tracing::warn!(
-                                %peer, left_out, reason = %String::from_utf8_lossy(why),
-                                "rejecting the connection"
-                            );
-                        }
-                        conns.spawn(async move {
-                            let _ = inc.reject(why).await;
-                        });
-                        continue;
-                    }
-                };
-                served += 1;
-                let (engine, cfg, stop) = (engine.clone(), cfg.clone(), stop_rx.clone());
-                let (tx, rx) = mpsc::channel(1);
-                movers.retain(|m| !m.is_closed());
-                movers.push(tx);
-                conns.spawn(async move {
-                    if let Err(e) = serve_conn(&engine, inc, &cfg, stop, rx).await {
-                        tracing::warn!(%peer, error = %e, "connection failed");
-                    }
-                    drop(slot);
-                });
+                served.admit(inc, &engine, &cfg, &stop_rx);
             }
-            Some(done) = conns.join_next() => {
+            Some(done) = served.conns.join_next() => {
                 if let Err(e) = done {
                     tracing::error!(error = %e, "connection task panicked");
                 }
             }
             Some(sock) = async { handovers.as_mut()?.next().await } => {
-                movers.retain(|m| !m.is_closed());
                 let clients = local_service.as_ref().map_or(0, LocalGuard::clients);
-                match handover::hand_over(sock, &listener, &movers, clients).await {
+                let moving = match handover::Handover::begin(sock, &listener, clients).await {
+                    Ok(h) => {
+                        // Requests whose MPA Request was still arriving are answered here
+                        // and move with the rest.
+                        let drained = tokio::time::timeout(handover::DRAIN, async {
+                            while let Ok(inc) = listener.accept().await {
+                                served.admit(inc, &engine, &cfg, &stop_rx);
+                            }
+                        });
+                        let _ = drained.await;
+                        served.movers.retain(|m| !m.is_closed());
+                        h.finish(&served.movers).await
+                    }
+                    Err(e) => Err(e),
+                };
+                match moving {
                     Ok((moved, sock)) => {
                         tracing::info!(moved, "handed over to a successor");
                         _successor = Some(sock);
@@ -264,17 +247,75 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     tokio::select! {
         () = async {
             engine.shutdown().await;
-            while conns.join_next().await.is_some() {}
+            while served.conns.join_next().await.is_some() {}
         } => {}
         _ = sigterm.recv() => return Err("second signal during shutdown: exiting at once".into()),
         _ = sigint.recv() => return Err("second signal during shutdown: exiting at once".into()),
     }
     tracing::info!(
         disconnected_qps = open,
-        connections_served = served,
+        connections_served = served.count,
         "shutdown complete"
     );
     Ok(())
+}
+
+/// The connections served, and how to reach each one's task.
+struct Served {
+    /// Places: max_qps in all, max_qps_per_address each.
+    places: Arc<Slots>,
+    conns: JoinSet<()>,
+    /// Where each connection's task is asked to move to a successor.
+    movers: Vec<mpsc::Sender<MoveRequest>>,
+    /// Connection requests admitted.
+    count: u64,
+}
+
+impl Served {
+    /// Serves the connection request `inc` in a task of its own, or rejects it (in a
+    /// task too) if it finds no place.
+    fn admit(
+        &mut self,
+        inc: Incoming,
+        engine: &Engine,
+        cfg: &Arc<Config>,
+        stop: &watch::Receiver<bool>,
+    ) {
+        let peer = inc.peer_addr();
+        let slot = match self.places.enter(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let why: &'static [u8] = match refused {
+                    Refused::Total(_) => b"iwarpd: too many connections (max_qps)",
+                    Refused::Address(_) => {
+                        b"iwarpd: too many connections from your \
+                        address (max_qps_per_address)"
+                    }
+                };
+                if let Some(left_out) = REJECTED.allow() {
+                    tracing::warn!(
+                        %peer, left_out, reason = %String::from_utf8_lossy(why),
+                        "rejecting the connection"
+                    );
+                }
+                self.conns.spawn(async move {
+                    let _ = inc.reject(why).await;
+                });
+                return;
+            }
+        };
+        self.count += 1;
+        let (engine, cfg, stop) = (engine.clone(), Arc::clone(cfg), stop.clone());
+        let (tx, rx) = mpsc::channel(1);
+        self.movers.retain(|m| !m.is_closed());
+        self.movers.push(tx);
+        self.conns.spawn(async move {
+            if let Err(e) = serve_conn(&engine, inc, &cfg, stop, rx).await {
+                tracing::warn!(%peer, error = %e, "connection failed");
+            }
+            drop(slot);
+        });
+    }
 }
 
 /// One connection's memory: its protection domain, the advertised region and the
