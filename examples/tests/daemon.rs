@@ -543,6 +543,92 @@ fn the_demo_runs_through_the_daemon() {
 }
 
 /// One HTTP GET of `path` from `addr`: the whole answer.
+/// An iwarpd upgrade while local applications are attached: the successor takes the
+/// listening and control sockets, new applications attach to it at once, and the
+/// applications attached before keep their queue pairs in the daemon before, which serves
+/// them until they detach and then exits by itself.
+#[test]
+fn an_upgrade_keeps_attached_applications_and_sends_new_ones_to_the_successor() {
+    let handover = std::env::temp_dir().join(format!("iwarpd-{}-up.handover", std::process::id()));
+    let h = handover.to_str().unwrap();
+    let mut before = Iwarpd::start_on(None, "127.0.0.1", "upgrade", &["--handover", h]);
+    let sock = before.sock.to_str().unwrap().to_owned();
+    // An iwperf pair attached to the daemon before, moving data for 6 s.
+    let p = port();
+    let server = spawn(
+        IWPERF,
+        &["write_bw", "--daemon", &sock, "-p", &p, "-D", "6"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(
+        IWPERF,
+        &[
+            "write_bw",
+            "--daemon",
+            &sock,
+            "-p",
+            &p,
+            "-D",
+            "6",
+            "127.0.0.1",
+        ],
+    );
+    let start = Instant::now();
+    while counter(&stat(&sock, true), "connections") < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the pair never connected"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The upgrade, under way while the pair runs.
+    let after = Iwarpd::start_on(
+        None,
+        "127.0.0.1",
+        "upgrade",
+        &["--take-over", h, "--handover", h],
+    );
+    assert!(
+        before.child.try_wait().unwrap().is_none(),
+        "the daemon before serves its attached applications on"
+    );
+    // New applications attach to the successor: an rping pair, then the successor's
+    // counters, which hold the rping pair's connections and not the iwperf pair's.
+    rping(&sock, "5");
+    let j = stat(&sock, true);
+    assert_eq!(
+        counter(&j, "connections"),
+        2,
+        "only rping's, in the successor: {j}"
+    );
+    assert_eq!(counter(&j, "clients"), 0, "{j}");
+
+    // The pair attached before finishes its run as if nothing happened.
+    let c = finish(client, Duration::from_secs(60));
+    ok(&c, "iwperf client attached before the upgrade");
+    assert!(String::from_utf8_lossy(&c.stdout).contains("#bytes"));
+    ok(&finish(server, Duration::from_secs(30)), "iwperf server");
+    // Then the daemon before, with nobody left, exits by itself.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = before.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the daemon before did not exit once its applications left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    // Its exit left the successor's control socket in place.
+    rping(&sock, "5");
+    assert_eq!(counter(&stat(&sock, true), "connections"), 4);
+    drop(after);
+    let _ = std::fs::remove_file(&handover);
+}
+
 fn scrape(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();

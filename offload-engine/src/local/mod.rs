@@ -29,6 +29,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use std::os::fd::{AsFd as _, BorrowedFd};
+use std::os::unix::net::UnixListener as StdUnixListener;
+
 use tokio::net::UnixListener;
 
 use crate::Engine;
@@ -63,11 +66,11 @@ impl Default for LocalConfig {
 
 /// Binds the control socket at `path`, replacing a stale socket file left by a daemon
 /// that died (but not a socket a live daemon still answers on).
-async fn bind(path: &Path) -> io::Result<UnixListener> {
-    match UnixListener::bind(path) {
+fn bind(path: &Path) -> io::Result<StdUnixListener> {
+    match StdUnixListener::bind(path) {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-            if tokio::net::UnixStream::connect(path).await.is_ok() {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!(
@@ -78,7 +81,7 @@ async fn bind(path: &Path) -> io::Result<UnixListener> {
                 ));
             }
             std::fs::remove_file(path)?;
-            UnixListener::bind(path)
+            StdUnixListener::bind(path)
         }
         Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
@@ -131,6 +134,11 @@ impl Device {
 pub struct LocalService {
     device: Arc<Device>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
+    /// Ends the acceptor only: the sessions run on.
+    halt_accept: tokio::sync::watch::Sender<bool>,
+    /// The control socket (the acceptor has its own descriptor of it); `None` once
+    /// [`stop_accepting`](Self::stop_accepting) let go of it.
+    control: Option<StdUnixListener>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -163,7 +171,19 @@ impl LocalService {
         cfg: LocalConfig,
         shards: usize,
     ) -> io::Result<Self> {
+        Self::start_on(bind(path)?, engine, cfg, shards)
+    }
+
+    /// [`Self::start`] on a control socket already bound (one a daemon before handed
+    /// over).
+    pub fn start_on(
+        control: StdUnixListener,
+        engine: crate::EngineConfig,
+        cfg: LocalConfig,
+        shards: usize,
+    ) -> io::Result<Self> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (halt_accept, halted) = tokio::sync::watch::channel(false);
         let device = Arc::new(Device {
             engines: (0..shards.max(1))
                 .map(|_| Engine::new(engine.clone()))
@@ -184,14 +204,15 @@ impl LocalService {
             })?);
             inboxes.push(tx);
         }
-        let path = path.to_owned();
+        let acceptor = control.try_clone()?;
+        acceptor.set_nonblocking(true)?;
         threads.push(on_thread(
             "iwarpd-accept".into(),
             move |ready| async move {
-                match bind(&path).await {
+                match UnixListener::from_std(acceptor) {
                     Ok(listener) => {
                         let _ = ready.send(Ok(()));
-                        accept(listener, inboxes, stopped).await;
+                        accept(listener, inboxes, stopped, halted).await;
                     }
                     Err(e) => drop(ready.send(Err(e))),
                 }
@@ -200,8 +221,24 @@ impl LocalService {
         Ok(Self {
             device,
             stop: Some(stop),
+            halt_accept,
+            control: Some(control),
             threads,
         })
+    }
+
+    /// The control socket, to hand to a successor (which then accepts on it too); `None`
+    /// once this service stopped accepting.
+    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
+        self.control.as_ref().map(|c| c.as_fd())
+    }
+
+    /// Stops taking new clients here and lets go of the control socket (it stays open
+    /// for whoever else holds it: a successor it was handed to); the clients attached are
+    /// served on.
+    pub fn stop_accepting(&mut self) {
+        let _ = self.halt_accept.send(true);
+        self.control = None;
     }
 
     /// Applications attached now.
@@ -244,11 +281,12 @@ where
     Ok(thread)
 }
 
-/// Accepts clients and hands them to the shards in turn, until stopped.
+/// Accepts clients and hands them to the shards in turn, until stopped or halted.
 async fn accept(
     listener: UnixListener,
     shards: Vec<tokio::sync::mpsc::UnboundedSender<std::os::unix::net::UnixStream>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
+    mut halted: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut next = 0;
     loop {
@@ -264,6 +302,7 @@ async fn accept(
                 }
             },
             Ok(_) = stopped.wait_for(|s| *s) => return,
+            Ok(_) = halted.wait_for(|h| *h) => return,
         }
     }
 }
@@ -276,10 +315,16 @@ async fn shard(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut sessions = tokio::task::JoinSet::new();
+    // The acceptor may stop before the shard (a successor took the control socket): the
+    // sessions run on.
+    let mut accepting = true;
     loop {
         tokio::select! {
-            got = clients.recv() => {
-                let Some(stream) = got else { return };
+            got = clients.recv(), if accepting => {
+                let Some(stream) = got else {
+                    accepting = false;
+                    continue;
+                };
                 match tokio::net::UnixStream::from_std(stream) {
                     Ok(stream) => {
                         sessions.spawn(session::run(engine.clone(), stream, device.clone()));

@@ -7,15 +7,18 @@
 //! with its descriptors attached to its first octets (`SCM_RIGHTS`):
 //!
 //! 1. successor: `HELLO` ("iWHO" and the version);
-//! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket; it stops
-//!    accepting, and the successor starts; the daemon answers the connection requests it
-//!    had begun to read (for up to [`DRAIN`]), so they move with the rest;
+//! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket, then
+//!    `CONTROL` with the control socket of local applications if it serves them; it stops
+//!    accepting on both, and the successor starts; the daemon answers the connection
+//!    requests it had begun to read (for up to [`DRAIN`]), so they move with the rest;
 //! 3. per connection, daemon: `CONN` (the domain's image from `Engine::export_pd`, then the
 //!    service's own state) with the regions' memory files and the TCP socket; successor:
 //!    `ACK` (taken: the daemon ends the connection on its side without a FIN) or `NAK`
 //!    (why: the daemon keeps serving it);
-//! 4. daemon: `DONE`, after removing its handover socket file; it exits, and the
-//!    successor, once the socket closes, binds the handover path itself.
+//! 4. daemon: `DONE`; it lets go of its handover socket file and metrics port and closes
+//!    the socket, and the successor then binds them itself. Local applications attached
+//!    to the daemon stay with it (their queue pairs cannot move yet): it serves them until
+//!    the last one detaches, then exits; new ones attach to the successor.
 //!
 //! Only a process of the daemon's own user may connect (checked with `SO_PEERCRED`); the
 //! socket file is made readable and writable by that user only.
@@ -52,9 +55,11 @@ pub(crate) const ACK: u8 = 5;
 pub(crate) const NAK: u8 = 6;
 /// Every connection was offered.
 pub(crate) const DONE: u8 = 7;
+/// The control socket local applications attach on.
+pub(crate) const CONTROL: u8 = 8;
 
 /// `HELLO`'s body: the magic and the version of this exchange (and of the images).
-pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x01";
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x02";
 
 const HEADER: usize = 7;
 /// The most descriptors one message carries.
@@ -252,15 +257,15 @@ fn failed(e: io::Error) -> String {
 
 impl Handover {
     /// The daemon's side, first half: answers the successor on `sock` and hands it the
-    /// listening socket; from then on the successor accepts and this daemon does not.
-    /// Refused (nothing moves) while local applications are attached: they cannot follow
-    /// yet. Then the daemon answers the requests it had already begun to read
-    /// (`listener.accept()` until it fails, at most [`DRAIN`]), and [`Self::finish`]
-    /// moves every connection.
+    /// listening socket and the control socket of local applications (`control`, if it
+    /// serves them); from then on the successor accepts on both and this daemon must not
+    /// (the caller stops its local service's acceptor). Then the daemon answers the
+    /// requests it had already begun to read (`listener.accept()` until it fails, at most
+    /// [`DRAIN`]), and [`Self::finish`] moves every connection.
     pub(crate) async fn begin(
         sock: UnixStream,
         listener: &offload_engine::Listener,
-        clients: u32,
+        control: Option<BorrowedFd<'_>>,
     ) -> Result<Self, String> {
         let this = Self {
             sock: Arc::new(sock),
@@ -272,29 +277,26 @@ impl Handover {
             .map_err(|e| format!("the successor's socket: {e}"))?;
         let hello = this.recv().await.map_err(failed)?;
         if hello.kind != HELLO || hello.body != HELLO_BODY {
-            let why = "not a successor of this version (handover exchange 1)";
+            let why = "not a successor of this version (handover exchange 2)";
             let _ = this.say(REFUSED, why.into(), Vec::new()).await;
             return Err(why.into());
         }
-        if clients > 0 {
-            let why = format!(
-                "{clients} local application(s) are attached to this daemon, and they cannot \
-                 follow to a successor yet: stop them first, then upgrade"
-            );
-            let _ = this
-                .say(REFUSED, why.clone().into_bytes(), Vec::new())
-                .await;
-            return Err(why);
-        }
-        let fd = listener
-            .socket()
-            .try_clone_to_owned()
-            .map_err(|e| format!("cannot duplicate the listening socket: {e}"))?;
+        let dup = |fd: BorrowedFd<'_>, what: &str| {
+            fd.try_clone_to_owned()
+                .map_err(|e| format!("cannot duplicate the {what}: {e}"))
+        };
+        let fd = dup(listener.socket(), "listening socket")?;
         this.say(LISTENER, Vec::new(), vec![fd])
             .await
             .map_err(failed)?;
         // The successor accepts from now on.
         listener.stop_accepting();
+        if let Some(control) = control {
+            let fd = dup(control, "control socket")?;
+            this.say(CONTROL, Vec::new(), vec![fd])
+                .await
+                .map_err(failed)?;
+        }
         tracing::info!(
             "the successor has the listening socket: answering the requests already begun"
         );
@@ -367,13 +369,22 @@ impl Handover {
     }
 }
 
-/// The successor's side: takes the listening socket and every connection from the
-/// daemon whose handover socket is `path`. Returns the listener, the connections to
-/// serve on, and the link to the daemon before (closed when it exits).
-pub(crate) async fn take_over(
-    engine: &Engine,
-    path: &Path,
-) -> Result<(offload_engine::Listener, Vec<Resumed>, UnixStream), String> {
+/// What a successor took over.
+pub(crate) struct TakenOver {
+    /// The listening socket.
+    pub(crate) listener: offload_engine::Listener,
+    /// The control socket of local applications, if the daemon before served them.
+    pub(crate) control: Option<std::os::unix::net::UnixListener>,
+    /// The connections to serve on.
+    pub(crate) resumed: Vec<Resumed>,
+    /// The link to the daemon before: it closes once that daemon let go of the handover
+    /// path and the metrics port.
+    pub(crate) link: UnixStream,
+}
+
+/// The successor's side: takes the listening socket, the control socket and every
+/// connection from the daemon whose handover socket is `path`.
+pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver, String> {
     let p = path.display().to_string();
     let sock = UnixStream::connect(path).map_err(|e| {
         format!(
@@ -405,9 +416,18 @@ pub(crate) async fn take_over(
         .listen_on_std(std::net::TcpListener::from(fd))
         .map_err(|e| format!("cannot listen on the socket handed over: {e}"))?;
     let mut resumed = Vec::new();
+    let mut control = None;
     loop {
         let m = next().await.map_err(fail)?;
         match m.kind {
+            CONTROL if control.is_none() => {
+                let fd = m
+                    .fds
+                    .into_iter()
+                    .next()
+                    .ok_or("the control socket did not come")?;
+                control = Some(std::os::unix::net::UnixListener::from(fd));
+            }
             CONN => {
                 let (kind, body) = match import_conn(engine, &m.body, m.fds) {
                     Ok(r) => {
@@ -432,12 +452,18 @@ pub(crate) async fn take_over(
             }
         }
     }
-    let sock = Arc::try_unwrap(sock).map_err(|_| "the handover socket is still in use")?;
-    Ok((listener, resumed, sock))
+    let link = Arc::try_unwrap(sock).map_err(|_| "the handover socket is still in use")?;
+    Ok(TakenOver {
+        listener,
+        control,
+        resumed,
+        link,
+    })
 }
 
-/// Waits until the daemon before has exited (its end of `link` closes), at most 30 s.
-pub(crate) async fn await_exit(link: UnixStream) {
+/// Waits until the daemon before has let go of what the successor binds next (its end of
+/// `link` closes), at most 30 s.
+pub(crate) async fn await_release(link: UnixStream) {
     let _ = link.set_read_timeout(Some(std::time::Duration::from_secs(30)));
     blocking(move || {
         let mut b = [0u8; 1];

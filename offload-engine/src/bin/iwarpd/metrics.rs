@@ -46,15 +46,28 @@ pub(crate) fn engine_counters(st: &EngineStats) -> DeviceCounters {
     d
 }
 
-/// Binds `addr` and serves scrapes of `source` until the process ends; returns the bound
-/// address (port 0 picks one).
-pub(crate) async fn serve(addr: SocketAddr, source: Source) -> Result<SocketAddr, String> {
+/// The metrics endpoint serving; dropping it closes the listening socket (scrapes under
+/// way finish).
+pub(crate) struct Endpoint {
+    /// The bound address (port 0 picks one).
+    pub(crate) addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `addr` and serves scrapes of `source` until the returned endpoint is dropped.
+pub(crate) async fn serve(addr: SocketAddr, source: Source) -> Result<Endpoint, String> {
     let listener = TcpListener::bind(addr).await.map_err(|e| {
         format!("cannot serve metrics on {addr}: {e} (is the port in use? change `metrics`)")
     })?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let turns = Arc::new(Semaphore::new(MAX_SCRAPES));
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
             let (sock, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
@@ -78,7 +91,7 @@ pub(crate) async fn serve(addr: SocketAddr, source: Source) -> Result<SocketAddr
             });
         }
     });
-    Ok(bound)
+    Ok(Endpoint { addr: bound, task })
 }
 
 /// Reads one request head and answers it: the metrics for `GET /metrics`, 404 for any
@@ -254,7 +267,8 @@ mod tests {
     #[tokio::test]
     async fn what_is_not_a_scrape_gets_an_http_error() {
         let source: Source = Arc::new(|| vec![("local", DeviceCounters::default())]);
-        let addr = serve("127.0.0.1:0".parse().unwrap(), source).await.unwrap();
+        let endpoint = serve("127.0.0.1:0".parse().unwrap(), source).await.unwrap();
+        let addr = endpoint.addr;
         let get = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
         assert_eq!(status(addr, get).await, "HTTP/1.1 200 OK");
         let other = b"GET /other HTTP/1.1\r\n\r\n";
@@ -274,6 +288,17 @@ mod tests {
             idle.push(TcpStream::connect(addr).await.unwrap());
         }
         assert_eq!(status(addr, get).await, "HTTP/1.1 200 OK");
+        // Dropped (a daemon that handed over), the endpoint lets go of its port.
+        drop(endpoint);
+        let mut refused = false;
+        for _ in 0..200 {
+            if TcpStream::connect(addr).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(refused, "the port is still open");
     }
 
     #[test]

@@ -38,19 +38,45 @@ pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.
      0.0.0.0:4791) or put `listen = \"IP:PORT\"` in the config file (or take a running daemon's \
      over with --take-over PATH)";
 
-/// Starts serving local applications on the control socket, with an engine of their own
-/// (the remote-memory target's idle timeout does not apply to them). The task stops, and
-/// the socket file is removed, when the returned guard is dropped.
-fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
+/// Starts serving local applications on the control socket (`handed`: the one a daemon
+/// before handed over, else the `control` key's path), with an engine of their own (the
+/// remote-memory target's idle timeout does not apply to them). The task stops, and the
+/// socket file is removed, when the returned guard is dropped.
+fn serve_local(
+    cfg: &Config,
+    handed: Option<std::os::unix::net::UnixListener>,
+) -> Result<Option<LocalGuard>, String> {
     let (path, explicit) = match &cfg.control {
-        Control::Off => return Ok(None),
+        Control::Off => {
+            if handed.is_some() {
+                tracing::warn!(
+                    "control = off: closing the control socket the daemon before handed over"
+                );
+            }
+            return Ok(None);
+        }
         Control::Default => (ipc::default_control_path(), false),
         Control::Path(p) => (p.clone(), true),
     };
     let mut ecfg = cfg.engine()?;
     ecfg.timeouts.idle = None;
-    let service = match LocalService::start(&path, ecfg, LocalConfig::default(), cfg.local_threads)
-    {
+    let (limits, threads) = (LocalConfig::default(), cfg.local_threads);
+    let (started, path) = match handed {
+        Some(control) => {
+            // The socket's own path: the daemon before may have been configured apart.
+            let bound = control
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(ToOwned::to_owned))
+                .unwrap_or(path);
+            (
+                LocalService::start_on(control, ecfg, limits, threads),
+                bound,
+            )
+        }
+        None => (LocalService::start(&path, ecfg, limits, threads), path),
+    };
+    let service = match started {
         Ok(s) => s,
         Err(e) if !explicit => {
             tracing::warn!(error = %e, "not serving local applications");
@@ -58,23 +84,38 @@ fn serve_local(cfg: &Config) -> Result<Option<LocalGuard>, String> {
         }
         Err(e) => return Err(format!("cannot serve local applications: {e}")),
     };
-    tracing::info!(control = %path.display(), threads = cfg.local_threads, "serving local applications");
+    tracing::info!(control = %path.display(), threads, "serving local applications");
     Ok(Some(LocalGuard {
         service: Some(service),
-        path,
+        path: Some(path),
     }))
 }
 
 /// Stops the local service and removes its socket file.
 pub(crate) struct LocalGuard {
     service: Option<LocalService>,
-    path: std::path::PathBuf,
+    /// The socket file to remove; `None` once it was handed to a successor.
+    path: Option<std::path::PathBuf>,
 }
 
 impl LocalGuard {
     /// Applications attached now.
     fn clients(&self) -> u32 {
         self.service.as_ref().map_or(0, LocalService::clients)
+    }
+
+    /// The control socket, to hand to a successor.
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.service.as_ref()?.socket()
+    }
+
+    /// The control socket went to a successor: accept nothing more, and leave its file
+    /// alone; the applications attached are served on.
+    fn handed_over(&mut self) {
+        if let Some(s) = self.service.as_mut() {
+            s.stop_accepting();
+        }
+        self.path = None;
     }
 }
 
@@ -84,7 +125,7 @@ async fn serve_metrics(
     addr: std::net::SocketAddr,
     engine: &Engine,
     local: Option<&LocalGuard>,
-) -> Result<(), String> {
+) -> Result<crate::metrics::Endpoint, String> {
     let engine = engine.clone();
     let local = local
         .and_then(|g| g.service.as_ref())
@@ -97,9 +138,10 @@ async fn serve_metrics(
         all.extend(local.as_ref().map(|l| ("local", l.read())));
         all
     });
-    let bound = crate::metrics::serve(addr, source).await?;
+    let endpoint = crate::metrics::serve(addr, source).await?;
+    let bound = endpoint.addr;
     tracing::info!(%bound, "serving Prometheus metrics at http://{bound}/metrics");
-    Ok(())
+    Ok(endpoint)
 }
 
 impl Drop for LocalGuard {
@@ -107,7 +149,9 @@ impl Drop for LocalGuard {
         if let Some(s) = self.service.take() {
             s.stop();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -120,10 +164,10 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
     let engine = Engine::new(cfg.engine()?);
     // A successor takes the listening socket and the connections of the daemon before.
-    let (listener, resumed, predecessor) = match &cfg.take_over {
+    let (listener, resumed, control, predecessor) = match &cfg.take_over {
         Some(path) => {
-            let (l, r, link) = handover::take_over(&engine, path).await?;
-            (l, r, Some(link))
+            let t = handover::take_over(&engine, path).await?;
+            (t.listener, t.resumed, t.control, Some(t.link))
         }
         None => {
             let addr = cfg.listen.ok_or_else(|| NO_LISTEN.to_owned())?;
@@ -132,7 +176,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                     "cannot listen on {addr}: {e} (is the port in use, or the address not local?)"
                 )
             })?;
-            (listener, Vec::new(), None)
+            (listener, Vec::new(), None, None)
         }
     };
     let local = listener.local_addr();
@@ -158,14 +202,16 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
             drop(slot);
         });
     }
-    // The daemon before still holds the control and handover sockets until it exits.
+    // The daemon before holds the handover path and the metrics port until it closes
+    // the link.
     if let Some(link) = predecessor {
-        handover::await_exit(link).await;
+        handover::await_release(link).await;
     }
-    let local_service = serve_local(&cfg)?;
-    if let Some(addr) = cfg.metrics {
-        serve_metrics(addr, &engine, local_service.as_ref()).await?;
-    }
+    let mut local_service = serve_local(&cfg, control)?;
+    let mut metrics = match cfg.metrics {
+        Some(addr) => Some(serve_metrics(addr, &engine, local_service.as_ref()).await?),
+        None => None,
+    };
     let mut handovers = match &cfg.handover {
         Some(path) => Some(handover::Offer::bind(path)?),
         None => None,
@@ -190,8 +236,8 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         "iwarpd listening"
     );
 
-    // Kept open until the process ends: the successor waits for it to close.
-    let mut _successor = None;
+    // The link to a successor: closed once this daemon let go of what it binds next.
+    let mut successor = None;
     let why = loop {
         tokio::select! {
             inc = listener.accept() => {
@@ -204,9 +250,13 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                 }
             }
             Some(sock) = async { handovers.as_mut()?.next().await } => {
-                let clients = local_service.as_ref().map_or(0, LocalGuard::clients);
-                let moving = match handover::Handover::begin(sock, &listener, clients).await {
+                let control = local_service.as_ref().and_then(LocalGuard::socket);
+                let moving = match handover::Handover::begin(sock, &listener, control).await {
                     Ok(h) => {
+                        // The successor accepts local applications from now on.
+                        if let Some(local) = local_service.as_mut() {
+                            local.handed_over();
+                        }
                         // Requests whose MPA Request was still arriving are answered here
                         // and move with the rest.
                         let drained = tokio::time::timeout(handover::DRAIN, async {
@@ -223,7 +273,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                 match moving {
                     Ok((moved, sock)) => {
                         tracing::info!(moved, "handed over to a successor");
-                        _successor = Some(sock);
+                        successor = Some(sock);
                         break "handover";
                     }
                     Err(e) => tracing::warn!(error = %e, "handover failed: serving on"),
@@ -234,6 +284,31 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         }
     };
     drop(handovers);
+    drop(metrics.take());
+    if let Some(link) = successor {
+        drop(link);
+        // Local applications cannot follow to the successor yet: they keep this daemon
+        // until the last one detaches (new ones attach to the successor).
+        let clients = local_service.as_ref().map_or(0, LocalGuard::clients);
+        if clients > 0 {
+            tracing::info!(
+                clients,
+                "handed over; serving the local applications attached until they detach \
+                 (SIGTERM ends them now)"
+            );
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {
+                        if local_service.as_ref().map_or(0, LocalGuard::clients) == 0 {
+                            break;
+                        }
+                    }
+                    _ = sigterm.recv() => break,
+                    _ = sigint.recv() => break,
+                }
+            }
+        }
+    }
 
     // Stop accepting, then disconnect every queue pair and let posted work finish or flush.
     drop(listener);
