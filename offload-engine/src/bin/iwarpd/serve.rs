@@ -208,7 +208,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         handover::await_release(link).await;
     }
     let mut local_service = serve_local(&cfg, control)?;
-    let mut metrics = match cfg.metrics {
+    let metrics = match cfg.metrics {
         Some(addr) => Some(serve_metrics(addr, &engine, local_service.as_ref()).await?),
         None => None,
     };
@@ -284,28 +284,25 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         }
     };
     drop(handovers);
-    drop(metrics.take());
+    drop(metrics);
     if let Some(link) = successor {
         drop(link);
-        // Local applications cannot follow to the successor yet: they keep this daemon
-        // until the last one detaches (new ones attach to the successor).
-        let clients = local_service.as_ref().map_or(0, LocalGuard::clients);
-        if clients > 0 {
+        // What did not move stays here and is served until it ends: local applications
+        // (their rings and sessions cannot follow yet; new ones attach to the successor)
+        // and any connection the successor refused. SIGTERM ends it at once.
+        let clients = |local: &Option<LocalGuard>| local.as_ref().map_or(0, LocalGuard::clients);
+        if clients(&local_service) > 0 || !served.conns.is_empty() {
             tracing::info!(
-                clients,
-                "handed over; serving the local applications attached until they detach \
-                 (SIGTERM ends them now)"
+                clients = clients(&local_service),
+                "handed over; serving what stayed here until it ends (SIGTERM ends it now)"
             );
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {
-                        if local_service.as_ref().map_or(0, LocalGuard::clients) == 0 {
-                            break;
-                        }
-                    }
-                    _ = sigterm.recv() => break,
-                    _ = sigint.recv() => break,
-                }
+        }
+        while clients(&local_service) > 0 || !served.conns.is_empty() {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                Some(_) = served.conns.join_next() => {}
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
             }
         }
     }
