@@ -25,12 +25,11 @@ mod session;
 pub use crate::push_share::PushConfig;
 
 use std::io;
+use std::os::fd::{AsFd as _, BorrowedFd};
+use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-
-use std::os::fd::{AsFd as _, BorrowedFd};
-use std::os::unix::net::UnixListener as StdUnixListener;
 
 use tokio::net::UnixListener;
 
