@@ -70,3 +70,38 @@ fn devinfo_prints_the_device_as_ibv_devinfo_does() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/iwarpd.sock"));
     assert_eq!(run(bin, &["--bogus"]).status.code(), Some(2));
 }
+
+/// A client with nothing listening at the server's address ends with status 1 and says
+/// so in words, after perftest's short retry (no long wait announced); `localhost` is
+/// resolved.
+#[test]
+fn nothing_listening_is_named_and_ends_the_client() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let out = run(
+        env!("CARGO_BIN_EXE_iwperf"),
+        &["write_bw", "-p", &port, "localhost"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("nothing is listening at 127.0.0.1:{port}"))
+            && err.contains("start the server first"),
+        "{err}"
+    );
+    assert!(!err.contains("retrying"), "{err}");
+    let out = run(
+        env!("CARGO_BIN_EXE_iwarp-rping"),
+        &["-c", "-a", "localhost", "-p", &port, "-C", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "connecting to 127.0.0.1:{port}: nothing is listening"
+        )),
+        "{err}"
+    );
+}

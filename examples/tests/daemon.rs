@@ -7,6 +7,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
+/// iwperf's flag for a client started right after its server: keep trying while the
+/// server is not listening yet.
+const CONNECT_WAIT: &str = "--connect-wait";
 const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
 const KV: &str = env!("CARGO_BIN_EXE_kv");
 const DEMO: &str = env!("CARGO_BIN_EXE_demo");
@@ -171,7 +174,18 @@ fn two_iwperf_pairs_and_rping_run_through_one_daemon() {
         std::thread::sleep(Duration::from_millis(300));
         let client = spawn(
             IWPERF,
-            &[test, "--daemon", sock, "-p", &p, "-n", n, "127.0.0.1"],
+            &[
+                test,
+                "--daemon",
+                sock,
+                "-p",
+                &p,
+                "-n",
+                n,
+                CONNECT_WAIT,
+                "10",
+                "127.0.0.1",
+            ],
         );
         pairs.push((test, server, client));
     }
@@ -264,6 +278,8 @@ fn a_client_killed_with_sigkill_ends_its_connection_and_frees_its_memory() {
             &p,
             "-D",
             "30",
+            CONNECT_WAIT,
+            "10",
             "127.0.0.1",
         ],
     );

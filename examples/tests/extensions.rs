@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 
 fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Child {
+    // A client started right after its server keeps trying while it is not listening
+    // yet (the server ignores the flag).
     Command::new(IWPERF)
         .args(args)
+        .args(["--connect-wait", "10"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

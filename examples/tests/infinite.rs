@@ -14,8 +14,11 @@ struct Iwperf {
 
 impl Iwperf {
     fn start(args: &[&str]) -> Self {
+        // A client started right after its server keeps trying while it is not
+        // listening yet (the server ignores the flag).
         let mut child = Command::new(env!("CARGO_BIN_EXE_iwperf"))
             .args(args)
+            .args(["--connect-wait", "10"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

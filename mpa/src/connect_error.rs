@@ -30,7 +30,24 @@ pub enum ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Io(e) => write!(f, "TCP: {e}"),
+            Self::Io(e) => match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => f.write_str(
+                    "nothing is listening at that address and port (TCP connection refused): \
+                     start the server first, or check the address and port",
+                ),
+                std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+                    write!(
+                        f,
+                        "the host cannot be reached ({e}): check the address and the route"
+                    )
+                }
+                std::io::ErrorKind::TimedOut => write!(
+                    f,
+                    "the host did not answer the TCP connect ({e}): is it up, and the port \
+                     not filtered?"
+                ),
+                _ => write!(f, "TCP: {e}"),
+            },
             Self::Timeout => {
                 f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
             }
@@ -59,5 +76,22 @@ impl std::error::Error for ConnectError {
 impl From<std::io::Error> for ConnectError {
     fn from(e: std::io::Error) -> Self {
         Self::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_failures_in_the_users_words() {
+        use std::io::{Error, ErrorKind};
+        let io = |kind| ConnectError::Io(Error::from(kind)).to_string();
+        assert!(io(ErrorKind::ConnectionRefused).starts_with("nothing is listening"));
+        assert!(io(ErrorKind::ConnectionRefused).contains("refused"));
+        assert!(io(ErrorKind::HostUnreachable).starts_with("the host cannot be reached"));
+        assert!(io(ErrorKind::NetworkUnreachable).contains("route"));
+        assert!(io(ErrorKind::TimedOut).contains("did not answer"));
+        assert!(io(ErrorKind::ConnectionReset).starts_with("TCP: "));
     }
 }

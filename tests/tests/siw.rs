@@ -404,7 +404,8 @@ fn siw_rping_client_our_server() {
 }
 
 /// Our `iwperf TEST` client against siw's `ib_TEST -R` server (vm1). `iwperf` retries its
-/// connect while siw's perftest is not listening yet, as perftest itself does.
+/// connect while siw's perftest is not listening yet (`--connect-wait`: it starts as soon
+/// as the VM is up).
 fn perftest_client_against_siw(test: &str) {
     perftest_client_against_siw_with(test, &["-s", "4096", "-n", "16"]);
 }
@@ -424,7 +425,7 @@ fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool)
     let (limit, vm_limit) = limits(flags);
     let mut lab = Lab::serve(vm_limit, "", Some(&siw));
     let daemon = daemon.then(|| Daemon::start(&["--crc", "false"]));
-    let mut args = vec![test, "-R"];
+    let mut args = vec![test, "-R", "--connect-wait", "60"];
     args.extend_from_slice(flags);
     if let Some(d) = &daemon {
         args.extend(["--daemon", &d.sock]);

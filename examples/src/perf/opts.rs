@@ -114,6 +114,11 @@ struct Cli {
     /// Per-step timeout in seconds.
     #[arg(long = "timeout", value_name = "SECS", default_value_t = 30)]
     timeout: u64,
+    /// Client: how long to keep trying while nothing listens at the server's address
+    /// (perftest's client gives up after about 1 s too); raise it when starting both
+    /// sides at once.
+    #[arg(long = "connect-wait", value_name = "SECS", default_value_t = 1)]
+    connect_wait: u64,
     /// Go through the local iwarpd listening on this control socket
     /// (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA settings, CRC
     /// included, then apply).
@@ -336,6 +341,8 @@ pub struct Opts {
     pub first_delay: Duration,
     /// Per-step timeout.
     pub timeout: Duration,
+    /// `--connect-wait`: how long the client retries a refused first connection.
+    pub connect_wait: Duration,
     /// `--daemon PATH`: go through the local iwarpd at this control socket.
     pub daemon: Option<std::path::PathBuf>,
     /// `--no-push`: never use the push path (through iwarpd or embedded).
@@ -380,6 +387,7 @@ impl Opts {
             large_fpdus: false,
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(30),
+            connect_wait: Duration::from_secs(1),
             daemon: None,
             no_push: false,
             imm: false,
@@ -438,6 +446,7 @@ impl Opts {
         o.large_fpdus = cli.large_fpdus;
         o.first_delay = Duration::from_millis(cli.first_delay);
         o.timeout = Duration::from_secs(cli.timeout);
+        o.connect_wait = Duration::from_secs(cli.connect_wait);
         o.daemon = cli.daemon;
         o.no_push = cli.no_push;
         o.imm = cli.imm;

@@ -12,6 +12,8 @@ use super::{Error, Opts, check_settings, preamble, step};
 
 /// Pause between connection attempts the server refused.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
+/// Waits longer than this are announced.
+const NOTICE_AFTER: Duration = Duration::from_secs(2);
 
 /// Completion queue depth of a test connection (its receives complete there).
 const CQ_DEPTH: usize = super::opts::QUEUE_DEPTH + 16;
@@ -72,7 +74,8 @@ impl Session {
         let dev = Device::try_open(opts.device_config())?;
         let pd = dev.alloc_pd();
         let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Client, opts.timeout)?;
-        let c = connect(opts, &dev, &pd, cfg, "the side-channel connection").await?;
+        let first = ("connecting to the server", opts.connect_wait);
+        let c = connect(opts, &dev, &pd, cfg, first).await?;
         comm.attach(c.qp);
         first_delay(opts).await;
         let peer_version = preamble(&comm).await?;
@@ -82,7 +85,7 @@ impl Session {
         for i in 0..opts.qps {
             let (cq, recv_cq, cfg) = Link::cqs(&dev, opts);
             let what = format!("test connection {}", i + 1);
-            let t = connect(opts, &dev, &pd, cfg, &what).await?;
+            let t = connect(opts, &dev, &pd, cfg, (&what, opts.timeout)).await?;
             links.push(Link {
                 qp: t.qp,
                 cq,
@@ -264,17 +267,18 @@ pub fn remote(d: &Dest) -> RemoteBuf {
     }
 }
 
-/// Connects, retrying while the server is not listening yet: siw's perftest server
-/// needs a moment after the side-channel barrier before it listens for the test
-/// connection, and answers a SYN with RST then.
+/// Connects, retrying for `wait` while nothing listens at the server's address: the
+/// first connection for `--connect-wait` (perftest's client gives up after about 1 s
+/// too), the test connections for `--timeout` (siw's perftest server needs a moment after
+/// the side-channel barrier before it listens for them, and answers a SYN with RST then).
 async fn connect(
     opts: &Opts,
     dev: &Device,
     pd: &Pd,
     cfg: QpConfig,
-    what: &str,
+    (what, wait): (&str, Duration),
 ) -> Result<verbs::Connected, Error> {
-    let deadline = Instant::now() + opts.timeout;
+    let deadline = Instant::now() + wait;
     let addr = opts.socket_addr();
     let mut told = false;
     loop {
@@ -284,18 +288,17 @@ async fn connect(
             Err(e) if e.to_string().contains("refused") => {
                 if Instant::now() >= deadline {
                     return Err(format!(
-                        "{what}: nothing is listening at {addr} (connection refused for {} s): \
-                         start the server first, or check the address and port",
-                        opts.timeout.as_secs()
+                        "{what}: nothing is listening at {addr} (connection refused): start the \
+                         server first, or check the address and port (--connect-wait SECS waits \
+                         for a server that is still starting)"
                     )
                     .into());
                 }
-                if !told {
-                    // perftest waits for its server too; say so instead of going quiet.
+                if !told && wait > NOTICE_AFTER {
+                    // A long wait is announced instead of going quiet.
                     eprintln!(
-                        "iwperf: nothing is listening at {addr} yet; retrying for up to {} s \
-                         (--timeout)",
-                        opts.timeout.as_secs()
+                        "iwperf: nothing is listening at {addr} yet; retrying for up to {} s",
+                        wait.as_secs()
                     );
                     told = true;
                 }

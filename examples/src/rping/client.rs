@@ -50,7 +50,8 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
         "the connection",
         dev.connect(&pd, addr, cfg, b""),
     )
-    .await??;
+    .await?
+    .map_err(|e| format!("connecting to {addr}: {e}"))?;
     let qp = conn.qp;
     let (ird, ord) = qp.ird_ord();
     tracing::info!(%addr, ird, ord, "connected");
