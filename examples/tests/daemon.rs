@@ -645,6 +645,40 @@ fn an_upgrade_keeps_attached_applications_and_sends_new_ones_to_the_successor() 
     let _ = std::fs::remove_file(&handover);
 }
 
+/// A connect the daemon makes for an application and TCP refuses reads as it does
+/// embedded: nothing is listening there, in the user's words (not "invalid request").
+#[test]
+fn a_refused_connect_through_the_daemon_reads_as_it_does_embedded() {
+    let d = Iwarpd::start("refused");
+    let sock = d.sock.to_str().unwrap();
+    let p = port();
+    let out = finish(
+        spawn(
+            RPING,
+            &[
+                "-c",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-C",
+                "1",
+                "--daemon",
+                sock,
+            ],
+        ),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "connecting to 127.0.0.1:{p}: nothing is listening"
+        )) && !err.contains("invalid"),
+        "{err}"
+    );
+}
+
 fn scrape(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();

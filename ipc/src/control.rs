@@ -948,6 +948,35 @@ pub mod error {
     pub const CONNECT: u16 = 5;
     /// A limit of the daemon was reached.
     pub const LIMIT: u16 = 6;
+    /// The connection could not be made: nothing listens at the address (TCP refused).
+    /// A client that does not know this code reads it as [`CONNECT`].
+    pub const CONNECT_REFUSED: u16 = 7;
+    /// The connection could not be made: no route to the host.
+    pub const CONNECT_UNREACHABLE: u16 = 8;
+    /// The connection could not be made: the host did not answer the TCP connect.
+    pub const CONNECT_TIMED_OUT: u16 = 9;
+
+    /// The code of a failed connect whose TCP part failed with `kind`.
+    pub fn of_connect(kind: std::io::ErrorKind) -> u16 {
+        use std::io::ErrorKind as K;
+        match kind {
+            K::ConnectionRefused => CONNECT_REFUSED,
+            K::HostUnreachable | K::NetworkUnreachable => CONNECT_UNREACHABLE,
+            K::TimedOut => CONNECT_TIMED_OUT,
+            _ => CONNECT,
+        }
+    }
+
+    /// The TCP failure a connect code stands for (`None`: not a TCP failure).
+    pub fn connect_kind(code: u16) -> Option<std::io::ErrorKind> {
+        use std::io::ErrorKind as K;
+        match code {
+            CONNECT_REFUSED => Some(K::ConnectionRefused),
+            CONNECT_UNREACHABLE => Some(K::HostUnreachable),
+            CONNECT_TIMED_OUT => Some(K::TimedOut),
+            _ => None,
+        }
+    }
 }
 
 impl Reply {

@@ -408,6 +408,8 @@ async fn daemon_qp(
             ConnectError::Io(io::Error::new(io::ErrorKind::NotConnected, m))
         }
         DaemonError::Refused(m) => ConnectError::Invalid(m),
+        // Read as the same failure of an embedded engine: the user's words, no prefix.
+        DaemonError::Tcp(kind, _) => ConnectError::Io(io::Error::from(kind)),
     };
     let (reply, fds) = c.call_async(req).await.map_err(to_connect)?;
     let dq = DaemonQp::start(

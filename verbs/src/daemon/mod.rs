@@ -35,12 +35,15 @@ pub enum DaemonError {
     Unreachable(String),
     /// The daemon refused the request: its reason.
     Refused(String),
+    /// The daemon's TCP connect failed with this kind (refused, unreachable, timed out):
+    /// its words.
+    Tcp(io::ErrorKind, String),
 }
 
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable(m) | Self::Refused(m) => f.write_str(m),
+            Self::Unreachable(m) | Self::Refused(m) | Self::Tcp(_, m) => f.write_str(m),
         }
     }
 }
@@ -52,6 +55,7 @@ impl From<DaemonError> for io::Error {
         match e {
             DaemonError::Unreachable(m) => Self::new(io::ErrorKind::NotConnected, m),
             DaemonError::Refused(m) => Self::other(m),
+            DaemonError::Tcp(kind, m) => Self::new(kind, m),
         }
     }
 }
@@ -254,7 +258,10 @@ impl Client {
             )))
         })?;
         match reply {
-            Reply::Error { text, .. } => Err(DaemonError::Refused(format!("iwarpd: {text}"))),
+            Reply::Error { code, text } => Err(match ipc::control::error::connect_kind(code) {
+                Some(kind) => DaemonError::Tcp(kind, format!("iwarpd: {text}")),
+                None => DaemonError::Refused(format!("iwarpd: {text}")),
+            }),
             r => Ok((r, fds)),
         }
     }
