@@ -900,6 +900,13 @@ pub enum Reply {
         /// For the user.
         text: String,
     },
+    /// A Connect the peer rejected, with its private data. On the wire an error with
+    /// code [`error::CONNECT_REJECTED`], its text, then the private data (a blob): a
+    /// client that does not know the code reads the text.
+    Rejected {
+        /// The peer's private data.
+        private_data: Bytes,
+    },
     /// A number: the daemon's process id for Open; the STag for RegMr, AllocMw, BindMw
     /// and AllocFastRegMr.
     Id(u32),
@@ -955,6 +962,8 @@ pub mod error {
     pub const CONNECT_UNREACHABLE: u16 = 8;
     /// The connection could not be made: the host did not answer the TCP connect.
     pub const CONNECT_TIMED_OUT: u16 = 9;
+    /// The peer rejected the connection; its private data follows the text.
+    pub const CONNECT_REJECTED: u16 = 10;
 
     /// The code of a failed connect whose TCP part failed with `kind`.
     pub fn of_connect(kind: std::io::ErrorKind) -> u16 {
@@ -983,14 +992,23 @@ impl Reply {
     /// The whole message answering function `func`'s transaction `txn`.
     pub fn encode(&self, func: u16, txn: u64) -> Bytes {
         let mut out = start(func | func::REPLY, txn);
-        if let Self::Error { code, text } = self {
-            out.put_u16_le(*code);
-            put_blob(&mut out, text.as_bytes());
-            return finish(out);
+        match self {
+            Self::Error { code, text } => {
+                out.put_u16_le(*code);
+                put_blob(&mut out, text.as_bytes());
+                return finish(out);
+            }
+            Self::Rejected { private_data } => {
+                out.put_u16_le(error::CONNECT_REJECTED);
+                put_blob(&mut out, b"the peer rejected the connection");
+                put_blob(&mut out, private_data);
+                return finish(out);
+            }
+            _ => {}
         }
         out.put_u16_le(0);
         match self {
-            Self::Done | Self::Error { .. } => {}
+            Self::Done | Self::Error { .. } | Self::Rejected { .. } => {}
             Self::Id(n) => out.put_u32_le(*n),
             Self::Pd {
                 pd: a,
@@ -1035,6 +1053,12 @@ impl Reply {
         let status = r.u16("status")?;
         if status != 0 {
             let text = r.blob(MAX_MESSAGE, "error text")?;
+            if status == error::CONNECT_REJECTED {
+                let private = r.blob(MAX_MESSAGE, "private data")?;
+                return Ok(Self::Rejected {
+                    private_data: Bytes::copy_from_slice(&private),
+                });
+            }
             return Ok(Self::Error {
                 code: status,
                 text: String::from_utf8_lossy(&text).into_owned(),
@@ -1493,6 +1517,12 @@ mod tests {
                 Reply::Error {
                     code: error::NOT_FOUND,
                     text: "no such protection domain".into(),
+                },
+            ),
+            (
+                func::CONNECT,
+                Reply::Rejected {
+                    private_data: Bytes::from_static(b"go away"),
                 },
             ),
         ];

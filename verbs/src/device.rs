@@ -410,6 +410,7 @@ async fn daemon_qp(
         DaemonError::Refused(m) => ConnectError::Invalid(m),
         // Read as the same failure of an embedded engine: the user's words, no prefix.
         DaemonError::Tcp(kind, _) => ConnectError::Io(io::Error::from(kind)),
+        DaemonError::Rejected(private_data) => ConnectError::Rejected { private_data },
     };
     let (reply, fds) = c.call_async(req).await.map_err(to_connect)?;
     let dq = DaemonQp::start(

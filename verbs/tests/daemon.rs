@@ -829,7 +829,7 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     let first = ask(ppd.clone(), pcq.clone(), peer.clone());
     let inc = listener.accept().await?;
     assert_eq!(&inc.private_data()[..], b"may I");
-    let second = ask(ppd, pcq, peer);
+    let second = ask(ppd, pcq, peer.clone());
     match tokio::time::timeout(Duration::from_secs(10), second).await?? {
         Err(ConnectError::Rejected { private_data }) => assert!(private_data.is_empty()),
         other => panic!("over the limit of unanswered requests: {other:?}"),
@@ -842,6 +842,27 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     qp.disconnect();
     let end = tokio::time::timeout(Duration::from_secs(10), qp.closed()).await?;
     assert_eq!(end, QpEnd::Closed);
+    drop(qp);
+    // And the other way: an application of the daemon rejected by an embedded peer sees
+    // the peer's private data, as it would embedded; nothing listening reads as TCP's
+    // refusal, not as an invalid request.
+    let embedded = peer.listen(any_port()).await?;
+    let eaddr = embedded.local_addr();
+    let rejecting = tokio::spawn(async move {
+        let inc = embedded.accept().await?;
+        inc.reject(b"go away").await
+    });
+    let dcq = dev.create_cq(4);
+    match dev.connect(&pd, eaddr, QpConfig::new(&dcq), b"hi").await {
+        Err(ConnectError::Rejected { private_data }) => assert_eq!(&private_data[..], b"go away"),
+        other => panic!("a daemon application rejected: {other:?}"),
+    }
+    rejecting.await??;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    match dev.connect(&pd, closed, QpConfig::new(&dcq), b"").await {
+        Err(ConnectError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused),
+        other => panic!("nothing listening, through the daemon: {other:?}"),
+    }
 
     // Another protocol version is refused with a reason naming both.
     let p = path.clone();

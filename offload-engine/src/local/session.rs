@@ -505,12 +505,13 @@ where
     // The servant runs its client's push path itself.
     init.push = false;
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
-    let (qp, private) = establish(init).await.map_err(|e| {
-        let code = match &e {
-            ConnectError::Io(io) => error::of_connect(io.kind()),
-            _ => error::CONNECT,
-        };
-        err(code, e.to_string())
+    let (qp, private) = establish(init).await.map_err(|e| match e {
+        ConnectError::Rejected { private_data } => Reply::Rejected { private_data },
+        ConnectError::Io(io) => err(
+            error::of_connect(io.kind()),
+            ConnectError::Io(io).to_string(),
+        ),
+        e => err(error::CONNECT, e.to_string()),
     })?;
     tracing::debug!(qp = %qp.num(), "local client's queue pair connected");
     let fds = [seg.fd(), to_daemon.as_fd(), to_client.as_fd()]

@@ -38,12 +38,19 @@ pub enum DaemonError {
     /// The daemon's TCP connect failed with this kind (refused, unreachable, timed out):
     /// its words.
     Tcp(io::ErrorKind, String),
+    /// The peer rejected the daemon's connect, with this private data.
+    Rejected(Bytes),
 }
 
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unreachable(m) | Self::Refused(m) | Self::Tcp(_, m) => f.write_str(m),
+            Self::Rejected(p) => write!(
+                f,
+                "the peer rejected the connection ({} octets of private data)",
+                p.len()
+            ),
         }
     }
 }
@@ -56,6 +63,9 @@ impl From<DaemonError> for io::Error {
             DaemonError::Unreachable(m) => Self::new(io::ErrorKind::NotConnected, m),
             DaemonError::Refused(m) => Self::other(m),
             DaemonError::Tcp(kind, m) => Self::new(kind, m),
+            e @ DaemonError::Rejected(_) => {
+                Self::new(io::ErrorKind::ConnectionRefused, e.to_string())
+            }
         }
     }
 }
@@ -258,6 +268,7 @@ impl Client {
             )))
         })?;
         match reply {
+            Reply::Rejected { private_data } => Err(DaemonError::Rejected(private_data)),
             Reply::Error { code, text } => Err(match ipc::control::error::connect_kind(code) {
                 Some(kind) => DaemonError::Tcp(kind, format!("iwarpd: {text}")),
                 None => DaemonError::Refused(format!("iwarpd: {text}")),
