@@ -25,6 +25,9 @@ pub enum ConnectError {
     Closed,
     /// The request could not be built (for example private data over 512 octets).
     Invalid(String),
+    /// The local `iwarpd` could not set the connection up for a client attached to it:
+    /// its words (the MPA exchange failed, the peer closed, one of its limits).
+    Daemon(String),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -59,6 +62,7 @@ impl std::fmt::Display for ConnectError {
             ),
             Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
             Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
+            Self::Daemon(why) => f.write_str(why),
         }
     }
 }

@@ -407,7 +407,7 @@ async fn daemon_qp(
         DaemonError::Unreachable(m) => {
             ConnectError::Io(io::Error::new(io::ErrorKind::NotConnected, m))
         }
-        DaemonError::Refused(m) => ConnectError::Invalid(m),
+        DaemonError::Refused(m) => ConnectError::Daemon(m),
         // Read as the same failure of an embedded engine: the user's words, no prefix.
         DaemonError::Tcp(kind, _) => ConnectError::Io(io::Error::from(kind)),
         DaemonError::Rejected(private_data) => ConnectError::Rejected { private_data },
