@@ -242,9 +242,15 @@ pub(crate) fn usage_hint(err: &clap::Error) -> Option<String> {
                 known.join(", ")
             ))
         }
-        ErrorKind::InvalidSubcommand => Some(format!(
-            "the modes are check and stat; settings are flags: --listen {arg} to serve on {arg}"
-        )),
+        // An address where a mode belongs: the user meant to serve on it.
+        ErrorKind::InvalidSubcommand
+            if arg.contains(':') || arg.parse::<std::net::IpAddr>().is_ok() =>
+        {
+            Some(format!(
+                "the modes are check and stat; settings are flags: --listen {arg} to serve on {arg}"
+            ))
+        }
+        ErrorKind::InvalidSubcommand => Some("the modes are check and stat".into()),
         _ => None,
     }
 }
@@ -367,6 +373,7 @@ mod tests {
         let e = parse("--listen").unwrap_err();
         assert!(e.to_string().contains("--listen <VALUE>"), "{e}");
         assert!(hint("0.0.0.0:1").contains("--listen 0.0.0.0:1"));
+        assert_eq!(hint("chek"), "the modes are check and stat");
         assert!(hint("--size 1M").contains("check mode"));
         assert!(hint("stat --count 1").contains("iwarpd check ADDR --count"));
         let unknown = hint("--bogus 1");
