@@ -237,24 +237,18 @@ fn rping(sock: &str, count: &str) {
         &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", sock],
     );
     std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(
-        RPING,
-        &[
-            "-c",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-C",
-            count,
-            "-V",
-            "--daemon",
-            sock,
-        ],
-    );
+    let client = rping_client(sock, &p, &[count, "-V"]);
     ok(&finish(client, Duration::from_secs(60)), "rping client");
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// An rping client through the daemon at `sock` to 127.0.0.1:`port`: `-C` and then
+/// `extra` (the count first).
+fn rping_client(sock: &str, port: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["-c", "-a", "127.0.0.1", "-p", port, "--daemon", sock, "-C"];
+    args.extend_from_slice(extra);
+    spawn(RPING, &args)
 }
 
 #[test]
@@ -652,23 +646,7 @@ fn a_refused_connect_through_the_daemon_reads_as_it_does_embedded() {
     let d = Iwarpd::start("refused");
     let sock = d.sock.to_str().unwrap();
     let p = port();
-    let out = finish(
-        spawn(
-            RPING,
-            &[
-                "-c",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "-C",
-                "1",
-                "--daemon",
-                sock,
-            ],
-        ),
-        Duration::from_secs(20),
-    );
+    let out = finish(rping_client(sock, &p, &["1"]), Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

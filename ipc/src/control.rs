@@ -1213,6 +1213,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_connects_tcp_failure_crosses_as_its_kind() {
+        use std::io::ErrorKind as K;
+        for kind in [K::ConnectionRefused, K::HostUnreachable, K::TimedOut] {
+            let code = error::of_connect(kind);
+            assert_ne!(code, error::CONNECT, "{kind:?}");
+            assert_eq!(error::connect_kind(code), Some(kind));
+        }
+        assert_eq!(
+            error::of_connect(K::NetworkUnreachable),
+            error::CONNECT_UNREACHABLE
+        );
+        assert_eq!(error::of_connect(K::ConnectionReset), error::CONNECT);
+        assert_eq!(error::connect_kind(error::CONNECT), None);
+    }
+
+    #[test]
     fn a_request_is_header_then_fixed_little_endian_fields() {
         let m = Request::RegMr {
             pd: 3,

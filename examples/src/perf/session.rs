@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Access, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, RemoteBuf, STag};
+use verbs::{Access, ConnectError, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, RemoteBuf, STag};
 
 use super::comm::{Comm, Side};
 use super::msg::Dest;
@@ -285,7 +285,7 @@ async fn connect(
         let res = step(opts.timeout, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
         match res {
             Ok(c) => return Ok(c),
-            Err(e) if e.to_string().contains("refused") => {
+            Err(ConnectError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 if Instant::now() >= deadline {
                     return Err(format!(
                         "{what}: nothing is listening at {addr} (connection refused): start the \
