@@ -92,6 +92,17 @@ fn nothing_listening_is_named_and_ends_the_client() {
         "{err}"
     );
     assert!(!err.contains("retrying"), "{err}");
+    // A longer --connect-wait is announced, then ends the same way.
+    let out = run(
+        env!("CARGO_BIN_EXE_iwperf"),
+        &["write_bw", "-p", &port, "--connect-wait", "3", "localhost"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("retrying for up to 3 s") && err.contains("nothing is listening"),
+        "{err}"
+    );
     let out = run(
         env!("CARGO_BIN_EXE_iwarp-rping"),
         &["-c", "-a", "localhost", "-p", &port, "-C", "1"],
