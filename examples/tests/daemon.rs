@@ -558,68 +558,57 @@ fn the_demo_runs_through_the_daemon() {
 /// applications attached before keep their queue pairs in the daemon before, which serves
 /// them until they detach and then exits by itself.
 #[test]
-fn an_upgrade_keeps_attached_applications_and_sends_new_ones_to_the_successor() {
-    let handover = std::env::temp_dir().join(format!("iwarpd-{}-up.handover", std::process::id()));
+fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
+    let handover = std::env::temp_dir().join(format!("iwarpd-{}-nak.handover", std::process::id()));
     let h = handover.to_str().unwrap();
-    let mut before = Iwarpd::start_on(None, "127.0.0.1", "upgrade", &["--handover", h]);
+    let mut before = Iwarpd::start_on(None, "127.0.0.1", "nak", &["--handover", h]);
     let sock = before.sock.to_str().unwrap().to_owned();
-    // An iwperf pair attached to the daemon before, moving data for 6 s.
+    // A verified rping loop with both ends attached; any step taking over 2 s ends a
+    // client with an error.
     let p = port();
-    let server = spawn(
-        IWPERF,
-        &["write_bw", "--daemon", &sock, "-p", &p, "-D", "6"],
+    let mut server = spawn(
+        RPING,
+        &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", &sock],
     );
     std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(
-        IWPERF,
-        &[
-            "write_bw",
-            "--daemon",
-            &sock,
-            "-p",
-            &p,
-            "-D",
-            "6",
-            "127.0.0.1",
-        ],
-    );
+    let mut client = rping_client(&sock, &p, &["0", "-V", "--timeout", "2"]);
     let start = Instant::now();
     while counter(&stat(&sock, true), "connections") < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the pair never connected"
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "never connected");
         std::thread::sleep(Duration::from_millis(50));
     }
-
-    // The upgrade, under way while the pair runs.
+    // A successor that serves no local applications: it refuses both sessions, which
+    // resume in the daemon before where they stopped.
     let after = Iwarpd::start_on(
         None,
         "127.0.0.1",
-        "upgrade",
-        &["--take-over", h, "--handover", h],
+        "nak",
+        &["--take-over", h, "--control", "off"],
     );
+    std::thread::sleep(Duration::from_secs(3));
     assert!(
         before.child.try_wait().unwrap().is_none(),
-        "the daemon before serves its attached applications on"
+        "the daemon before serves the sessions that stayed"
     );
-    // New applications attach to the successor: an rping pair, then the successor's
-    // counters, which hold the rping pair's connections and not the iwperf pair's.
-    rping(&sock, "5");
-    let j = stat(&sock, true);
-    assert_eq!(
-        counter(&j, "connections"),
-        2,
-        "only rping's, in the successor: {j}"
+    assert!(client.try_wait().unwrap().is_none(), "the pings go on");
+    let pid = client.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
     );
-    assert_eq!(counter(&j, "clients"), 0, "{j}");
-
-    // The pair attached before finishes its run as if nothing happened.
-    let c = finish(client, Duration::from_secs(60));
-    ok(&c, "iwperf client attached before the upgrade");
-    assert!(String::from_utf8_lossy(&c.stdout).contains("#bytes"));
-    ok(&finish(server, Duration::from_secs(30)), "iwperf server");
-    // Then the daemon before, with nobody left, exits by itself.
+    let out = finish(client, Duration::from_secs(30));
+    ok(&out, "rping client across a refused handover");
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        line.contains("client done") && !line.contains(" 0 verified"),
+        "{line}"
+    );
+    // Once its applications are gone, the daemon before exits by itself.
+    let _ = server.kill();
+    let _ = server.wait();
     let start = Instant::now();
     let status = loop {
         if let Some(st) = before.child.try_wait().unwrap() {
@@ -632,10 +621,126 @@ fn an_upgrade_keeps_attached_applications_and_sends_new_ones_to_the_successor() 
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
-    // Its exit left the successor's control socket in place.
-    rping(&sock, "5");
-    assert_eq!(counter(&stat(&sock, true), "connections"), 4);
     drop(after);
+    let _ = std::fs::remove_file(&handover);
+}
+
+#[test]
+fn an_upgrade_moves_attached_applications_with_their_connections() {
+    let handover = std::env::temp_dir().join(format!("iwarpd-{}-up.handover", std::process::id()));
+    let h = handover.to_str().unwrap();
+    let mut before = Iwarpd::start_on(None, "127.0.0.1", "upgrade", &["--handover", h]);
+    let sock = before.sock.to_str().unwrap().to_owned();
+    // Two verified rping loops (Send, RDMA Read and RDMA Write, every ping's data checked):
+    // one whose server is attached and whose client is an embedded peer that must notice
+    // nothing, one with both ends attached.
+    let (p1, p2) = (port(), port());
+    let rping_server = |p: &str| {
+        spawn(
+            RPING,
+            &["-s", "-a", "127.0.0.1", "-p", p, "--daemon", &sock],
+        )
+    };
+    let servers = [rping_server(&p1), rping_server(&p2)];
+    std::thread::sleep(Duration::from_millis(300));
+    let embedded = spawn(
+        RPING,
+        &[
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &p1,
+            "-C",
+            "0",
+            "-V",
+            "-S",
+            "4096",
+        ],
+    );
+    let attached = rping_client(&sock, &p2, &["0", "-V", "-S", "4096"]);
+    let mut clients = [embedded, attached];
+    let flowing = |sock: &str| {
+        // The pings go on in the daemon that serves them now.
+        let at = |s: &str| counter(&stat(s, true), "bytes_placed");
+        let (first, start) = (at(sock), Instant::now());
+        while at(sock) <= first {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no pings in the daemon at {sock}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let start = Instant::now();
+    while counter(&stat(&sock, true), "clients") < 3 {
+        assert!(start.elapsed() < Duration::from_secs(20), "never attached");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    flowing(&sock);
+
+    // Ten upgrades, one after another, while the pings run.
+    for n in 0..10 {
+        let after = Iwarpd::start_on(
+            None,
+            "127.0.0.1",
+            "upgrade",
+            &["--take-over", h, "--handover", h],
+        );
+        // Everything moved: the daemon before has nothing left, and exits by itself.
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = before.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "upgrade {n}: the daemon before kept something"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "upgrade {n}: {status}");
+        let j = stat(&sock, true);
+        assert_eq!(counter(&j, "clients"), 3, "upgrade {n}: {j}");
+        flowing(&sock);
+        for c in &mut clients {
+            assert!(
+                c.try_wait().unwrap().is_none(),
+                "upgrade {n}: an rping client ended"
+            );
+        }
+        before = after;
+    }
+
+    // Interrupted, each client ends its run with every ping verified.
+    for c in clients {
+        let pid = c.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let out = finish(c, Duration::from_secs(30));
+        ok(&out, "rping client across the upgrades");
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (pings, verified) = line
+            .trim()
+            .strip_prefix("iwarp-rping: client done: ")
+            .and_then(|r| r.strip_suffix(" verified"))
+            .and_then(|r| r.split_once(" pings, "))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(pings, verified, "{line}");
+        assert!(pings.parse::<u64>().unwrap() > 0, "{line}");
+    }
+    for mut s in servers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    // New applications attach to the last successor.
+    rping(&sock, "5");
+    drop(before);
     let _ = std::fs::remove_file(&handover);
 }
 

@@ -94,6 +94,11 @@ impl Inbox {
         Self::default()
     }
 
+    /// True if nothing was read and not handed out (no part of a message waits).
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.fds.is_empty()
+    }
+
     /// One `recvmsg` into the inbox.
     pub fn recv(&mut self, sock: impl AsFd) -> Result<usize, RecvError> {
         let mut chunk = [0u8; 4096];

@@ -209,8 +209,17 @@ impl Engine {
         &self,
         image: &[u8],
         files: Vec<OwnedFd>,
-        mut queues: impl FnMut(QpNum) -> ImportQueues,
+        queues: impl FnMut(QpNum) -> ImportQueues,
     ) -> Result<(PdId, Vec<Imported>), ImportError> {
+        Ok(self.stage_import(image, files)?.start(queues))
+    }
+
+    /// The first half of [`Self::import_pd`], everything that can fail: the domain's
+    /// memory is in this engine's table and its queue pairs are ready, but nothing runs
+    /// (nothing reads or writes the sockets) until [`StagedPd::start`]. Dropped instead,
+    /// the domain is gone from here again, and the peers noticed nothing. Several domains
+    /// that must move together are all staged before any starts.
+    pub fn stage_import(&self, image: &[u8], files: Vec<OwnedFd>) -> Result<StagedPd, ImportError> {
         let body = image.strip_prefix(FORMAT).ok_or_else(|| {
             ImportError(
                 "not a domain image of this format (the two processes must be builds of the \
@@ -237,7 +246,6 @@ impl Engine {
                 .map_err(|e| ImportError(format!("cannot map a memory file: {e}")))?;
             storages.push(Arc::new(region));
         }
-        // Everything that can fail first: nothing runs until all of it is ready.
         let mut ready = Vec::with_capacity(image.qps.len());
         for (qp, sock) in image.qps.into_iter().zip(files) {
             let was = qp.num;
@@ -258,27 +266,76 @@ impl Engine {
             .tpt()
             .put_image(image.entries, &storages, renumber)
             .map_err(|e| ImportError(format!("the memory table: {e}")))?;
-        let mut out = Vec::with_capacity(ready.len());
-        for ((was, srq, qp), (_, num)) in ready.into_iter().zip(nums) {
-            let was = QpNum(was);
+        Ok(StagedPd {
+            engine: self.clone(),
+            pd,
+            qps: ready
+                .into_iter()
+                .zip(nums)
+                .map(|((was, srq, qp), (_, num))| (QpNum(was), srq, num, qp))
+                .collect(),
+            started: false,
+        })
+    }
+}
+
+/// A domain [`Engine::stage_import`] made ready: [`start`](Self::start) it, or drop it
+/// to leave everything to the process it came from.
+#[derive(Debug)]
+pub struct StagedPd {
+    engine: Engine,
+    pd: PdId,
+    /// Per queue pair: its old number, whether it drew on a shared receive queue, its new
+    /// number, and the queue pair ready to run.
+    qps: Vec<(QpNum, bool, QpNum, crate::conn::PreparedQp)>,
+    started: bool,
+}
+
+impl StagedPd {
+    /// The domain's number here.
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// The numbers its queue pairs had in the process they come from.
+    pub fn queue_pairs(&self) -> impl Iterator<Item = QpNum> + '_ {
+        self.qps.iter().map(|(was, ..)| *was)
+    }
+
+    /// Starts the queue pairs: `queues` gives each its completion queues and shared
+    /// receive queue, by its old number. The drivers start on the current runtime.
+    pub fn start(mut self, mut queues: impl FnMut(QpNum) -> ImportQueues) -> (PdId, Vec<Imported>) {
+        self.started = true;
+        let engine = self.engine.clone();
+        let mut out = Vec::with_capacity(self.qps.len());
+        for (was, srq, num, qp) in std::mem::take(&mut self.qps) {
             let mut q = queues(was);
             if !srq {
                 q.srq = None;
             }
-            let mem = self.tpt().view(pd, QpId::from(num.0));
+            let mem = engine.tpt().view(self.pd, QpId::from(num.0));
             let shared = qp.start(
-                (num, pd),
-                self.home(None),
+                (num, self.pd),
+                engine.home(None),
                 Box::new(mem),
                 (q.send_cq, q.recv_cq),
                 q.srq,
             );
-            self.adopt(&shared);
+            engine.adopt(&shared);
             out.push(Imported {
                 was,
                 qp: Qp { shared },
             });
         }
-        Ok((pd, out))
+        (self.pd, out)
+    }
+}
+
+impl Drop for StagedPd {
+    fn drop(&mut self) {
+        if !self.started {
+            // The sockets close here only (the other process still holds them: no FIN).
+            self.engine.tpt().release_pd(self.pd);
+        }
     }
 }

@@ -43,7 +43,7 @@ pub use cm::{Incoming, Listener};
 pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum, Waiters};
 pub use cq::{Cq, CqError, Wc};
 pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq, SrqFeed};
-pub use handover::{ExportedPd, ImportError, ImportQueues, Imported};
+pub use handover::{ExportedPd, ImportError, ImportQueues, Imported, StagedPd};
 pub use log_limit::LogLimit;
 pub use migrate::{MigrateError, Migrated, ParkedPd};
 pub use mpa::ConnectError;

@@ -116,6 +116,12 @@ impl PushShare {
             .is_ok()
     }
 
+    /// Takes `n` tracking entries for pushed requests already executed (by a daemon
+    /// before this one), whatever the limit: they are in flight.
+    pub(crate) fn retrack(&self, n: usize) {
+        self.in_flight.fetch_add(n as _, Ordering::AcqRel);
+    }
+
     /// Returns a tracking entry.
     pub(crate) fn untrack(&self) {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);

@@ -221,7 +221,7 @@ async fn ten_upgrades_while_a_client_loops_over_one_connection() {
         assert!(status.success(), "the daemon before exited with {status}");
         let log = daemon.log();
         assert!(log.contains("handed over to a successor"), "{log}");
-        assert!(log.contains("moved=1"), "{log}");
+        assert!(log.contains("connections=1"), "{log}");
         next.wait_log("connection taken over");
         daemon = next;
     }
@@ -322,7 +322,7 @@ async fn a_request_still_arriving_at_the_handover_is_answered_and_moves() {
     let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
     assert!(status.success(), "the daemon before exited with {status}");
     let log = daemon.log();
-    assert!(log.contains("moved=1"), "{log}");
+    assert!(log.contains("connections=1"), "{log}");
     tokio::task::block_in_place(|| next.wait_log("connection taken over"));
     for n in 0..5 {
         client.round(n).await;

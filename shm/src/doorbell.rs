@@ -66,6 +66,12 @@ impl AsFd for Doorbell {
 #[derive(Debug)]
 pub struct AsyncDoorbell(AsyncFd<Doorbell>);
 
+impl AsFd for AsyncDoorbell {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.get_ref().as_fd()
+    }
+}
+
 impl AsyncDoorbell {
     /// Waits until it was rung, and drains it.
     ///

@@ -1461,7 +1461,10 @@ fn iwarpd_is_upgraded_ten_times_while_the_peer_loops_across_the_veth() {
             status.success(),
             "upgrade {k}: the daemon before exited {status}:\n{log}"
         );
-        assert!(log.contains("handed over to a successor moved=1"), "{log}");
+        assert!(
+            log.contains("handed over to a successor connections=1"),
+            "{log}"
+        );
     }
     progress("after the last upgrade");
     stop.store(true, Ordering::Relaxed);

@@ -22,7 +22,8 @@ pub struct ClientStats {
     pub verified: u64,
 }
 
-/// Connects to `opts.socket_addr()` and runs `opts.count` pings (forever if 0). Prints
+/// Connects to `opts.socket_addr()` and runs `opts.count` pings (forever if 0, or until
+/// SIGINT: Ctrl-C ends the run after the ping under way, with its statistics). Prints
 /// `ping data: ...` per ping with `-v`; fails on the first error or (with `-V`) mismatch.
 pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
     let dev = Device::try_open(opts.device_config())?;
@@ -78,7 +79,18 @@ async fn ping_loop(
     stats: &mut ClientStats,
 ) -> Result<(), Error> {
     let mut ping = 0u64;
-    while opts.count == 0 || ping < opts.count {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    let _watching = AbortOnDrop(watch);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && (opts.count == 0 || ping < opts.count)
+    {
         let data = ping_buffer(ping, opts.size);
         source.write(0, &data)?;
         sink.write(0, &vec![0; opts.size])?;
@@ -117,6 +129,15 @@ async fn ping_loop(
         ping += 1;
     }
     Ok(())
+}
+
+/// Ends a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn recv_wr(inbox: &Mr, slot: u64) -> RecvWr {

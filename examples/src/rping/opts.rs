@@ -103,7 +103,8 @@ struct Cli {
     /// Port.
     #[arg(short = 'p', value_name = "PORT", default_value_t = 7174)]
     port: u16,
-    /// Pings (0: forever, or until the client leaves).
+    /// Pings (0: forever, or until the client leaves; Ctrl-C ends a client's run with
+    /// its statistics).
     #[arg(short = 'C', value_name = "COUNT", default_value_t = 0)]
     count: u64,
     /// Client buffer size.

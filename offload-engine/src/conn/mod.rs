@@ -40,7 +40,7 @@ mod waiters;
 pub(crate) use driver::spawn;
 pub(crate) use handle::Shared;
 pub use handle::{NOTIFY_BIT, Qp};
-pub(crate) use image::QpImage;
+pub(crate) use image::{Prepared as PreparedQp, QpImage};
 pub(crate) use io::Io;
 pub(crate) use migrate::{ParkError, Parked};
 pub(crate) use push_slots::QpPush;

@@ -67,7 +67,9 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
                 let _ = tpt.deregister(stag);
             }
             // Requests of the domain's queue pairs held on it go on (or fail).
-            s.engine.wake_domain(PdId::new(pd));
+            if let Some(pd) = s.objs().pd(pd) {
+                s.engine.wake_domain(pd);
+            }
             match reply {
                 Reply::Id(_) => Reply::Done,
                 other => other,
@@ -92,11 +94,14 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             }
         }
         Request::AllocMw { pd, kind } => {
-            if let Some(r) = check_pd(s, pd).or_else(|| check_room(s)) {
+            let Some(pd) = s.objs().pd(pd) else {
+                return not_found("protection domain", pd);
+            };
+            if let Some(r) = check_room(s) {
                 return r;
             }
             let kind = if kind == 1 { MwType::One } else { MwType::Two };
-            match tpt.alloc_mw(PdId::new(pd), kind) {
+            match tpt.alloc_mw(pd, kind) {
                 Ok(stag) => {
                     s.objs().mws.insert(stag.index());
                     Reply::Id(stag.to_u32())
@@ -159,10 +164,6 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
     }
 }
 
-fn check_pd(s: &Session, pd: u32) -> Option<Reply> {
-    (!s.objs().pds.contains_key(&pd)).then(|| not_found("protection domain", pd))
-}
-
 /// The refusal if the client already holds its limit of memory entries (regions and
 /// windows: each takes an entry of the shard's table, which every client there shares).
 fn check_room(s: &Session) -> Option<Reply> {
@@ -185,7 +186,10 @@ fn region(
     fd: Option<OwnedFd>,
     enter: impl FnOnce(PdId, Arc<Storage>) -> Result<STag, TptError>,
 ) -> Reply {
-    if let Some(r) = check_pd(s, pd).or_else(|| check_room(s)) {
+    let Some(pd) = s.objs().pd(pd) else {
+        return not_found("protection domain", pd);
+    };
+    if let Some(r) = check_room(s) {
         return r;
     }
     let Some(fd) = fd else {
@@ -206,7 +210,7 @@ fn region(
             );
         }
     };
-    match enter(PdId::new(pd), Arc::new(storage)) {
+    match enter(pd, Arc::new(storage)) {
         Ok(stag) => {
             s.objs().mrs.insert(stag.index());
             Reply::Id(stag.to_u32())

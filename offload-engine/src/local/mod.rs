@@ -18,11 +18,13 @@
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
 
 mod memory;
+mod moving;
 mod recvs;
 mod servant;
 mod session;
 
 pub use crate::push_share::PushConfig;
+pub use moving::{MovingSession, SessionMover};
 
 use std::io;
 use std::os::fd::{AsFd as _, BorrowedFd};
@@ -97,6 +99,8 @@ struct Device {
     limits: LocalConfig,
     /// Sessions running.
     clients: AtomicU32,
+    /// Sessions that can be asked to move to a successor daemon.
+    movers: moving::Movers,
 }
 
 impl Device {
@@ -138,7 +142,22 @@ pub struct LocalService {
     /// The control socket (the acceptor has its own descriptor of it); `None` once
     /// [`stop_accepting`](Self::stop_accepting) let go of it.
     control: Option<StdUnixListener>,
+    /// Where sessions moving in from a daemon before go, in turn.
+    shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
+    next_shard: std::sync::atomic::AtomicUsize,
     threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What a shard is given to run.
+enum ToShard {
+    /// A new client.
+    Attach(std::os::unix::net::UnixStream),
+    /// A session moving in from a daemon before (see [`LocalService::adopt`]).
+    Adopt {
+        image: Vec<u8>,
+        files: Vec<std::os::fd::OwnedFd>,
+        done: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// A handle on the local service's counters that outlives borrows of it (for a metrics
@@ -190,6 +209,7 @@ impl LocalService {
             share: Arc::new(crate::push_share::PushShare::new(cfg.push.clone())),
             limits: cfg,
             clients: AtomicU32::new(0),
+            movers: moving::Movers::default(),
         });
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
@@ -203,6 +223,7 @@ impl LocalService {
             })?);
             inboxes.push(tx);
         }
+        let shards = inboxes.clone();
         let acceptor = control.try_clone()?;
         acceptor.set_nonblocking(true)?;
         threads.push(on_thread(
@@ -222,8 +243,33 @@ impl LocalService {
             stop: Some(stop),
             halt_accept,
             control: Some(control),
+            shards,
+            next_shard: Default::default(),
             threads,
         })
+    }
+
+    /// The sessions attached now, to move to a successor daemon one by one
+    /// ([`SessionMover::pack`]).
+    pub fn sessions(&self) -> Vec<SessionMover> {
+        self.device.movers.all()
+    }
+
+    /// Runs a session a daemon before packed ([`MovingSession`]'s image and
+    /// descriptors) on one of the shards; `Err` says why not (nothing of it runs here
+    /// then, and the daemon before goes on with it).
+    pub async fn adopt(
+        &self,
+        image: Vec<u8>,
+        files: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<(), String> {
+        let n = self.next_shard.fetch_add(1, Ordering::Relaxed) % self.shards.len();
+        let (done, result) = tokio::sync::oneshot::channel();
+        let stopped = || "the local service stopped".to_owned();
+        self.shards[n]
+            .send(ToShard::Adopt { image, files, done })
+            .map_err(|_| stopped())?;
+        result.await.map_err(|_| stopped())?
     }
 
     /// The control socket, to hand to a successor (which then accepts on it too); `None`
@@ -283,7 +329,7 @@ where
 /// Accepts clients and hands them to the shards in turn, until stopped or halted.
 async fn accept(
     listener: UnixListener,
-    shards: Vec<tokio::sync::mpsc::UnboundedSender<std::os::unix::net::UnixStream>>,
+    shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
     mut halted: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -292,7 +338,7 @@ async fn accept(
         tokio::select! {
             got = listener.accept() => match got.and_then(|(s, _)| s.into_std()) {
                 Ok(stream) => {
-                    let _ = shards[next % shards.len()].send(stream);
+                    let _ = shards[next % shards.len()].send(ToShard::Attach(stream));
                     next += 1;
                 }
                 Err(e) => {
@@ -309,7 +355,7 @@ async fn accept(
 /// One shard: runs the sessions of the clients handed to it, until stopped.
 async fn shard(
     engine: Engine,
-    mut clients: tokio::sync::mpsc::UnboundedReceiver<std::os::unix::net::UnixStream>,
+    mut clients: tokio::sync::mpsc::UnboundedReceiver<ToShard>,
     device: Arc<Device>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -320,15 +366,19 @@ async fn shard(
     loop {
         tokio::select! {
             got = clients.recv(), if accepting => {
-                let Some(stream) = got else {
-                    accepting = false;
-                    continue;
-                };
-                match tokio::net::UnixStream::from_std(stream) {
-                    Ok(stream) => {
-                        sessions.spawn(session::run(engine.clone(), stream, device.clone()));
+                match got {
+                    None => accepting = false,
+                    Some(ToShard::Attach(stream)) => match tokio::net::UnixStream::from_std(stream) {
+                        Ok(stream) => {
+                            sessions.spawn(session::run(engine.clone(), stream, device.clone()));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "client not served"),
+                    },
+                    Some(ToShard::Adopt { image, files, done }) => {
+                        let adopted = moving::adopt(&engine, &device, &image, files)
+                            .map(|run| drop(sessions.spawn(run)));
+                        let _ = done.send(adopted);
                     }
-                    Err(e) => tracing::warn!(error = %e, "client not served"),
                 }
             }
             Some(_) = sessions.join_next(), if !sessions.is_empty() => {}

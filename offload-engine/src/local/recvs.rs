@@ -27,8 +27,8 @@ pub(super) const SRQ_ID: u64 = 1 << 63;
 pub(super) const RQ_ID: u64 = 1 << 62;
 
 /// Receives taken on demand and not yet complete.
-#[derive(Debug, Default)]
-struct Taken {
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(super) struct Taken {
     next: u64,
     /// Daemon id to the client's.
     ids: HashMap<u64, WrId>,
@@ -65,10 +65,28 @@ struct SrqState {
 
 impl ClientSrq {
     pub(super) fn new(seg: SrqSegment) -> Self {
+        Self::restore(seg, Taken::default(), false)
+    }
+
+    /// One a daemon before this one served: the receives it had taken, and whether the
+    /// ring was dead.
+    pub(super) fn restore(seg: SrqSegment, taken: Taken, broken: bool) -> Self {
         Self {
             seg,
-            state: Mutex::default(),
+            state: Mutex::new(SrqState { taken, broken }),
         }
+    }
+
+    /// What [`Self::restore`] takes: the segment's depth, the receives taken and not
+    /// complete, and whether the ring is dead.
+    pub(super) fn image(&self) -> (u32, Taken, bool) {
+        let st = lock(&self.state);
+        (self.seg.depth(), st.taken.clone(), st.broken)
+    }
+
+    /// Its segment's memory file.
+    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.seg.fd()
     }
 
     #[cfg(test)]
@@ -127,11 +145,34 @@ struct RqState {
 
 impl QpRecvs {
     pub(super) fn new(seg: Arc<QpSegment>, srq: Option<Arc<ClientSrq>>) -> Self {
+        Self::restore(seg, srq, Taken::default())
+    }
+
+    /// One a daemon before this one served, with the receives it had taken on demand.
+    pub(super) fn restore(seg: Arc<QpSegment>, srq: Option<Arc<ClientSrq>>, taken: Taken) -> Self {
         Self {
             seg,
             srq,
-            state: Mutex::default(),
+            state: Mutex::new(RqState {
+                taken,
+                garbage: None,
+            }),
         }
+    }
+
+    /// Its shared receive queue.
+    pub(super) fn srq(&self) -> Option<&Arc<ClientSrq>> {
+        self.srq.as_ref()
+    }
+
+    /// The receives taken on demand and not complete.
+    pub(super) fn taken(&self) -> Taken {
+        lock(&self.state).taken.clone()
+    }
+
+    /// What was wrong with the ring, if something was.
+    pub(super) fn garbage(&self) -> Option<&'static str> {
+        lock(&self.state).garbage
     }
 
     /// The next entry of the ring, decoded (with the client's id); `Err` names garbage.

@@ -22,12 +22,13 @@ use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId}
 
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
 use crate::push_share::{PdPush, PushShare, pushed_octets};
+use shm::AsyncDoorbell;
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};
 
 /// How a request reached the engine.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Via {
     /// From the send or receive queue, with no pushed twin.
     Queue,
@@ -38,6 +39,7 @@ enum Via {
 }
 
 /// What a daemon-side work request id stands for.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Tracked {
     client: WrId,
     signaled: bool,
@@ -45,7 +47,7 @@ struct Tracked {
 }
 
 /// Daemon-side work request ids and what they stand for.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct Ids {
     next: u64,
     map: HashMap<u64, Tracked>,
@@ -96,24 +98,78 @@ pub(super) struct Push {
     pub(super) share: Arc<PushShare>,
 }
 
+/// Tells the client that its queue pair ended (called once).
+pub(super) type OnEnd = Box<dyn FnOnce(QpEnd) + Send + Sync>;
+
 /// A servant about to start: its completion queue exists before the connection does, so
 /// that initial receives can be translated.
 pub(super) struct Prepared {
     cq: Cq,
     ids: Ids,
     recvs: Arc<QpRecvs>,
-    /// Receives posted with the connection (they hold engine receive queue room).
-    initial_recvs: usize,
+    /// Send and receive requests the engine can still take.
+    sq_room: usize,
+    rq_room: usize,
+    backlog: VecDeque<[u8; CQE_SIZE]>,
+}
+
+/// What a servant holds that is not in shared memory, for a successor daemon: its ids of
+/// the requests in flight, the room left in the engine's queues, and the completions not
+/// yet in the client's ring.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct ServantImage {
+    ids: Ids,
+    sq_room: u32,
+    rq_room: u32,
+    /// Completion entries back to back.
+    backlog: Vec<u8>,
 }
 
 impl Prepared {
     pub(super) fn new(geo: &Geometry, recvs: Arc<QpRecvs>) -> Self {
         Self {
-            cq: Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64),
+            cq: Self::queue(geo),
             ids: Ids::default(),
             recvs,
-            initial_recvs: 0,
+            sq_room: geo.sq_depth as usize,
+            rq_room: geo.rq_depth as usize,
+            backlog: VecDeque::new(),
         }
+    }
+
+    /// Room for every request the servant lets in.
+    fn queue(geo: &Geometry) -> Cq {
+        Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64)
+    }
+
+    /// A servant a daemon before this one ran, from its image.
+    pub(super) fn restore(
+        geo: &Geometry,
+        recvs: Arc<QpRecvs>,
+        image: ServantImage,
+    ) -> Result<Self, String> {
+        let (sq, rq) = (image.sq_room as usize, image.rq_room as usize);
+        let in_flight = image.ids.map.len();
+        if sq > geo.sq_depth as usize
+            || rq > geo.rq_depth as usize
+            || in_flight > (geo.sq_depth + geo.rq_depth) as usize
+            || !image.backlog.len().is_multiple_of(CQE_SIZE)
+        {
+            return Err("a queue pair's servant image does not fit its rings".into());
+        }
+        let backlog = image
+            .backlog
+            .chunks_exact(CQE_SIZE)
+            .map(|c| c.try_into().expect("exact chunks"))
+            .collect();
+        Ok(Self {
+            cq: Self::queue(geo),
+            ids: image.ids,
+            recvs,
+            sq_room: sq,
+            rq_room: rq,
+            backlog,
+        })
     }
 
     pub(super) fn cq(&self) -> &Cq {
@@ -121,55 +177,182 @@ impl Prepared {
     }
 
     pub(super) fn recv(&mut self, wr: RecvWr) -> RecvWr {
-        self.initial_recvs += 1;
+        // Posted with the connection: it holds engine receive queue room.
+        self.rq_room = self.rq_room.saturating_sub(1);
         self.ids.recv(wr)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start(
         self,
+        id: u32,
         qp: Qp,
         seg: Arc<QpSegment>,
         to_daemon: Doorbell,
         to_client: Doorbell,
         push: Push,
-        ended: impl FnOnce(QpEnd) + Send + 'static,
+        ended: OnEnd,
     ) -> Servant {
-        let stop = Arc::new(Notify::new());
         let depth = seg.geometry();
-        let id = qp.num().0;
         push.pd.add_qp(id);
+        // Pushed requests still in flight (a servant restored from a daemon before) hold
+        // tracking entries here now.
+        let pushed = self.ids.map.values().filter(|t| t.via == Via::Push).count();
+        push.share.retrack(pushed);
         let run = Run {
             id,
             push,
             sq_depth: depth.sq_depth as usize,
-            qp: qp.clone(),
+            qp,
             cq: self.cq,
             ids: self.ids,
             recvs: self.recvs,
             seg,
             to_client,
-            stop: stop.clone(),
-            sq_room: depth.sq_depth as usize,
-            rq_room: (depth.rq_depth as usize).saturating_sub(self.initial_recvs),
-            backlog: VecDeque::new(),
+            signals: Arc::default(),
+            ended: Some(ended),
+            end: None,
+            stopping: false,
+            broken: false,
+            sq_room: self.sq_room,
+            rq_room: self.rq_room,
+            backlog: self.backlog,
             batch: Vec::new(),
             completed: Vec::new(),
             snapshots: Vec::new(),
             arena: BytesMut::new(),
         };
-        let pd = run.push.pd.clone();
-        let task = tokio::spawn(run.run(to_daemon, ended));
-        Servant { qp, pd, stop, task }
+        run.spawn(Bell::Raw(to_daemon))
     }
 }
 
 /// A running servant, as the session holds it.
 pub(super) struct Servant {
+    /// The client's id of the queue pair (what its push slots name).
+    id: u32,
     pub(super) qp: Qp,
     /// Its domain's push region, which names it until it is gone.
     pd: Arc<PdPush>,
-    stop: Arc<Notify>,
-    task: tokio::task::JoinHandle<()>,
+    signals: Arc<Signals>,
+    task: tokio::task::JoinHandle<Option<Frozen>>,
+}
+
+/// What the session asks of a running servant.
+#[derive(Default)]
+struct Signals {
+    /// Deliver the last completions and end (the queue pair is being destroyed).
+    stop: Notify,
+    /// Stop between two turns and give back what it holds (its session moves).
+    freeze: std::sync::atomic::AtomicBool,
+    wake: Notify,
+}
+
+/// Where the servant's doorbell is: not yet registered with the runtime, or registered.
+enum Bell {
+    Raw(Doorbell),
+    Async(AsyncDoorbell),
+}
+
+/// A servant stopped between two turns, holding everything it held: it resumes where it
+/// stopped, or its image goes to a successor daemon.
+pub(super) struct Frozen {
+    run: Run,
+    bell: AsyncDoorbell,
+}
+
+impl Frozen {
+    /// The queue pair.
+    pub(super) fn qp(&self) -> &Qp {
+        &self.run.qp
+    }
+
+    /// The client's id of it.
+    pub(super) fn id(&self) -> u32 {
+        self.run.id
+    }
+
+    /// Its domain's push region.
+    pub(super) fn pd(&self) -> &Arc<PdPush> {
+        &self.run.push.pd
+    }
+
+    /// Its receive buffers.
+    pub(super) fn recvs(&self) -> &Arc<QpRecvs> {
+        &self.run.recvs
+    }
+
+    /// Its rings' geometry.
+    pub(super) fn geometry(&self) -> Geometry {
+        self.run.seg.geometry()
+    }
+
+    /// Why it cannot move to another daemon, if it cannot.
+    pub(super) fn unmovable(&self) -> Option<String> {
+        let r = &self.run;
+        if r.end.is_some() || r.stopping {
+            return Some(format!("its queue pair {} has ended", r.id));
+        }
+        if r.broken || r.recvs.garbage().is_some() {
+            return Some(format!(
+                "its queue pair {} wrote garbage into its rings",
+                r.id
+            ));
+        }
+        None
+    }
+
+    /// Its image, once its queue pair is parked: the completions the engine made until
+    /// then are taken first.
+    pub(super) fn image(&mut self) -> ServantImage {
+        self.run.collect();
+        let r = &self.run;
+        ServantImage {
+            ids: Ids {
+                next: r.ids.next,
+                map: r
+                    .ids
+                    .map
+                    .iter()
+                    .map(|(id, t)| {
+                        let t = Tracked {
+                            client: t.client,
+                            signaled: t.signaled,
+                            via: t.via,
+                        };
+                        (*id, t)
+                    })
+                    .collect(),
+            },
+            sq_room: r.sq_room as u32,
+            rq_room: r.rq_room as u32,
+            backlog: r.backlog.iter().flatten().copied().collect(),
+        }
+    }
+
+    /// The descriptors that go with the image: its segment and its two doorbells.
+    pub(super) fn files(&self) -> std::io::Result<[std::os::fd::OwnedFd; 3]> {
+        use std::os::fd::AsFd;
+        Ok([
+            self.run.seg.fd().try_clone_to_owned()?,
+            self.bell.as_fd().try_clone_to_owned()?,
+            self.run.to_client.as_fd().try_clone_to_owned()?,
+        ])
+    }
+
+    /// Runs on where it stopped.
+    pub(super) fn resume(self) -> Servant {
+        self.run.spawn(Bell::Async(self.bell))
+    }
+
+    /// Its queue pair runs in another daemon now: what it held here is let go.
+    pub(super) fn moved_away(self) {
+        let r = self.run;
+        let pushed = r.ids.map.values().filter(|t| t.via == Via::Push).count();
+        for _ in 0..pushed {
+            r.push.share.untrack();
+        }
+        r.push.pd.remove_qp(r.id);
+    }
 }
 
 /// How long a servant keeps polling after it last moved something, before it parks and
@@ -188,12 +371,22 @@ impl Servant {
     /// returns.
     pub(super) async fn destroy(self) {
         self.qp.disconnect();
-        self.stop.notify_one();
+        self.signals.stop.notify_one();
         let abort = self.task.abort_handle();
         if tokio::time::timeout(DESTROY_WAIT, self.task).await.is_err() {
             abort.abort();
         }
-        self.pd.remove_qp(self.qp.num().0);
+        self.pd.remove_qp(self.id);
+    }
+
+    /// Stops it between two turns, for its session to move; `None` if it had ended on
+    /// its own (its doorbell could not be polled: its queue pair was closed then).
+    pub(super) async fn freeze(self) -> Option<Frozen> {
+        self.signals
+            .freeze
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.signals.wake.notify_one();
+        self.task.await.ok().flatten()
     }
 }
 
@@ -210,7 +403,15 @@ struct Run {
     ids: Ids,
     seg: Arc<QpSegment>,
     to_client: Doorbell,
-    stop: Arc<Notify>,
+    signals: Arc<Signals>,
+    /// Tells the client its queue pair ended; taken when it does.
+    ended: Option<OnEnd>,
+    /// How its queue pair ended, once it did.
+    end: Option<QpEnd>,
+    /// Its queue pair is being destroyed.
+    stopping: bool,
+    /// The client wrote garbage into its rings.
+    broken: bool,
     /// Send requests the engine can still take (its send queue depth less those out).
     sq_room: usize,
     rq_room: usize,
@@ -259,32 +460,60 @@ fn discard(seg: &QpSegment, share: &PushShare, why: Discard) {
 }
 
 impl Run {
-    async fn run(mut self, to_daemon: Doorbell, ended: impl FnOnce(QpEnd) + Send + 'static) {
-        let bell = match to_daemon.into_async() {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(error = %e, "doorbell not pollable");
-                self.qp.disconnect();
-                return;
-            }
+    fn spawn(self, bell: Bell) -> Servant {
+        let (id, qp, pd, signals) = (
+            self.id,
+            self.qp.clone(),
+            self.push.pd.clone(),
+            self.signals.clone(),
+        );
+        let task = tokio::spawn(self.run(bell));
+        Servant {
+            id,
+            qp,
+            pd,
+            signals,
+            task,
+        }
+    }
+
+    async fn run(mut self, bell: Bell) -> Option<Frozen> {
+        let bell = match bell {
+            Bell::Async(b) => b,
+            Bell::Raw(raw) => match raw.into_async() {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "doorbell not pollable");
+                    self.qp.disconnect();
+                    return None;
+                }
+            },
         };
         let qp = self.qp.clone();
         let closed = qp.closed();
         tokio::pin!(closed);
-        let mut ended = Some(ended);
-        let (mut end, mut stopping, mut broken) = (None, false, false);
         let mut spins = 0u32;
         let mut last_moved = std::time::Instant::now();
         loop {
+            if self
+                .signals
+                .freeze
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                self.signals
+                    .freeze
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                return Some(Frozen { run: self, bell });
+            }
             let mut moved = false;
-            if !stopping && !broken {
+            if !self.stopping && !self.broken {
                 // The push region first (seed 000: before the send queue), so that a
                 // pushed message meets its twin still at the head.
                 match self.push_pass().and_then(|m| Ok(m | self.take_work()?)) {
                     Ok(m) => moved |= m,
                     Err(why) => {
                         tracing::warn!(qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
-                        broken = true;
+                        self.broken = true;
                         self.qp.disconnect();
                     }
                 }
@@ -301,8 +530,8 @@ impl Run {
                 }
                 continue;
             }
-            if stopping && end.is_some() && self.backlog.is_empty() {
-                return;
+            if self.stopping && self.end.is_some() && self.backlog.is_empty() {
+                return None;
             }
             if last_moved.elapsed() < SPIN {
                 std::thread::yield_now();
@@ -310,27 +539,33 @@ impl Run {
                 continue;
             }
             self.seg.park(Side::Daemon);
-            if (!stopping
-                && !broken
+            if (!self.stopping
+                && !self.broken
                 && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
                 || !self.cq.is_empty()
+                || self
+                    .signals
+                    .freeze
+                    .load(std::sync::atomic::Ordering::Acquire)
             {
                 self.seg.unpark(Side::Daemon);
                 continue;
             }
             let mut popped = None;
+            let signals = self.signals.clone();
             tokio::select! {
                 _ = bell.wait() => {}
-                how = &mut closed, if end.is_none() => {
-                    end = Some(how);
-                    if let Some(f) = ended.take() {
+                how = &mut closed, if self.end.is_none() => {
+                    self.end = Some(how);
+                    if let Some(f) = self.ended.take() {
                         // Completions flushed by the end go out before the event.
                         self.collect();
                         self.deliver();
                         f(how);
                     }
                 }
-                _ = self.stop.notified(), if !stopping => stopping = true,
+                _ = signals.stop.notified(), if !self.stopping => self.stopping = true,
+                _ = signals.wake.notified() => {}
                 wc = std::future::poll_fn(|cx| self.cq.poll_next(cx)) => popped = Some(wc),
                 _ = tokio::time::sleep(Duration::from_millis(1)), if !self.backlog.is_empty() => {}
             }

@@ -17,10 +17,11 @@ use ipc::srq::SrqSegment;
 use rdmap::{QpEnd, RecvWr};
 use tokio::io::Interest;
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Device;
 use super::memory;
+use super::moving;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Servant};
 use crate::push_share::PdPush;
@@ -32,29 +33,80 @@ use ipc::push::PushRegion;
 pub(super) struct Out {
     pub(super) msg: Bytes,
     pub(super) fds: Vec<OwnedFd>,
+    /// Dropped once the message is written (or the socket failed), which is what its
+    /// receiver waits for.
+    pub(super) written: Option<oneshot::Sender<()>>,
+}
+
+impl Out {
+    pub(super) fn new(msg: Bytes, fds: Vec<OwnedFd>) -> Self {
+        Self {
+            msg,
+            fds,
+            written: None,
+        }
+    }
 }
 
 /// Everything the client created, and only that: every id in a request is looked up here.
 #[derive(Default)]
 pub(super) struct Objects {
-    pub(super) pds: HashMap<u32, Arc<PdPush>>,
+    /// Protection domains by the client's id (not the engine's number, which an upgrade
+    /// of the daemon changes).
+    pub(super) pds: HashMap<u32, ClientPd>,
     /// Regions (ordinary and fast-registration) and windows, by STag index: fast
     /// registration and binds change their instances.
     pub(super) mrs: HashSet<u32>,
     pub(super) mws: HashSet<u32>,
     /// STags reserved for queued registrations and not registered yet.
     pub(super) reserved: HashSet<u32>,
-    listeners: HashMap<u32, tokio::task::JoinHandle<()>>,
-    incoming: HashMap<u32, Incoming>,
-    qps: HashMap<u32, Servant>,
-    srqs: HashMap<u32, Arc<ClientSrq>>,
+    pub(super) listeners: HashMap<u32, ClientListener>,
+    pub(super) incoming: HashMap<u32, Incoming>,
+    pub(super) qps: HashMap<u32, Servant>,
+    pub(super) srqs: HashMap<u32, Arc<ClientSrq>>,
     /// Queue pairs being connected or accepted (counted against the limit).
-    connecting: usize,
-    next_id: u32,
+    pub(super) connecting: usize,
+    pub(super) next_id: u32,
+}
+
+/// A listener of the client: the socket, and the task that hands its connection
+/// requests to the client.
+pub(super) struct ClientListener {
+    pub(super) listener: Arc<crate::Listener>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ClientListener {
+    /// Starts handing `listener`'s connection requests to the client of `s` as listener
+    /// `id`.
+    pub(super) fn start(s: &Arc<Session>, id: u32, listener: crate::Listener) -> Self {
+        let listener = Arc::new(listener);
+        let task = tokio::spawn(listen_loop(Arc::downgrade(s), id, listener.clone()));
+        Self { listener, task }
+    }
+
+    /// Stops it: the socket stays open for whoever else holds it.
+    pub(super) fn stop(self) -> Arc<crate::Listener> {
+        self.listener.stop_accepting();
+        self.task.abort();
+        self.listener
+    }
+}
+
+/// A client's protection domain: the engine's, and its push region.
+#[derive(Clone)]
+pub(super) struct ClientPd {
+    pub(super) engine: PdId,
+    pub(super) push: Arc<PdPush>,
 }
 
 impl Objects {
-    fn id(&mut self) -> u32 {
+    /// The engine's domain behind the client's `pd`.
+    pub(super) fn pd(&self, pd: u32) -> Option<PdId> {
+        self.pds.get(&pd).map(|p| p.engine)
+    }
+
+    pub(super) fn id(&mut self) -> u32 {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         self.next_id
     }
@@ -63,9 +115,9 @@ impl Objects {
 pub(super) struct Session {
     pub(super) engine: Engine,
     pub(super) device: Arc<Device>,
-    objs: Mutex<Objects>,
-    out: mpsc::Sender<Out>,
-    pid: Mutex<u32>,
+    pub(super) objs: Mutex<Objects>,
+    pub(super) out: mpsc::Sender<Out>,
+    pub(super) pid: Mutex<u32>,
 }
 
 impl Session {
@@ -88,29 +140,72 @@ pub(super) fn not_found(what: &str, id: u32) -> Reply {
     )
 }
 
-/// Runs a client's session until it disconnects, then releases what it held.
+impl Session {
+    /// A session on `stream` holding `objs` (a new client's: none), with its writer
+    /// running.
+    pub(super) fn start(
+        engine: Engine,
+        device: Arc<Device>,
+        stream: Arc<UnixStream>,
+        objs: Objects,
+        pid: u32,
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(256);
+        let writer = tokio::spawn(write_loop(stream, rx));
+        let s = Arc::new(Self {
+            engine,
+            device,
+            objs: Mutex::new(objs),
+            out: tx,
+            pid: Mutex::new(pid),
+        });
+        (s, writer)
+    }
+}
+
+/// Runs a new client's session.
 pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>) {
-    device.clients.fetch_add(1, Ordering::Relaxed);
     let stream = Arc::new(stream);
-    let (tx, rx) = mpsc::channel(256);
-    let writer = tokio::spawn(write_loop(stream.clone(), rx));
-    let s = Arc::new(Session {
-        engine,
-        device: device.clone(),
-        objs: Mutex::new(Objects::default()),
-        out: tx,
-        pid: Mutex::new(0),
-    });
-    let why = read_loop(&s, &stream).await;
+    let (s, writer) = Session::start(engine, device, stream.clone(), Objects::default(), 0);
+    serve(s, stream, writer, false).await;
+}
+
+/// How a session ended.
+enum Ended {
+    /// The client left, or must be dropped.
+    Left(RecvError),
+    /// A successor daemon runs it now.
+    Moved,
+}
+
+/// Runs a session (`opened`: the client has sent Open) until the client disconnects,
+/// then releases what it held; or until it moves to a successor daemon.
+pub(super) async fn serve(
+    s: Arc<Session>,
+    stream: Arc<UnixStream>,
+    writer: tokio::task::JoinHandle<()>,
+    opened: bool,
+) {
+    s.device.clients.fetch_add(1, Ordering::Relaxed);
+    let (ask, mut asks) = mpsc::channel(1);
+    let serial = s.device.movers.enlist(ask);
+    let why = read_loop(&s, &stream, &mut asks, opened).await;
+    s.device.movers.strike(serial);
     let pid = *s.pid.lock().unwrap_or_else(PoisonError::into_inner);
+    let moved = matches!(why, Ended::Moved);
     match why {
-        RecvError::Closed => tracing::debug!(pid, "local client left"),
-        RecvError::Io(e) => tracing::info!(pid, error = %e, "local client's socket failed"),
-        RecvError::Malformed(m) => {
+        Ended::Moved => tracing::info!(pid, "local client's session moved to the successor"),
+        Ended::Left(RecvError::Closed) => tracing::debug!(pid, "local client left"),
+        Ended::Left(RecvError::Io(e)) => {
+            tracing::info!(pid, error = %e, "local client's socket failed")
+        }
+        Ended::Left(RecvError::Malformed(m)) => {
             tracing::warn!(pid, error = %m, "local client sent garbage; dropped")
         }
     }
-    release(&s).await;
+    if !moved {
+        release(&s).await;
+    }
     s.device.clients.fetch_sub(1, Ordering::Relaxed);
     // What is queued still goes out (the reply that says why the session ends, a last
     // event), for a moment: the writer ends once every sender is gone.
@@ -124,15 +219,19 @@ pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>)
 /// How long a closing session may take to write what it has queued.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
+async fn read_loop(
+    s: &Arc<Session>,
+    stream: &UnixStream,
+    asks: &mut mpsc::Receiver<moving::Ask>,
+    mut opened: bool,
+) -> Ended {
     let mut inbox = Inbox::new();
-    let mut opened = false;
     loop {
         loop {
             let msg = match inbox.next(|h: &Header, _: &[u8]| request_fds(h.func)) {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
-                Err(e) => return e,
+                Err(e) => return Ended::Left(e),
             };
             let h = msg.header;
             if h.version != VERSION {
@@ -143,34 +242,47 @@ async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
                 );
                 let _ = s
                     .out
-                    .send(Out {
-                        msg: err(error::VERSION, text).encode(h.func, h.txn),
-                        fds: Vec::new(),
-                    })
+                    .send(Out::new(
+                        err(error::VERSION, text).encode(h.func, h.txn),
+                        Vec::new(),
+                    ))
                     .await;
-                return RecvError::Malformed(ipc::Malformed("protocol version"));
+                return Ended::Left(RecvError::Malformed(ipc::Malformed("protocol version")));
             }
             let req = match Request::decode(h.func, &msg.body) {
                 Ok(r) => r,
                 Err(m) => {
                     let _ = s
                         .out
-                        .send(Out {
-                            msg: err(error::MALFORMED, m.to_string()).encode(h.func, h.txn),
-                            fds: Vec::new(),
-                        })
+                        .send(Out::new(
+                            err(error::MALFORMED, m.to_string()).encode(h.func, h.txn),
+                            Vec::new(),
+                        ))
                         .await;
-                    return RecvError::Malformed(m);
+                    return Ended::Left(RecvError::Malformed(m));
                 }
             };
             if !opened && !matches!(req, Request::Open { .. }) {
-                return RecvError::Malformed(ipc::Malformed("a request before Open"));
+                return Ended::Left(RecvError::Malformed(ipc::Malformed(
+                    "a request before Open",
+                )));
             }
             opened = true;
             handle(s, h, req, msg.fds).await;
         }
-        if let Err(e) = stream.readable().await {
-            return RecvError::Io(e);
+        tokio::select! {
+            ready = stream.readable() => {
+                if let Err(e) = ready {
+                    return Ended::Left(RecvError::Io(e));
+                }
+            }
+            Some(ask) = asks.recv() => {
+                // Between two requests (none part-way in): the session may move.
+                if moving::pack(s, stream, opened && inbox.is_empty(), ask).await {
+                    return Ended::Moved;
+                }
+                continue;
+            }
         }
         let got = stream.try_io(Interest::READABLE, || match inbox.recv(stream) {
             Err(RecvError::Io(e)) => Err(e),
@@ -178,15 +290,17 @@ async fn read_loop(s: &Arc<Session>, stream: &UnixStream) -> RecvError {
         });
         match got {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return RecvError::Io(e),
-            Ok(Err(e)) => return e,
+            Err(e) => return Ended::Left(RecvError::Io(e)),
+            Ok(Err(e)) => return Ended::Left(e),
             Ok(Ok(_)) => {}
         }
     }
 }
 
 async fn write_loop(stream: Arc<UnixStream>, mut rx: mpsc::Receiver<Out>) {
-    while let Some(out) = rx.recv().await {
+    while let Some(mut out) = rx.recv().await {
+        // Dropped (which its waiter sees) once this message is out, or the socket failed.
+        let _written = out.written.take();
         let fds: Vec<_> = out.fds.iter().map(|f| f.as_fd()).collect();
         let mut sent = 0;
         while sent < out.msg.len() {
@@ -207,13 +321,7 @@ async fn write_loop(stream: Arc<UnixStream>, mut rx: mpsc::Receiver<Out>) {
 
 async fn reply(s: &Session, h: Header, r: Reply, fds: Vec<OwnedFd>) {
     tracing::trace!(func = h.func, txn = h.txn, fds = fds.len(), "reply");
-    let _ = s
-        .out
-        .send(Out {
-            msg: r.encode(h.func, h.txn),
-            fds,
-        })
-        .await;
+    let _ = s.out.send(Out::new(r.encode(h.func, h.txn), fds)).await;
 }
 
 async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>) {
@@ -235,18 +343,24 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 }
             };
             let push_slots = region.slots();
-            let pd = s.engine.alloc_pd().get();
-            s.objs().pds.insert(pd, Arc::new(PdPush::new(region)));
+            let engine = s.engine.alloc_pd();
+            let pd = {
+                let mut o = s.objs();
+                let pd = o.id();
+                let push = Arc::new(PdPush::new(region));
+                o.pds.insert(pd, ClientPd { engine, push });
+                pd
+            };
             return reply(s, h, Reply::Pd { pd, push_slots }, vec![fd]).await;
         }
         Request::DeallocPd { pd } => {
             let gone = s.objs().pds.remove(&pd);
             match gone {
                 None => not_found("protection domain", pd),
-                Some(push) => match s.engine.tpt().dealloc_pd(PdId::new(pd)) {
+                Some(gone) => match s.engine.tpt().dealloc_pd(gone.engine) {
                     Ok(()) => Reply::Done,
                     Err(e) => {
-                        s.objs().pds.insert(pd, push);
+                        s.objs().pds.insert(pd, gone);
                         err(error::REFUSED, e.to_string())
                     }
                 },
@@ -272,15 +386,15 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Ok(l) => {
                 let local = l.local_addr();
                 let id = s.objs().id();
-                let task = tokio::spawn(listen_loop(Arc::downgrade(s), id, l));
-                s.objs().listeners.insert(id, task);
+                let l = ClientListener::start(s, id, l);
+                s.objs().listeners.insert(id, l);
                 Reply::Listening { id, addr: local }
             }
             Err(e) => err(error::REFUSED, format!("listen on {addr}: {e}")),
         },
         Request::CloseListener { id } => match s.objs().listeners.remove(&id) {
-            Some(t) => {
-                t.abort();
+            Some(l) => {
+                drop(l.stop());
                 Reply::Done
             }
             None => not_found("listener", id),
@@ -475,7 +589,11 @@ where
     Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
 {
     let geo = geometry(&s.engine);
-    let Some(push) = s.objs().pds.get(&pd).cloned() else {
+    let Some(ClientPd {
+        engine: engine_pd,
+        push,
+    }) = s.objs().pds.get(&pd).cloned()
+    else {
         return Err(not_found("protection domain", pd));
     };
     let srq = match srq {
@@ -500,7 +618,7 @@ where
     // its own receive queue is empty.
     let feed = Arc::new(QpRecvs::new(seg.clone(), srq));
     let mut prep = servant::Prepared::new(&geo, feed.clone());
-    let mut init = QpInit::new(PdId::new(pd), prep.cq());
+    let mut init = QpInit::new(engine_pd, prep.cq());
     init.srq = Some(crate::Srq::fed(feed));
     // The servant runs its client's push path itself.
     init.push = false;
@@ -520,7 +638,8 @@ where
         .collect::<io::Result<Vec<_>>>()
         .map_err(io_err)?;
     let (ird, ord) = qp.ird_ord();
-    let id = qp.num().0;
+    // The client's id, not the engine's number (which an upgrade of the daemon changes).
+    let id = s.objs().id();
     let info = QpInfo {
         qp: id,
         num: qp.num().0,
@@ -531,27 +650,8 @@ where
         private,
         geometry: geo,
     };
-    let ended = {
-        let s = Arc::downgrade(s);
-        move |how: QpEnd| {
-            if let Some(s) = s.upgrade() {
-                let (how, term) = match how {
-                    QpEnd::Closed => (end::CLOSED, [0, 0]),
-                    QpEnd::TerminatedByPeer(t) => (end::TERMINATED_BY_PEER, t.to_wire()),
-                    QpEnd::Terminated(t) => (end::TERMINATED, t.to_wire()),
-                    QpEnd::ConnectionLost => (end::CONNECTION_LOST, [0, 0]),
-                    QpEnd::TimedOut => (end::TIMED_OUT, [0, 0]),
-                    _ => (end::CONNECTION_LOST, [0, 0]),
-                };
-                let msg = Event::QpEnded { qp: id, how, term }.encode();
-                let _ = s.out.try_send(Out {
-                    msg,
-                    fds: Vec::new(),
-                });
-            }
-        }
-    };
     let sv = prep.start(
+        id,
         qp,
         seg,
         to_daemon,
@@ -560,10 +660,29 @@ where
             pd: push,
             share: s.device.share.clone(),
         },
-        ended,
+        on_end(s, id),
     );
     s.objs().qps.insert(id, sv);
     Ok((Reply::Qp(info), fds))
+}
+
+/// Tells the client of `s` how its queue pair `id` ended.
+pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
+    let s = Arc::downgrade(s);
+    Box::new(move |how: QpEnd| {
+        if let Some(s) = s.upgrade() {
+            let (how, term) = match how {
+                QpEnd::Closed => (end::CLOSED, [0, 0]),
+                QpEnd::TerminatedByPeer(t) => (end::TERMINATED_BY_PEER, t.to_wire()),
+                QpEnd::Terminated(t) => (end::TERMINATED, t.to_wire()),
+                QpEnd::ConnectionLost => (end::CONNECTION_LOST, [0, 0]),
+                QpEnd::TimedOut => (end::TIMED_OUT, [0, 0]),
+                _ => (end::CONNECTION_LOST, [0, 0]),
+            };
+            let msg = Event::QpEnded { qp: id, how, term }.encode();
+            let _ = s.out.try_send(Out::new(msg, Vec::new()));
+        }
+    })
 }
 
 /// Rings as deep as the engine's queues (rounded down to a power of two), so that what
@@ -585,7 +704,7 @@ fn geometry(engine: &Engine) -> Geometry {
     }
 }
 
-async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Listener) {
+async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<crate::Listener>) {
     while let Ok(inc) = l.accept().await {
         let Some(s) = s.upgrade() else { return };
         let (peer, private) = (inc.peer_addr(), inc.private_data().clone());
@@ -610,14 +729,7 @@ async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: crate::Liste
             private,
         }
         .encode();
-        if s.out
-            .send(Out {
-                msg,
-                fds: Vec::new(),
-            })
-            .await
-            .is_err()
-        {
+        if s.out.send(Out::new(msg, Vec::new())).await.is_err() {
             return;
         }
     }
@@ -637,16 +749,16 @@ async fn release(s: &Session) {
         (
             o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),
-            o.pds.drain().map(|(pd, _)| pd).collect::<Vec<_>>(),
+            o.pds.drain().map(|(_, pd)| pd.engine).collect::<Vec<_>>(),
         )
     };
     for l in listeners {
-        l.abort();
+        drop(l.stop());
     }
     futures::future::join_all(qps.into_iter().map(Servant::destroy)).await;
     // Every region and window of the client's domains, whatever instance each answers
     // to now (fast registration and binds move them).
     for pd in pds {
-        s.engine.tpt().release_pd(PdId::new(pd));
+        s.engine.tpt().release_pd(pd);
     }
 }

@@ -114,5 +114,19 @@ pub(crate) use table::TakenPd;
 pub use verbs::Tpt;
 pub use view::QpMemory;
 
+/// The highest STag index this process has handed out so far: what a successor process
+/// must not hand out itself while entries may still move in from this one.
+pub fn index_high_water() -> u32 {
+    space::lock(space::IndexSpace::process()).high_water()
+}
+
+/// STag indices up to `last` that this process has not handed out are another
+/// process's (the one handing its domains over, whose [`index_high_water`] this is): they
+/// are kept for its entries, which keep their STags when they move in, and never handed
+/// out to new ones here.
+pub fn hold_indices_through(last: u32) {
+    space::lock(space::IndexSpace::process()).hold_through(last);
+}
+
 #[cfg(test)]
 mod tests;

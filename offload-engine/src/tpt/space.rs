@@ -21,6 +21,11 @@ pub(super) struct IndexSpace {
     next_instance: Vec<u8>,
     /// Freed indices, reused oldest first so an index rests as long as possible.
     free: VecDeque<u32>,
+    /// Ranges of indices another process may still hand over (see
+    /// [`Self::hold_through`]): never handed out here, only claimed, once each.
+    held: Vec<std::ops::Range<u32>>,
+    /// The held indices claimed so far.
+    claimed: std::collections::BTreeSet<u32>,
     max: u32,
 }
 
@@ -33,6 +38,8 @@ impl IndexSpace {
         Self {
             next_instance: Vec::new(),
             free: VecDeque::new(),
+            held: Vec::new(),
+            claimed: std::collections::BTreeSet::new(),
             max: if max < STag::MAX_INDEX {
                 max
             } else {
@@ -78,11 +85,12 @@ impl IndexSpace {
         }
         let known = self.next_instance.len();
         if (index as usize) < known {
-            let Some(at) = self.free.iter().position(|&i| i == index) else {
-                return false;
-            };
-            self.free.remove(at);
-            return true;
+            if let Some(at) = self.free.iter().position(|&i| i == index) {
+                self.free.remove(at);
+                return true;
+            }
+            // Held and not claimed before (once released, a claimed one is a free one).
+            return self.held.iter().any(|r| r.contains(&index)) && self.claimed.insert(index);
         }
         // Never handed out: the indices below it become free ones.
         for i in known..index as usize {
@@ -91,6 +99,26 @@ impl IndexSpace {
         }
         self.next_instance.push(0);
         true
+    }
+
+    /// The highest index handed out or claimed so far (0 if none).
+    pub(super) fn high_water(&self) -> u32 {
+        self.next_instance.len().saturating_sub(1) as u32
+    }
+
+    /// Indices `1..=last` that were never handed out here are held for entries that move
+    /// in from another process (which handed them out): [`Self::take`] skips them, and
+    /// only [`Self::claim`] takes them.
+    pub(super) fn hold_through(&mut self, last: u32) {
+        let last = last.min(self.max);
+        if self.next_instance.is_empty() {
+            self.next_instance.push(0);
+        }
+        let first = self.next_instance.len() as u32;
+        if first <= last {
+            self.next_instance.resize(last as usize + 1, 0);
+            self.held.push(first..last + 1);
+        }
     }
 
     /// Gives back an index whose last entry answered to `last_instance`.
@@ -146,5 +174,22 @@ mod tests {
         assert_eq!(s.take().unwrap().index(), 5);
         s.release(2, 0);
         assert!(s.claim(2), "freed again");
+    }
+
+    #[test]
+    fn held_indices_are_only_claimed() {
+        let mut s = IndexSpace::new(10);
+        assert_eq!(s.take().unwrap().index(), 1);
+        s.hold_through(4);
+        assert_eq!(s.high_water(), 4);
+        assert_eq!(s.take().unwrap().index(), 5, "2 to 4 are held");
+        assert!(s.claim(3) && !s.claim(3), "claimed once");
+        assert!(!s.claim(1), "1 was handed out here");
+        s.hold_through(2);
+        assert_eq!(
+            s.take().unwrap().index(),
+            6,
+            "holding below the mark changes nothing"
+        );
     }
 }

@@ -104,13 +104,14 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ),
     (
         "handover",
-        "Unix socket where this daemon hands its connections to a successor that starts \
-         with take_over (an upgrade without disconnecting anyone); default: none",
+        "Unix socket where this daemon hands its connections and its local applications' \
+         sessions to a successor that starts with take_over (an upgrade without \
+         disconnecting anyone); default: none",
     ),
     (
         "take_over",
-        "take over the connections of the daemon whose handover socket this is, then serve \
-         them and the listen address as it did",
+        "take over the connections and the local applications of the daemon whose handover \
+         socket this is, then serve them, the listen address and the control socket as it did",
     ),
     (
         "metrics",

@@ -7,18 +7,24 @@
 //! with its descriptors attached to its first octets (`SCM_RIGHTS`):
 //!
 //! 1. successor: `HELLO` ("iWHO" and the version);
-//! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket, then
-//!    `CONTROL` with the control socket of local applications if it serves them; it stops
-//!    accepting on both, and the successor starts; the daemon answers the connection
-//!    requests it had begun to read (for up to [`DRAIN`]), so they move with the rest;
+//! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket (its body:
+//!    the highest STag index the daemon handed out, 4 octets LE, which the successor
+//!    keeps, with a margin, for the entries that will move in), then `CONTROL` with the
+//!    control socket of local applications if it serves them; it stops accepting on
+//!    both, and the successor starts; the daemon answers the connection requests it had
+//!    begun to read (for up to [`DRAIN`]), so they move with the rest;
 //! 3. per connection, daemon: `CONN` (the domain's image from `Engine::export_pd`, then the
 //!    service's own state) with the regions' memory files and the TCP socket; successor:
 //!    `ACK` (taken: the daemon ends the connection on its side without a FIN) or `NAK`
 //!    (why: the daemon keeps serving it);
-//! 4. daemon: `DONE`; it lets go of its handover socket file and metrics port and closes
-//!    the socket, and the successor then binds them itself. Local applications attached
-//!    to the daemon stay with it (their queue pairs cannot move yet): it serves them until
-//!    the last one detaches, then exits; new ones attach to the successor.
+//! 4. per local application, daemon: `SESSION` (its session packed by
+//!    `SessionMover::pack`: control socket, domains, rings, doorbells, listeners and what
+//!    its servants held); successor: `ACK` (it runs the session now; the application
+//!    noticed nothing) or `NAK` (why: the daemon resumes it). A session between states
+//!    (a queue pair connecting, one that ended and is not destroyed, ...) stays;
+//! 5. daemon: `DONE`; it lets go of its handover socket file and metrics port and closes
+//!    the socket, and the successor then binds them itself. What did not move stays
+//!    with the daemon, which serves it until it ends, then exits.
 //!
 //! Only a process of the daemon's own user may connect (checked with `SO_PEERCRED`); the
 //! socket file is made readable and writable by that user only.
@@ -34,7 +40,8 @@ use std::sync::Arc;
 use offload_engine::Engine;
 use tokio::sync::oneshot;
 
-use crate::serve::{MoveRequest, Moving, Resumed, import_conn};
+use crate::serve::{LocalGuard, MoveRequest, Moving, Resumed, import_conn};
+use offload_engine::local::SessionMover;
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -57,9 +64,16 @@ pub(crate) const NAK: u8 = 6;
 pub(crate) const DONE: u8 = 7;
 /// The control socket local applications attach on.
 pub(crate) const CONTROL: u8 = 8;
+/// One local application's session.
+pub(crate) const SESSION: u8 = 9;
 
 /// `HELLO`'s body: the magic and the version of this exchange (and of the images).
-pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x02";
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x03";
+
+/// STag indices a successor keeps for the daemon's entries beyond the highest the daemon
+/// had handed out when the handover began (it goes on registering until its sessions
+/// stop).
+const INDEX_MARGIN: u32 = 1 << 16;
 
 const HEADER: usize = 7;
 /// The most descriptors one message carries.
@@ -286,7 +300,8 @@ impl Handover {
                 .map_err(|e| format!("cannot duplicate the {what}: {e}"))
         };
         let fd = dup(listener.socket(), "listening socket")?;
-        this.say(LISTENER, Vec::new(), vec![fd])
+        let high = offload_engine::tpt::index_high_water();
+        this.say(LISTENER, high.to_le_bytes().to_vec(), vec![fd])
             .await
             .map_err(failed)?;
         // The successor accepts from now on.
@@ -303,13 +318,14 @@ impl Handover {
         Ok(this)
     }
 
-    /// The second half: moves every connection (`movers`, one per connection task) to
-    /// the successor. Returns how many moved, and the socket, to keep open until this
-    /// process ends.
+    /// The second half: moves every connection (`movers`, one per connection task) and
+    /// every session of a local application (`sessions`) to the successor. Returns how
+    /// many of each moved, and the socket, to keep open until this process ends.
     pub(crate) async fn finish(
         self,
         movers: &[tokio::sync::mpsc::Sender<MoveRequest>],
-    ) -> Result<(usize, UnixStream), String> {
+        sessions: Vec<SessionMover>,
+    ) -> Result<(Moved, UnixStream), String> {
         let mut moved = 0;
         for mover in movers {
             let (tx, rx) = oneshot::channel();
@@ -346,11 +362,49 @@ impl Handover {
                 }
             }
         }
+        let mut sessions_moved = 0;
+        for session in sessions {
+            let packed = match session.pack().await {
+                Ok(p) => p,
+                Err(why) => {
+                    tracing::warn!(
+                        why,
+                        "a local application's session cannot move: it stays here"
+                    );
+                    continue;
+                }
+            };
+            let fds = packed
+                .files()
+                .into_iter()
+                .map(|f| f.try_clone_to_owned())
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(|e| format!("cannot duplicate a session's descriptors: {e}"))?;
+            let answer = match self.say(SESSION, packed.image().to_vec(), fds).await {
+                Ok(()) => self.recv().await,
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(a) if a.kind == ACK => {
+                    packed.commit();
+                    sessions_moved += 1;
+                }
+                Ok(a) => tracing::warn!(
+                    why = %String::from_utf8_lossy(&a.body),
+                    "the successor did not take a local application's session: it stays here"
+                ),
+                Err(e) => return Err(failed(e)),
+            }
+        }
         self.say(DONE, Vec::new(), Vec::new())
             .await
             .map_err(failed)?;
         let sock =
             Arc::try_unwrap(self.sock).map_err(|_| "the successor's socket is still in use")?;
+        let moved = Moved {
+            connections: moved,
+            sessions: sessions_moved,
+        };
         Ok((moved, sock))
     }
 
@@ -369,12 +423,20 @@ impl Handover {
     }
 }
 
+/// What a handover moved.
+#[derive(Debug)]
+pub(crate) struct Moved {
+    pub(crate) connections: usize,
+    pub(crate) sessions: usize,
+}
+
 /// What a successor took over.
 pub(crate) struct TakenOver {
     /// The listening socket.
     pub(crate) listener: offload_engine::Listener,
-    /// The control socket of local applications, if the daemon before served them.
-    pub(crate) control: Option<std::os::unix::net::UnixListener>,
+    /// The local service, started on the control socket of the daemon before (if it
+    /// served local applications and this daemon does), with their sessions.
+    pub(crate) local: Option<LocalGuard>,
     /// The connections to serve on.
     pub(crate) resumed: Vec<Resumed>,
     /// The link to the daemon before: it closes once that daemon let go of the handover
@@ -382,9 +444,16 @@ pub(crate) struct TakenOver {
     pub(crate) link: UnixStream,
 }
 
-/// The successor's side: takes the listening socket, the control socket and every
-/// connection from the daemon whose handover socket is `path`.
-pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver, String> {
+/// The successor's side: takes the listening socket, the control socket (on which
+/// `serve_local` starts the local service), every connection and every local
+/// application's session from the daemon whose handover socket is `path`.
+pub(crate) async fn take_over(
+    engine: &Engine,
+    path: &Path,
+    serve_local: impl FnOnce(
+        Option<std::os::unix::net::UnixListener>,
+    ) -> Result<Option<LocalGuard>, String>,
+) -> Result<TakenOver, String> {
     let p = path.display().to_string();
     let sock = UnixStream::connect(path).map_err(|e| {
         format!(
@@ -407,6 +476,11 @@ pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver,
         "the listening socket",
     )
     .map_err(|e| format!("the daemon at {p} refused the handover: {e}"))?;
+    // The daemon's entries keep their STags here: no new entry may take one.
+    if let Some(high) = m.body.get(..4) {
+        let high = u32::from_le_bytes(high.try_into().expect("4 octets"));
+        offload_engine::tpt::hold_indices_through(high.saturating_add(INDEX_MARGIN));
+    }
     let fd = m
         .fds
         .into_iter()
@@ -416,17 +490,40 @@ pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver,
         .listen_on_std(std::net::TcpListener::from(fd))
         .map_err(|e| format!("cannot listen on the socket handed over: {e}"))?;
     let mut resumed = Vec::new();
-    let mut control = None;
+    let mut serve_local = Some(serve_local);
+    let mut local = None;
+    let answer = |kind: u8, body: Vec<u8>| {
+        let s = Arc::clone(&sock);
+        blocking(move || send(&s, kind, &body, &[]))
+    };
     loop {
         let m = next().await.map_err(fail)?;
         match m.kind {
-            CONTROL if control.is_none() => {
+            CONTROL if serve_local.is_some() => {
                 let fd = m
                     .fds
                     .into_iter()
                     .next()
                     .ok_or("the control socket did not come")?;
-                control = Some(std::os::unix::net::UnixListener::from(fd));
+                let start = serve_local.take().expect("once");
+                local = start(Some(std::os::unix::net::UnixListener::from(fd)))?;
+            }
+            SESSION => {
+                let service = local.as_ref().and_then(LocalGuard::service);
+                let adopted = match service {
+                    Some(service) => service.adopt(m.body, m.fds).await,
+                    None => {
+                        Err("this daemon does not serve local applications (control = off)".into())
+                    }
+                };
+                let (kind, body) = match adopted {
+                    Ok(()) => (ACK, Vec::new()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "not taking a local application's session over");
+                        (NAK, e.into_bytes())
+                    }
+                };
+                answer(kind, body).await.map_err(fail)?;
             }
             CONN => {
                 let (kind, body) = match import_conn(engine, &m.body, m.fds) {
@@ -439,10 +536,7 @@ pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver,
                         (NAK, e.into_bytes())
                     }
                 };
-                let s = Arc::clone(&sock);
-                blocking(move || send(&s, kind, &body, &[]))
-                    .await
-                    .map_err(fail)?;
+                answer(kind, body).await.map_err(fail)?;
             }
             DONE => break,
             other => {
@@ -452,10 +546,13 @@ pub(crate) async fn take_over(engine: &Engine, path: &Path) -> Result<TakenOver,
             }
         }
     }
+    if let Some(start) = serve_local {
+        local = start(None)?;
+    }
     let link = Arc::try_unwrap(sock).map_err(|_| "the handover socket is still in use")?;
     Ok(TakenOver {
         listener,
-        control,
+        local,
         resumed,
         link,
     })

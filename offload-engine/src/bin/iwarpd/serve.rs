@@ -104,6 +104,11 @@ impl LocalGuard {
         self.service.as_ref().map_or(0, LocalService::clients)
     }
 
+    /// The service, while it runs.
+    pub(crate) fn service(&self) -> Option<&LocalService> {
+        self.service.as_ref()
+    }
+
     /// The control socket, to hand to a successor.
     fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.service.as_ref()?.socket()
@@ -164,10 +169,11 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
     let engine = Engine::new(cfg.engine()?);
     // A successor takes the listening socket and the connections of the daemon before.
-    let (listener, resumed, control, predecessor) = match &cfg.take_over {
+    let (listener, resumed, local_service, predecessor) = match &cfg.take_over {
         Some(path) => {
-            let t = handover::take_over(&engine, path).await?;
-            (t.listener, t.resumed, t.control, Some(t.link))
+            let t =
+                handover::take_over(&engine, path, |control| serve_local(&cfg, control)).await?;
+            (t.listener, t.resumed, t.local, Some(t.link))
         }
         None => {
             let addr = cfg.listen.ok_or_else(|| NO_LISTEN.to_owned())?;
@@ -176,9 +182,10 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                     "cannot listen on {addr}: {e} (is the port in use, or the address not local?)"
                 )
             })?;
-            (listener, Vec::new(), None, None)
+            (listener, Vec::new(), serve_local(&cfg, None)?, None)
         }
     };
+    let mut local_service = local_service;
     let local = listener.local_addr();
     let cfg = Arc::new(cfg);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -207,7 +214,6 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     if let Some(link) = predecessor {
         handover::await_release(link).await;
     }
-    let mut local_service = serve_local(&cfg, control)?;
     let metrics = match cfg.metrics {
         Some(addr) => Some(serve_metrics(addr, &engine, local_service.as_ref()).await?),
         None => None,
@@ -266,14 +272,23 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                         });
                         let _ = drained.await;
                         served.movers.retain(|m| !m.is_closed());
-                        h.finish(&served.movers).await
+                        let sessions = local_service
+                            .as_ref()
+                            .and_then(LocalGuard::service)
+                            .map(LocalService::sessions)
+                            .unwrap_or_default();
+                        h.finish(&served.movers, sessions).await
                     }
                     Err(e) => Err(e),
                 };
                 match moving {
                     Ok((moved, sock)) => {
-                        tracing::info!(moved, "handed over to a successor");
-                        successor = Some(sock);
+                        tracing::info!(
+                            connections = moved.connections,
+                            sessions = moved.sessions,
+                            "handed over to a successor"
+                        );
+                        successor = Some((sock, moved.sessions as u32));
                         break "handover";
                     }
                     Err(e) => tracing::warn!(error = %e, "handover failed: serving on"),
@@ -285,15 +300,19 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     };
     drop(handovers);
     drop(metrics);
-    if let Some(link) = successor {
+    if let Some((link, sessions_moved)) = successor {
         drop(link);
         // What did not move stays here and is served until it ends: local applications
-        // (their rings and sessions cannot follow yet; new ones attach to the successor)
-        // and any connection the successor refused. SIGTERM ends it at once.
+        // whose sessions were between states or that the successor refused, and any
+        // connection the successor refused (new applications attach to the successor).
+        // SIGTERM ends it at once.
         let clients = |local: &Option<LocalGuard>| local.as_ref().map_or(0, LocalGuard::clients);
-        if clients(&local_service) > 0 || !served.conns.is_empty() {
+        // Sessions that moved end here a moment later.
+        let stayed = clients(&local_service).saturating_sub(sessions_moved);
+        if stayed > 0 || !served.conns.is_empty() {
             tracing::info!(
-                clients = clients(&local_service),
+                clients = stayed,
+                connections = served.conns.len(),
                 "handed over; serving what stayed here until it ends (SIGTERM ends it now)"
             );
         }

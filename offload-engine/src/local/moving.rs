@@ -1,0 +1,616 @@
+//! A local application's session moves to a successor daemon (an `iwarpd` upgrade, seed
+//! 003 §3.1 between processes): its control socket, its protection domains with their
+//! regions, windows and connected queue pairs, its shared receive queues and listeners,
+//! and what each queue pair's servant holds. The application notices nothing: its
+//! control socket, rings, doorbells and memory files are the same objects, the ids it
+//! was given keep naming the same things, and its peers see the same TCP connections.
+//!
+//! The old daemon's side, [`pack`]: the session stops between two requests, its
+//! listeners stop accepting, its servants stop between two turns, what it queued for the
+//! client is written out, and its domains are exported ([`Engine::export_pd`]). The
+//! successor's side, [`adopt`]: everything that can fail first (every domain staged,
+//! every segment mapped), then the queue pairs start, the servants resume where the old
+//! ones stopped, and the session reads on. If the successor says no, the old daemon
+//! resumes everything where it stopped.
+//!
+//! A session stays with the old daemon (which serves it until it detaches) when it is
+//! between states: a request of the application arriving, a queue pair being connected or
+//! accepted, connection requests waiting for its answer, STags reserved and not
+//! registered, or a queue pair that has ended (or broke its rings) and is not destroyed
+//! yet. Connection requests a listener had begun to read when it stopped are lost: the
+//! peer sees its connection closed, and connects again.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use ipc::push::PushRegion;
+use ipc::qpseg::{Doorbell, Geometry, MAX_DEPTH, MAX_STAGING, QpSegment};
+use ipc::srq::SrqSegment;
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Device;
+use super::recvs::{ClientSrq, QpRecvs, Taken};
+use super::servant::{self, Frozen, Prepared, ServantImage};
+use super::session::{self, ClientListener, ClientPd, Objects, Out, Session};
+use crate::push_share::PdPush;
+use crate::{Engine, ExportedPd, ImportQueues, StagedPd};
+
+/// Asks a session to pack itself for a successor daemon.
+pub(super) type Ask = oneshot::Sender<Result<MovingSession, String>>;
+
+/// The first octets of a session image: its format.
+const FORMAT: &[u8; 8] = b"iWSess01";
+
+/// What crosses, besides the descriptors (which come in this order: the control socket;
+/// per domain its push region, then its memory files and sockets; per shared receive
+/// queue its segment; per listener its socket; per queue pair its segment and its two
+/// doorbells).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SessionImage {
+    pid: u32,
+    next_id: u32,
+    pds: Vec<PdImage>,
+    mrs: Vec<u32>,
+    mws: Vec<u32>,
+    srqs: Vec<SrqImage>,
+    listeners: Vec<u32>,
+    qps: Vec<QpImage>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PdImage {
+    id: u32,
+    push_slots: u32,
+    /// The engine's image of the domain.
+    domain: Vec<u8>,
+    /// Its descriptors (after the push region's).
+    files: u32,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SrqImage {
+    id: u32,
+    depth: u32,
+    taken: Taken,
+    broken: bool,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct QpImage {
+    id: u32,
+    pd: u32,
+    /// 0: none.
+    srq: u32,
+    /// Its number in the engine it comes from.
+    was: u32,
+    geometry: [u32; 4],
+    rq_taken: Taken,
+    servant: ServantImage,
+}
+
+/// A session packed to cross to a successor daemon: send [`image`](Self::image) and
+/// [`files`](Self::files) over, and once the successor runs it, [`commit`](Self::commit).
+/// Dropped without committing, the session goes on here where it stopped.
+#[derive(Debug)]
+pub struct MovingSession {
+    image: Vec<u8>,
+    files: Vec<OwnedFd>,
+    verdict: oneshot::Sender<bool>,
+}
+
+impl MovingSession {
+    /// The session as octets.
+    pub fn image(&self) -> &[u8] {
+        &self.image
+    }
+
+    /// The descriptors to send with it.
+    pub fn files(&self) -> Vec<BorrowedFd<'_>> {
+        self.files.iter().map(AsFd::as_fd).collect()
+    }
+
+    /// The successor runs the session now: it ends here without a trace (no queue pair
+    /// closes, nothing is flushed).
+    pub fn commit(self) {
+        let _ = self.verdict.send(true);
+    }
+}
+
+/// One session of the old daemon, to move.
+#[derive(Clone, Debug)]
+pub struct SessionMover(pub(super) mpsc::Sender<Ask>);
+
+impl SessionMover {
+    /// Stops the session and packs it; `Err` says why it stays (it then goes on).
+    pub async fn pack(&self) -> Result<MovingSession, String> {
+        let gone = || "the application detached".to_owned();
+        let (tx, rx) = oneshot::channel();
+        self.0.send(tx).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+/// What a session stopped to move, given back to it if the move does not happen.
+struct Stopped {
+    listeners: Vec<(u32, Arc<crate::Listener>)>,
+    servants: Vec<Frozen>,
+}
+
+impl Stopped {
+    /// Everything runs on where it stopped.
+    fn resume(self, s: &Arc<Session>) {
+        let mut o = s.objs();
+        for (id, l) in self.listeners {
+            let restarted = l
+                .socket()
+                .try_clone_to_owned()
+                .and_then(|fd| s.engine.listen_on_std(std::net::TcpListener::from(fd)));
+            match restarted {
+                Ok(l) => {
+                    o.listeners.insert(id, ClientListener::start(s, id, l));
+                }
+                Err(e) => {
+                    tracing::error!(listener = id, error = %e, "an application's listener could not resume")
+                }
+            }
+        }
+        for f in self.servants {
+            o.qps.insert(f.id(), f.resume());
+        }
+    }
+}
+
+/// The old daemon's side: stops the session of `s` (whose control socket is `stream`;
+/// `idle`: no request is part-way in), packs it and answers `ask`; then waits for the
+/// verdict. True if the session moved (it ends here), false if it goes on.
+pub(super) async fn pack(s: &Arc<Session>, stream: &UnixStream, idle: bool, ask: Ask) -> bool {
+    let mut stopped = match stop(s, idle).await {
+        Ok(st) => st,
+        Err(why) => {
+            let _ = ask.send(Err(why));
+            return false;
+        }
+    };
+    // What was queued for the client goes out before the socket changes hands.
+    let (tx, rx) = oneshot::channel();
+    let mut flush = Out::new(Bytes::new(), Vec::new());
+    flush.written = Some(tx);
+    if s.out.send(flush).await.is_ok() {
+        let _ = rx.await;
+    }
+    let exports = match export(s, &stopped).await {
+        Ok(e) => e,
+        Err(why) => {
+            stopped.resume(s);
+            let _ = ask.send(Err(why));
+            return false;
+        }
+    };
+    let packed = match image(s, stream, &exports, &mut stopped) {
+        Ok(p) => p,
+        Err(why) => {
+            drop(exports);
+            stopped.resume(s);
+            let _ = ask.send(Err(why));
+            return false;
+        }
+    };
+    let (verdict, taken) = oneshot::channel();
+    let (image, files) = packed;
+    let sent = ask.send(Ok(MovingSession {
+        image,
+        files,
+        verdict,
+    }));
+    if sent.is_err() || !taken.await.unwrap_or(false) {
+        drop(exports);
+        stopped.resume(s);
+        return false;
+    }
+    for (_, e) in exports {
+        e.commit();
+    }
+    for f in stopped.servants {
+        f.moved_away();
+    }
+    let mut o = s.objs();
+    o.pds.clear();
+    o.mrs.clear();
+    o.mws.clear();
+    o.srqs.clear();
+    true
+}
+
+/// Stops the listeners and the servants, if the session can move.
+async fn stop(s: &Arc<Session>, idle: bool) -> Result<Stopped, String> {
+    let unsettled = |o: &Objects| {
+        if !idle {
+            Some("a request of the application was arriving")
+        } else if o.connecting > 0 {
+            Some("the application is connecting or accepting a queue pair")
+        } else if !o.incoming.is_empty() {
+            Some("connection requests wait for the application's answer")
+        } else if !o.reserved.is_empty() {
+            Some("the application holds STags reserved for registrations not made yet")
+        } else {
+            None
+        }
+    };
+    let (listeners, servants) = {
+        let mut o = s.objs();
+        if let Some(why) = unsettled(&o) {
+            return Err(why.into());
+        }
+        let l: Vec<_> = o.listeners.drain().collect();
+        let q: Vec<_> = o.qps.drain().map(|(_, sv)| sv).collect();
+        (l, q)
+    };
+    let listeners = listeners
+        .into_iter()
+        .map(|(id, l)| (id, l.stop()))
+        .collect();
+    let frozen = futures::future::join_all(servants.into_iter().map(servant::Servant::freeze));
+    let stopped = Stopped {
+        listeners,
+        servants: frozen.await.into_iter().flatten().collect(),
+    };
+    // A request a listener handed out just before it stopped.
+    let why = unsettled(&s.objs())
+        .map(str::to_owned)
+        .or_else(|| stopped.servants.iter().find_map(Frozen::unmovable));
+    match why {
+        Some(why) => {
+            stopped.resume(s);
+            Err(why)
+        }
+        None => Ok(stopped),
+    }
+}
+
+/// Exports every domain of the session; every queue pair must be in one of them.
+async fn export(s: &Arc<Session>, stopped: &Stopped) -> Result<Vec<(u32, ExportedPd)>, String> {
+    let pds: Vec<(u32, ClientPd)> = s
+        .objs()
+        .pds
+        .iter()
+        .map(|(id, p)| (*id, p.clone()))
+        .collect();
+    let mut exports = Vec::with_capacity(pds.len());
+    for (id, pd) in pds {
+        let e = s
+            .engine
+            .export_pd(pd.engine)
+            .await
+            .map_err(|e| format!("protection domain {id}: {e}"))?;
+        exports.push((id, e));
+    }
+    let moved: HashSet<u32> = exports
+        .iter()
+        .flat_map(|(_, e)| e.queue_pairs().iter().map(|q| q.0))
+        .collect();
+    match stopped
+        .servants
+        .iter()
+        .find(|f| !moved.contains(&f.qp().num().0))
+    {
+        Some(f) => Err(format!("queue pair {} did not leave the engine", f.id())),
+        None => Ok(exports),
+    }
+}
+
+fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd, String> {
+    fd.try_clone_to_owned()
+        .map_err(|e| format!("cannot duplicate a descriptor: {e}"))
+}
+
+/// The session's image and descriptors.
+fn image(
+    s: &Arc<Session>,
+    stream: &UnixStream,
+    exports: &[(u32, ExportedPd)],
+    stopped: &mut Stopped,
+) -> Result<(Vec<u8>, Vec<OwnedFd>), String> {
+    let o = s.objs();
+    let mut files = vec![dup(stream.as_fd())?];
+    let mut pds = Vec::with_capacity(exports.len());
+    for (id, e) in exports {
+        let push = &o.pds.get(id).ok_or("a domain went away")?.push;
+        files.push(dup(push.region.fd())?);
+        let domain = e.files();
+        for fd in &domain {
+            files.push(dup(*fd)?);
+        }
+        pds.push(PdImage {
+            id: *id,
+            push_slots: push.region.slots(),
+            domain: e.image().to_vec(),
+            files: domain.len() as u32,
+        });
+    }
+    let mut srqs = Vec::with_capacity(o.srqs.len());
+    for (id, q) in &o.srqs {
+        let (depth, taken, broken) = q.image();
+        files.push(dup(q.fd())?);
+        srqs.push(SrqImage {
+            id: *id,
+            depth,
+            taken,
+            broken,
+        });
+    }
+    let mut listeners = Vec::with_capacity(stopped.listeners.len());
+    for (id, l) in &stopped.listeners {
+        files.push(dup(l.socket())?);
+        listeners.push(*id);
+    }
+    let mut qps = Vec::with_capacity(stopped.servants.len());
+    for f in &mut stopped.servants {
+        let pd = o
+            .pds
+            .iter()
+            .find(|(_, p)| Arc::ptr_eq(&p.push, f.pd()))
+            .map(|(id, _)| *id)
+            .ok_or("a queue pair's domain went away")?;
+        let srq = match f.recvs().srq() {
+            None => 0,
+            Some(q) => o
+                .srqs
+                .iter()
+                .find(|(_, c)| Arc::ptr_eq(c, q))
+                .map(|(id, _)| *id)
+                .ok_or("a queue pair's shared receive queue went away")?,
+        };
+        files.extend(
+            f.files()
+                .map_err(|e| format!("a queue pair's descriptors: {e}"))?,
+        );
+        let g = f.geometry();
+        qps.push(QpImage {
+            id: f.id(),
+            pd,
+            srq,
+            was: f.qp().num().0,
+            geometry: [g.sq_depth, g.rq_depth, g.cq_depth, g.staging],
+            rq_taken: f.recvs().taken(),
+            servant: f.image(),
+        });
+    }
+    let image = SessionImage {
+        pid: *s
+            .pid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+        next_id: o.next_id,
+        pds,
+        mrs: o.mrs.iter().copied().collect(),
+        mws: o.mws.iter().copied().collect(),
+        srqs,
+        listeners,
+        qps,
+    };
+    let mut out = FORMAT.to_vec();
+    postcard::to_io(&image, &mut out).map_err(|e| format!("the session image: {e}"))?;
+    Ok((out, files))
+}
+
+/// A queue pair ready to start in the successor.
+struct ReadyQp {
+    id: u32,
+    pd: u32,
+    prep: Prepared,
+    recvs: Arc<QpRecvs>,
+    seg: Arc<QpSegment>,
+    bells: (Doorbell, Doorbell),
+}
+
+/// A ring geometry a daemon before sent, checked as the application's would be.
+fn geometry([sq_depth, rq_depth, cq_depth, staging]: [u32; 4]) -> Result<Geometry, String> {
+    let depth_ok = |d: u32| d.is_power_of_two() && d <= MAX_DEPTH;
+    if !(depth_ok(sq_depth) && depth_ok(rq_depth) && depth_ok(cq_depth))
+        || staging > MAX_STAGING
+        || !staging.is_multiple_of(64)
+    {
+        return Err("a queue pair's ring geometry is out of range".into());
+    }
+    Ok(Geometry {
+        sq_depth,
+        rq_depth,
+        cq_depth,
+        staging,
+    })
+}
+
+/// The successor's side: builds the session an image describes on `engine` (this
+/// shard's) and returns it to run; `Err` says why not, and nothing of it runs here.
+pub(super) fn adopt(
+    engine: &Engine,
+    device: &Arc<Device>,
+    image: &[u8],
+    files: Vec<OwnedFd>,
+) -> Result<impl Future<Output = ()> + use<>, String> {
+    let body = image
+        .strip_prefix(FORMAT)
+        .ok_or("not a session image of this format (run an iwarpd of the same release)")?;
+    let image: SessionImage =
+        postcard::from_bytes(body).map_err(|e| format!("the session image cannot be read: {e}"))?;
+    let want = 1
+        + image
+            .pds
+            .iter()
+            .map(|p| 1 + p.files as usize)
+            .sum::<usize>()
+        + image.srqs.len()
+        + image.listeners.len()
+        + 3 * image.qps.len();
+    if files.len() != want {
+        return Err(format!(
+            "{} descriptors came with the session, its image names {want}",
+            files.len()
+        ));
+    }
+    let mut files = files.into_iter();
+    let mut next = || files.next().expect("counted");
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |e: std::io::Error| format!("{what}: {e}")
+    };
+    let control = std::os::unix::net::UnixStream::from(next());
+    control
+        .set_nonblocking(true)
+        .map_err(io("the control socket"))?;
+    let control = UnixStream::from_std(control).map_err(io("the control socket"))?;
+    let mut pds = HashMap::new();
+    let mut staged: Vec<(u32, StagedPd)> = Vec::with_capacity(image.pds.len());
+    for p in &image.pds {
+        let region = PushRegion::map(std::fs::File::from(next()), p.push_slots)
+            .map_err(io("a push region"))?;
+        let domain: Vec<OwnedFd> = (0..p.files).map(|_| next()).collect();
+        let st = engine
+            .stage_import(&p.domain, domain)
+            .map_err(|e| format!("protection domain {}: {e}", p.id))?;
+        let pd = ClientPd {
+            engine: st.pd(),
+            push: Arc::new(PdPush::new(region)),
+        };
+        pds.insert(p.id, pd);
+        staged.push((p.id, st));
+    }
+    let mut srqs = HashMap::new();
+    for q in image.srqs {
+        let seg = SrqSegment::map(std::fs::File::from(next()), q.depth)
+            .map_err(io("a shared receive queue"))?;
+        srqs.insert(q.id, Arc::new(ClientSrq::restore(seg, q.taken, q.broken)));
+    }
+    let listeners: Vec<(u32, OwnedFd)> = image.listeners.iter().map(|id| (*id, next())).collect();
+    let mut ready = HashMap::new();
+    for q in image.qps {
+        let geo = geometry(q.geometry)?;
+        let seg = Arc::new(
+            QpSegment::map(std::fs::File::from(next()), geo).map_err(io("a queue pair's rings"))?,
+        );
+        let bells = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));
+        let srq = match q.srq {
+            0 => None,
+            n => Some(
+                srqs.get(&n)
+                    .ok_or("a queue pair names no shared receive queue")?
+                    .clone(),
+            ),
+        };
+        if !pds.contains_key(&q.pd) {
+            return Err("a queue pair names no protection domain".into());
+        }
+        let recvs = Arc::new(QpRecvs::restore(seg.clone(), srq, q.rq_taken));
+        let prep = Prepared::restore(&geo, recvs.clone(), q.servant)?;
+        let r = ReadyQp {
+            id: q.id,
+            pd: q.pd,
+            prep,
+            recvs,
+            seg,
+            bells,
+        };
+        ready.insert(q.was, r);
+    }
+    let staged_qps: HashSet<u32> = staged
+        .iter()
+        .flat_map(|(_, st)| st.queue_pairs().map(|q| q.0))
+        .collect();
+    if staged_qps != ready.keys().copied().collect() {
+        return Err("the session's queue pairs and its domains' do not match".into());
+    }
+    // Nothing fails from here on: the queue pairs start.
+    let objs = Objects {
+        pds,
+        mrs: image.mrs.into_iter().collect(),
+        mws: image.mws.into_iter().collect(),
+        srqs,
+        next_id: image.next_id,
+        ..Objects::default()
+    };
+    let control = Arc::new(control);
+    let (s, writer) = Session::start(
+        engine.clone(),
+        device.clone(),
+        control.clone(),
+        objs,
+        image.pid,
+    );
+    let mut qps = Vec::with_capacity(ready.len());
+    for (_, st) in staged {
+        let (_, imported) = st.start(|was| {
+            let r = &ready[&was.0];
+            ImportQueues {
+                send_cq: r.prep.cq().clone(),
+                recv_cq: r.prep.cq().clone(),
+                srq: Some(crate::Srq::fed(r.recvs.clone())),
+            }
+        });
+        qps.extend(imported);
+    }
+    {
+        let mut o = s.objs();
+        for q in qps {
+            let r = ready.remove(&q.was.0).expect("matched above");
+            let push = servant::Push {
+                pd: o.pds[&r.pd].push.clone(),
+                share: device.share.clone(),
+            };
+            let ended = session::on_end(&s, r.id);
+            let sv = r
+                .prep
+                .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
+            o.qps.insert(r.id, sv);
+        }
+        for (id, fd) in listeners {
+            match engine.listen_on_std(std::net::TcpListener::from(fd)) {
+                Ok(l) => {
+                    o.listeners.insert(id, ClientListener::start(&s, id, l));
+                }
+                Err(e) => {
+                    tracing::error!(listener = id, error = %e, "an application's listener could not be taken over")
+                }
+            }
+        }
+    }
+    tracing::info!(pid = image.pid, "a local application's session moved in");
+    Ok(session::serve(s, control, writer, true))
+}
+
+/// Sessions that can be asked to move, by serial.
+#[derive(Debug, Default)]
+pub(super) struct Movers(Mutex<(u64, HashMap<u64, mpsc::Sender<Ask>>)>);
+
+impl Movers {
+    /// Lists a session; its serial, to strike it off.
+    pub(super) fn enlist(&self, ask: mpsc::Sender<Ask>) -> u64 {
+        let mut m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.0 += 1;
+        let serial = m.0;
+        m.1.insert(serial, ask);
+        serial
+    }
+
+    pub(super) fn strike(&self, serial: u64) {
+        let mut m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.1.remove(&serial);
+    }
+
+    pub(super) fn all(&self) -> Vec<SessionMover> {
+        let m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.1.values().cloned().map(SessionMover).collect()
+    }
+}
