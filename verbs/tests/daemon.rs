@@ -1137,3 +1137,132 @@ async fn query_answers_the_limits_of_the_device() {
     assert_eq!(a.push_slots, limits.push.slots);
     assert!(a.crc && a.atomics);
 }
+
+/// An upgrade of iwarpd moves an attached application's session with everything in it
+/// (`offload_engine::local`'s `SessionMover::pack` and `LocalService::adopt`), here
+/// between two local services of one process: a shared receive queue with receives taken
+/// and waiting, a completion not consumed yet, a type 1 window the peer writes through
+/// afterwards, and a listener that accepts a new connection afterwards. The application
+/// and its peer notice nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<(), Error> {
+    let path =
+        |n: &str| std::env::temp_dir().join(format!("iwarpd-test-{}-{n}.sock", std::process::id()));
+    let cfg = || (EngineConfig::default(), LocalConfig::default());
+    let (e, l) = cfg();
+    let before = LocalService::start(&path("move-a"), e, l, 1)?;
+    let app = Device::try_open(DeviceConfig::default().daemon(path("move-a")))?;
+    let (pd, cq) = (app.alloc_pd(), app.create_cq(64));
+    let srq = app.create_srq(8)?;
+    let inbox = pd.alloc_mr(8 * 64, Access::LOCAL_WRITE)?;
+    let fill = || {
+        (0..8u64).try_for_each(|i| {
+            srq.post_recv(RecvWr {
+                wr_id: i,
+                sgl: [inbox.local(i as usize * 64..(i as usize + 1) * 64)].into(),
+            })
+        })
+    };
+    fill()?;
+    let target = pd.alloc_mr(
+        4096,
+        Access::REMOTE_WRITE | Access::LOCAL_WRITE | Access::BIND,
+    )?;
+    let mw = pd.alloc_mw(verbs::MwType::One)?;
+    let window = mw.bind(&target, 1024..2048, Access::REMOTE_WRITE)?;
+    let listener = app.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let accepting = {
+        let (pd, cq, srq) = (pd.clone(), cq.clone(), srq.clone());
+        let advert = window.encode();
+        tokio::spawn(async move {
+            let mut qps = Vec::new();
+            for _ in 0..2 {
+                let inc = listener.accept().await?;
+                qps.push(
+                    inc.accept(&pd, QpConfig::new(&cq).srq(&srq), &advert)
+                        .await?,
+                );
+            }
+            Ok::<_, Error>(qps)
+        })
+    };
+    let peer = Device::open(DeviceConfig::default().embedded());
+    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(64));
+    let conn = peer.connect(&ppd, addr, QpConfig::new(&pcq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no window advertised")?;
+    let pqp = conn.qp;
+    let recv = |what: &'static str| {
+        let (cq, inbox) = (cq.clone(), inbox.clone());
+        async move {
+            let wc = tokio::time::timeout(Duration::from_secs(10), cq.next())
+                .await
+                .map_err(|_| format!("{what} never arrived"))??;
+            assert!(wc.wc.is_ok(), "{what}: {wc:?}");
+            let at = wc.wc.wr_id as usize * 64;
+            Ok::<_, Error>(inbox.read(at..at + wc.wc.byte_len as usize)?)
+        }
+    };
+    pqp.send(Bytes::from_static(b"one")).await?;
+    pqp.send(Bytes::from_static(b"two")).await?;
+    assert_eq!(recv("one").await?, b"one");
+
+    // The move: packed, committed (this process's STags are free again), adopted.
+    let (e, l) = cfg();
+    let after = LocalService::start(&path("move-b"), e, l, 1)?;
+    let mut sessions = before.sessions();
+    assert_eq!(sessions.len(), 1);
+    let packed = sessions.pop().unwrap().pack().await?;
+    let files = packed
+        .files()
+        .iter()
+        .map(|f| f.try_clone_to_owned())
+        .collect::<Result<Vec<_>, _>>()?;
+    let image = packed.image().to_vec();
+    packed.commit();
+    let start = std::time::Instant::now();
+    while before.clients() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the session stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    after.adopt(image, files).await?;
+    assert_eq!(after.clients(), 1);
+
+    // The completion left in the ring, then Sends into receives posted before the move.
+    assert_eq!(recv("two").await?, b"two");
+    for n in 0..6u8 {
+        pqp.send(Bytes::from(vec![n; 40])).await?;
+        assert_eq!(recv("a Send after the move").await?, vec![n; 40]);
+    }
+    // Every buffer posted before the move is used; new ones go to the new service.
+    assert_eq!(srq.len(), 0);
+    fill()?;
+    // The peer writes through the window bound before the move; its Send after the
+    // Write completes here only once the Write is placed.
+    pqp.write(
+        Bytes::from_static(b"through the window"),
+        remote.slice(16, 18),
+    )
+    .await?;
+    pqp.send(Bytes::from_static(b"written")).await?;
+    assert_eq!(recv("written").await?, b"written");
+    assert_eq!(target.read(1040..1058)?, b"through the window");
+    // The application reads the peer's memory through the moved queue pair.
+    let pmem = ppd.alloc_mr(64, Access::REMOTE_READ | Access::LOCAL_WRITE)?;
+    pmem.write(0, b"peer memory")?;
+    let sink = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    // The listener moved too: a second connection is accepted through the new service.
+    let second = peer.connect(&ppd, addr, QpConfig::new(&pcq), b"").await?;
+    let qps = accepting.await??;
+    qps[0]
+        .read(pmem.remote().slice(0, 11), sink.local(..11))
+        .await?;
+    assert_eq!(sink.read(..11)?, b"peer memory");
+    second.qp.send(Bytes::from_static(b"second")).await?;
+    assert_eq!(recv("second").await?, b"second");
+    assert_eq!(app.stats().queue_pairs, 2);
+    Ok(())
+}

@@ -577,6 +577,9 @@ pub(super) fn adopt(
             }
         }
     }
+    device
+        .clients
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::info!(pid = image.pid, "a local application's session moved in");
     Ok(session::serve(s, control, writer, true))
 }

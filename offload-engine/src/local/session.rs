@@ -167,6 +167,7 @@ impl Session {
 pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>) {
     let stream = Arc::new(stream);
     let (s, writer) = Session::start(engine, device, stream.clone(), Objects::default(), 0);
+    s.device.clients.fetch_add(1, Ordering::Relaxed);
     serve(s, stream, writer, false).await;
 }
 
@@ -178,15 +179,15 @@ enum Ended {
     Moved,
 }
 
-/// Runs a session (`opened`: the client has sent Open) until the client disconnects,
-/// then releases what it held; or until it moves to a successor daemon.
+/// Runs a session (`opened`: the client has sent Open; it is counted among the device's
+/// clients already) until the client disconnects, then releases what it held; or until
+/// it moves to a successor daemon.
 pub(super) async fn serve(
     s: Arc<Session>,
     stream: Arc<UnixStream>,
     writer: tokio::task::JoinHandle<()>,
     opened: bool,
 ) {
-    s.device.clients.fetch_add(1, Ordering::Relaxed);
     let (ask, mut asks) = mpsc::channel(1);
     let serial = s.device.movers.enlist(ask);
     let why = read_loop(&s, &stream, &mut asks, opened).await;
