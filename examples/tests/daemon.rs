@@ -484,6 +484,112 @@ fn two_daemons_across_a_veth_serve_two_applications_each_and_an_embedded_one() {
     }
 }
 
+/// Between two hosts (network namespaces joined by a veth, as root; skipped elsewhere):
+/// the daemons on both hosts are upgraded in turn, three times each, while a verified
+/// rping loop runs between an application attached on each side: both ends' sessions
+/// move, the connection across the veth stays, every ping verified.
+#[test]
+fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
+    let Some(hosts) = tests::netns::two_hosts_or_skip() else {
+        return;
+    };
+    let (a, b) = (hosts.a(), hosts.b());
+    let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
+    let handover = |h: &str| {
+        std::env::temp_dir()
+            .join(format!("iwarpd-{}-veth-{h}.handover", std::process::id()))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (ha, hb) = (handover("a"), handover("b"));
+    let mut da = Iwarpd::start_on(Some(a.name()), &a_addr, "up-a", &["--handover", &ha]);
+    let mut db = Iwarpd::start_on(Some(b.name()), &b_addr, "up-b", &["--handover", &hb]);
+    let (sa, sb) = (
+        da.sock.to_str().unwrap().to_owned(),
+        db.sock.to_str().unwrap().to_owned(),
+    );
+    let mut server = spawn_in(
+        Some(a.name()),
+        RPING,
+        &["-s", "-a", &a_addr, "-p", "7011", "--daemon", &sa],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = spawn_in(
+        Some(b.name()),
+        RPING,
+        &[
+            "-c",
+            "-a",
+            &a_addr,
+            "-p",
+            "7011",
+            "-C",
+            "0",
+            "-S",
+            "4000",
+            "-V",
+            "--timeout",
+            "5",
+            "--daemon",
+            &sb,
+        ],
+    );
+    let start = Instant::now();
+    while counter(&stat(&sb, true), "connections") < 1 {
+        assert!(start.elapsed() < Duration::from_secs(20), "never connected");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for n in 0..6 {
+        let (ns, addr, name, h, d) = if n % 2 == 0 {
+            (a.name(), &a_addr, "up-a", &ha, &mut da)
+        } else {
+            (b.name(), &b_addr, "up-b", &hb, &mut db)
+        };
+        let next = Iwarpd::start_on(Some(ns), addr, name, &["--take-over", h, "--handover", h]);
+        let mut before = std::mem::replace(d, next);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = before.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "upgrade {n}: the daemon before kept something"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "upgrade {n}: {status}");
+        let sock = d.sock.to_str().unwrap();
+        assert_eq!(counter(&stat(sock, true), "clients"), 1, "upgrade {n}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "upgrade {n}: the client ended"
+        );
+    }
+    let pid = client.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(client, Duration::from_secs(30));
+    ok(&out, "rping client across the upgrades");
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        line.contains("client done") && !line.contains(" 0 verified"),
+        "{line}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    for h in [ha, hb] {
+        let _ = std::fs::remove_file(h);
+    }
+}
+
 /// The kv example runs unchanged through the daemon, chosen by flag and by environment.
 #[test]
 fn kv_runs_through_the_daemon() {

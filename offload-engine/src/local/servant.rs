@@ -39,7 +39,7 @@ enum Via {
 }
 
 /// What a daemon-side work request id stands for.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Tracked {
     client: WrId,
     signaled: bool,
@@ -47,7 +47,7 @@ struct Tracked {
 }
 
 /// Daemon-side work request ids and what they stand for.
-#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Ids {
     next: u64,
     map: HashMap<u64, Tracked>,
@@ -307,22 +307,7 @@ impl Frozen {
         self.run.collect();
         let r = &self.run;
         ServantImage {
-            ids: Ids {
-                next: r.ids.next,
-                map: r
-                    .ids
-                    .map
-                    .iter()
-                    .map(|(id, t)| {
-                        let t = Tracked {
-                            client: t.client,
-                            signaled: t.signaled,
-                            via: t.via,
-                        };
-                        (*id, t)
-                    })
-                    .collect(),
-            },
+            ids: r.ids.clone(),
             sq_room: r.sq_room as u32,
             rq_room: r.rq_room as u32,
             backlog: r.backlog.iter().flatten().copied().collect(),
