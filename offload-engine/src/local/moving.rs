@@ -39,6 +39,10 @@ use super::session::{self, ClientListener, ClientPd, Objects, Out, Session};
 use crate::push_share::PdPush;
 use crate::{Engine, ExportedPd, ImportQueues, StagedPd};
 
+/// How long a session waits for what it queued for the client to be written before it
+/// moves.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Asks a session to pack itself for a successor daemon.
 pub(super) type Ask = oneshot::Sender<Result<MovingSession, String>>;
 
@@ -168,6 +172,10 @@ impl Stopped {
 /// `idle`: no request is part-way in), packs it and answers `ask`; then waits for the
 /// verdict. True if the session moved (it ends here), false if it goes on.
 pub(super) async fn pack(s: &Arc<Session>, stream: &UnixStream, idle: bool, ask: Ask) -> bool {
+    if ask.is_closed() {
+        // The handover gave up waiting for this session.
+        return false;
+    }
     let mut stopped = match stop(s, idle).await {
         Ok(st) => st,
         Err(why) => {
@@ -175,12 +183,21 @@ pub(super) async fn pack(s: &Arc<Session>, stream: &UnixStream, idle: bool, ask:
             return false;
         }
     };
-    // What was queued for the client goes out before the socket changes hands.
+    // What was queued for the client goes out before the socket changes hands; a client
+    // that does not read its socket keeps its session here.
     let (tx, rx) = oneshot::channel();
     let mut flush = Out::new(Bytes::new(), Vec::new());
     flush.written = Some(tx);
-    if s.out.send(flush).await.is_ok() {
-        let _ = rx.await;
+    let flushed = tokio::time::timeout(FLUSH_WAIT, async {
+        if s.out.send(flush).await.is_ok() {
+            let _ = rx.await;
+        }
+    });
+    if flushed.await.is_err() {
+        stopped.resume(s);
+        let why = "the application does not read its control socket";
+        let _ = ask.send(Err(why.into()));
+        return false;
     }
     let exports = match export(s, &stopped).await {
         Ok(e) => e,

@@ -364,9 +364,13 @@ impl Handover {
         }
         let mut sessions_moved = 0;
         for session in sessions {
-            let packed = match session.pack().await {
-                Ok(p) => p,
-                Err(why) => {
+            let packed = match tokio::time::timeout(SILENCE, session.pack()).await {
+                Ok(Ok(p)) => p,
+                Err(_) => {
+                    tracing::warn!("a local application's session did not stop in time: it stays here");
+                    continue;
+                }
+                Ok(Err(why)) => {
                     tracing::warn!(
                         why,
                         "a local application's session cannot move: it stays here"
