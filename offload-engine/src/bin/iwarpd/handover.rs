@@ -367,7 +367,9 @@ impl Handover {
             let packed = match tokio::time::timeout(SILENCE, session.pack()).await {
                 Ok(Ok(p)) => p,
                 Err(_) => {
-                    tracing::warn!("a local application's session did not stop in time: it stays here");
+                    tracing::warn!(
+                        "a local application's session did not stop in time: it stays here"
+                    );
                     continue;
                 }
                 Ok(Err(why)) => {
