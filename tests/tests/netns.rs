@@ -1,7 +1,9 @@
 //! Two engines on two hosts (network namespaces joined by a veth pair): connection setup
 //! with private data, Send/Write/Read, 256 queue pairs at once, a 1 GiB transfer verified
 //! by CRC32c, protection failures that end one queue pair with the exact Terminate while
-//! another keeps working, and live migration under a verified loop. Every test prints `SKIPPED: <reason>` and returns where
+//! another keeps working, live migration under a verified loop, and seed 003/001/004's
+//! extensions (Send with Immediate, Read V2, register-and-send, drain, Delay, refusing
+//! incoming RDMA, a shared send queue, one-touch windows). Every test prints `SKIPPED: <reason>` and returns where
 //! namespaces cannot be made (not root, no `ip`).
 //!
 //! Host a (10.199.X.1) runs the server engine, host b (10.199.X.2) the client engine; each
@@ -1475,4 +1477,168 @@ fn iwarpd_is_upgraded_ten_times_while_the_peer_loops_across_the_veth() {
         rounds.load(Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Seed 003's shared send queue and seed 001's one-touch windows across the veth, through
+/// `verbs`: host b drives three connections to host a from one shared send queue, Writes
+/// through a type 1 and a type 2 one-touch window among numbered Sends. Each window takes
+/// one Write message; the second Write through the type 1 window ends that connection with
+/// a Terminate and places nothing, while the Sends on the third connection go on and
+/// arrive in posting order, and completions come in posting order.
+#[test]
+fn a_shared_send_queue_and_one_touch_windows_across_the_veth() {
+    use verbs::{Device, DeviceConfig, MwType, QpConfig, SharedSendQueue};
+    let Some(net) = two_hosts_or_skip() else {
+        return;
+    };
+    let server_addr = SocketAddr::from((net.a().addr(), PORT));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let send_wr = |wr_id: u64, data: Vec<u8>| SendWr {
+        wr_id,
+        op: send(data),
+        flags: SendFlags::NONE,
+    };
+
+    let server = net.a().spawn(move || {
+        limit(async move {
+            let dev = Device::open(DeviceConfig::default().embedded());
+            let pd = dev.alloc_pd();
+            let region = pd.alloc_mr(8192, ALL | Access::BIND).unwrap();
+            let mw1 = pd.alloc_mw(MwType::One).unwrap();
+            mw1.set_one_touch(true);
+            let once = mw1.bind(&region, ..4096, Access::REMOTE_WRITE).unwrap();
+            let listener = dev.listen(server_addr).await.unwrap();
+            ready_tx.send(()).unwrap();
+            let cq = dev.create_cq(64);
+            let inbox = pd.alloc_mr(16 * 8, LOCAL).unwrap();
+            let mut qps = Vec::new();
+            for c in 0..3 {
+                let mut cfg = QpConfig::new(&cq);
+                if c == 1 {
+                    cfg = cfg.recv(RecvWr {
+                        wr_id: 15,
+                        sgl: [inbox.local(15 * 8..16 * 8)].into(),
+                    });
+                }
+                if c == 2 {
+                    for k in 0..8usize {
+                        cfg = cfg.recv(RecvWr {
+                            wr_id: k as u64,
+                            sgl: [inbox.local(k * 8..k * 8 + 8)].into(),
+                        });
+                    }
+                }
+                let inc = listener.accept().await.unwrap();
+                qps.push(inc.accept(&pd, cfg, &once.encode()).await.unwrap());
+            }
+            // The client's hello on connection 1, then the type 2 window, bound on
+            // connection 1 and advertised there.
+            let hello = tokio::time::timeout(WAIT, cq.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!((hello.wc.wr_id, hello.wc.byte_len), (15, 5), "{hello:?}");
+            let mw2 = pd.alloc_mw(MwType::Two).unwrap();
+            mw2.set_one_touch(true);
+            let once2 = qps[1]
+                .bind_mw(&mw2, &region, 4096.., Access::REMOTE_WRITE)
+                .await
+                .unwrap();
+            qps[1]
+                .send(Bytes::from(once2.encode().to_vec()))
+                .await
+                .unwrap();
+            // Connection 2's Sends, in posting order.
+            let mut got = Vec::new();
+            while got.len() < 8 {
+                let wc = tokio::time::timeout(WAIT, cq.next())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                if wc.wc.opcode == WcOpcode::Recv {
+                    assert_eq!(wc.wc.status, WcStatus::Success, "{wc:?}");
+                    let k = wc.wc.wr_id as usize;
+                    let v = inbox.read(k * 8..k * 8 + 8).unwrap();
+                    got.push(u64::from_le_bytes(v.try_into().unwrap()));
+                }
+            }
+            assert_eq!(got, [3, 4, 5, 6, 7, 8, 11, 12], "posting order");
+            let end0 = tokio::time::timeout(WAIT, qps[0].closed()).await.unwrap();
+            assert!(matches!(end0, QpEnd::Terminated(_)), "{end0:?}");
+            assert_eq!(
+                region.read(..).unwrap(),
+                [pattern(1, 4096), pattern(2, 4096)].concat(),
+                "each window took its first Write and nothing of the second"
+            );
+        })
+    });
+
+    let client = net.b().spawn(move || {
+        limit(async move {
+            ready_rx.await.unwrap();
+            let dev = Device::open(DeviceConfig::default().embedded());
+            let pd = dev.alloc_pd();
+            let cq = dev.create_cq(64);
+            let inbox = pd.alloc_mr(64, LOCAL).unwrap();
+            let mut conns = Vec::new();
+            for c in 0..3 {
+                let mut cfg = QpConfig::new(&cq);
+                if c == 1 {
+                    cfg = cfg.recv(RecvWr {
+                        wr_id: 0,
+                        sgl: [inbox.local(..)].into(),
+                    });
+                }
+                conns.push(dev.connect(&pd, server_addr, cfg, b"").await.unwrap());
+            }
+            let once = RemoteBuf::decode(&conns[0].private_data).unwrap();
+            // The initiator's first FPDU, before which the responder sends nothing
+            // (RFC 5044): connection 1 is the one the server answers on.
+            conns[1]
+                .qp
+                .send(Bytes::from_static(b"hello"))
+                .await
+                .unwrap();
+            let wc = tokio::time::timeout(WAIT, cq.next())
+                .await
+                .unwrap()
+                .unwrap();
+            let once2 = RemoteBuf::decode(&inbox.read(..wc.wc.byte_len as usize).unwrap()).unwrap();
+            let qps: Vec<_> = conns.into_iter().map(|c| c.qp).collect();
+            let ssq = SharedSendQueue::new(32);
+            let write = |wr_id, seed, dst| SendWr {
+                wr_id,
+                op: SendOp::Write {
+                    data: Payload::Bytes(Bytes::from(pattern(seed, 4096))),
+                    dst,
+                },
+                flags: SendFlags::NONE,
+            };
+            ssq.post(&qps[0], write(1, 1, once)).unwrap();
+            ssq.post(&qps[1], write(2, 2, once2)).unwrap();
+            for id in 3..=8u64 {
+                ssq.post(&qps[2], send_wr(id, id.to_le_bytes().to_vec()))
+                    .unwrap();
+            }
+            // A second Write through the used-up type 1 window.
+            ssq.post(&qps[0], write(9, 9, once)).unwrap();
+            let end0 = tokio::time::timeout(WAIT, qps[0].closed()).await.unwrap();
+            assert!(matches!(end0, QpEnd::TerminatedByPeer(_)), "{end0:?}");
+            for id in 11..=12u64 {
+                ssq.post(&qps[2], send_wr(id, id.to_le_bytes().to_vec()))
+                    .unwrap();
+            }
+            let mut order = Vec::new();
+            while let Some(c) = ssq.next().await {
+                if c.wc.wr_id != 9 {
+                    assert_eq!(c.wc.status, WcStatus::Success, "{c:?}");
+                }
+                order.push(c.wc.wr_id);
+            }
+            assert_eq!(order, [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12], "posting order");
+            qps[2].state()
+        })
+    });
+    assert_eq!(client.join(), QpState::Rts);
+    server.join();
 }
