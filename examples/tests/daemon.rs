@@ -251,6 +251,41 @@ fn rping_client(sock: &str, port: &str, extra: &[&str]) -> Child {
     spawn(RPING, &args)
 }
 
+/// Ends an `iwarp-rping -C 0 -V` client with Ctrl-C and checks its summary: it ran, and
+/// every ping it made was verified.
+fn interrupt_rping(client: Child, what: &str) {
+    let pid = client.id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(sent.success());
+    let out = finish(client, Duration::from_secs(30));
+    ok(&out, what);
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (pings, verified) = line
+        .trim()
+        .strip_prefix("iwarp-rping: client done: ")
+        .and_then(|r| r.strip_suffix(" verified"))
+        .and_then(|r| r.split_once(" pings, "))
+        .unwrap_or_else(|| panic!("{what}: {line}"));
+    assert_eq!(pings, verified, "{what}: {line}");
+    assert!(pings.parse::<u64>().unwrap() > 0, "{what}: {line}");
+}
+
+/// Waits until a daemon that handed over exits by itself (at most 20 s), successfully.
+fn exits_by_itself(d: &mut Iwarpd, what: &str) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: the daemon before did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{what}: {status}");
+}
+
 #[test]
 fn a_client_killed_with_sigkill_ends_its_connection_and_frees_its_memory() {
     let d = Iwarpd::start("sigkill");
@@ -548,18 +583,7 @@ fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
         };
         let next = Iwarpd::start_on(Some(ns), addr, name, &["--take-over", h, "--handover", h]);
         let mut before = std::mem::replace(d, next);
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = before.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "upgrade {n}: the daemon before kept something"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        assert!(status.success(), "upgrade {n}: {status}");
+        exits_by_itself(&mut before, &format!("upgrade {n}"));
         let sock = d.sock.to_str().unwrap();
         assert_eq!(counter(&stat(sock, true), "clients"), 1, "upgrade {n}");
         std::thread::sleep(Duration::from_millis(200));
@@ -568,21 +592,7 @@ fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
             "upgrade {n}: the client ended"
         );
     }
-    let pid = client.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = finish(client, Duration::from_secs(30));
-    ok(&out, "rping client across the upgrades");
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        line.contains("client done") && !line.contains(" 0 verified"),
-        "{line}"
-    );
+    interrupt_rping(client, "rping client across the upgrades");
     let _ = server.kill();
     let _ = server.wait();
     for h in [ha, hb] {
@@ -697,36 +707,11 @@ fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
         "the daemon before serves the sessions that stayed"
     );
     assert!(client.try_wait().unwrap().is_none(), "the pings go on");
-    let pid = client.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = finish(client, Duration::from_secs(30));
-    ok(&out, "rping client across a refused handover");
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        line.contains("client done") && !line.contains(" 0 verified"),
-        "{line}"
-    );
+    interrupt_rping(client, "rping client across a refused handover");
     // Once its applications are gone, the daemon before exits by itself.
     let _ = server.kill();
     let _ = server.wait();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = before.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the daemon before did not exit once its applications left"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status}");
+    exits_by_itself(&mut before, "once its applications left");
     drop(after);
     let _ = std::fs::remove_file(&handover);
 }
@@ -794,18 +779,7 @@ fn an_upgrade_moves_attached_applications_with_their_connections() {
             &["--take-over", h, "--handover", h],
         );
         // Everything moved: the daemon before has nothing left, and exits by itself.
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = before.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "upgrade {n}: the daemon before kept something"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        assert!(status.success(), "upgrade {n}: {status}");
+        exits_by_itself(&mut before, &format!("upgrade {n}"));
         let j = stat(&sock, true);
         assert_eq!(counter(&j, "clients"), 3, "upgrade {n}: {j}");
         flowing(&sock);
@@ -820,25 +794,7 @@ fn an_upgrade_moves_attached_applications_with_their_connections() {
 
     // Interrupted, each client ends its run with every ping verified.
     for c in clients {
-        let pid = c.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let out = finish(c, Duration::from_secs(30));
-        ok(&out, "rping client across the upgrades");
-        let line = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (pings, verified) = line
-            .trim()
-            .strip_prefix("iwarp-rping: client done: ")
-            .and_then(|r| r.strip_suffix(" verified"))
-            .and_then(|r| r.split_once(" pings, "))
-            .unwrap_or_else(|| panic!("{line}"));
-        assert_eq!(pings, verified, "{line}");
-        assert!(pings.parse::<u64>().unwrap() > 0, "{line}");
+        interrupt_rping(c, "rping client across the upgrades");
     }
     for mut s in servers {
         let _ = s.kill();
