@@ -245,6 +245,19 @@ async fn ten_upgrades_while_a_client_loops_over_one_connection() {
 
     // The listening socket came along: a new client is served by the last daemon.
     check_passes(&daemon.addr);
+    // Its region took an STag index above every one the daemons before handed out, and
+    // the margin each successor keeps for the entries still moving in: a new entry never
+    // takes an index a moving domain needs.
+    tokio::task::block_in_place(|| daemon.wait_log("connection accepted"));
+    let log = daemon.log();
+    let stag = log
+        .lines()
+        .filter(|l| l.contains("connection accepted"))
+        .filter_map(|l| l.split("region=0x").nth(1))
+        .filter_map(|r| u32::from_str_radix(r.get(..8)?, 16).ok())
+        .next_back()
+        .expect("the new connection's region in the log");
+    assert!(stag >> 8 > 65_536, "index {} of STag {stag:#x}", stag >> 8);
     daemon.signal("-TERM");
     let status = tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
     assert!(status.success());
