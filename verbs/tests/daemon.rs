@@ -1266,3 +1266,49 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
     assert_eq!(app.stats().queue_pairs, 2);
     Ok(())
 }
+
+/// A session packed for a successor that does not take it (the `MovingSession` dropped
+/// uncommitted) resumes where it stopped; a session with a queue pair that has ended and
+/// is not destroyed yet does not pack at all, and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_not_taken_resumes_and_one_between_states_stays() -> Result<(), Error> {
+    let path = std::env::temp_dir().join(format!("iwarpd-test-{}-stay.sock", std::process::id()));
+    let service = LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
+    let app = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let (pd, cq) = (app.alloc_pd(), app.create_cq(64));
+    let peer = Device::open(DeviceConfig::default().embedded());
+    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(64));
+    let pinbox = ppd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        let cfg = QpConfig::new(&pcq).recv(RecvWr {
+            wr_id: 1,
+            sgl: [pinbox.local(..)].into(),
+        });
+        Ok::<_, Error>((inc.accept(&ppd, cfg, b"").await?, pcq, pinbox))
+    });
+    let qp = app.connect(&pd, addr, QpConfig::new(&cq), b"").await?.qp;
+    let (pqp, pcq, pinbox) = accepting.await??;
+
+    let mut sessions = service.sessions();
+    assert_eq!(sessions.len(), 1);
+    let mover = sessions.pop().unwrap();
+    drop(mover.pack().await?);
+    qp.send(Bytes::from_static(b"after resume")).await?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), pcq.next()).await??;
+    assert!(wc.wc.is_ok(), "{wc:?}");
+    assert_eq!(pinbox.read(..12)?, b"after resume");
+
+    pqp.disconnect();
+    tokio::time::timeout(Duration::from_secs(10), qp.closed()).await?;
+    let why = mover.pack().await.unwrap_err();
+    assert!(why.contains("has ended"), "{why}");
+    // The session goes on: its control channel answers.
+    let mr = pd.alloc_mr(4096, Access::LOCAL_WRITE)?;
+    mr.write(0, b"still served")?;
+    assert_eq!(app.stats().queue_pairs, 1);
+    assert_eq!(service.clients(), 1);
+    Ok(())
+}
