@@ -16,6 +16,9 @@
 //!   demand (`recvs.rs`), so a receive is there for the peer as soon as it is posted.
 //! - A client that goes away (exit, crash, SIGKILL) ends its session: its queue pairs
 //!   close (the peers see a clean close), its listeners stop and its memory is released.
+//! - At an upgrade, a session moves to the successor daemon whole (`moving.rs`:
+//!   [`SessionMover::pack`] here, [`LocalService::adopt`] there); the client notices
+//!   nothing.
 
 mod memory;
 mod moving;
