@@ -291,7 +291,7 @@ impl Handover {
             .map_err(|e| format!("the successor's socket: {e}"))?;
         let hello = this.recv().await.map_err(failed)?;
         if hello.kind != HELLO || hello.body != HELLO_BODY {
-            let why = "not a successor of this version (handover exchange 2)";
+            let why = "not a successor of this version (handover exchange 3: run a successor of the same release)";
             let _ = this.say(REFUSED, why.into(), Vec::new()).await;
             return Err(why.into());
         }
