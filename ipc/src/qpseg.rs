@@ -185,14 +185,21 @@ impl Geometry {
             cq_depth: r.u32("cq depth")?,
             staging: r.u32("staging")?,
         };
+        g.check()?;
+        Ok(g)
+    }
+
+    /// Checks what either side requires: depths powers of two up to [`MAX_DEPTH`], a
+    /// staging area a multiple of 64 octets up to [`MAX_STAGING`].
+    pub fn check(&self) -> Result<(), Malformed> {
         let depth_ok = |d: u32| d.is_power_of_two() && d <= MAX_DEPTH;
-        if !(depth_ok(g.sq_depth) && depth_ok(g.rq_depth) && depth_ok(g.cq_depth))
-            || g.staging > MAX_STAGING
-            || !g.staging.is_multiple_of(64)
+        if !(depth_ok(self.sq_depth) && depth_ok(self.rq_depth) && depth_ok(self.cq_depth))
+            || self.staging > MAX_STAGING
+            || !self.staging.is_multiple_of(64)
         {
             return Err(Malformed("ring geometry"));
         }
-        Ok(g)
+        Ok(())
     }
 }
 

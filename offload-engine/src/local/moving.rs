@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use ipc::push::PushRegion;
-use ipc::qpseg::{Doorbell, Geometry, MAX_DEPTH, MAX_STAGING, QpSegment};
+use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use ipc::srq::SrqSegment;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
@@ -424,21 +424,17 @@ struct ReadyQp {
     bells: (Doorbell, Doorbell),
 }
 
-/// A ring geometry a daemon before sent, checked as the application's would be.
+/// A ring geometry a daemon before sent, checked as the application checks it.
 fn geometry([sq_depth, rq_depth, cq_depth, staging]: [u32; 4]) -> Result<Geometry, String> {
-    let depth_ok = |d: u32| d.is_power_of_two() && d <= MAX_DEPTH;
-    if !(depth_ok(sq_depth) && depth_ok(rq_depth) && depth_ok(cq_depth))
-        || staging > MAX_STAGING
-        || !staging.is_multiple_of(64)
-    {
-        return Err("a queue pair's ring geometry is out of range".into());
-    }
-    Ok(Geometry {
+    let g = Geometry {
         sq_depth,
         rq_depth,
         cq_depth,
         staging,
-    })
+    };
+    g.check()
+        .map_err(|_| "a queue pair's ring geometry is out of range")?;
+    Ok(g)
 }
 
 /// The successor's side: builds the session an image describes on `engine` (this

@@ -72,7 +72,7 @@ pub(super) struct Objects {
 /// A listener of the client: the socket, and the task that hands its connection
 /// requests to the client.
 pub(super) struct ClientListener {
-    pub(super) listener: Arc<crate::Listener>,
+    listener: Arc<crate::Listener>,
     task: tokio::task::JoinHandle<()>,
 }
 
