@@ -12,6 +12,7 @@ const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
 const CONNECT_WAIT: &str = "--connect-wait";
 const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
 const KV: &str = env!("CARGO_BIN_EXE_kv");
+const QP_HOLD: &str = env!("CARGO_BIN_EXE_qp-hold");
 const DEMO: &str = env!("CARGO_BIN_EXE_demo");
 
 /// The iwarpd binary of this build, brought up to date once per test run (cargo builds
@@ -673,6 +674,57 @@ fn the_demo_runs_through_the_daemon() {
 /// listening and control sockets, new applications attach to it at once, and the
 /// applications attached before keep their queue pairs in the daemon before, which serves
 /// them until they detach and then exits by itself.
+/// A session with a hundred queue pairs (a few hundred descriptors: rings, doorbells,
+/// sockets, memory files, more than one `SCM_RIGHTS` message carries) moves whole.
+#[test]
+fn a_session_with_a_hundred_queue_pairs_moves() {
+    let handover =
+        std::env::temp_dir().join(format!("iwarpd-{}-many.handover", std::process::id()));
+    let h = handover.to_str().unwrap();
+    let mut before = Iwarpd::start_on(None, "127.0.0.1", "many", &["--handover", h]);
+    let sock = before.sock.to_str().unwrap().to_owned();
+    let hold = |args: &[&str]| {
+        Command::new(QP_HOLD)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let line = |c: &mut Child| {
+        let mut l = String::new();
+        BufReader::new(c.stdout.as_mut().unwrap())
+            .read_line(&mut l)
+            .unwrap();
+        l
+    };
+    let mut listener = hold(&["--listen", "127.0.0.1:0", "-n", "100"]);
+    let addr = line(&mut listener)
+        .trim()
+        .strip_prefix("listening ")
+        .expect("qp-hold's address")
+        .to_owned();
+    let mut attached = hold(&["--connect", &addr, "-n", "100", "--daemon", &sock]);
+    assert_eq!(line(&mut attached).trim(), "ready 100");
+    let _after = Iwarpd::start_on(
+        None,
+        "127.0.0.1",
+        "many",
+        &["--take-over", h, "--handover", h],
+    );
+    exits_by_itself(&mut before, "the upgrade");
+    let j = stat(&sock, true);
+    assert_eq!(counter(&j, "clients"), 1, "{j}");
+    assert_eq!(counter(&j, "queue_pairs"), 100, "{j}");
+    // Both hold their queue pairs until told to stop, then leave cleanly.
+    for mut c in [attached, listener] {
+        drop(c.stdin.take());
+        ok(&finish(c, Duration::from_secs(30)), "qp-hold");
+    }
+    let _ = std::fs::remove_file(&handover);
+}
+
 #[test]
 fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
     let handover = std::env::temp_dir().join(format!("iwarpd-{}-nak.handover", std::process::id()));

@@ -234,8 +234,12 @@ impl Totals {
 pub struct EngineStats {
     /// Connections that reached FPDU mode since the engine started.
     pub connections: u64,
-    /// Of those, the ones whose queue pair is gone (closed and released).
+    /// Queue pairs that are gone from here: closed and released, or moved away (a queue
+    /// pair that moved in counts here when it goes, so with moves this can exceed
+    /// `connections`).
     pub connections_closed: u64,
+    /// Queue pairs here now, those that moved in included.
+    pub queue_pairs: u64,
     /// The traffic of every queue pair, live and gone: FPDUs, octets per opcode,
     /// Terminates sent and received.
     pub traffic: StreamStats,
@@ -432,10 +436,14 @@ impl Engine {
         qps.insert(qp.num, Arc::downgrade(qp));
     }
 
-    /// Stops counting `num` among this engine's queue pairs (it moved away).
+    /// Stops counting `num` among this engine's queue pairs: it moved away, and counts as
+    /// gone here with the traffic it had (the engine it moves to counts it from now on).
     pub(crate) fn disown(&self, num: QpNum) {
-        let mut qps = self.registry();
-        qps.remove(&num);
+        let gone = self.registry().remove(&num).and_then(|w| w.upgrade());
+        if let Some(shared) = gone {
+            let stats = shared.lock().stream.stats();
+            self.inner.totals.retire(&stats);
+        }
     }
 
     /// The queue pairs of domain `pd`.
@@ -524,6 +532,7 @@ impl Engine {
         EngineStats {
             connections: self.inner.totals.connections.load(Ordering::Relaxed),
             connections_closed: closed,
+            queue_pairs: live.len() as u64,
             traffic,
             push: self
                 .inner

@@ -95,6 +95,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if args.mode == Mode::Serve {
+        raise_descriptor_limit();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -124,6 +127,20 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("iwarpd: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one: the daemon holds one per
+/// region its applications registered, three per queue pair of theirs, and a successor
+/// receives all of them at an upgrade.
+fn raise_descriptor_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(error = %e, "cannot raise the limit on open descriptors");
         }
     }
 }

@@ -80,6 +80,8 @@ impl Parked {
         let mut st = shared.lock();
         st.end = Some(QpEnd::MovedAway);
         st.publish_end = st.end;
+        // The engine it left counted it gone already (`Engine::disown`).
+        st.home.totals = Arc::default();
         st.pushed.clear();
         st.held.clear();
         st.ready.clear();

@@ -118,7 +118,7 @@ impl Device {
         let mut traffic = rdmap::StreamStats::default();
         for e in &self.engines {
             let st = e.stats();
-            d.device_queue_pairs += (st.connections - st.connections_closed) as u32;
+            d.device_queue_pairs += st.queue_pairs as u32;
             d.connections += st.connections;
             d.connections_closed += st.connections_closed;
             traffic.add(&st.traffic);

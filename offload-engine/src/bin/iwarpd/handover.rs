@@ -76,8 +76,11 @@ pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x03";
 const INDEX_MARGIN: u32 = 1 << 16;
 
 const HEADER: usize = 7;
-/// The most descriptors one message carries.
-const MAX_FDS: usize = 32;
+/// The most descriptors one message carries (a session brings one per region, three per
+/// queue pair, ...).
+const MAX_FDS: usize = u16::MAX as usize;
+/// The most descriptors one `sendmsg` carries (the kernel's `SCM_MAX_FD` is 253).
+const FDS_PER_SEND: usize = 250;
 /// How long the daemon waits for each answer of a successor.
 const SILENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The largest body accepted.
@@ -91,48 +94,55 @@ pub(crate) struct Msg {
     pub(crate) fds: Vec<OwnedFd>,
 }
 
-/// Sends a message on a blocking socket.
+/// Sends a message on a blocking socket. Its descriptors go in batches of at most
+/// [`FDS_PER_SEND`] (the kernel's limit for one `SCM_RIGHTS`), each attached to one octet
+/// of the message, from its first on.
 pub(crate) fn send(
     sock: &UnixStream,
     kind: u8,
     body: &[u8],
     fds: &[BorrowedFd<'_>],
 ) -> io::Result<()> {
-    if fds.len() > MAX_FDS || body.len() > MAX_BODY {
-        return Err(io::Error::other("handover message too large"));
+    let batches = fds.len().div_ceil(FDS_PER_SEND);
+    if fds.len() > MAX_FDS || body.len() > MAX_BODY || batches > HEADER + body.len() {
+        return Err(io::Error::other(format!(
+            "handover message too large ({} octets, {} descriptors)",
+            body.len(),
+            fds.len()
+        )));
     }
-    let mut head = [0u8; HEADER];
-    head[0] = kind;
-    head[1..5].copy_from_slice(&(body.len() as u32).to_le_bytes());
-    head[5..7].copy_from_slice(&(fds.len() as u16).to_le_bytes());
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::other("too many descriptors"));
+    let mut msg = Vec::with_capacity(HEADER + body.len());
+    msg.push(kind);
+    msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    msg.extend_from_slice(&(fds.len() as u16).to_le_bytes());
+    msg.extend_from_slice(body);
+    for (at, batch) in fds.chunks(FDS_PER_SEND).enumerate() {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(FDS_PER_SEND))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(batch)) {
+            return Err(io::Error::other("too many descriptors"));
+        }
+        // A blocking stream socket takes the one octet whole.
+        rustix::net::sendmsg(
+            sock.as_fd(),
+            &[IoSlice::new(&msg[at..at + 1])],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )?;
     }
-    // The descriptors go with the header's octets; the rest follows.
-    let sent = rustix::net::sendmsg(
-        sock.as_fd(),
-        &[IoSlice::new(&head)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )?;
     let mut w = sock;
-    w.write_all(&head[sent..])?;
-    w.write_all(body)
+    w.write_all(&msg[batches..])
 }
 
-/// Receives a message on a blocking socket.
-pub(crate) fn recv(sock: &UnixStream) -> io::Result<Msg> {
-    let mut head = [0u8; HEADER];
+/// Reads exactly `buf.len()` octets, collecting the descriptors that come with them.
+fn recv_exact(sock: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<()> {
     let mut got = 0;
-    let mut fds = Vec::new();
-    while got < HEADER {
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    while got < buf.len() {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(FDS_PER_SEND))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let r = rustix::net::recvmsg(
             sock.as_fd(),
-            &mut [IoSliceMut::new(&mut head[got..])],
+            &mut [IoSliceMut::new(&mut buf[got..])],
             &mut control,
             RecvFlags::CMSG_CLOEXEC,
         )?;
@@ -146,17 +156,29 @@ pub(crate) fn recv(sock: &UnixStream) -> io::Result<Msg> {
         }
         got += r.bytes;
     }
+    Ok(())
+}
+
+/// Receives a message on a blocking socket.
+pub(crate) fn recv(sock: &UnixStream) -> io::Result<Msg> {
+    let mut head = [0u8; HEADER];
+    let mut fds = Vec::new();
+    recv_exact(sock, &mut head, &mut fds)?;
     let len = u32::from_le_bytes(head[1..5].try_into().expect("4 octets")) as usize;
     let nfds = u16::from_le_bytes(head[5..7].try_into().expect("2 octets")) as usize;
-    if len > MAX_BODY || nfds != fds.len() {
+    if len > MAX_BODY {
         return Err(io::Error::other(format!(
-            "malformed handover message ({len} octets, {} descriptors where {nfds} were announced)",
-            fds.len()
+            "malformed handover message ({len} octets)"
         )));
     }
     let mut body = vec![0; len];
-    let mut r = sock;
-    r.read_exact(&mut body)?;
+    recv_exact(sock, &mut body, &mut fds)?;
+    if nfds != fds.len() {
+        return Err(io::Error::other(format!(
+            "malformed handover message ({} descriptors where {nfds} were announced)",
+            fds.len()
+        )));
+    }
     Ok(Msg {
         kind: head[0],
         body,

@@ -37,8 +37,7 @@ pub(crate) fn engine_counters(st: &EngineStats) -> DeviceCounters {
     let mut d = DeviceCounters {
         connections: st.connections,
         connections_closed: st.connections_closed,
-        device_queue_pairs: u32::try_from(st.connections - st.connections_closed)
-            .unwrap_or(u32::MAX),
+        device_queue_pairs: u32::try_from(st.queue_pairs).unwrap_or(u32::MAX),
         ..DeviceCounters::default()
     };
     d.totals.set_traffic(&st.traffic);
