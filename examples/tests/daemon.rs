@@ -252,6 +252,24 @@ fn rping_client(sock: &str, port: &str, extra: &[&str]) -> Child {
     spawn(RPING, &args)
 }
 
+/// A handover socket path of this test run.
+fn handover_path(name: &str) -> String {
+    let p = std::env::temp_dir().join(format!("iwarpd-{}-{name}.handover", std::process::id()));
+    p.to_str().unwrap().to_owned()
+}
+
+/// Waits (at most 20 s) until the daemon at `sock` counts at least `n` of `key`.
+fn wait_counter(sock: &str, key: &str, n: u64) {
+    let start = Instant::now();
+    while counter(&stat(sock, true), key) < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the daemon at {sock} never counted {n} {key}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Ends an `iwarp-rping -C 0 -V` client with Ctrl-C and checks its summary: it ran, and
 /// every ping it made was verified.
 fn interrupt_rping(client: Child, what: &str) {
@@ -531,14 +549,7 @@ fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
     };
     let (a, b) = (hosts.a(), hosts.b());
     let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
-    let handover = |h: &str| {
-        std::env::temp_dir()
-            .join(format!("iwarpd-{}-veth-{h}.handover", std::process::id()))
-            .to_str()
-            .unwrap()
-            .to_owned()
-    };
-    let (ha, hb) = (handover("a"), handover("b"));
+    let (ha, hb) = (handover_path("veth-a"), handover_path("veth-b"));
     let mut da = Iwarpd::start_on(Some(a.name()), &a_addr, "up-a", &["--handover", &ha]);
     let mut db = Iwarpd::start_on(Some(b.name()), &b_addr, "up-b", &["--handover", &hb]);
     let (sa, sb) = (
@@ -571,11 +582,7 @@ fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
             &sb,
         ],
     );
-    let start = Instant::now();
-    while counter(&stat(&sb, true), "connections") < 1 {
-        assert!(start.elapsed() < Duration::from_secs(20), "never connected");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_counter(&sb, "connections", 1);
     for n in 0..6 {
         let (ns, addr, name, h, d) = if n % 2 == 0 {
             (a.name(), &a_addr, "up-a", &ha, &mut da)
@@ -678,9 +685,8 @@ fn the_demo_runs_through_the_daemon() {
 /// sockets, memory files, more than one `SCM_RIGHTS` message carries) moves whole.
 #[test]
 fn a_session_with_a_hundred_queue_pairs_moves() {
-    let handover =
-        std::env::temp_dir().join(format!("iwarpd-{}-many.handover", std::process::id()));
-    let h = handover.to_str().unwrap();
+    let handover = handover_path("many");
+    let h = handover.as_str();
     let mut before = Iwarpd::start_on(None, "127.0.0.1", "many", &["--handover", h]);
     let sock = before.sock.to_str().unwrap().to_owned();
     let hold = |args: &[&str]| {
@@ -727,8 +733,8 @@ fn a_session_with_a_hundred_queue_pairs_moves() {
 
 #[test]
 fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
-    let handover = std::env::temp_dir().join(format!("iwarpd-{}-nak.handover", std::process::id()));
-    let h = handover.to_str().unwrap();
+    let handover = handover_path("nak");
+    let h = handover.as_str();
     let mut before = Iwarpd::start_on(None, "127.0.0.1", "nak", &["--handover", h]);
     let sock = before.sock.to_str().unwrap().to_owned();
     // A verified rping loop with both ends attached; any step taking over 2 s ends a
@@ -740,11 +746,7 @@ fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
     );
     std::thread::sleep(Duration::from_millis(300));
     let mut client = rping_client(&sock, &p, &["0", "-V", "--timeout", "2"]);
-    let start = Instant::now();
-    while counter(&stat(&sock, true), "connections") < 2 {
-        assert!(start.elapsed() < Duration::from_secs(20), "never connected");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_counter(&sock, "connections", 2);
     // A successor that serves no local applications: it refuses both sessions, which
     // resume in the daemon before where they stopped.
     let after = Iwarpd::start_on(
@@ -770,8 +772,8 @@ fn a_session_the_successor_does_not_take_resumes_in_the_daemon_before() {
 
 #[test]
 fn an_upgrade_moves_attached_applications_with_their_connections() {
-    let handover = std::env::temp_dir().join(format!("iwarpd-{}-up.handover", std::process::id()));
-    let h = handover.to_str().unwrap();
+    let handover = handover_path("up");
+    let h = handover.as_str();
     let mut before = Iwarpd::start_on(None, "127.0.0.1", "upgrade", &["--handover", h]);
     let sock = before.sock.to_str().unwrap().to_owned();
     // Two verified rping loops (Send, RDMA Read and RDMA Write, every ping's data checked):
@@ -815,11 +817,7 @@ fn an_upgrade_moves_attached_applications_with_their_connections() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let start = Instant::now();
-    while counter(&stat(&sock, true), "clients") < 3 {
-        assert!(start.elapsed() < Duration::from_secs(20), "never attached");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_counter(&sock, "clients", 3);
     flowing(&sock);
 
     // Ten upgrades, one after another, while the pings run.

@@ -122,9 +122,13 @@ impl PushShare {
         self.in_flight.fetch_add(n as _, Ordering::AcqRel);
     }
 
-    /// Returns a tracking entry.
+    /// Returns a tracking entry (never below none: a pushed request that was in flight
+    /// when its session moved in, and was not counted, cannot wrap the count and stop
+    /// every push).
     pub(crate) fn untrack(&self) {
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// Takes `octets` of transmit credit at time `now` (D5), or `false` if there is not
@@ -220,6 +224,12 @@ mod tests {
         assert!(!share.track());
         share.untrack();
         assert!(share.track());
+        // Returning more than were taken (a request pushed before its session moved in)
+        // leaves none taken, not a wrapped count that refuses every push.
+        for _ in 0..3 {
+            share.untrack();
+        }
+        assert!(share.track() && share.track() && !share.track());
         let t0 = Instant::now();
         assert!(share.credit(600, t0));
         assert!(!share.credit(600, t0), "400 left");

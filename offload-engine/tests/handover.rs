@@ -165,6 +165,12 @@ async fn a_domain_crosses_in_the_middle_of_a_read() {
     assert_eq!(&got, b"after!!!");
     assert_eq!((cqp.state(), nqp.state()), (QpState::Rts, QpState::Rts));
     assert_eq!(s.engine.qps().len(), 0, "the old engine let it go");
+    // The counters follow: gone from the old engine (with the traffic it had there), live
+    // in the new one.
+    let (old, new) = (s.engine.stats(), dest.stats());
+    assert_eq!((old.queue_pairs, old.connections_closed), (0, 1));
+    assert!(old.traffic.fpdus_sent > 0, "{old:?}");
+    assert_eq!((new.queue_pairs, new.connections), (1, 0));
 
     // And it closes cleanly from its new home.
     nqp.disconnect();

@@ -1212,13 +1212,8 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
     let after = LocalService::start(&path("move-b"), e, l, 1)?;
     let mut sessions = before.sessions();
     assert_eq!(sessions.len(), 1);
-    let packed = sessions.pop().unwrap().pack().await?;
-    let files = packed
-        .files()
-        .iter()
-        .map(|f| f.try_clone_to_owned())
-        .collect::<Result<Vec<_>, _>>()?;
-    let image = packed.image().to_vec();
+    let mut packed = sessions.pop().unwrap().pack().await?;
+    let (image, files) = packed.take();
     packed.commit();
     let start = std::time::Instant::now();
     while before.clients() > 0 {

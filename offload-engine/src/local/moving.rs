@@ -96,8 +96,8 @@ struct QpImage {
     servant: ServantImage,
 }
 
-/// A session packed to cross to a successor daemon: send [`image`](Self::image) and
-/// [`files`](Self::files) over, and once the successor runs it, [`commit`](Self::commit).
+/// A session packed to cross to a successor daemon: [`take`](Self::take) its image and
+/// descriptors, send them over, and once the successor runs it, [`commit`](Self::commit).
 /// Dropped without committing, the session goes on here where it stopped.
 #[derive(Debug)]
 pub struct MovingSession {
@@ -107,14 +107,13 @@ pub struct MovingSession {
 }
 
 impl MovingSession {
-    /// The session as octets.
-    pub fn image(&self) -> &[u8] {
-        &self.image
-    }
-
-    /// The descriptors to send with it.
-    pub fn files(&self) -> Vec<BorrowedFd<'_>> {
-        self.files.iter().map(AsFd::as_fd).collect()
+    /// The session as octets, and the descriptors to send with it (this leaves them
+    /// empty: they are taken once).
+    pub fn take(&mut self) -> (Vec<u8>, Vec<OwnedFd>) {
+        (
+            std::mem::take(&mut self.image),
+            std::mem::take(&mut self.files),
+        )
     }
 
     /// The successor runs the session now: it ends here without a trace (no queue pair

@@ -386,7 +386,7 @@ impl Handover {
         }
         let mut sessions_moved = 0;
         for session in sessions {
-            let packed = match tokio::time::timeout(SILENCE, session.pack()).await {
+            let mut packed = match tokio::time::timeout(SILENCE, session.pack()).await {
                 Ok(Ok(p)) => p,
                 Err(_) => {
                     tracing::warn!(
@@ -402,13 +402,8 @@ impl Handover {
                     continue;
                 }
             };
-            let fds = packed
-                .files()
-                .into_iter()
-                .map(|f| f.try_clone_to_owned())
-                .collect::<io::Result<Vec<_>>>()
-                .map_err(|e| format!("cannot duplicate a session's descriptors: {e}"))?;
-            let answer = match self.say(SESSION, packed.image().to_vec(), fds).await {
+            let (image, fds) = packed.take();
+            let answer = match self.say(SESSION, image, fds).await {
                 Ok(()) => self.recv().await,
                 Err(e) => Err(e),
             };
