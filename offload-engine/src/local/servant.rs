@@ -537,7 +537,6 @@ impl Run {
                 continue;
             }
             let mut popped = None;
-            let signals = self.signals.clone();
             tokio::select! {
                 _ = bell.wait() => {}
                 how = &mut closed, if self.end.is_none() => {
@@ -549,8 +548,8 @@ impl Run {
                         f(how);
                     }
                 }
-                _ = signals.stop.notified(), if !self.stopping => self.stopping = true,
-                _ = signals.wake.notified() => {}
+                _ = self.signals.stop.notified(), if !self.stopping => self.stopping = true,
+                _ = self.signals.wake.notified() => {}
                 wc = std::future::poll_fn(|cx| self.cq.poll_next(cx)) => popped = Some(wc),
                 _ = tokio::time::sleep(Duration::from_millis(1)), if !self.backlog.is_empty() => {}
             }
