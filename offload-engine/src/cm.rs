@@ -123,9 +123,18 @@ impl Engine {
         let engine = self.clone();
         let cfg = self.config();
         let pending = Slots::new(cfg.max_pending_handshakes, cfg.max_pending_per_address);
+        let (accepting, mut on) = tokio::sync::watch::channel(true);
         let task = tokio::spawn(async move {
             loop {
-                let (sock, peer) = match tcp.accept().await {
+                // Paused (another process accepts on the socket meanwhile): wait.
+                if on.wait_for(|on| *on).await.is_err() {
+                    return;
+                }
+                let got = tokio::select! {
+                    got = tcp.accept() => got,
+                    _ = on.wait_for(|on| !*on) => continue,
+                };
+                let (sock, peer) = match got {
                     Ok(x) => x,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -174,6 +183,7 @@ impl Engine {
             fd,
             local,
             rx: tokio::sync::Mutex::new(rx),
+            accepting,
             task,
         })
     }
@@ -214,6 +224,8 @@ pub struct Listener {
     fd: std::os::fd::OwnedFd,
     local: SocketAddr,
     rx: tokio::sync::Mutex<mpsc::Receiver<Incoming>>,
+    /// Whether the accept task takes connections now.
+    accepting: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -223,10 +235,16 @@ impl Listener {
         self.local
     }
 
-    /// Stops taking connections here (the socket stays open for whoever else holds it:
-    /// a successor it was handed to); requests already read are still handed out.
+    /// Stops taking connections here until [`resume_accepting`](Self::resume_accepting)
+    /// (the socket stays open for whoever else holds it: a successor it was handed to);
+    /// requests already read are still handed out.
     pub fn stop_accepting(&self) {
-        self.task.abort();
+        self.accepting.send_replace(false);
+    }
+
+    /// Takes connections here again (a successor it was handed to went away).
+    pub fn resume_accepting(&self) {
+        self.accepting.send_replace(true);
     }
 
     /// The listening socket, to hand to another process (which then accepts on it too).

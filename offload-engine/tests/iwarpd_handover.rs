@@ -6,6 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -387,5 +388,172 @@ fn a_bad_successor_leaves_the_daemon_serving() {
     );
     check_passes(&daemon.addr);
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One message of the handover exchange, as the daemon frames it: kind, body length
+/// (LE), descriptor count (LE), body; the descriptors ride on the first octet.
+fn say(sock: &std::os::unix::net::UnixStream, kind: u8, body: &[u8], fds: &[BorrowedFd<'_>]) {
+    try_say(sock, kind, body, fds).unwrap();
+}
+
+fn try_say(
+    sock: &std::os::unix::net::UnixStream,
+    kind: u8,
+    body: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut msg = vec![kind];
+    msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    msg.extend_from_slice(&(fds.len() as u16).to_le_bytes());
+    msg.extend_from_slice(body);
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(fds)));
+    rustix::net::sendmsg(
+        sock,
+        &[std::io::IoSlice::new(&msg[..1])],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    std::io::Write::write_all(&mut &*sock, &msg[1..])
+}
+
+/// The next message's kind and body (its descriptors, if any, are closed unread).
+fn hear(sock: &std::os::unix::net::UnixStream) -> std::io::Result<(u8, Vec<u8>)> {
+    use std::io::Read as _;
+    let mut head = [0u8; 7];
+    (&*sock).read_exact(&mut head)?;
+    let mut body = vec![0; u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize];
+    (&*sock).read_exact(&mut body)?;
+    Ok((head[0], body))
+}
+
+const HELLO: u8 = 1;
+const LISTENER: u8 = 3;
+const CONN: u8 = 4;
+const ACK: u8 = 5;
+const DONE: u8 = 7;
+const CONTROL: u8 = 8;
+const ABORT: u8 = 11;
+const HELLO_BODY: &[u8] = b"iWHO\x04";
+
+/// A daemon serving one client connection and local applications, with a handover
+/// socket; the client has run two verified rounds.
+async fn daemon_with_a_client(name: &str) -> (Daemon, Client, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("iwarpd-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (h, c) = (dir.join("handover.sock"), dir.join("control.sock"));
+    let daemon = tokio::task::block_in_place(|| {
+        Daemon::start(&[
+            "--handover",
+            h.to_str().unwrap(),
+            "--control",
+            c.to_str().unwrap(),
+        ])
+    });
+    let client = Client::connect(daemon.addr.parse().unwrap()).await;
+    for n in 0..2 {
+        client.round(n).await;
+    }
+    (daemon, client, dir)
+}
+
+/// A successor's first steps: `HELLO`, then the listening socket, the control socket and
+/// the client's connection arrive.
+fn begin_as_successor(dir: &std::path::Path) -> std::os::unix::net::UnixStream {
+    let s = std::os::unix::net::UnixStream::connect(dir.join("handover.sock")).unwrap();
+    say(&s, HELLO, HELLO_BODY, &[]);
+    for want in [LISTENER, CONTROL, CONN] {
+        assert_eq!(hear(&s).unwrap().0, want);
+    }
+    s
+}
+
+/// `iwarpd stat` reaches the daemon on its control socket (a local application attaches).
+fn stat_answers(dir: &std::path::Path) {
+    let out = std::process::Command::new(IWARPD)
+        .args([
+            "stat",
+            "--control",
+            dir.join("control.sock").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A successor that takes the listening and control sockets and is offered the client's
+/// connection, then goes away without answering: the daemon takes everything back. It
+/// accepts new connections and local applications again, and the client's connection,
+/// never committed, goes on there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successor_that_goes_away_mid_handover_leaves_everything_with_the_daemon() {
+    let (daemon, client, dir) = daemon_with_a_client("gone-successor").await;
+    tokio::task::block_in_place(|| {
+        drop(begin_as_successor(&dir));
+        daemon.wait_log("handover failed: serving on");
+        check_passes(&daemon.addr);
+        stat_answers(&dir);
+    });
+    for n in 2..6 {
+        client.round(n).await;
+    }
+    assert_eq!(client.engine.stats().connections, 1, "no reconnect");
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A successor that answers the client's connection after the daemon stopped waiting:
+/// the daemon told it `ABORT` (drop what you made ready) and `DONE`, and serves the
+/// connection on. The connection runs in one process only: the client's verified rounds
+/// go on without a reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successor_that_answers_late_is_told_to_drop_what_it_made_ready() {
+    let (daemon, client, dir) = daemon_with_a_client("late-successor").await;
+    tokio::task::block_in_place(|| {
+        let s = begin_as_successor(&dir);
+        daemon.wait_log("the successor said nothing for 5 s");
+        // The daemon may have closed its end already: what it said is still there.
+        let _ = try_say(&s, ACK, &[], &[]);
+        assert_eq!(hear(&s).unwrap().0, ABORT, "the late answer is refused");
+        assert_eq!(hear(&s).unwrap().0, DONE);
+    });
+    for n in 2..6 {
+        client.round(n).await;
+    }
+    assert_eq!(client.qp.state(), QpState::Rts);
+    assert_eq!(client.engine.stats().connections, 1, "no reconnect");
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A daemon that goes away after it handed over its listening socket: the successor
+/// serves on with what it was given (here, the listening socket) instead of failing.
+#[test]
+fn a_daemon_that_goes_away_mid_handover_leaves_the_successor_serving() {
+    let dir = std::env::temp_dir().join(format!("iwarpd-gone-before-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("handover.sock");
+    let offer = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap().to_string();
+    let p = path.to_str().unwrap().to_owned();
+    let before = std::thread::spawn(move || {
+        let (s, _) = offer.accept().unwrap();
+        assert_eq!(hear(&s).unwrap(), (HELLO, HELLO_BODY.to_vec()));
+        say(&s, LISTENER, &0u32.to_le_bytes(), &[tcp.as_fd()]);
+        // Gone, without DONE.
+    });
+    let successor = Daemon::start_with(&["--take-over", &p, "--control", "off"]);
+    before.join().unwrap();
+    assert_eq!(successor.addr, addr, "it listens on the socket handed over");
+    successor.wait_log("the daemon before went away in the middle of the handover");
+    check_passes(&addr);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1223,8 +1223,15 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    after.adopt(image, files).await?;
-    assert_eq!(after.clients(), 1);
+    after.adopt(image, files).await?.start();
+    let start = std::time::Instant::now();
+    while after.clients() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the session did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // The completion left in the ring, then Sends into receives posted before the move.
     assert_eq!(recv("two").await?, b"two");

@@ -140,11 +140,10 @@ impl Device {
 pub struct LocalService {
     device: Arc<Device>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
-    /// Ends the acceptor only: the sessions run on.
-    halt_accept: tokio::sync::watch::Sender<bool>,
-    /// The control socket (the acceptor has its own descriptor of it); `None` once
-    /// [`stop_accepting`](Self::stop_accepting) let go of it.
-    control: Option<StdUnixListener>,
+    /// Whether the acceptor takes new clients now (the sessions run on either way).
+    accepting: tokio::sync::watch::Sender<bool>,
+    /// The control socket (the acceptor has its own descriptor of it).
+    control: StdUnixListener,
     /// Where sessions moving in from a daemon before go, in turn.
     shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
     next_shard: std::sync::atomic::AtomicUsize,
@@ -155,12 +154,30 @@ pub struct LocalService {
 enum ToShard {
     /// A new client.
     Attach(std::os::unix::net::UnixStream),
-    /// A session moving in from a daemon before (see [`LocalService::adopt`]).
+    /// A session moving in from a daemon before (see [`LocalService::adopt`]): made
+    /// ready (`ready` says whether it could be), then started once `go` says so.
     Adopt {
         image: Vec<u8>,
         files: Vec<std::os::fd::OwnedFd>,
-        done: tokio::sync::oneshot::Sender<Result<(), String>>,
+        ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+        go: tokio::sync::oneshot::Receiver<()>,
     },
+}
+
+/// A session moved in from a daemon before, ready on a shard of this service and not
+/// running: [`start`](Self::start) it once that daemon let go of it. Dropped instead,
+/// nothing of it ran here (its memory and sockets are let go of here; the daemon before
+/// still holds them).
+#[derive(Debug)]
+pub struct AdoptedSession {
+    go: tokio::sync::oneshot::Sender<()>,
+}
+
+impl AdoptedSession {
+    /// The session runs here from now on.
+    pub fn start(self) {
+        let _ = self.go.send(());
+    }
 }
 
 /// A handle on the local service's counters that outlives borrows of it (for a metrics
@@ -204,7 +221,7 @@ impl LocalService {
         shards: usize,
     ) -> io::Result<Self> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let (halt_accept, halted) = tokio::sync::watch::channel(false);
+        let (accepting, on) = tokio::sync::watch::channel(true);
         let device = Arc::new(Device {
             engines: (0..shards.max(1))
                 .map(|_| Engine::new(engine.clone()))
@@ -235,7 +252,7 @@ impl LocalService {
                 match UnixListener::from_std(acceptor) {
                     Ok(listener) => {
                         let _ = ready.send(Ok(()));
-                        accept(listener, inboxes, stopped, halted).await;
+                        accept(listener, inboxes, stopped, on).await;
                     }
                     Err(e) => drop(ready.send(Err(e))),
                 }
@@ -244,8 +261,8 @@ impl LocalService {
         Ok(Self {
             device,
             stop: Some(stop),
-            halt_accept,
-            control: Some(control),
+            accepting,
+            control,
             shards,
             next_shard: Default::default(),
             threads,
@@ -258,35 +275,48 @@ impl LocalService {
         self.device.movers.all()
     }
 
-    /// Runs a session a daemon before packed ([`MovingSession`]'s image and
-    /// descriptors) on one of the shards; `Err` says why not (nothing of it runs here
-    /// then, and the daemon before goes on with it).
+    /// Makes ready, on one of the shards, a session a daemon before packed
+    /// ([`MovingSession`]'s image and descriptors): everything that can fail, but nothing
+    /// runs until [`AdoptedSession::start`] (after the daemon before let go of it).
+    /// `Err` says why not; nothing of it runs here then, and the daemon before goes on
+    /// with it.
     pub async fn adopt(
         &self,
         image: Vec<u8>,
         files: Vec<std::os::fd::OwnedFd>,
-    ) -> Result<(), String> {
+    ) -> Result<AdoptedSession, String> {
         let n = self.next_shard.fetch_add(1, Ordering::Relaxed) % self.shards.len();
-        let (done, result) = tokio::sync::oneshot::channel();
+        let (ready, result) = tokio::sync::oneshot::channel();
+        let (go, on_go) = tokio::sync::oneshot::channel();
         let stopped = || "the local service stopped".to_owned();
         self.shards[n]
-            .send(ToShard::Adopt { image, files, done })
+            .send(ToShard::Adopt {
+                image,
+                files,
+                ready,
+                go: on_go,
+            })
             .map_err(|_| stopped())?;
-        result.await.map_err(|_| stopped())?
+        result.await.map_err(|_| stopped())??;
+        Ok(AdoptedSession { go })
     }
 
-    /// The control socket, to hand to a successor (which then accepts on it too); `None`
-    /// once this service stopped accepting.
-    pub fn socket(&self) -> Option<BorrowedFd<'_>> {
-        self.control.as_ref().map(|c| c.as_fd())
+    /// The control socket, to hand to a successor (which then accepts on it too).
+    pub fn socket(&self) -> BorrowedFd<'_> {
+        self.control.as_fd()
     }
 
-    /// Stops taking new clients here and lets go of the control socket (it stays open
-    /// for whoever else holds it: a successor it was handed to); the clients attached are
-    /// served on.
-    pub fn stop_accepting(&mut self) {
-        let _ = self.halt_accept.send(true);
-        self.control = None;
+    /// Stops taking new clients here until [`resume_accepting`](Self::resume_accepting)
+    /// (a successor the control socket was handed to takes them); the clients attached
+    /// are served on.
+    pub fn stop_accepting(&self) {
+        self.accepting.send_replace(false);
+    }
+
+    /// Takes new clients here again (a successor the control socket was handed to went
+    /// away).
+    pub fn resume_accepting(&self) {
+        self.accepting.send_replace(true);
     }
 
     /// Applications attached now.
@@ -329,16 +359,23 @@ where
     Ok(thread)
 }
 
-/// Accepts clients and hands them to the shards in turn, until stopped or halted.
+/// Accepts clients and hands them to the shards in turn while `on` says so, until
+/// stopped.
 async fn accept(
     listener: UnixListener,
     shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
-    mut halted: tokio::sync::watch::Receiver<bool>,
+    mut on: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut next = 0;
     loop {
+        // Paused: wait until accepting again.
         tokio::select! {
+            on = on.wait_for(|on| *on) => if on.is_err() { return },
+            Ok(_) = stopped.wait_for(|s| *s) => return,
+        }
+        tokio::select! {
+            Ok(_) = on.wait_for(|on| !*on) => {}
             got = listener.accept() => match got.and_then(|(s, _)| s.into_std()) {
                 Ok(stream) => {
                     let _ = shards[next % shards.len()].send(ToShard::Attach(stream));
@@ -350,7 +387,6 @@ async fn accept(
                 }
             },
             Ok(_) = stopped.wait_for(|s| *s) => return,
-            Ok(_) = halted.wait_for(|h| *h) => return,
         }
     }
 }
@@ -377,10 +413,18 @@ async fn shard(
                         }
                         Err(e) => tracing::warn!(error = %e, "client not served"),
                     },
-                    Some(ToShard::Adopt { image, files, done }) => {
-                        let adopted = moving::adopt(&engine, &device, &image, files)
-                            .map(|run| drop(sessions.spawn(run)));
-                        let _ = done.send(adopted);
+                    Some(ToShard::Adopt { image, files, ready, go }) => {
+                        match moving::stage(&engine, &device, &image, files) {
+                            Ok(staged) => {
+                                sessions.spawn(async move {
+                                    if go.await.is_ok() {
+                                        staged.start().await;
+                                    }
+                                });
+                                let _ = ready.send(Ok(()));
+                            }
+                            Err(why) => drop(ready.send(Err(why))),
+                        }
                     }
                 }
             }

@@ -8,7 +8,7 @@
 //! The old daemon's side, [`pack`]: the session stops between two requests, its
 //! listeners stop accepting, its servants stop between two turns, what it queued for the
 //! client is written out, and its domains are exported ([`Engine::export_pd`]). The
-//! successor's side, [`adopt`]: everything that can fail first (every domain staged,
+//! successor's side, [`stage`] then [`StagedSession::start`] once the old daemon let go: everything that can fail first (every domain staged,
 //! every segment mapped), then the queue pairs start, the servants resume where the old
 //! ones stopped, and the session reads on. If the successor says no, the old daemon
 //! resumes everything where it stopped.
@@ -148,18 +148,7 @@ impl Stopped {
     fn resume(self, s: &Arc<Session>) {
         let mut o = s.objs();
         for (id, l) in self.listeners {
-            let restarted = l
-                .socket()
-                .try_clone_to_owned()
-                .and_then(|fd| s.engine.listen_on_std(std::net::TcpListener::from(fd)));
-            match restarted {
-                Ok(l) => {
-                    o.listeners.insert(id, ClientListener::start(s, id, l));
-                }
-                Err(e) => {
-                    tracing::error!(listener = id, error = %e, "an application's listener could not resume")
-                }
-            }
+            o.listeners.insert(id, ClientListener::start(s, id, l));
         }
         for f in self.servants {
             o.qps.insert(f.id(), f.resume());
@@ -436,14 +425,29 @@ fn geometry([sq_depth, rq_depth, cq_depth, staging]: [u32; 4]) -> Result<Geometr
     Ok(g)
 }
 
-/// The successor's side: builds the session an image describes on `engine` (this
-/// shard's) and returns it to run; `Err` says why not, and nothing of it runs here.
-pub(super) fn adopt(
+/// A session the successor made ready and does not run yet: [`start`](Self::start) it
+/// once the daemon before let go of it; dropped, nothing of it ran here.
+pub(super) struct StagedSession {
+    engine: Engine,
+    device: Arc<Device>,
+    control: UnixStream,
+    pid: u32,
+    objs: Objects,
+    staged: Vec<StagedPd>,
+    /// The queue pairs' servants, by the queue pair's number in the engine before.
+    ready: HashMap<u32, ReadyQp>,
+    /// Listening, not accepting yet.
+    listeners: Vec<(u32, crate::Listener)>,
+}
+
+/// The successor's side, first half: builds the session an image describes on `engine`
+/// (this shard's), everything that can fail, and nothing runs yet; `Err` says why not.
+pub(super) fn stage(
     engine: &Engine,
     device: &Arc<Device>,
     image: &[u8],
     files: Vec<OwnedFd>,
-) -> Result<impl Future<Output = ()> + use<>, String> {
+) -> Result<StagedSession, String> {
     let body = image
         .strip_prefix(FORMAT)
         .ok_or("not a session image of this format (run an iwarpd of the same release)")?;
@@ -476,7 +480,7 @@ pub(super) fn adopt(
         .map_err(io("the control socket"))?;
     let control = UnixStream::from_std(control).map_err(io("the control socket"))?;
     let mut pds = HashMap::new();
-    let mut staged: Vec<(u32, StagedPd)> = Vec::with_capacity(image.pds.len());
+    let mut staged: Vec<StagedPd> = Vec::with_capacity(image.pds.len());
     for p in &image.pds {
         let region = PushRegion::map(std::fs::File::from(next()), p.push_slots)
             .map_err(io("a push region"))?;
@@ -489,7 +493,7 @@ pub(super) fn adopt(
             push: Arc::new(PdPush::new(region)),
         };
         pds.insert(p.id, pd);
-        staged.push((p.id, st));
+        staged.push(st);
     }
     let mut srqs = HashMap::new();
     for q in image.srqs {
@@ -497,7 +501,14 @@ pub(super) fn adopt(
             .map_err(io("a shared receive queue"))?;
         srqs.insert(q.id, Arc::new(ClientSrq::restore(seg, q.taken, q.broken)));
     }
-    let listeners: Vec<(u32, OwnedFd)> = image.listeners.iter().map(|id| (*id, next())).collect();
+    let mut listeners = Vec::with_capacity(image.listeners.len());
+    for id in &image.listeners {
+        let l = engine
+            .listen_on_std(std::net::TcpListener::from(next()))
+            .map_err(io("a listener"))?;
+        l.stop_accepting();
+        listeners.push((*id, l));
+    }
     let mut ready = HashMap::new();
     for q in image.qps {
         let geo = geometry(q.geometry)?;
@@ -530,70 +541,83 @@ pub(super) fn adopt(
     }
     let staged_qps: HashSet<u32> = staged
         .iter()
-        .flat_map(|(_, st)| st.queue_pairs().map(|q| q.0))
+        .flat_map(|st| st.queue_pairs().map(|q| q.0))
         .collect();
     if staged_qps != ready.keys().copied().collect() {
         return Err("the session's queue pairs and its domains' do not match".into());
     }
-    // Nothing fails from here on: the queue pairs start.
-    let objs = Objects {
-        pds,
-        mrs: image.mrs.into_iter().collect(),
-        mws: image.mws.into_iter().collect(),
-        srqs,
-        next_id: image.next_id,
-        ..Objects::default()
-    };
-    let control = Arc::new(control);
-    let (s, writer) = Session::start(
-        engine.clone(),
-        device.clone(),
-        control.clone(),
-        objs,
-        image.pid,
-    );
-    let mut qps = Vec::with_capacity(ready.len());
-    for (_, st) in staged {
-        let (_, imported) = st.start(|was| {
-            let r = &ready[&was.0];
-            ImportQueues {
-                send_cq: r.prep.cq().clone(),
-                recv_cq: r.prep.cq().clone(),
-                srq: Some(crate::Srq::fed(r.recvs.clone())),
-            }
-        });
-        qps.extend(imported);
-    }
-    {
-        let mut o = s.objs();
-        for q in qps {
-            let r = ready.remove(&q.was.0).expect("matched above");
-            let push = servant::Push {
-                pd: o.pds[&r.pd].push.clone(),
-                share: device.share.clone(),
-            };
-            let ended = session::on_end(&s, r.id);
-            let sv = r
-                .prep
-                .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
-            o.qps.insert(r.id, sv);
-        }
-        for (id, fd) in listeners {
-            match engine.listen_on_std(std::net::TcpListener::from(fd)) {
-                Ok(l) => {
-                    o.listeners.insert(id, ClientListener::start(&s, id, l));
+    Ok(StagedSession {
+        engine: engine.clone(),
+        device: device.clone(),
+        control,
+        pid: image.pid,
+        objs: Objects {
+            pds,
+            mrs: image.mrs.into_iter().collect(),
+            mws: image.mws.into_iter().collect(),
+            srqs,
+            next_id: image.next_id,
+            ..Objects::default()
+        },
+        staged,
+        ready,
+        listeners,
+    })
+}
+
+impl StagedSession {
+    /// The successor's side, second half: the queue pairs start, the servants resume where
+    /// the old ones stopped, the listeners accept; returns the session to run.
+    pub(super) fn start(self) -> impl Future<Output = ()> {
+        let Self {
+            engine,
+            device,
+            control,
+            pid,
+            objs,
+            staged,
+            mut ready,
+            listeners,
+        } = self;
+        let control = Arc::new(control);
+        let (s, writer) = Session::start(engine, device.clone(), control.clone(), objs, pid);
+        let mut qps = Vec::with_capacity(ready.len());
+        for st in staged {
+            let (_, imported) = st.start(|was| {
+                let r = &ready[&was.0];
+                ImportQueues {
+                    send_cq: r.prep.cq().clone(),
+                    recv_cq: r.prep.cq().clone(),
+                    srq: Some(crate::Srq::fed(r.recvs.clone())),
                 }
-                Err(e) => {
-                    tracing::error!(listener = id, error = %e, "an application's listener could not be taken over")
-                }
+            });
+            qps.extend(imported);
+        }
+        {
+            let mut o = s.objs();
+            for q in qps {
+                let r = ready.remove(&q.was.0).expect("matched when staged");
+                let push = servant::Push {
+                    pd: o.pds[&r.pd].push.clone(),
+                    share: device.share.clone(),
+                };
+                let ended = session::on_end(&s, r.id);
+                let sv = r
+                    .prep
+                    .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
+                o.qps.insert(r.id, sv);
+            }
+            for (id, l) in listeners {
+                o.listeners
+                    .insert(id, ClientListener::start(&s, id, Arc::new(l)));
             }
         }
+        device
+            .clients
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(pid, "a local application's session moved in");
+        session::serve(s, control, writer, true)
     }
-    device
-        .clients
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tracing::info!(pid = image.pid, "a local application's session moved in");
-    Ok(session::serve(s, control, writer, true))
 }
 
 /// Sessions that can be asked to move, by serial.

@@ -79,8 +79,8 @@ pub(super) struct ClientListener {
 impl ClientListener {
     /// Starts handing `listener`'s connection requests to the client of `s` as listener
     /// `id`.
-    pub(super) fn start(s: &Arc<Session>, id: u32, listener: crate::Listener) -> Self {
-        let listener = Arc::new(listener);
+    pub(super) fn start(s: &Arc<Session>, id: u32, listener: Arc<crate::Listener>) -> Self {
+        listener.resume_accepting();
         let task = tokio::spawn(listen_loop(Arc::downgrade(s), id, listener.clone()));
         Self { listener, task }
     }
@@ -387,7 +387,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Ok(l) => {
                 let local = l.local_addr();
                 let id = s.objs().id();
-                let l = ClientListener::start(s, id, l);
+                let l = ClientListener::start(s, id, Arc::new(l));
                 s.objs().listeners.insert(id, l);
                 Reply::Listening { id, addr: local }
             }

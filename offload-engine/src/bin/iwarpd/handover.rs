@@ -14,17 +14,26 @@
 //!    both, and the successor starts; the daemon answers the connection requests it had
 //!    begun to read (for up to [`DRAIN`]), so they move with the rest;
 //! 3. per connection, daemon: `CONN` (the domain's image from `Engine::export_pd`, then the
-//!    service's own state) with the regions' memory files and the TCP socket; successor:
-//!    `ACK` (taken: the daemon ends the connection on its side without a FIN) or `NAK`
-//!    (why: the daemon keeps serving it);
+//!    service's own state) with the regions' memory files and the TCP socket;
 //! 4. per local application, daemon: `SESSION` (its session packed by
 //!    `SessionMover::pack`: control socket, domains, rings, doorbells, listeners and what
-//!    its servants held); successor: `ACK` (it runs the session now; the application
-//!    noticed nothing) or `NAK` (why: the daemon resumes it). A session between states
-//!    (a queue pair connecting, one that ended and is not destroyed, ...) stays;
+//!    its servants held). A session between states (a queue pair connecting, one that
+//!    ended and is not destroyed, ...) stays;
+//!
+//!    for each `CONN` or `SESSION`, successor: `ACK` (it made the item ready, and runs
+//!    nothing of it yet) or `NAK` (why not: the daemon goes on with it); after an `ACK`,
+//!    daemon: `COMMIT` (it let go of the item, which the successor now runs: the
+//!    connection's peer and the application notice nothing) or, if the answer did not
+//!    come within [`SILENCE`], `ABORT` (the daemon goes on with the item, the successor
+//!    drops what it made ready) and then `DONE` at once: an item runs in one process only,
+//!    whatever the timing;
 //! 5. daemon: `DONE`; it lets go of its handover socket file and metrics port and closes
 //!    the socket, and the successor then binds them itself. What did not move stays
 //!    with the daemon, which serves it until it ends, then exits.
+//!
+//! A successor that goes away before `DONE` leaves the daemon accepting again and serving
+//! everything it did not commit; a daemon that goes away before `DONE` leaves the
+//! successor serving what was committed to it.
 //!
 //! Only a process of the daemon's own user may connect (checked with `SO_PEERCRED`); the
 //! socket file is made readable and writable by that user only.
@@ -40,7 +49,7 @@ use std::sync::Arc;
 use offload_engine::Engine;
 use tokio::sync::oneshot;
 
-use crate::serve::{LocalGuard, MoveRequest, Moving, Resumed, import_conn};
+use crate::serve::{LocalGuard, MoveRequest, Moving, Resumed, StagedConn, stage_conn};
 use offload_engine::local::SessionMover;
 
 use rustix::net::{
@@ -66,9 +75,13 @@ pub(crate) const DONE: u8 = 7;
 pub(crate) const CONTROL: u8 = 8;
 /// One local application's session.
 pub(crate) const SESSION: u8 = 9;
+/// The item the successor made ready is its own now.
+pub(crate) const COMMIT: u8 = 10;
+/// The item the successor made ready stays with the daemon: drop it.
+pub(crate) const ABORT: u8 = 11;
 
 /// `HELLO`'s body: the magic and the version of this exchange (and of the images).
-pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x03";
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x04";
 
 /// STag indices a successor keeps for the daemon's entries beyond the highest the daemon
 /// had handed out when the handover began (it goes on registering until its sessions
@@ -313,7 +326,7 @@ impl Handover {
             .map_err(|e| format!("the successor's socket: {e}"))?;
         let hello = this.recv().await.map_err(failed)?;
         if hello.kind != HELLO || hello.body != HELLO_BODY {
-            let why = "not a successor of this version (handover exchange 3: run a successor of the same release)";
+            let why = "not a successor of this version (handover exchange 4: run a successor of the same release)";
             let _ = this.say(REFUSED, why.into(), Vec::new()).await;
             return Err(why.into());
         }
@@ -342,13 +355,18 @@ impl Handover {
 
     /// The second half: moves every connection (`movers`, one per connection task) and
     /// every session of a local application (`sessions`) to the successor. Returns how
-    /// many of each moved, and the socket, to keep open until this process ends.
+    /// many of each moved, and the socket, to keep open until this process ends. `Err`:
+    /// the successor went away (what it was not committed stays here).
     pub(crate) async fn finish(
         self,
         movers: &[tokio::sync::mpsc::Sender<MoveRequest>],
         sessions: Vec<SessionMover>,
     ) -> Result<(Moved, UnixStream), String> {
-        let mut moved = 0;
+        let mut moved = Moved {
+            connections: 0,
+            sessions: 0,
+        };
+        let mut silent = false;
         for mover in movers {
             let (tx, rx) = oneshot::channel();
             if mover.send(tx).await.is_err() {
@@ -362,30 +380,24 @@ impl Handover {
                     continue;
                 }
             };
-            let answer = match self.say(CONN, m.body, m.fds).await {
-                Ok(()) => self.recv().await,
-                Err(e) => Err(e),
-            };
-            match answer {
-                Ok(a) if a.kind == ACK => {
-                    let _ = m.verdict.send(true);
-                    moved += 1;
-                }
-                Ok(a) => {
-                    let _ = m.verdict.send(false);
-                    tracing::warn!(
-                        why = %String::from_utf8_lossy(&a.body),
-                        "the successor did not take a connection: it stays here"
-                    );
-                }
-                Err(e) => {
-                    let _ = m.verdict.send(false);
-                    return Err(failed(e));
+            let offered = self.offer(CONN, m.body, m.fds).await;
+            let _ = m.verdict.send(matches!(offered, Ok(Offered::Taken)));
+            match offered.map_err(failed)? {
+                Offered::Taken => moved.connections += 1,
+                Offered::Refused(why) => tracing::warn!(
+                    why,
+                    "the successor did not take a connection: it stays here"
+                ),
+                Offered::Silent => {
+                    silent = true;
+                    break;
                 }
             }
         }
-        let mut sessions_moved = 0;
         for session in sessions {
+            if silent {
+                break;
+            }
             let mut packed = match tokio::time::timeout(SILENCE, session.pack()).await {
                 Ok(Ok(p)) => p,
                 Err(_) => {
@@ -403,32 +415,61 @@ impl Handover {
                 }
             };
             let (image, fds) = packed.take();
-            let answer = match self.say(SESSION, image, fds).await {
-                Ok(()) => self.recv().await,
-                Err(e) => Err(e),
-            };
-            match answer {
-                Ok(a) if a.kind == ACK => {
+            // Dropped uncommitted, the session resumes here.
+            match self.offer(SESSION, image, fds).await.map_err(failed)? {
+                Offered::Taken => {
                     packed.commit();
-                    sessions_moved += 1;
+                    moved.sessions += 1;
                 }
-                Ok(a) => tracing::warn!(
-                    why = %String::from_utf8_lossy(&a.body),
+                Offered::Refused(why) => tracing::warn!(
+                    why,
                     "the successor did not take a local application's session: it stays here"
                 ),
-                Err(e) => return Err(failed(e)),
+                Offered::Silent => silent = true,
             }
+        }
+        if silent {
+            tracing::warn!(
+                "{}: the handover ends here, what did not move yet stays here",
+                failed(io::ErrorKind::TimedOut.into())
+            );
         }
         self.say(DONE, Vec::new(), Vec::new())
             .await
             .map_err(failed)?;
         let sock =
             Arc::try_unwrap(self.sock).map_err(|_| "the successor's socket is still in use")?;
-        let moved = Moved {
-            connections: moved,
-            sessions: sessions_moved,
-        };
         Ok((moved, sock))
+    }
+
+    /// Offers one item (`CONN` or `SESSION`) and commits it if the successor takes it in
+    /// time; `Err`: the successor went away, and the item stays here.
+    async fn offer(&self, kind: u8, body: Vec<u8>, fds: Vec<OwnedFd>) -> io::Result<Offered> {
+        self.say(kind, body, fds).await?;
+        match self.recv().await {
+            Ok(a) if a.kind == ACK => {
+                self.say(COMMIT, Vec::new(), Vec::new()).await?;
+                Ok(Offered::Taken)
+            }
+            Ok(a) if a.kind == NAK => Ok(Offered::Refused(
+                String::from_utf8_lossy(&a.body).into_owned(),
+            )),
+            Ok(a) => Err(io::Error::other(format!(
+                "the successor answered with message {}",
+                a.kind
+            ))),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                // Its answer may still come: the successor reads this first.
+                self.say(ABORT, Vec::new(), Vec::new()).await?;
+                Ok(Offered::Silent)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn recv(&self) -> io::Result<Msg> {
@@ -446,11 +487,27 @@ impl Handover {
     }
 }
 
+/// What became of an item offered to the successor.
+enum Offered {
+    /// It runs there now.
+    Taken,
+    /// It stays here; why.
+    Refused(String),
+    /// No answer in time: it stays here, and the handover ends.
+    Silent,
+}
+
 /// What a handover moved.
 #[derive(Debug)]
 pub(crate) struct Moved {
     pub(crate) connections: usize,
     pub(crate) sessions: usize,
+}
+
+/// An item of the handover the successor made ready, not running until committed.
+enum Ready {
+    Conn(Box<StagedConn>),
+    Session(offload_engine::local::AdoptedSession),
 }
 
 /// What a successor took over.
@@ -519,8 +576,24 @@ pub(crate) async fn take_over(
         let s = Arc::clone(&sock);
         blocking(move || send(&s, kind, &body, &[]))
     };
+    // What was committed is this daemon's alone: it serves it whatever became of the
+    // daemon before.
+    let gone = |e: &io::Error| {
+        tracing::warn!(
+            error = %e,
+            "the daemon before went away in the middle of the handover: serving what moved"
+        );
+    };
+    // The item made ready and answered `ACK` for, until `COMMIT` or `ABORT`.
+    let mut ready: Option<Ready> = None;
     loop {
-        let m = next().await.map_err(fail)?;
+        let m = match next().await {
+            Ok(m) => m,
+            Err(e) => {
+                gone(&e);
+                break;
+            }
+        };
         match m.kind {
             CONTROL if serve_local.is_some() => {
                 let fd = m
@@ -531,35 +604,42 @@ pub(crate) async fn take_over(
                 let start = serve_local.take().expect("once");
                 local = start(Some(std::os::unix::net::UnixListener::from(fd)))?;
             }
-            SESSION => {
-                let service = local.as_ref().and_then(LocalGuard::service);
-                let adopted = match service {
-                    Some(service) => service.adopt(m.body, m.fds).await,
-                    None => {
-                        Err("this daemon does not serve local applications (control = off)".into())
-                    }
-                };
-                let (kind, body) = match adopted {
-                    Ok(()) => (ACK, Vec::new()),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "not taking a local application's session over");
-                        (NAK, e.into_bytes())
-                    }
-                };
-                answer(kind, body).await.map_err(fail)?;
+            COMMIT => match ready.take() {
+                Some(Ready::Conn(c)) => resumed.push(c.start()),
+                Some(Ready::Session(s)) => s.start(),
+                None => return Err(format!("the daemon at {p} committed nothing offered")),
+            },
+            ABORT => {
+                if ready.take().is_some() {
+                    tracing::warn!(
+                        "the daemon before did not wait for this daemon's answer: what it offered last stays there"
+                    );
+                }
             }
-            CONN => {
-                let (kind, body) = match import_conn(engine, &m.body, m.fds) {
+            SESSION | CONN if ready.is_none() => {
+                let staged = if m.kind == SESSION {
+                    match local.as_ref().and_then(LocalGuard::service) {
+                        Some(service) => service.adopt(m.body, m.fds).await.map(Ready::Session),
+                        None => Err(
+                            "this daemon does not serve local applications (control = off)".into(),
+                        ),
+                    }
+                } else {
+                    stage_conn(engine, &m.body, m.fds).map(|c| Ready::Conn(Box::new(c)))
+                };
+                let (kind, body) = match staged {
                     Ok(r) => {
-                        resumed.push(r);
+                        ready = Some(r);
                         (ACK, Vec::new())
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "not taking a connection over");
+                        tracing::warn!(error = %e, "not taking a connection or session over");
                         (NAK, e.into_bytes())
                     }
                 };
-                answer(kind, body).await.map_err(fail)?;
+                // If the daemon before stopped waiting, what it said last still comes (an
+                // `ABORT`, then `DONE`), or the end of the link if it went away.
+                let _ = answer(kind, body).await;
             }
             DONE => break,
             other => {

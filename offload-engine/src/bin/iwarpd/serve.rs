@@ -87,15 +87,17 @@ fn serve_local(
     tracing::info!(control = %path.display(), threads, "serving local applications");
     Ok(Some(LocalGuard {
         service: Some(service),
-        path: Some(path),
+        path,
+        handed: false,
     }))
 }
 
 /// Stops the local service and removes its socket file.
 pub(crate) struct LocalGuard {
     service: Option<LocalService>,
-    /// The socket file to remove; `None` once it was handed to a successor.
-    path: Option<std::path::PathBuf>,
+    /// The socket file, removed at the end unless it was handed to a successor.
+    path: std::path::PathBuf,
+    handed: bool,
 }
 
 impl LocalGuard {
@@ -111,16 +113,24 @@ impl LocalGuard {
 
     /// The control socket, to hand to a successor.
     fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.service.as_ref()?.socket()
+        Some(self.service.as_ref()?.socket())
     }
 
     /// The control socket went to a successor: accept nothing more, and leave its file
     /// alone; the applications attached are served on.
     fn handed_over(&mut self) {
-        if let Some(s) = self.service.as_mut() {
+        if let Some(s) = &self.service {
             s.stop_accepting();
         }
-        self.path = None;
+        self.handed = true;
+    }
+
+    /// The successor went away before it took anything: accept here again.
+    fn taken_back(&mut self) {
+        if let Some(s) = &self.service {
+            s.resume_accepting();
+        }
+        self.handed = false;
     }
 }
 
@@ -154,8 +164,8 @@ impl Drop for LocalGuard {
         if let Some(s) = self.service.take() {
             s.stop();
         }
-        if let Some(path) = &self.path {
-            let _ = std::fs::remove_file(path);
+        if !self.handed {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -291,7 +301,14 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                         successor = Some((sock, moved.sessions as u32));
                         break "handover";
                     }
-                    Err(e) => tracing::warn!(error = %e, "handover failed: serving on"),
+                    Err(e) => {
+                        // The successor went away: what it was handed is taken back.
+                        listener.resume_accepting();
+                        if let Some(local) = local_service.as_mut() {
+                            local.taken_back();
+                        }
+                        tracing::warn!(error = %e, "handover failed: serving on");
+                    }
                 }
             }
             _ = sigterm.recv() => break "SIGTERM",
@@ -532,13 +549,13 @@ impl Resumed {
     }
 }
 
-/// Builds a connection a `CONN` message of the handover carries: the domain's image and
-/// descriptors, then the service's state.
-pub(crate) fn import_conn(
+/// Makes ready a connection a `CONN` message of the handover carries (the domain's image
+/// and descriptors, then the service's state), without starting it.
+pub(crate) fn stage_conn(
     engine: &Engine,
     body: &[u8],
     fds: Vec<std::os::fd::OwnedFd>,
-) -> Result<Resumed, String> {
+) -> Result<StagedConn, String> {
     let n = body
         .get(..4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 octets")) as usize)
@@ -546,26 +563,44 @@ pub(crate) fn import_conn(
     let image = body.get(4..4 + n).ok_or("a connection message too short")?;
     let carry: Carry = postcard::from_bytes(&body[4 + n..])
         .map_err(|e| format!("the service's state cannot be read: {e}"))?;
-    let queues = carry.queues();
-    let (pd, mut qps) = engine
-        .import_pd(image, fds, |_| queues.clone())
-        .map_err(|e| e.to_string())?;
-    let qp = match (qps.pop(), qps.is_empty()) {
-        (Some(q), true) => q.qp,
-        _ => return Err("a connection message names other than one queue pair".into()),
-    };
-    Ok(Resumed {
-        mem: ConnMemory {
-            engine: engine.clone(),
-            pd,
-            region: carry.region,
-            rx: carry.rx,
-            moved: false,
-        },
-        qp,
-        queues,
+    let staged = engine.stage_import(image, fds).map_err(|e| e.to_string())?;
+    if staged.queue_pairs().count() != 1 {
+        return Err("a connection message names other than one queue pair".into());
+    }
+    Ok(StagedConn {
+        engine: engine.clone(),
+        staged,
         carry,
     })
+}
+
+/// A connection of the daemon before, ready here but not running: [`start`](Self::start)
+/// it once that daemon let go of it; dropped, it stays there.
+pub(crate) struct StagedConn {
+    engine: Engine,
+    staged: offload_engine::StagedPd,
+    carry: Carry,
+}
+
+impl StagedConn {
+    /// Its queue pair starts (it reads and writes the socket from now on).
+    pub(crate) fn start(self) -> Resumed {
+        let queues = self.carry.queues();
+        let (pd, mut qps) = self.staged.start(|_| queues.clone());
+        let qp = qps.pop().expect("one queue pair, checked when staged").qp;
+        Resumed {
+            mem: ConnMemory {
+                engine: self.engine,
+                pd,
+                region: self.carry.region,
+                rx: self.carry.rx,
+                moved: false,
+            },
+            qp,
+            queues,
+            carry: self.carry,
+        }
+    }
 }
 
 /// A request that a connection's task hand it over: it answers with what crosses.
