@@ -557,3 +557,60 @@ fn a_daemon_that_goes_away_mid_handover_leaves_the_successor_serving() {
     check_passes(&addr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A local application that sends requests and does not read the replies cannot be
+/// packed (its session is stuck writing to it): at an upgrade it stays with the daemon
+/// before, which says why and serves it on; once it reads, every request was answered
+/// there, in order, and the daemon exits by itself after it leaves.
+#[test]
+fn an_application_that_does_not_read_its_replies_stays_with_the_daemon_before() {
+    use ipc::channel::{Inbox, send_all};
+    use ipc::control::{Request, func, reply_fds};
+
+    let dir = std::env::temp_dir().join(format!("iwarpd-no-reader-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (h, c) = (dir.join("handover.sock"), dir.join("control.sock"));
+    let (h, c) = (h.to_str().unwrap(), c.to_str().unwrap());
+    let mut before = Daemon::start(&["--handover", h, "--control", c]);
+    let app = std::os::unix::net::UnixStream::connect(c).unwrap();
+    // Far more replies than the socket and the session's queue hold.
+    const ASKED: u64 = 20_000;
+    let sender = {
+        let app = app.try_clone().unwrap();
+        std::thread::spawn(move || {
+            send_all(app.as_fd(), &Request::Open { pid: 1 }.encode(0), &[]).unwrap();
+            for txn in 1..=ASKED {
+                send_all(app.as_fd(), &Request::Stats.encode(txn), &[]).unwrap();
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let after = Daemon::start_with(&["--take-over", h, "--control", c, "--handover", h]);
+    before.wait_log("did not stop in time: it stays here");
+    after.wait_log("iwarpd listening");
+    // It reads now: every reply comes, in order, from the daemon before.
+    let mut inbox = Inbox::new();
+    let mut next = 0;
+    while next <= ASKED {
+        while let Some(m) = inbox
+            .next(|h: &ipc::control::Header, b: &[u8]| reply_fds(h.func, b))
+            .unwrap()
+        {
+            let want = if next == 0 { func::OPEN } else { func::STATS };
+            assert_eq!((m.header.func, m.header.txn), (want | func::REPLY, next));
+            next += 1;
+        }
+        if next <= ASKED {
+            inbox.recv(&app).unwrap();
+        }
+    }
+    sender.join().unwrap();
+    assert!(
+        before.child.try_wait().unwrap().is_none(),
+        "the daemon before serves the application that stayed"
+    );
+    drop(app);
+    assert!(before.wait(Duration::from_secs(20)).success());
+    assert!(!before.log().contains("panicked"), "{}", before.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,11 +24,15 @@ impl Daemon {
         Self::start_with(&args)
     }
 
-    /// Starts one with exactly these flags; returns once it printed its address.
+    /// Starts one with exactly these flags; returns once it printed its address. Its log
+    /// level is `info`, or `IWARPD_TEST_LOG` (`debug` to see every client come and go).
     pub(crate) fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new(IWARPD)
             .args(args)
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("IWARPD_TEST_LOG").unwrap_or("info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
