@@ -31,7 +31,7 @@ impl Daemon {
             .args(args)
             .env(
                 "RUST_LOG",
-                std::env::var("IWARPD_TEST_LOG").unwrap_or("info".into()),
+                std::env::var("IWARPD_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
