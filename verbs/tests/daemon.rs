@@ -1329,3 +1329,44 @@ async fn a_session_not_taken_resumes_and_one_between_states_stays() -> Result<()
     assert_eq!(service.clients(), 1);
     Ok(())
 }
+
+/// The daemon serves at most `max_clients` applications at once: one more is told the
+/// limit, by name, when it opens the device, and is served once another detached. A
+/// connection that never opens the device is dropped after 10 s (an idle abuser holds
+/// nothing for long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applications_beyond_the_limit_are_told_and_silent_ones_dropped() -> Result<(), Error> {
+    let cfg = LocalConfig {
+        max_clients: 2,
+        ..LocalConfig::default()
+    };
+    let path = daemon_with("max-clients", cfg).await;
+    let open = || Device::try_open(DeviceConfig::default().daemon(&path));
+    let (a, _b) = (open()?, open()?);
+    let e = open().unwrap_err().to_string();
+    assert!(
+        e.contains("serves 2 applications already") && e.contains("max_local_clients"),
+        "{e}"
+    );
+    drop(a);
+    // The daemon counts it gone once it saw the socket close.
+    let start = std::time::Instant::now();
+    let _c = loop {
+        match open() {
+            Ok(d) => break d,
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // A connection that says nothing: the daemon ends it.
+    let silent = tokio::net::UnixStream::connect(&path).await?;
+    let mut b = [0u8; 1];
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        silent.readable().await?;
+        silent.try_read(&mut b)
+    })
+    .await
+    .expect("the daemon keeps a silent connection for over 20 s");
+    assert_eq!(got?, 0, "closed, nothing said");
+    Ok(())
+}

@@ -46,6 +46,8 @@ use crate::Engine;
 pub struct LocalConfig {
     /// Seed 000's push path.
     pub push: PushConfig,
+    /// Applications attached at once; one more is refused when it opens the device.
+    pub max_clients: usize,
     /// Queue pairs (connected or connecting).
     pub max_qps: usize,
     /// Registered regions and memory windows (each takes an entry of the memory table).
@@ -60,6 +62,7 @@ impl Default for LocalConfig {
     fn default() -> Self {
         Self {
             push: PushConfig::default(),
+            max_clients: 1024,
             max_qps: 4096,
             max_mrs: 65536,
             max_pending_incoming: 64,

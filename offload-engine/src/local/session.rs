@@ -171,10 +171,15 @@ pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>)
     serve(s, stream, writer, false).await;
 }
 
+/// How long a new client may take to open the device before it is dropped.
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How a session ended.
 enum Ended {
     /// The client left, or must be dropped.
     Left(RecvError),
+    /// The client was told why it is not served (a limit of the daemon, no Open in time).
+    Refused(String),
     /// A successor daemon runs it now.
     Moved,
 }
@@ -203,6 +208,7 @@ pub(super) async fn serve(
         Ended::Left(RecvError::Malformed(m)) => {
             tracing::warn!(pid, error = %m, "local client sent garbage; dropped")
         }
+        Ended::Refused(why) => tracing::info!(pid, why, "local client not served"),
     }
     if !moved {
         release(&s).await;
@@ -227,6 +233,7 @@ async fn read_loop(
     mut opened: bool,
 ) -> Ended {
     let mut inbox = Inbox::new();
+    let open_by = tokio::time::Instant::now() + OPEN_WAIT;
     loop {
         loop {
             let msg = match inbox.next(|h: &Header, _: &[u8]| request_fds(h.func)) {
@@ -268,6 +275,16 @@ async fn read_loop(
                     "a request before Open",
                 )));
             }
+            let max = s.device.limits.max_clients;
+            if !opened && s.device.clients.load(Ordering::Relaxed) as usize > max {
+                let why = format!(
+                    "iwarpd serves {max} applications already, its limit: wait until one \
+                     detaches, or raise max_local_clients in the daemon's configuration"
+                );
+                let reply = err(error::LIMIT, why.clone()).encode(h.func, h.txn);
+                let _ = s.out.send(Out::new(reply, Vec::new())).await;
+                return Ended::Refused(why);
+            }
             opened = true;
             handle(s, h, req, msg.fds).await;
         }
@@ -276,6 +293,10 @@ async fn read_loop(
                 if let Err(e) = ready {
                     return Ended::Left(RecvError::Io(e));
                 }
+            }
+            () = tokio::time::sleep_until(open_by), if !opened => {
+                let why = format!("it did not open the device within {} s", OPEN_WAIT.as_secs());
+                return Ended::Refused(why);
             }
             Some(ask) = asks.recv() => {
                 // Between two requests (none part-way in): the session may move.

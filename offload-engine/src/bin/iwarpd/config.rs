@@ -123,6 +123,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "threads serving local applications (1..=256; default: one per processor); each \
          application's queue pairs run on one of them",
     ),
+    (
+        "max_local_clients",
+        "local applications attached at once (1..=65536; default 1024); one more is told \
+         the limit when it opens the device",
+    ),
 ];
 
 /// Where local applications attach.
@@ -194,6 +199,7 @@ pub(crate) struct Config {
     pub(crate) control: Control,
     /// Threads (shards) serving local applications.
     pub(crate) local_threads: usize,
+    pub(crate) max_local_clients: usize,
     /// Where this daemon hands its connections to a successor.
     pub(crate) handover: Option<PathBuf>,
     /// The handover socket of the daemon to take the connections from at start.
@@ -229,6 +235,7 @@ impl Default for Config {
             pcap: None,
             control: Control::Default,
             local_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            max_local_clients: 1024,
             handover: None,
             take_over: None,
             metrics: None,
@@ -473,6 +480,7 @@ impl Config {
                 }
             }
             "local_threads" => self.local_threads = number(1, 256)? as usize,
+            "max_local_clients" => self.max_local_clients = number(1, 65536)? as usize,
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,
@@ -595,6 +603,7 @@ mod tests {
              pcap = /tmp/iwarpd.pcapng\n\
              control = /tmp/iwarpd-test.sock\n\
              local_threads = 3\n\
+             max_local_clients = 5\n\
              extensions = send_imm\n",
         )
         .unwrap();
@@ -625,7 +634,7 @@ mod tests {
         );
         let e = load("extensions = imm\n").unwrap_err().to_string();
         assert!(e.contains("`imm`") && e.contains("send_imm"), "{e}");
-        assert_eq!(c.local_threads, 3);
+        assert_eq!((c.local_threads, c.max_local_clients), (3, 5));
         assert!(load("local_threads = 0\n").is_err(), "at least one thread");
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));

@@ -60,7 +60,11 @@ fn serve_local(
     };
     let mut ecfg = cfg.engine()?;
     ecfg.timeouts.idle = None;
-    let (limits, threads) = (LocalConfig::default(), cfg.local_threads);
+    let limits = LocalConfig {
+        max_clients: cfg.max_local_clients,
+        ..LocalConfig::default()
+    };
+    let threads = cfg.local_threads;
     let (started, path) = match handed {
         Some(control) => {
             // The socket's own path: the daemon before may have been configured apart.
