@@ -32,10 +32,10 @@ IWARPD = os.path.join(ROOT, "target", "release", "iwarpd")
 SOCK = "/tmp/iwarpd-daemon-vs.sock"
 
 
-def start_iwarpd():
+def start_iwarpd(extra):
     if os.path.exists(SOCK):
         os.unlink(SOCK)
-    d = subprocess.Popen([IWARPD, "--listen", "127.0.0.1:0", "--control", SOCK],
+    d = subprocess.Popen([IWARPD, "--listen", "127.0.0.1:0", "--control", SOCK] + extra,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         if os.path.exists(SOCK):
@@ -75,6 +75,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--only", default="lat,bw")
     p.add_argument("--port", type=int, default=19700)
+    p.add_argument("--iwarpd-args", default="",
+                   help="more flags for iwarpd, e.g. '--local-threads 1' (an A/B of settings)")
     a = p.parse_args()
     for tool in ("iperf3", "sockperf"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
@@ -82,7 +84,7 @@ def main():
     vs_tcp.sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
                "-p", "offload-engine", "--bin", "iwarpd"], cwd=ROOT)
     path = vs_tcp.Path(False)
-    d = start_iwarpd()
+    d = start_iwarpd(a.iwarpd_args.split())
     try:
         print(f"daemon_vs: loopback, {a.rounds} rounds of {a.secs} s per line, alternating, "
               "medians [min..max]")
