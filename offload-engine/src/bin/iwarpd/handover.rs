@@ -380,24 +380,20 @@ impl Handover {
                     continue;
                 }
             };
-            let offered = self.offer(CONN, m.body, m.fds).await;
+            let offered = self.offer(CONN, "a connection", m.body, m.fds).await;
             let _ = m.verdict.send(matches!(offered, Ok(Offered::Taken)));
             match offered.map_err(failed)? {
                 Offered::Taken => moved.connections += 1,
-                Offered::Refused(why) => tracing::warn!(
-                    why,
-                    "the successor did not take a connection: it stays here"
-                ),
+                Offered::Refused => {}
                 Offered::Silent => {
                     silent = true;
                     break;
                 }
             }
         }
+        // After a silence, nothing more is offered.
+        let sessions = if silent { Vec::new() } else { sessions };
         for session in sessions {
-            if silent {
-                break;
-            }
             let mut packed = match tokio::time::timeout(SILENCE, session.pack()).await {
                 Ok(Ok(p)) => p,
                 Err(_) => {
@@ -416,23 +412,19 @@ impl Handover {
             };
             let (image, fds) = packed.take();
             // Dropped uncommitted, the session resumes here.
-            match self.offer(SESSION, image, fds).await.map_err(failed)? {
+            let what = "a local application's session";
+            match self
+                .offer(SESSION, what, image, fds)
+                .await
+                .map_err(failed)?
+            {
                 Offered::Taken => {
                     packed.commit();
                     moved.sessions += 1;
                 }
-                Offered::Refused(why) => tracing::warn!(
-                    why,
-                    "the successor did not take a local application's session: it stays here"
-                ),
-                Offered::Silent => silent = true,
+                Offered::Refused => {}
+                Offered::Silent => break,
             }
-        }
-        if silent {
-            tracing::warn!(
-                "{}: the handover ends here, what did not move yet stays here",
-                failed(io::ErrorKind::TimedOut.into())
-            );
         }
         self.say(DONE, Vec::new(), Vec::new())
             .await
@@ -442,18 +434,28 @@ impl Handover {
         Ok((moved, sock))
     }
 
-    /// Offers one item (`CONN` or `SESSION`) and commits it if the successor takes it in
-    /// time; `Err`: the successor went away, and the item stays here.
-    async fn offer(&self, kind: u8, body: Vec<u8>, fds: Vec<OwnedFd>) -> io::Result<Offered> {
+    /// Offers one item (`CONN` or `SESSION`, `what` in the log) and commits it if the
+    /// successor takes it in time; `Err`: the successor went away, and the item stays here.
+    async fn offer(
+        &self,
+        kind: u8,
+        what: &str,
+        body: Vec<u8>,
+        fds: Vec<OwnedFd>,
+    ) -> io::Result<Offered> {
         self.say(kind, body, fds).await?;
         match self.recv().await {
             Ok(a) if a.kind == ACK => {
                 self.say(COMMIT, Vec::new(), Vec::new()).await?;
                 Ok(Offered::Taken)
             }
-            Ok(a) if a.kind == NAK => Ok(Offered::Refused(
-                String::from_utf8_lossy(&a.body).into_owned(),
-            )),
+            Ok(a) if a.kind == NAK => {
+                tracing::warn!(
+                    why = %String::from_utf8_lossy(&a.body),
+                    "the successor did not take {what}: it stays here"
+                );
+                Ok(Offered::Refused)
+            }
             Ok(a) => Err(io::Error::other(format!(
                 "the successor answered with message {}",
                 a.kind
@@ -466,6 +468,10 @@ impl Handover {
             {
                 // Its answer may still come: the successor reads this first.
                 self.say(ABORT, Vec::new(), Vec::new()).await?;
+                tracing::warn!(
+                    "{}: {what} stays here, and so does everything not moved yet",
+                    failed(e)
+                );
                 Ok(Offered::Silent)
             }
             Err(e) => Err(e),
@@ -491,8 +497,8 @@ impl Handover {
 enum Offered {
     /// It runs there now.
     Taken,
-    /// It stays here; why.
-    Refused(String),
+    /// It stays here (the successor said why, in the log).
+    Refused,
     /// No answer in time: it stays here, and the handover ends.
     Silent,
 }
