@@ -503,6 +503,14 @@ async fn a_successor_that_goes_away_mid_handover_leaves_everything_with_the_daem
     }
     assert_eq!(client.engine.stats().connections, 1, "no reconnect");
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+    // The control socket is its own again: it removes the file when it stops.
+    let mut daemon = daemon;
+    daemon.signal("-TERM");
+    tokio::task::block_in_place(|| daemon.wait(Duration::from_secs(20)));
+    assert!(
+        !dir.join("control.sock").exists(),
+        "the control socket file stayed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
