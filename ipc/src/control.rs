@@ -901,11 +901,14 @@ pub enum Reply {
         text: String,
     },
     /// A Connect the peer rejected, with its private data. On the wire an error with
-    /// code [`error::CONNECT_REJECTED`], its text, then the private data (a blob): a
-    /// client that does not know the code reads the text.
+    /// code [`error::CONNECT_REJECTED`], its text, the private data (a blob), then one
+    /// octet of what the peer's answer refused (bit 0: CRC; absent from daemons before
+    /// it, read as nothing refused): a client that does not know the code reads the text.
     Rejected {
         /// The peer's private data.
         private_data: Bytes,
+        /// What the peer's answer turned off of what the daemon asked for.
+        refused: rdmap::Refused,
     },
     /// A number: the daemon's process id for Open; the STag for RegMr, AllocMw, BindMw
     /// and AllocFastRegMr.
@@ -998,10 +1001,14 @@ impl Reply {
                 put_blob(&mut out, text.as_bytes());
                 return finish(out);
             }
-            Self::Rejected { private_data } => {
+            Self::Rejected {
+                private_data,
+                refused,
+            } => {
                 out.put_u16_le(error::CONNECT_REJECTED);
                 put_blob(&mut out, b"the peer rejected the connection");
                 put_blob(&mut out, private_data);
+                out.put_u8(u8::from(refused.crc));
                 return finish(out);
             }
             _ => {}
@@ -1055,8 +1062,12 @@ impl Reply {
             let text = r.blob(MAX_MESSAGE, "error text")?;
             if status == error::CONNECT_REJECTED {
                 let private = r.blob(MAX_MESSAGE, "private data")?;
+                let refused = if r.is_empty() { 0 } else { r.u8("refused")? };
                 return Ok(Self::Rejected {
                     private_data: Bytes::copy_from_slice(&private),
+                    refused: rdmap::Refused {
+                        crc: refused & 1 != 0,
+                    },
                 });
             }
             return Ok(Self::Error {
@@ -1539,6 +1550,7 @@ mod tests {
                 func::CONNECT,
                 Reply::Rejected {
                     private_data: Bytes::from_static(b"go away"),
+                    refused: rdmap::Refused { crc: true },
                 },
             ),
         ];

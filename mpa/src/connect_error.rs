@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::MpaError;
+use crate::{MpaConfig, MpaError, PeerParams};
 
 /// Why a connection could not be set up.
 #[derive(Debug)]
@@ -20,6 +20,8 @@ pub enum ConnectError {
     Rejected {
         /// The peer's private data.
         private_data: Bytes,
+        /// What its answer turned off of what this side asked for: the likely reason.
+        refused: Refused,
     },
     /// The peer closed the connection during the MPA exchange.
     Closed,
@@ -55,15 +57,52 @@ impl std::fmt::Display for ConnectError {
                 f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
             }
             Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
-            Self::Rejected { private_data } => write!(
+            Self::Rejected {
+                private_data,
+                refused,
+            } => write!(
                 f,
-                "the peer rejected the connection ({} octets of private data)",
+                "the peer rejected the connection ({} octets of private data){refused}",
                 private_data.len()
             ),
             Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
             Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
             Self::Daemon(why) => f.write_str(why),
         }
+    }
+}
+
+/// What a peer that rejected the connection turned off in its answer of what this side's
+/// Request asked for: the likely reason it refused. A Responder answers a Request that asked
+/// for CRC with its C bit set (RFC 5044 §7.1: CRC is used when either side asks), so a
+/// rejecting answer without it refuses CRC; Linux siw answers so when `mpa_crc_strict`
+/// holds its CRC off. Displayed as a hint after the rejection, empty when nothing was
+/// turned off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// This side asked for MPA CRC; the rejecting answer did not carry it.
+    pub crc: bool,
+}
+
+impl Refused {
+    /// What the rejecting `answer` turned off of what `asked` (this side's settings)
+    /// asked for.
+    pub fn between(asked: &MpaConfig, answer: &PeerParams) -> Self {
+        Self {
+            crc: asked.crc && !answer.crc,
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.crc {
+            f.write_str(
+                "; its answer turned off the MPA CRC this side asked for: it refuses CRC \
+                 (Linux siw does with mpa_crc_strict), so connect without CRC",
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -97,5 +136,22 @@ mod tests {
         assert!(io(ErrorKind::NetworkUnreachable).contains("route"));
         assert!(io(ErrorKind::TimedOut).contains("did not answer"));
         assert!(io(ErrorKind::ConnectionReset).starts_with("TCP: "));
+    }
+
+    #[test]
+    fn a_rejection_names_what_the_answer_turned_off() {
+        let rejected = |crc| {
+            ConnectError::Rejected {
+                private_data: Bytes::from_static(b"no"),
+                refused: Refused { crc },
+            }
+            .to_string()
+        };
+        assert_eq!(
+            rejected(false),
+            "the peer rejected the connection (2 octets of private data)"
+        );
+        let crc = rejected(true);
+        assert!(crc.contains("turned off the MPA CRC") && crc.ends_with("connect without CRC"));
     }
 }

@@ -55,7 +55,7 @@ pub mod wire;
 mod tests;
 
 pub use config::{MpaConfig, Negotiated, PeerParams, Role};
-pub use connect_error::ConnectError;
+pub use connect_error::{ConnectError, Refused};
 pub use crc::{crc32c, crc32c_append};
 pub use deframer::Deframer;
 pub use error::MpaError;

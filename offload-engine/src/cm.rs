@@ -87,9 +87,10 @@ impl Engine {
                 self.start_qp(init, &negotiated, sock, rx, tap)?,
                 private_data,
             )),
-            HandshakeEvent::Rejected { private_data, .. } => {
-                Err(ConnectError::Rejected { private_data })
-            }
+            HandshakeEvent::Rejected { private_data, peer } => Err(ConnectError::Rejected {
+                private_data,
+                refused: mpa::Refused::between(&self.config().mpa, &peer),
+            }),
             HandshakeEvent::Failed { error, negotiated } => {
                 if let Some(n) = negotiated {
                     // FPDU mode began: tell the peer why with an MPA Terminate.

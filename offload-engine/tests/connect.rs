@@ -38,7 +38,7 @@ async fn reject_carries_private_data_back() {
         .await
         .unwrap_err();
     match err {
-        ConnectError::Rejected { private_data } => assert_eq!(&private_data[..], b"go away"),
+        ConnectError::Rejected { private_data, .. } => assert_eq!(&private_data[..], b"go away"),
         other => panic!("{other}"),
     }
     rejecter.await.unwrap();

@@ -284,6 +284,20 @@ fn client_against_siw(params: &str, extra: &[&str]) {
 /// [`client_against_siw`], through our `iwarpd` started with `daemon` flags if given
 /// (daemon mode: the client attached with `--daemon`).
 fn client_against_siw_through(params: &str, extra: &[&str], daemon: Option<&[&str]>) {
+    let out = rping_client_run(params, extra, daemon);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "iwarp-rping -c failed: {out:?}");
+    assert!(
+        stdout.contains("client done: 10 pings, 10 verified"),
+        "unexpected output: {stdout}"
+    );
+    assert_eq!(stdout.matches("ping data: rdma-ping-").count(), 10);
+}
+
+/// Runs our `iwarp-rping -c -C 10 -V` (plus `extra`) against siw's `rping -s` with siw
+/// module parameters `params`, through our `iwarpd` if `daemon`, and returns its output
+/// whatever it was.
+fn rping_client_run(params: &str, extra: &[&str], daemon: Option<&[&str]>) -> Output {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
@@ -296,14 +310,7 @@ fn client_against_siw_through(params: &str, extra: &[&str], daemon: Option<&[&st
     if let Some(d) = &daemon {
         args.extend(["--daemon", &d.sock]);
     }
-    let out = run_in_netns(&bin, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "iwarp-rping -c failed: {out:?}");
-    assert!(
-        stdout.contains("client done: 10 pings, 10 verified"),
-        "unexpected output: {stdout}"
-    );
-    assert_eq!(stdout.matches("ping data: rdma-ping-").count(), 10);
+    run_in_netns(&bin, &args)
 }
 
 #[test]
@@ -356,8 +363,38 @@ fn ci_smoke_rping_and_write_bw_both_roles() {
     siw_perftest_client_our_server("write_bw");
 }
 
-/// siw's `rping -c` (vm1) against our `iwarp-rping -s`: three verified pings.
+/// siw's `rping -c` (vm1, siw defaults) against our `iwarp-rping -s`: three verified
+/// pings.
 fn siw_rping_client_our_server() {
+    siw_rping_client_our_server_with("", &[]);
+}
+
+/// [`siw_rping_client_our_server`] with siw module parameters `params` and our server's
+/// extra flags `ours`.
+fn siw_rping_client_our_server_with(params: &str, ours: &[&str]) {
+    let (out, console) = siw_rping_client_run(params, ours);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
+    assert!(
+        stdout.contains("server done: 1 connection(s), 3 pings"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
+    assert!(
+        console.contains("LAB[vm1] EXIT rc=0"),
+        "siw's rping -c did not exit 0:\n{console}"
+    );
+    assert_eq!(
+        console.matches("ping data: rdma-ping-").count(),
+        3,
+        "{console}"
+    );
+}
+
+/// Runs siw's `rping -c -V -C 3` (siw module parameters `params`) against our
+/// `iwarp-rping -s` (plus `ours`) and returns our server's output and vm1's console log,
+/// whatever they were.
+fn siw_rping_client_run(params: &str, ours: &[&str]) -> (Output, String) {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
@@ -369,38 +406,23 @@ fn siw_rping_client_our_server() {
             .args(["ip", "netns", "exec", NETNS])
             .arg(&bin)
             .args(["-s", "-a", HOST, "-v"])
+            .args(ours)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         Server(Some(cmd.spawn().expect("start iwarp-rping -s")))
     };
     let mut lab = Lab::serve(
         240,
-        "",
+        params,
         Some(&format!("sleep 5; rping -c -a {HOST} -v -V -C 3")),
     );
     let out = server.wait();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
+    println!("{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     // siw's rping exits after its pings; the VM then powers off and the lab returns.
-    let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
+    let console = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
-    assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
-    assert!(
-        stdout.contains("server done: 1 connection(s), 3 pings"),
-        "{stdout}"
-    );
-    assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
-    let console = vm_exit.expect("the VM's console log");
-    assert!(
-        console.contains("LAB[vm1] EXIT rc=0"),
-        "siw's rping -c did not exit 0:\n{console}"
-    );
-    assert_eq!(
-        console.matches("ping data: rdma-ping-").count(),
-        3,
-        "{console}"
-    );
+    (out, console.expect("the VM's console log"))
 }
 
 /// Our `iwperf TEST` client against siw's `ib_TEST -R` server (vm1). `iwperf` retries its
@@ -418,15 +440,28 @@ fn perftest_client_against_siw_with(test: &str, flags: &[&str]) {
 /// [`perftest_client_against_siw_with`], through our `iwarpd` (CRC off, as siw's
 /// default) if `daemon`.
 fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool) {
+    perftest_client_against_siw_in("", test, flags, &[], daemon);
+}
+
+/// Our `iwperf TEST FLAGS OURS` client against siw's `ib_TEST -R FLAGS` server with siw
+/// module parameters `params`, through our `iwarpd` if `daemon`.
+fn perftest_client_against_siw_in(
+    params: &str,
+    test: &str,
+    flags: &[&str],
+    ours: &[&str],
+    daemon: bool,
+) -> Output {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     let siw = format!("ib_{test} -d siw0 -F -R {}", flags.join(" "));
     let (limit, vm_limit) = limits(flags);
-    let mut lab = Lab::serve(vm_limit, "", Some(&siw));
+    let mut lab = Lab::serve(vm_limit, params, Some(&siw));
     let daemon = daemon.then(|| Daemon::start(&["--crc", "false"]));
     let mut args = vec![test, "-R", "--connect-wait", "60"];
     args.extend_from_slice(flags);
+    args.extend_from_slice(ours);
     if let Some(d) = &daemon {
         args.extend(["--daemon", &d.sock]);
     }
@@ -441,6 +476,7 @@ fn perftest_client_against_siw_through(test: &str, flags: &[&str], daemon: bool)
         console.contains("LAB[vm1] EXIT rc=0"),
         "siw's ib_{test} server did not exit 0:\n{console}"
     );
+    out
 }
 
 /// iwperf offered this stack's extensions (the default) and siw agreed to none: the
@@ -460,6 +496,17 @@ fn siw_perftest_client_our_server(test: &str) {
 
 /// [`siw_perftest_client_our_server`] with the size/iteration flags `flags` on both sides.
 fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
+    siw_perftest_client_our_server_in("", test, flags, &[]);
+}
+
+/// siw's `ib_TEST -R FLAGS` client with siw module parameters `params` against our
+/// `iwperf TEST -R FLAGS OURS` server.
+fn siw_perftest_client_our_server_in(
+    params: &str,
+    test: &str,
+    flags: &[&str],
+    ours: &[&str],
+) -> Output {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
@@ -472,6 +519,7 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
             .arg(&bin)
             .args([test, "-R"])
             .args(flags)
+            .args(ours)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         Server(Some(cmd.spawn().expect("start iwperf server")))
@@ -480,7 +528,7 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
         "sleep 5; ib_{test} -d siw0 -F -R {} {HOST}",
         flags.join(" ")
     );
-    let mut lab = Lab::serve(vm_limit, "", Some(&siw));
+    let mut lab = Lab::serve(vm_limit, params, Some(&siw));
     let out = server.wait();
     println!("{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
@@ -493,6 +541,7 @@ fn siw_perftest_client_our_server_with(test: &str, flags: &[&str]) {
         console.contains("LAB[vm1] EXIT rc=0"),
         "siw's ib_{test} client did not exit 0:\n{console}"
     );
+    out
 }
 
 #[test]
@@ -585,4 +634,68 @@ fn perftest_bidirectional_both_roles() {
     }
     perftest_client_against_siw_with("write_bw", &["-b", "-a", "-n", "5"]);
     siw_perftest_client_our_server_with("send_bw", &["-b", "-a", "-n", "5"]);
+}
+
+/// siw initiating with MPA revision 1 (`mpa_version=1`: no IRD/ORD block, so neither side
+/// learns the other's Read limits, and no peer-to-peer mode): our servers answer in
+/// revision 1 and serve rping (siw Reads and Writes us) and perftest's Write and Read.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn siw_initiating_mpa_revision_1() {
+    siw_rping_client_our_server_with("mpa_version=1", &[]);
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        siw_perftest_client_our_server_in("mpa_version=1", test, &["-s", "4096", "-n", "16"], &[]);
+    }
+}
+
+/// siw built with `try_gso` offers FPDUs larger than one segment (its experimental MPA
+/// bit); our tools with `--large-fpdus` agree, and 64 KiB Writes, Reads and Sends then
+/// go in FPDUs of up to 64 KiB both ways, in both roles.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn large_fpdus_with_siw_try_gso_both_roles() {
+    let flags = ["-s", "65536", "-n", "100"];
+    let ours = ["--large-fpdus"];
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        for out in [
+            perftest_client_against_siw_in("try_gso=1", test, &flags, &ours, false),
+            siw_perftest_client_our_server_in("try_gso=1", test, &flags, &ours),
+        ] {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mulpdu = text
+                .split("FPDU: up to ")
+                .nth(1)
+                .and_then(|t| t.split('[').next())
+                .and_then(|n| n.parse::<u32>().ok());
+            assert!(
+                mulpdu.is_some_and(|m| m > 9000),
+                "large FPDUs not in force with siw's try_gso:\n{text}"
+            );
+        }
+    }
+}
+
+/// siw holding its CRC off (`mpa_crc_strict`): our client asking for CRC is rejected and
+/// told that the peer refuses CRC; siw's client refuses our server's Reply that turns CRC
+/// on (it closes at once), and our server says the client left before its first ping, and
+/// the likely reason, instead of reporting a served connection.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn siw_refusing_crc_both_roles() {
+    let out = rping_client_run("mpa_crc_strict=1", &["--crc"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains("the peer rejected the connection") && err.contains("connect without CRC"),
+        "{err}"
+    );
+    let (out, console) = siw_rping_client_run("mpa_crc_strict=1", &["--crc"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains("the client left before its first ping")
+            && err.contains("serve without --crc"),
+        "{err}"
+    );
+    assert!(console.contains("RDMA_CM_EVENT_REJECTED"), "{console}");
 }

@@ -410,7 +410,10 @@ async fn daemon_qp(
         DaemonError::Refused(m) => ConnectError::Daemon(m),
         // Read as the same failure of an embedded engine: the user's words, no prefix.
         DaemonError::Tcp(kind, _) => ConnectError::Io(io::Error::from(kind)),
-        DaemonError::Rejected(private_data) => ConnectError::Rejected { private_data },
+        DaemonError::Rejected(private_data, refused) => ConnectError::Rejected {
+            private_data,
+            refused,
+        },
     };
     let (reply, fds) = c.call_async(req).await.map_err(to_connect)?;
     let dq = DaemonQp::start(

@@ -158,7 +158,7 @@ async fn peers_that_are_not_byte_streams_are_refused() {
         .await
         .unwrap_err();
     match e {
-        ConnectError::Rejected { private_data } => {
+        ConnectError::Rejected { private_data, .. } => {
             let why = String::from_utf8_lossy(&private_data);
             assert!(why.contains("not an RdmaStream"), "{why}");
         }

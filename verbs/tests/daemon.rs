@@ -831,12 +831,12 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     assert_eq!(&inc.private_data()[..], b"may I");
     let second = ask(ppd, pcq, peer.clone());
     match tokio::time::timeout(Duration::from_secs(10), second).await?? {
-        Err(ConnectError::Rejected { private_data }) => assert!(private_data.is_empty()),
+        Err(ConnectError::Rejected { private_data, .. }) => assert!(private_data.is_empty()),
         other => panic!("over the limit of unanswered requests: {other:?}"),
     }
     inc.reject(b"no").await?;
     match first.await? {
-        Err(ConnectError::Rejected { private_data }) => assert_eq!(&private_data[..], b"no"),
+        Err(ConnectError::Rejected { private_data, .. }) => assert_eq!(&private_data[..], b"no"),
         other => panic!("{other:?}"),
     }
     qp.disconnect();
@@ -854,7 +854,9 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     });
     let dcq = dev.create_cq(4);
     match dev.connect(&pd, eaddr, QpConfig::new(&dcq), b"hi").await {
-        Err(ConnectError::Rejected { private_data }) => assert_eq!(&private_data[..], b"go away"),
+        Err(ConnectError::Rejected { private_data, .. }) => {
+            assert_eq!(&private_data[..], b"go away")
+        }
         other => panic!("a daemon application rejected: {other:?}"),
     }
     rejecting.await??;

@@ -76,6 +76,9 @@ async fn ping_loop(
         // The first advertisement may take as long as the client likes; its absence
         // (a flushed receive) is the client leaving.
         let Some(src) = recv_info(qp, cq, inbox, None).await? else {
+            if ping == 0 {
+                return Err(left_before_first_ping(qp, opts).await);
+            }
             return Ok(());
         };
         let len = src.size as usize;
@@ -122,6 +125,19 @@ async fn ping_loop(
         ping += 1;
     }
     Ok(())
+}
+
+/// Why a connection that ended before its first ping failed, with what may have caused
+/// it: a client closes right after the MPA Reply when it refuses what the Reply said.
+async fn left_before_first_ping(qp: &Qp, opts: &Opts) -> Error {
+    let end = qp.closed().await;
+    let hint = if opts.crc {
+        "; a client that refuses MPA CRC closes right after this server's Reply turns it \
+         on (Linux siw with mpa_crc_strict does): serve without --crc"
+    } else {
+        ""
+    };
+    format!("the client left before its first ping (the connection: {end}){hint}").into()
 }
 
 fn recv_wr(inbox: &Mr, slot: u64) -> RecvWr {

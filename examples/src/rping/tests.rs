@@ -136,3 +136,36 @@ async fn crc_and_peer_to_peer_over_loopback() {
     assert_eq!((c.pings, c.verified), (3, 3));
     assert_eq!(s.pings, 3);
 }
+
+/// A client that goes away between the connection and its first ping (as siw's does when
+/// it refuses the Reply's CRC) is a failed connection, not a served one, and the error
+/// names the likely reason when the server asked for CRC.
+#[tokio::test]
+async fn a_client_that_leaves_before_its_first_ping_is_an_error() {
+    let server = Opts::parse(args("-s -a 127.0.0.1 --crc")).unwrap();
+    let dev = Device::open(server.device_config());
+    let listener = dev
+        .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let srv = tokio::spawn(async move { serve(&dev, &listener, &server).await });
+    let client = Device::open(
+        Opts::parse(args("-c -a 127.0.0.1"))
+            .unwrap()
+            .device_config(),
+    );
+    let pd = client.alloc_pd();
+    let cq = client.create_cq(4);
+    let conn = client
+        .connect(&pd, addr, verbs::QpConfig::new(&cq), b"")
+        .await
+        .unwrap();
+    conn.qp.disconnect();
+    let err = srv.await.unwrap().unwrap_err().to_string();
+    assert!(
+        err.starts_with("the client left before its first ping (the connection: "),
+        "{err}"
+    );
+    assert!(err.ends_with("serve without --crc"), "{err}");
+}

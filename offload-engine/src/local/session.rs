@@ -646,7 +646,13 @@ where
     init.push = false;
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
     let (qp, private) = establish(init).await.map_err(|e| match e {
-        ConnectError::Rejected { private_data } => Reply::Rejected { private_data },
+        ConnectError::Rejected {
+            private_data,
+            refused,
+        } => Reply::Rejected {
+            private_data,
+            refused,
+        },
         ConnectError::Io(io) => err(
             error::of_connect(io.kind()),
             ConnectError::Io(io).to_string(),

@@ -38,17 +38,18 @@ pub enum DaemonError {
     /// The daemon's TCP connect failed with this kind (refused, unreachable, timed out):
     /// its words.
     Tcp(io::ErrorKind, String),
-    /// The peer rejected the daemon's connect, with this private data.
-    Rejected(Bytes),
+    /// The peer rejected the daemon's connect, with this private data and what its
+    /// answer refused.
+    Rejected(Bytes, rdmap::Refused),
 }
 
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unreachable(m) | Self::Refused(m) | Self::Tcp(_, m) => f.write_str(m),
-            Self::Rejected(p) => write!(
+            Self::Rejected(p, refused) => write!(
                 f,
-                "the peer rejected the connection ({} octets of private data)",
+                "the peer rejected the connection ({} octets of private data){refused}",
                 p.len()
             ),
         }
@@ -63,7 +64,7 @@ impl From<DaemonError> for io::Error {
             DaemonError::Unreachable(m) => Self::new(io::ErrorKind::NotConnected, m),
             DaemonError::Refused(m) => Self::other(m),
             DaemonError::Tcp(kind, m) => Self::new(kind, m),
-            e @ DaemonError::Rejected(_) => {
+            e @ DaemonError::Rejected(..) => {
                 Self::new(io::ErrorKind::ConnectionRefused, e.to_string())
             }
         }
@@ -268,7 +269,10 @@ impl Client {
             )))
         })?;
         match reply {
-            Reply::Rejected { private_data } => Err(DaemonError::Rejected(private_data)),
+            Reply::Rejected {
+                private_data,
+                refused,
+            } => Err(DaemonError::Rejected(private_data, refused)),
             Reply::Error { code, text } => Err(match ipc::control::error::connect_kind(code) {
                 Some(kind) => DaemonError::Tcp(kind, format!("iwarpd: {text}")),
                 None => DaemonError::Refused(format!("iwarpd: {text}")),

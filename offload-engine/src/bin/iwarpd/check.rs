@@ -46,7 +46,7 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
         .connect(addr, init, b"iwarpd check")
         .await
         .map_err(|e| match e {
-            ConnectError::Rejected { private_data } => format!(
+            ConnectError::Rejected { private_data, .. } => format!(
                 "{addr} rejected the connection: \"{}\"",
                 String::from_utf8_lossy(&private_data).escape_debug()
             ),
