@@ -680,6 +680,10 @@ pub struct QpInfo {
     pub private: Bytes,
     /// The segment's geometry.
     pub geometry: crate::qpseg::Geometry,
+    /// CRC and markers in force. On the wire one octet after the private data (bit 0
+    /// CRC, bit 1 markers sent, bit 2 markers received); a daemon from before it sends
+    /// none, read as all off.
+    pub framing: rdmap::Framing,
 }
 
 /// The counters of a queue pair, or their sum over a device: the traffic, and seed 000's
@@ -1038,6 +1042,10 @@ impl Reply {
                 out.put_u32_le(q.extensions);
                 q.geometry.put(&mut out);
                 put_blob(&mut out, &q.private);
+                let f = q.framing;
+                out.put_u8(
+                    u8::from(f.crc) | u8::from(f.markers_tx) << 1 | u8::from(f.markers_rx) << 2,
+                );
             }
             Self::QpCounters(c) => c.put(&mut out),
             Self::Device(a) => a.put(&mut out),
@@ -1103,6 +1111,14 @@ impl Reply {
                 extensions: r.u32("extensions")?,
                 geometry: crate::qpseg::Geometry::read(&mut r)?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
+                framing: {
+                    let bits = if r.is_empty() { 0 } else { r.u8("framing")? };
+                    rdmap::Framing {
+                        crc: bits & 1 != 0,
+                        markers_tx: bits & 2 != 0,
+                        markers_rx: bits & 4 != 0,
+                    }
+                },
             }),
             func::QUERY_QP => Self::QpCounters(Counters::read(&mut r)?),
             func::QUERY_DEVICE => Self::Device(DeviceAttrs::read(&mut r)?),
@@ -1476,7 +1492,23 @@ mod tests {
             extensions: 1,
             private: Bytes::from_static(b"advert"),
             geometry: crate::qpseg::Geometry::default(),
+            framing: rdmap::Framing {
+                crc: true,
+                markers_tx: false,
+                markers_rx: true,
+            },
         };
+        // A daemon from before the framing octet: the same reply without it reads as all
+        // off.
+        let m = Reply::Qp(info.clone()).encode(func::CONNECT, 1);
+        assert_eq!(m[m.len() - 1], 0b101);
+        assert_eq!(
+            Reply::decode(func::CONNECT, &m[HEADER_LEN..m.len() - 1]).unwrap(),
+            Reply::Qp(QpInfo {
+                framing: rdmap::Framing::default(),
+                ..info.clone()
+            })
+        );
         let cases = [
             (
                 func::ALLOC_PD,

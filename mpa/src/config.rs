@@ -146,6 +146,31 @@ pub struct Negotiated {
     pub extensions: Extensions,
 }
 
+/// How the FPDUs of a connection are framed, as the MPA exchange settled it: what a
+/// capture of it shows, and what an interop test wants to read back.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Framing {
+    /// CRC32c generated and checked both ways (either side asked for it).
+    pub crc: bool,
+    /// This side inserts markers in what it sends (the peer asked).
+    pub markers_tx: bool,
+    /// The peer inserts markers in what it sends (this side asked).
+    pub markers_rx: bool,
+}
+
+impl std::fmt::Display for Framing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = |b| if b { "on" } else { "off" };
+        write!(f, "CRC {}, markers ", on(self.crc))?;
+        f.write_str(match (self.markers_tx, self.markers_rx) {
+            (false, false) => "off",
+            (true, true) => "both ways",
+            (true, false) => "to the peer",
+            (false, true) => "from the peer",
+        })
+    }
+}
+
 /// What the peer's Request or Reply frame said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -49,6 +49,11 @@ impl Deframer {
         Self::new(n.markers_rx, n.crc)
     }
 
+    /// True when the peer inserts markers.
+    pub fn markers(&self) -> bool {
+        self.markers
+    }
+
     /// Largest ULPDU_Length accepted; larger is [`MpaError::UlpduTooLong`]. Default
     /// `u16::MAX` (accept anything that fits), which is what a connection uses: MPA
     /// negotiates no receive limit (the MULPDU is the sender's own, from its EMSS), and

@@ -54,7 +54,7 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use config::{MpaConfig, Negotiated, PeerParams, Role};
+pub use config::{Framing, MpaConfig, Negotiated, PeerParams, Role};
 pub use connect_error::{ConnectError, Refused};
 pub use crc::{crc32c, crc32c_append};
 pub use deframer::Deframer;

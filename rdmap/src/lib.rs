@@ -84,7 +84,7 @@ mod work;
 
 pub use ddp::{Access, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
-pub use mpa::{Extensions, Refused};
+pub use mpa::{Extensions, Framing, Refused};
 pub use qp::{QpEnd, QpNum};
 pub use sgl::{SGL_INLINE, Sgl};
 pub use snapshot::SnapshotError;

@@ -699,3 +699,18 @@ fn siw_refusing_crc_both_roles() {
     );
     assert!(console.contains("RDMA_CM_EVENT_REJECTED"), "{console}");
 }
+
+/// siw asking for CRC (`mpa_crc_required`) as the client of our server that did not: CRC
+/// is on both ways (RFC 5044: either side may ask), and our server says it is in force.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn siw_asking_for_crc_turns_it_on_for_our_server() {
+    let out = siw_perftest_client_our_server_in(
+        "mpa_crc_required=1",
+        "write_bw",
+        &["-s", "65536", "-n", "100"],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CRC: on (the peer asked)"), "{text}");
+}

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use ipc::control::QpChange;
 use offload_engine::QpInit;
-use rdmap::{Extensions, PostError, QpState, RecvWr, SendWr};
+use rdmap::{Extensions, Framing, PostError, QpState, RecvWr, SendWr};
 
 use crate::daemon::qp::DaemonQp;
 
@@ -218,6 +218,9 @@ impl QpImpl {
     fn mulpdu(&self) -> u16 {
         either!(self, q => q.mulpdu())
     }
+    fn framing(&self) -> Framing {
+        either!(self, q => q.framing())
+    }
     fn extensions(&self) -> Extensions {
         either!(self, q => q.extensions())
     }
@@ -359,6 +362,13 @@ impl Qp {
     /// [large FPDUs](crate::DeviceConfig::large_fpdus).
     pub fn mulpdu(&self) -> u16 {
         self.inner.qp.mulpdu()
+    }
+
+    /// How its FPDUs are framed: MPA CRC and markers as the connection's MPA exchange
+    /// settled them (CRC is on when either side asked for it, so it can be on here
+    /// although this side did not ask).
+    pub fn framing(&self) -> Framing {
+        self.inner.qp.framing()
     }
 
     /// This stack's extensions the peer agreed to when the connection was set up (none

@@ -17,6 +17,28 @@ async fn disconnect_ends_both_sides_gracefully() {
     assert_eq!(s.qp.closed().await, QpEnd::Closed);
 }
 
+/// CRC is on when either side asks for it, and each queue pair says what is in force.
+#[tokio::test]
+async fn each_side_says_whether_crc_is_in_force() {
+    for (client, server, on) in [
+        (false, false, false),
+        (false, true, true),
+        (true, false, true),
+    ] {
+        let (c, s) = common::connect(
+            &Host::new(DeviceConfig::default().crc(client)),
+            &Host::new(DeviceConfig::default().crc(server)),
+            b"",
+            b"",
+        )
+        .await;
+        for qp in [&c.qp, &s.qp] {
+            let f = qp.framing();
+            assert_eq!((f.crc, f.markers_tx, f.markers_rx), (on, false, false));
+        }
+    }
+}
+
 #[tokio::test]
 async fn dropping_the_last_handle_disconnects() {
     let (c, s) = pair().await;

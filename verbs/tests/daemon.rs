@@ -152,7 +152,9 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Result<(), Error> {
     let path = daemon("mixed").await;
-    let embedded = Device::open(DeviceConfig::default().embedded());
+    // The embedded side does not ask for CRC; the daemon does (its default), so CRC is on
+    // both ways and both sides say so.
+    let embedded = Device::open(DeviceConfig::default().embedded().crc(false));
     let attached = Device::try_open(DeviceConfig::default().daemon(&path))?;
 
     let epd = embedded.alloc_pd();
@@ -172,6 +174,9 @@ async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Res
         .await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
     let eqp = accepting.await??;
+    for qp in [&conn.qp, &eqp] {
+        assert_eq!(qp.framing().to_string(), "CRC on, markers off");
+    }
     conn.qp
         .write(Bytes::from_static(b"from the daemon"), remote)
         .await?;

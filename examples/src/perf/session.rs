@@ -212,6 +212,11 @@ impl Session {
         ));
         let (ird, ord) = self.links.first().map_or((0, 0), |l| l.qp.ird_ord());
         let mulpdu = self.links.first().map_or(0, |l| l.qp.mulpdu());
+        let framing = self
+            .links
+            .first()
+            .map(|l| l.qp.framing())
+            .unwrap_or_default();
         let ext = self
             .links
             .first()
@@ -222,10 +227,12 @@ impl Session {
             opts.qps,
             opts.tx_depth,
             opts.inline_size,
-            match (&opts.daemon, opts.crc) {
-                (Some(_), _) => "as iwarpd is set",
-                (None, true) => "asked",
-                (None, false) => "off",
+            // What is in force: the peer may turn CRC on, and through iwarpd its settings
+            // apply.
+            match (framing.crc, opts.crc || opts.daemon.is_some()) {
+                (true, true) => "on",
+                (true, false) => "on (the peer asked)",
+                (false, _) => "off",
             },
             if opts.large_fpdus {
                 " (large asked)"
@@ -233,6 +240,9 @@ impl Session {
                 ""
             }
         ));
+        if framing.markers_tx || framing.markers_rx {
+            p.info(&format!(" MPA: {framing}"));
+        }
         for (side, list) in [("local", mine), ("remote", rem)] {
             for d in list {
                 p.info(&format!(

@@ -156,6 +156,11 @@ impl Qp {
         self.shared.lock().stream.ird_ord()
     }
 
+    /// How the FPDUs are framed: CRC and markers as the MPA exchange settled them.
+    pub fn framing(&self) -> rdmap::Framing {
+        self.shared.lock().stream.framing()
+    }
+
     /// The largest ULPDU this side sends in one FPDU: what one TCP segment holds, unless
     /// both sides agreed to large FPDUs.
     pub fn mulpdu(&self) -> u16 {

@@ -677,6 +677,7 @@ where
         extensions: qp.extensions().bits(),
         private,
         geometry: geo,
+        framing: qp.framing(),
     };
     let sv = prep.start(
         id,

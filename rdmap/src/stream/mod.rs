@@ -549,6 +549,15 @@ impl Stream {
         self.extensions
     }
 
+    /// How the FPDUs are framed: CRC and markers as the MPA exchange settled them.
+    pub fn framing(&self) -> mpa::Framing {
+        mpa::Framing {
+            crc: self.framer.crc(),
+            markers_tx: self.framer.markers(),
+            markers_rx: self.deframer.markers(),
+        }
+    }
+
     /// The largest ULPDU (DDP header and payload) this side puts in one FPDU.
     pub fn mulpdu(&self) -> u16 {
         self.cfg.mulpdu

@@ -377,6 +377,10 @@ impl DaemonQp {
         self.info.mulpdu
     }
 
+    pub(crate) fn framing(&self) -> rdmap::Framing {
+        self.info.framing
+    }
+
     pub(crate) fn extensions(&self) -> rdmap::Extensions {
         rdmap::Extensions::from_bits_truncate(self.info.extensions)
     }
