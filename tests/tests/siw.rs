@@ -6,7 +6,13 @@
 //! `ib_write_lat` with iwperf as the client only (perftest's write_lat server writes
 //! first, which an RFC 5044 MPA Responder such as ours may not do); and in daemon mode,
 //! `iwarp-rping` and `iwperf` attached to our `iwarpd` in the lab's netns (`--daemon`)
-//! as siw's clients.
+//! as siw's clients. With siw's other settings (module parameters): initiating in MPA
+//! revision 1 (`mpa_version=1`), large FPDUs (`try_gso`), asking for CRC
+//! (`mpa_crc_required`) and refusing it (`mpa_crc_strict`).
+//!
+//! Another kernel: the lab takes `LAB_KERNEL_PKG` (for example
+//! `LAB_KERNEL_PKG=linux-image-6.12-amd64` with its own `LAB_CACHE`), and these tests
+//! pass it through.
 //!
 //! Opt-in: it boots qemu, needs root and a few minutes the first time (the lab builds
 //! `siw.ko` and an initramfs). Every test is `#[ignore]`d with that reason, so a plain
