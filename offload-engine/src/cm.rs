@@ -20,6 +20,16 @@ use crate::slots::{Refused, Slots};
 static REFUSED: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
 /// Warnings about MPA Requests that were garbage, wrong, too long or never came.
 static BAD_REQUEST: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
+/// Warnings about failed accepts (out of file descriptors, for one).
+static ACCEPT_FAILED: LogLimit = LogLimit::new(5, std::time::Duration::from_secs(10));
+/// How long the accept loop rests after a failed accept. The connection that failed
+/// stays in the kernel's queue, so the next accept would fail at once again: without the
+/// rest, running out of file descriptors would spin a processor until one is closed.
+const ACCEPT_REST: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long a connection whose Request arrived waits for a place in the listener's queue
+/// (the application is not accepting) before it is closed. It keeps its handshake place
+/// meanwhile, so the pending-handshake limits bound these too.
+const QUEUE_WAIT: std::time::Duration = MpaConfig::RESPONDER_TIMEOUT;
 
 /// Runs `hs` over `sock` until it yields an event that ends this phase; `tap` records the
 /// octets written and read.
@@ -138,7 +148,10 @@ impl Engine {
                 let (sock, peer) = match got {
                     Ok(x) => x,
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
+                        if let Some(left_out) = ACCEPT_FAILED.allow() {
+                            tracing::warn!(error = %e, left_out, "accept failed; retrying shortly");
+                        }
+                        tokio::time::sleep(ACCEPT_REST).await;
                         continue;
                     }
                 };
@@ -166,10 +179,20 @@ impl Engine {
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     let request = engine.read_request(sock, peer).await;
-                    drop(slot);
                     match request {
                         Ok(incoming) => {
-                            let _ = tx.send(incoming).await;
+                            // Full queue: the application is not accepting. Wait a while
+                            // (holding the place), then close.
+                            let queued = tokio::time::timeout(QUEUE_WAIT, tx.send(incoming));
+                            if queued.await.is_err()
+                                && let Some(left_out) = REFUSED.allow()
+                            {
+                                tracing::warn!(
+                                    %peer, left_out,
+                                    "connection closed unanswered: the application did not accept it in time"
+                                );
+                            }
+                            drop(slot);
                         }
                         Err(e) => {
                             if let Some(left_out) = BAD_REQUEST.allow() {

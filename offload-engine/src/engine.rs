@@ -38,7 +38,9 @@ pub struct EngineConfig {
     /// How long a connection may go without progress, idle or with work outstanding.
     pub timeouts: Timeouts,
     /// The most connections a listener holds in the MPA handshake at once (accepted by
-    /// TCP, Request not yet complete); more are closed at once.
+    /// TCP, Request not yet complete, or complete and waiting up to 5 s for room in the
+    /// listener's queue of 64 while the application does not accept); more are closed
+    /// at once.
     pub max_pending_handshakes: usize,
     /// The most of those from one IP address, so one source cannot take them all.
     pub max_pending_per_address: usize,

@@ -258,3 +258,51 @@ async fn handshakes_in_progress_are_bounded_per_address_and_in_total() {
     accept.await.unwrap().unwrap();
     drop((a1, a2, b1));
 }
+
+/// A client that sends a whole, valid MPA Request (revision 1, CRC, no private data) and
+/// then waits.
+async fn requesting_client(to: SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(to).await.unwrap();
+    let mut request = b"MPA ID Req Frame".to_vec();
+    request.extend_from_slice(&[0x40, 0x01, 0x00, 0x00]);
+    s.write_all(&request).await.unwrap();
+    s
+}
+
+/// An application that listens and never accepts cannot be made to hold connections
+/// without bound: 64 complete Requests wait in the listener's queue, the next ones keep
+/// their handshake places while they wait for room (so a client beyond
+/// `max_pending_handshakes` is closed at once), and after 5 s of waiting those are closed.
+#[tokio::test(start_paused = true)]
+async fn requests_the_application_does_not_take_are_bounded_and_time_out() {
+    let mut cfg = EngineConfig::default();
+    cfg.max_pending_handshakes = 3;
+    cfg.max_pending_per_address = 3;
+    let server = Engine::new(cfg);
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let mut clients = Vec::new();
+    for _ in 0..64 + 3 {
+        clients.push(requesting_client(addr).await);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut one_more = requesting_client(addr).await;
+    assert!(
+        closed_at_once(&mut one_more).await,
+        "no place left: 64 queued, 3 waiting for room"
+    );
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut closed = 0;
+    for c in &mut clients {
+        closed += usize::from(closed_at_once(c).await);
+    }
+    assert_eq!(closed, 3, "the three that waited for room were closed");
+    // Their places are free again.
+    let mut next = requesting_client(addr).await;
+    assert!(!closed_at_once(&mut next).await, "a place again");
+    drop(listener);
+}

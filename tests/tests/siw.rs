@@ -213,8 +213,34 @@ struct Server(Option<Child>);
 impl Server {
     fn wait(mut self) -> Output {
         let child = self.0.take().expect("waited once");
-        child.wait_with_output().expect("wait for iwarp-rping -s")
+        let out = child.wait_with_output().expect("wait for our server");
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+        out
     }
+}
+
+/// Starts our server `bin ARGS OURS` in the lab's netns with `limit`, attached to
+/// `daemon` if given.
+fn our_server(
+    bin: &PathBuf,
+    args: &[&str],
+    ours: &[&str],
+    daemon: Option<&Daemon>,
+    limit: Duration,
+) -> Server {
+    let mut cmd = Command::new("timeout");
+    cmd.arg(limit.as_secs().to_string())
+        .args(["ip", "netns", "exec", NETNS])
+        .arg(bin)
+        .args(args)
+        .args(ours)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(d) = daemon {
+        cmd.args(["--daemon", &d.sock]);
+    }
+    Server(Some(cmd.spawn().expect("start our server")))
 }
 
 impl Drop for Server {
@@ -378,7 +404,7 @@ fn siw_rping_client_our_server() {
 /// [`siw_rping_client_our_server`] with siw module parameters `params` and our server's
 /// extra flags `ours`.
 fn siw_rping_client_our_server_with(params: &str, ours: &[&str]) {
-    let (out, console) = siw_rping_client_run(params, ours);
+    let (out, console) = siw_rping_client_run(params, ours, None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
     assert!(
@@ -398,33 +424,28 @@ fn siw_rping_client_our_server_with(params: &str, ours: &[&str]) {
 }
 
 /// Runs siw's `rping -c -V -C 3` (siw module parameters `params`) against our
-/// `iwarp-rping -s` (plus `ours`) and returns our server's output and vm1's console log,
-/// whatever they were.
-fn siw_rping_client_run(params: &str, ours: &[&str]) -> (Output, String) {
+/// `iwarp-rping -s` (plus `ours`; through our `iwarpd` started with `daemon` flags if
+/// given) and returns our server's output and vm1's console log, whatever they were.
+fn siw_rping_client_run(params: &str, ours: &[&str], daemon: Option<&[&str]>) -> (Output, String) {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = rping_binary();
     // The netns first, so our server listens before siw's rping connects.
     assert!(lab_command(&["net-up"]).status().expect("net-up").success());
-    let server = {
-        let mut cmd = Command::new("timeout");
-        cmd.arg(RUN_LIMIT.as_secs().to_string())
-            .args(["ip", "netns", "exec", NETNS])
-            .arg(&bin)
-            .args(["-s", "-a", HOST, "-v"])
-            .args(ours)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        Server(Some(cmd.spawn().expect("start iwarp-rping -s")))
-    };
+    let daemon = daemon.map(Daemon::start);
+    let server = our_server(
+        &bin,
+        &["-s", "-a", HOST, "-v"],
+        ours,
+        daemon.as_ref(),
+        RUN_LIMIT,
+    );
     let mut lab = Lab::serve(
         240,
         params,
         Some(&format!("sleep 5; rping -c -a {HOST} -v -V -C 3")),
     );
     let out = server.wait();
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     // siw's rping exits after its pings; the VM then powers off and the lab returns.
     let console = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
@@ -513,31 +534,33 @@ fn siw_perftest_client_our_server_in(
     flags: &[&str],
     ours: &[&str],
 ) -> Output {
+    siw_perftest_client_our_server_through(params, test, flags, ours, None)
+}
+
+/// [`siw_perftest_client_our_server_in`], through our `iwarpd` started with `daemon`
+/// flags if given.
+fn siw_perftest_client_our_server_through(
+    params: &str,
+    test: &str,
+    flags: &[&str],
+    ours: &[&str],
+    daemon: Option<&[&str]>,
+) -> Output {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let bin = example_binary("iwperf");
     assert!(lab_command(&["net-up"]).status().expect("net-up").success());
     let (limit, vm_limit) = limits(flags);
-    let server = {
-        let mut cmd = Command::new("timeout");
-        cmd.arg(limit.as_secs().to_string())
-            .args(["ip", "netns", "exec", NETNS])
-            .arg(&bin)
-            .args([test, "-R"])
-            .args(flags)
-            .args(ours)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        Server(Some(cmd.spawn().expect("start iwperf server")))
-    };
+    let daemon = daemon.map(Daemon::start);
+    let mut args = vec![test, "-R"];
+    args.extend_from_slice(flags);
+    let server = our_server(&bin, &args, ours, daemon.as_ref(), limit);
     let siw = format!(
         "sleep 5; ib_{test} -d siw0 -F -R {} {HOST}",
         flags.join(" ")
     );
     let mut lab = Lab::serve(vm_limit, params, Some(&siw));
     let out = server.wait();
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     let vm_exit = lab.wait_vm_exit(Duration::from_secs(60));
     drop(lab);
     assert!(out.status.success(), "iwperf {test} server failed: {out:?}");
@@ -695,7 +718,7 @@ fn siw_refusing_crc_both_roles() {
         err.contains("the peer rejected the connection") && err.contains("connect without CRC"),
         "{err}"
     );
-    let (out, console) = siw_rping_client_run("mpa_crc_strict=1", &["--crc"]);
+    let (out, console) = siw_rping_client_run("mpa_crc_strict=1", &["--crc"], None);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -719,4 +742,30 @@ fn siw_asking_for_crc_turns_it_on_for_our_server() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("CRC: on (the peer asked)"), "{text}");
+}
+
+/// Our servers in daemon mode (attached to our `iwarpd` in the lab's netns) as siw's
+/// peers: siw's `rping -c` against `iwarp-rping -s --daemon`, siw's perftest clients
+/// against `iwperf --daemon` servers (Write, Read, Send).
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn daemon_mode_servers_for_siw_clients() {
+    let daemon: &[&str] = &["--crc", "false"];
+    let (out, console) = siw_rping_client_run("", &[], Some(daemon));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "iwarp-rping -s --daemon failed: {out:?}"
+    );
+    assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
+    assert!(console.contains("LAB[vm1] EXIT rc=0"), "{console}");
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        siw_perftest_client_our_server_through(
+            "",
+            test,
+            &["-s", "4096", "-n", "16"],
+            &[],
+            Some(daemon),
+        );
+    }
 }
