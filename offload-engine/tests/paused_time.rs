@@ -202,6 +202,24 @@ async fn silent_client(from: [u8; 4], to: SocketAddr) -> tokio::net::TcpStream {
     s.connect(to).await.unwrap()
 }
 
+/// An engine listening on loopback with at most `total` handshakes in progress, `per_address`
+/// from one address.
+async fn limited_listener(
+    total: usize,
+    per_address: usize,
+) -> (Engine, offload_engine::Listener, SocketAddr) {
+    let mut cfg = EngineConfig::default();
+    cfg.max_pending_handshakes = total;
+    cfg.max_pending_per_address = per_address;
+    let server = Engine::new(cfg);
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    (server, listener, addr)
+}
+
 /// True if the listener closed the connection at once (EOF without a word).
 async fn closed_at_once(sock: &mut tokio::net::TcpStream) -> bool {
     use tokio::io::AsyncReadExt;
@@ -218,15 +236,7 @@ async fn closed_at_once(sock: &mut tokio::net::TcpStream) -> bool {
 /// timed out.
 #[tokio::test(start_paused = true)]
 async fn handshakes_in_progress_are_bounded_per_address_and_in_total() {
-    let mut cfg = EngineConfig::default();
-    cfg.max_pending_handshakes = 3;
-    cfg.max_pending_per_address = 2;
-    let server = Engine::new(cfg);
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
+    let (server, listener, addr) = limited_listener(3, 2).await;
     let mut a1 = silent_client([127, 0, 0, 1], addr).await;
     let a2 = silent_client([127, 0, 0, 1], addr).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -276,15 +286,7 @@ async fn requesting_client(to: SocketAddr) -> tokio::net::TcpStream {
 /// `max_pending_handshakes` is closed at once), and after 5 s of waiting those are closed.
 #[tokio::test(start_paused = true)]
 async fn requests_the_application_does_not_take_are_bounded_and_time_out() {
-    let mut cfg = EngineConfig::default();
-    cfg.max_pending_handshakes = 3;
-    cfg.max_pending_per_address = 3;
-    let server = Engine::new(cfg);
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
+    let (_server, listener, addr) = limited_listener(3, 3).await;
     let mut clients = Vec::new();
     for _ in 0..64 + 3 {
         clients.push(requesting_client(addr).await);
