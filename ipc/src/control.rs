@@ -911,7 +911,7 @@ pub enum Reply {
     Rejected {
         /// The peer's private data.
         private_data: Bytes,
-        /// What the peer's answer turned off of what the daemon asked for.
+        /// What the peer's answer dropped of what the daemon asked for.
         refused: rdmap::Refused,
     },
     /// A number: the daemon's process id for Open; the STag for RegMr, AllocMw, BindMw

@@ -20,7 +20,7 @@ pub enum ConnectError {
     Rejected {
         /// The peer's private data.
         private_data: Bytes,
-        /// What its answer turned off of what this side asked for: the likely reason.
+        /// What its answer dropped of what this side asked for: a hint at why.
         refused: Refused,
     },
     /// The peer closed the connection during the MPA exchange.
@@ -72,12 +72,12 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
-/// What a peer that rejected the connection turned off in its answer of what this side's
-/// Request asked for: the likely reason it refused. A Responder answers a Request that asked
-/// for CRC with its C bit set (RFC 5044 §7.1: CRC is used when either side asks), so a
-/// rejecting answer without it refuses CRC; Linux siw answers so when `mpa_crc_strict`
-/// holds its CRC off. Displayed as a hint after the rejection, empty when nothing was
-/// turned off.
+/// What a peer that rejected the connection dropped in its answer of what this side's
+/// Request asked for: a hint at why it refused. RFC 5044 §7.1.1 needs no C bit in an
+/// answer (CRC is on when either frame has it), but Linux siw and this stack answer with
+/// the Request's C bit, and siw drops it from the answer when it refuses CRC
+/// (`mpa_crc_strict` with its CRC off). Displayed after the rejection, empty when nothing
+/// was dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refused {
     /// This side asked for MPA CRC; the rejecting answer did not carry it.
@@ -98,8 +98,8 @@ impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.crc {
             f.write_str(
-                "; its answer turned off the MPA CRC this side asked for: it refuses CRC \
-                 (Linux siw does with mpa_crc_strict), so connect without CRC",
+                "; its answer dropped the MPA CRC bit this side asked for, as Linux siw does \
+                 when it refuses CRC (mpa_crc_strict): try connecting without CRC",
             )?;
         }
         Ok(())
@@ -152,6 +152,6 @@ mod tests {
             "the peer rejected the connection (2 octets of private data)"
         );
         let crc = rejected(true);
-        assert!(crc.contains("turned off the MPA CRC") && crc.ends_with("connect without CRC"));
+        assert!(crc.contains("dropped the MPA CRC bit") && crc.ends_with("without CRC"));
     }
 }

@@ -705,7 +705,7 @@ fn large_fpdus_with_siw_try_gso_both_roles() {
 }
 
 /// siw holding its CRC off (`mpa_crc_strict`): our client asking for CRC is rejected and
-/// told that the peer refuses CRC; siw's client refuses our server's Reply that turns CRC
+/// told that the peer's answer dropped CRC; siw's client refuses our server's Reply that turns CRC
 /// on (it closes at once), and our server says the client left before its first ping, and
 /// the likely reason, instead of reporting a served connection.
 #[test]
@@ -715,7 +715,8 @@ fn siw_refusing_crc_both_roles() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(
-        err.contains("the peer rejected the connection") && err.contains("connect without CRC"),
+        err.contains("the peer rejected the connection")
+            && err.contains("try connecting without CRC"),
         "{err}"
     );
     let (out, console) = siw_rping_client_run("mpa_crc_strict=1", &["--crc"], None);

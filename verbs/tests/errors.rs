@@ -210,7 +210,7 @@ fn window_misuse_fails_before_posting() {
 }
 
 /// A peer whose rejecting answer drops the CRC bit the Request asked for (Linux siw with
-/// `mpa_crc_strict` answers so) is named as refusing CRC, with the fix.
+/// `mpa_crc_strict` answers so) gets a hint at CRC, with what to try.
 #[tokio::test]
 async fn a_rejection_that_turns_crc_off_names_crc() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -239,7 +239,10 @@ async fn a_rejection_that_turns_crc_off_names_crc() {
         matches!(&err, ConnectError::Rejected { refused, .. } if refused.crc),
         "{err:?}"
     );
-    assert!(err.to_string().ends_with("so connect without CRC"), "{err}");
+    assert!(
+        err.to_string().ends_with("try connecting without CRC"),
+        "{err}"
+    );
     drop(peer.await.unwrap());
 }
 
