@@ -398,13 +398,13 @@ fn ci_smoke_rping_and_write_bw_both_roles() {
 /// siw's `rping -c` (vm1, siw defaults) against our `iwarp-rping -s`: three verified
 /// pings.
 fn siw_rping_client_our_server() {
-    siw_rping_client_our_server_with("", &[]);
+    siw_rping_client_our_server_with("", &[], None);
 }
 
-/// [`siw_rping_client_our_server`] with siw module parameters `params` and our server's
-/// extra flags `ours`.
-fn siw_rping_client_our_server_with(params: &str, ours: &[&str]) {
-    let (out, console) = siw_rping_client_run(params, ours, None);
+/// [`siw_rping_client_our_server`] with siw module parameters `params`, our server's
+/// extra flags `ours`, through our `iwarpd` started with `daemon` flags if given.
+fn siw_rping_client_our_server_with(params: &str, ours: &[&str], daemon: Option<&[&str]>) {
+    let (out, console) = siw_rping_client_run(params, ours, daemon);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
     assert!(
@@ -671,7 +671,7 @@ fn perftest_bidirectional_both_roles() {
 #[test]
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn siw_initiating_mpa_revision_1() {
-    siw_rping_client_our_server_with("mpa_version=1", &[]);
+    siw_rping_client_our_server_with("mpa_version=1", &[], None);
     for test in ["write_bw", "read_bw", "send_bw"] {
         siw_perftest_client_our_server_in("mpa_version=1", test, &["-s", "4096", "-n", "16"], &[]);
     }
@@ -752,14 +752,7 @@ fn siw_asking_for_crc_turns_it_on_for_our_server() {
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn daemon_mode_servers_for_siw_clients() {
     let daemon: &[&str] = &["--crc", "false"];
-    let (out, console) = siw_rping_client_run("", &[], Some(daemon));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "iwarp-rping -s --daemon failed: {out:?}"
-    );
-    assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
-    assert!(console.contains("LAB[vm1] EXIT rc=0"), "{console}");
+    siw_rping_client_our_server_with("", &[], Some(daemon));
     for test in ["write_bw", "read_bw", "send_bw"] {
         siw_perftest_client_our_server_through(
             "",
