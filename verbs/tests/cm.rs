@@ -37,6 +37,16 @@ async fn each_side_says_whether_crc_is_in_force() {
             assert_eq!((f.crc, f.markers_tx, f.markers_rx), (on, false, false));
         }
     }
+    // Markers asked by the client only: the server inserts them, the client reads them.
+    let (c, s) = common::connect(
+        &Host::new(DeviceConfig::default().markers(true)),
+        &Host::new(DeviceConfig::default()),
+        b"",
+        b"",
+    )
+    .await;
+    assert_eq!(c.qp.framing().to_string(), "CRC on, markers from the peer");
+    assert_eq!(s.qp.framing().to_string(), "CRC on, markers to the peer");
 }
 
 #[tokio::test]

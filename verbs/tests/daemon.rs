@@ -2,6 +2,8 @@
 //! with real shared memory) and applications attached to it through `verbs`, against each
 //! other and against an embedded device.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -1375,5 +1377,23 @@ async fn applications_beyond_the_limit_are_told_and_silent_ones_dropped() -> Res
     .await
     .expect("the daemon keeps a silent connection for over 20 s");
     assert_eq!(got?, 0, "closed, nothing said");
+    Ok(())
+}
+
+/// The rejection hint crosses the control socket: iwarpd (CRC on by default) connects for
+/// its client, the peer's rejecting answer drops the CRC bit, and the client is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_that_drops_crc_names_it_through_the_daemon() -> Result<(), Error> {
+    let path = daemon("reject-crc").await;
+    let (addr, peer) = common::crc_dropping_rejecter().await;
+    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let pd = client.alloc_pd();
+    let cq = client.create_cq(4);
+    let err = client
+        .connect(&pd, addr, QpConfig::new(&cq), b"")
+        .await
+        .expect_err("rejected");
+    common::assert_crc_hint(&err);
+    drop(peer.await?);
     Ok(())
 }

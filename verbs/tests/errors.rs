@@ -213,21 +213,7 @@ fn window_misuse_fails_before_posting() {
 /// `mpa_crc_strict` answers so) gets a hint at CRC, with what to try.
 #[tokio::test]
 async fn a_rejection_that_turns_crc_off_names_crc() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = tcp.local_addr().unwrap();
-    let peer = tokio::spawn(async move {
-        let (mut sock, _) = tcp.accept().await.unwrap();
-        let mut request = [0u8; 20];
-        sock.read_exact(&mut request).await.unwrap();
-        assert_eq!(&request[..16], b"MPA ID Req Frame");
-        assert_eq!(request[16] & 0x40, 0x40, "the Request asks for CRC");
-        // A revision 1 Reply: R set, C clear, no private data.
-        let mut reply = b"MPA ID Rep Frame".to_vec();
-        reply.extend_from_slice(&[0x20, 0x01, 0x00, 0x00]);
-        sock.write_all(&reply).await.unwrap();
-        sock
-    });
+    let (addr, peer) = common::crc_dropping_rejecter().await;
     let client = Device::open(DeviceConfig::default().crc(true));
     let pd = client.alloc_pd();
     let cq = client.create_cq(4);
@@ -235,14 +221,7 @@ async fn a_rejection_that_turns_crc_off_names_crc() {
         .connect(&pd, addr, QpConfig::new(&cq), b"")
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, ConnectError::Rejected { refused, .. } if refused.crc),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().ends_with("try connecting without CRC"),
-        "{err}"
-    );
+    common::assert_crc_hint(&err);
     drop(peer.await.unwrap());
 }
 

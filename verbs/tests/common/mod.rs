@@ -122,3 +122,38 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 8) as u8)
         .collect()
 }
+
+/// A hand-made MPA Responder on loopback that reads a Request asking for CRC and rejects it
+/// with an answer whose C bit is clear (as Linux siw with `mpa_crc_strict` answers). The
+/// task returns its socket once the answer is written.
+pub async fn crc_dropping_rejecter() -> (SocketAddr, tokio::task::JoinHandle<tokio::net::TcpStream>)
+{
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = tcp.local_addr().unwrap();
+    let peer = tokio::spawn(async move {
+        let (mut sock, _) = tcp.accept().await.unwrap();
+        let mut request = [0u8; 20];
+        sock.read_exact(&mut request).await.unwrap();
+        assert_eq!(&request[..16], b"MPA ID Req Frame");
+        assert_eq!(request[16] & 0x40, 0x40, "the Request asks for CRC");
+        // A revision 1 Reply: R set, C clear, no private data.
+        let mut reply = b"MPA ID Rep Frame".to_vec();
+        reply.extend_from_slice(&[0x20, 0x01, 0x00, 0x00]);
+        sock.write_all(&reply).await.unwrap();
+        sock
+    });
+    (addr, peer)
+}
+
+/// `err` is the rejection by [`crc_dropping_rejecter`]: it names the dropped CRC bit.
+pub fn assert_crc_hint(err: &verbs::ConnectError) {
+    assert!(
+        matches!(err, verbs::ConnectError::Rejected { refused, .. } if refused.crc),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().ends_with("try connecting without CRC"),
+        "{err}"
+    );
+}
