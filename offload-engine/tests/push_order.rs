@@ -168,3 +168,93 @@ async fn a_small_send_on_an_idle_queue_leaves_on_the_posting_thread() {
     };
     assert_eq!(&ulpdu[18..], b"pushed");
 }
+
+/// A busy-polling application sends what its driver would: a lone Send too large to go
+/// out with its post (4 MiB, many turns of output) reaches the peer while the
+/// application only calls `poll_input`, on a one-thread runtime it never yields to, so
+/// the driver task cannot run. (Before, the driver, woken from the application's thread,
+/// waited for the application's loop to give the runtime a turn: 80 µs per message in
+/// `iwperf send_lat -s 65536`, whose loop yields every 64 polls.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_polling_application_sends_its_large_lone_request_itself() {
+    polled_lone_send(None).await;
+}
+
+/// The same with small socket buffers on a two-thread runtime: the socket takes only
+/// part of each turn's output, what it did not take is the driver's to write, and the
+/// polls produce more once it has: the polling thread and the driver share the output,
+/// and the Send still arrives whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polling_application_writes_what_the_socket_did_not_take() {
+    polled_lone_send(Some(16 << 10)).await;
+}
+
+async fn polled_lone_send(buffers: Option<usize>) {
+    const LEN: usize = 4 << 20;
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind");
+    let mut cfg = EngineConfig::default();
+    if let Some(b) = buffers {
+        socket2::SockRef::from(&listener)
+            .set_recv_buffer_size(b)
+            .expect("SO_RCVBUF");
+        cfg.socket.send_buffer = Some(b);
+    }
+    let addr = listener.local_addr().unwrap();
+    let peer =
+        tokio::spawn(
+            async move { common::fake_responder(listener, mpa::MpaConfig::default()).await },
+        );
+    let engine = Engine::new(cfg);
+    let cq = Cq::new(16);
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
+        .await
+        .expect("connect");
+    let (sock, mut rx, negotiated) = peer.await.unwrap();
+    // Let the driver settle into waiting, then keep it from running.
+    tokio::task::yield_now().await;
+    let sock = sock.into_std().unwrap();
+    let data: Bytes = (0..LEN)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    qp.post_send(SendWr {
+        wr_id: 7,
+        op: SendOp::Send {
+            data: Payload::Bytes(data.clone()),
+            invalidate: None,
+            immediate: None,
+        },
+        flags: SendFlags::SIGNALED,
+    })
+    .unwrap();
+    // No await from here on: only this thread can write.
+    let mut deframer = Deframer::from_negotiated(&negotiated);
+    let mut buf = vec![0u8; 64 << 10];
+    let mut got = Vec::with_capacity(LEN);
+    let mut completed = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < LEN || completed == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {LEN} octets and {completed} completions without the driver",
+            got.len()
+        );
+        qp.poll_input();
+        match std::io::Read::read(&mut &sock, &mut buf) {
+            Ok(0) => panic!("the engine closed the connection"),
+            Ok(n) => rx.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read: {e}"),
+        }
+        while let Some(u) = deframer.decode(&mut rx).unwrap() {
+            got.extend_from_slice(&u[18..]);
+        }
+        completed += cq
+            .poll_with(1, |w| assert_eq!((w.wc.wr_id, w.wc.is_ok()), (7, true)))
+            .unwrap();
+    }
+    assert!(got == data, "the Send arrived changed");
+}

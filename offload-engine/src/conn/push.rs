@@ -19,7 +19,7 @@ use super::state::State;
 pub(crate) const PUSH_MAX_PAYLOAD: u32 = 16 * 1024;
 
 /// The most one push produces and writes on the caller's thread; the driver does the rest.
-const PUSH_MAX: usize = 64 * 1024;
+pub(crate) const PUSH_MAX: usize = 64 * 1024;
 
 /// Queues `wr` on the send queue, and writes it on this thread if it is small and the
 /// queue was idle (the inline doorbell); otherwise the driver sends it. Returns true when
@@ -30,19 +30,19 @@ pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdm
     let inline =
         !delay && wr.op.payload_len() <= PUSH_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
     st.stream.post_send(wr)?;
-    Ok(if inline { push(st) } else { true })
+    Ok(if inline { push(st, PUSH_MAX) } else { true })
 }
 
-/// Sends what the stream has to send now, if the driver is idle. Returns true when the
-/// driver must run (it has a backlog, the socket was full, more is left to send, or the
-/// state is not RTS).
-pub(crate) fn push(st: &mut State) -> bool {
+/// Sends up to `max` octets of what the stream has to send now, if the driver is idle.
+/// Returns true when the driver must run (it has a backlog, the socket was full, more is
+/// left to send, or the state is not RTS).
+pub(crate) fn push(st: &mut State, max: usize) -> bool {
     if st.tx_busy || st.migrating || !st.io.is_open() || st.stream.state() != QpState::Rts {
         return true;
     }
     let produced = st
         .stream
-        .poll_transmit(st.mem.as_mut(), &mut st.pushed, PUSH_MAX);
+        .poll_transmit(st.mem.as_mut(), &mut st.pushed, max);
     if produced == 0 {
         return false;
     }
@@ -55,6 +55,6 @@ pub(crate) fn push(st: &mut State) -> bool {
         }
     }
     st.tx_busy = !st.pushed.is_empty();
-    // Stopping at PUSH_MAX may have left more to send: the driver carries on.
-    st.tx_busy || produced >= PUSH_MAX
+    // Stopping at `max` may have left more to send: the driver carries on.
+    st.tx_busy || produced >= max
 }

@@ -169,7 +169,7 @@ impl QpPush {
                 }
                 self.counters[0].fetch_add(1, Ordering::Relaxed);
                 self.share.count_executed(1, 0);
-                let wake = super::push::push(st);
+                let wake = super::push::push(st, super::push::PUSH_MAX);
                 // The message is on the wire, or with the driver next: its tracking
                 // entry is free again.
                 self.share.untrack();
