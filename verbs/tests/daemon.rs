@@ -1397,3 +1397,55 @@ async fn a_rejection_that_drops_crc_names_it_through_the_daemon() -> Result<(), 
     drop(peer.await?);
     Ok(())
 }
+
+/// An application that busy-polled a daemon queue pair and then awaits a request's
+/// future gets its completion without waiting for the library's pump to look at the ring
+/// again (iwperf write_lat through iwarpd polls for the peer's Write, then awaits its
+/// own: 1.04 ms per round before, the pump's interval while the application polls). On a
+/// paused clock the await advances no time: no timer had to fire. The peer runs on a
+/// runtime of its own, so that only the pump's timer is on this one.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
+    let path = daemon("awaited").await;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let peer = echo_peer().await.unwrap();
+            tx.send(peer.0).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    let (pd, cq, qp, remote) = attach(&path, rx.recv()?, 64).await?;
+    let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    let write = |id| SendWr {
+        wr_id: id,
+        op: SendOp::Write {
+            data: Payload::Sgl([src.local(0..8)].into()),
+            dst: remote.slice(0, 8),
+        },
+        flags: SendFlags::SIGNALED,
+    };
+    for round in 0..10 {
+        // The pump takes a completion while the application is not polling, and parks.
+        qp.post_send(write(1))?;
+        cq.next().await?;
+        // The application busy-polls; the pump takes the next completion and, seeing
+        // the polls, only looks at the ring now and then.
+        for _ in 0..10 {
+            qp.poll_input();
+        }
+        qp.post_send(write(2))?;
+        cq.next().await?;
+        // Then it awaits a request of its own.
+        let at = tokio::time::Instant::now();
+        let SendWr { op, flags, .. } = write(3);
+        qp.exec(op, flags).await?;
+        assert_eq!(
+            at.elapsed(),
+            Duration::ZERO,
+            "round {round}: the completion waited for the pump's timer"
+        );
+    }
+    Ok(())
+}

@@ -139,6 +139,9 @@ struct Shared {
     routes: Routes,
     /// Counts `poll_input` calls (the application busy-polls while it moves).
     polls: AtomicU32,
+    /// A request whose completion goes to a future was posted: the pump watches the
+    /// ring for it even while the application busy-polls (it awaits the future now).
+    awaited: tokio::sync::Notify,
     outstanding: Mutex<Outstanding>,
 }
 
@@ -335,6 +338,7 @@ impl DaemonQp {
                 waiters: Arc::default(),
             },
             polls: AtomicU32::new(0),
+            awaited: tokio::sync::Notify::new(),
             outstanding: Mutex::default(),
         });
         let end = client.qp_end(id);
@@ -680,6 +684,7 @@ impl DaemonQp {
         self.post_sends(std::iter::once((wr, true)))
             .map_err(|(_, e)| e)
             .inspect_err(|_| waiters.forget(id))?;
+        self.shared.awaited.notify_one();
         Ok(waiters.future(id))
     }
 
@@ -689,6 +694,7 @@ impl DaemonQp {
         let id = waiters.register();
         wr.wr_id = id;
         self.push_recv(wr).inspect_err(|_| waiters.forget(id))?;
+        self.shared.awaited.notify_one();
         Ok(waiters.future(id))
     }
 }
@@ -704,6 +710,7 @@ async fn pump(
 ) {
     let mut polls = shared.polls.load(Ordering::Relaxed);
     let mut watching = true;
+    let mut awaited = false;
     loop {
         if end.borrow().is_some() && client.is_gone() {
             shared.flush_all();
@@ -714,13 +721,21 @@ async fn pump(
         }
         // While the application busy-polls (`poll_input`), the ring is its: the pump
         // stays unparked, so the daemon does not ring for each completion, and looks
-        // again now and then in case the polling stopped.
+        // again now and then in case the polling stopped. Once it awaits a request's
+        // future instead (it polled, then posted and awaited, as iwperf write_lat does),
+        // the pump parks so that the daemon rings for the completion: before, that
+        // completion waited for the pump's next look, 1 ms.
         let now = shared.polls.load(Ordering::Relaxed);
-        if now != polls {
+        if now != polls && !awaited {
             polls = now;
-            tokio::time::sleep(POLLED_PUMP).await;
+            tokio::select! {
+                _ = tokio::time::sleep(POLLED_PUMP) => {}
+                _ = shared.awaited.notified() => awaited = true,
+            }
             continue;
         }
+        polls = now;
+        awaited = false;
         shared.seg.park(Side::Client);
         if shared.drain() {
             shared.seg.unpark(Side::Client);
