@@ -2,7 +2,7 @@
 //! async waiting and solicited-event notification.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 
 use futures::Stream;
@@ -59,6 +59,20 @@ struct Ring {
     /// Tasks awaiting an entry; inline, so waking them and registering again allocates
     /// nothing.
     wakers: SmallVec<[Waker; 2]>,
+    /// Producers that look for completions only now and then while nobody waits (iwarpd's
+    /// client pump while the application busy-polls), told when a task starts waiting.
+    feeders: SmallVec<[Weak<Notify>; 2]>,
+}
+
+impl Ring {
+    /// A task starts waiting: the feeders look at once.
+    fn waiting(&self) {
+        for f in &self.feeders {
+            if let Some(f) = f.upgrade() {
+                f.notify_one();
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -86,6 +100,7 @@ impl Cq {
                     overrun: false,
                     armed: None,
                     wakers: SmallVec::new(),
+                    feeders: SmallVec::new(),
                 }),
                 event: Notify::new(),
             }),
@@ -147,6 +162,7 @@ impl Cq {
                 if !ring.wakers.iter().any(|w| w.will_wake(cx.waker())) {
                     ring.wakers.push(cx.waker().clone());
                 }
+                ring.waiting();
                 Poll::Pending
             }
         }
@@ -160,7 +176,21 @@ impl Cq {
     /// Arms a one-shot notification (verbs `req_notify_cq`): the next completion, or with
     /// `solicited_only` the next solicited receive completion or error, fires it.
     pub fn req_notify(&self, solicited_only: bool) {
-        self.lock().armed = Some(solicited_only);
+        let mut ring = self.lock();
+        ring.armed = Some(solicited_only);
+        ring.waiting();
+    }
+
+    /// Tells `feeder` whenever a task starts waiting on this queue ([`poll_next`] finds it
+    /// empty, or a notification is armed): a producer that looks for completions only now
+    /// and then while nobody waits must then look at once. Held weakly; dropped feeders
+    /// are forgotten.
+    ///
+    /// [`poll_next`]: Self::poll_next
+    pub fn add_feeder(&self, feeder: &Arc<Notify>) {
+        let mut ring = self.lock();
+        ring.feeders.retain(|f| f.strong_count() > 0);
+        ring.feeders.push(Arc::downgrade(feeder));
     }
 
     /// Waits for an armed notification to fire.

@@ -139,9 +139,10 @@ struct Shared {
     routes: Routes,
     /// Counts `poll_input` calls (the application busy-polls while it moves).
     polls: AtomicU32,
-    /// A request whose completion goes to a future was posted: the pump watches the
-    /// ring for it even while the application busy-polls (it awaits the future now).
-    awaited: tokio::sync::Notify,
+    /// A request whose completion goes to a future was posted, or a task started waiting
+    /// on a completion queue this queue pair feeds: the pump watches the ring even while
+    /// the application busy-polls (it awaits now).
+    awaited: Arc<tokio::sync::Notify>,
     outstanding: Mutex<Outstanding>,
 }
 
@@ -327,6 +328,11 @@ impl DaemonQp {
             .map_err(|e| bad(e.to_string()))?;
         let to_client = to_client.into_async().map_err(|e| bad(e.to_string()))?;
         let id = info.qp;
+        let awaited = Arc::new(tokio::sync::Notify::new());
+        send_cq.add_feeder(&awaited);
+        if !send_cq.same_queue(&recv_cq) {
+            recv_cq.add_feeder(&awaited);
+        }
         let shared = Arc::new(Shared {
             consumer: Mutex::new(Drained::default()),
             num: QpNum(info.num),
@@ -338,7 +344,7 @@ impl DaemonQp {
                 waiters: Arc::default(),
             },
             polls: AtomicU32::new(0),
-            awaited: tokio::sync::Notify::new(),
+            awaited,
             outstanding: Mutex::default(),
         });
         let end = client.qp_end(id);
@@ -721,10 +727,10 @@ async fn pump(
         }
         // While the application busy-polls (`poll_input`), the ring is its: the pump
         // stays unparked, so the daemon does not ring for each completion, and looks
-        // again now and then in case the polling stopped. Once it awaits a request's
-        // future instead (it polled, then posted and awaited, as iwperf write_lat does),
-        // the pump parks so that the daemon rings for the completion: before, that
-        // completion waited for the pump's next look, 1 ms.
+        // again now and then in case the polling stopped. Once it awaits instead (a
+        // request's future, or a completion queue: it polled, then posted and awaited,
+        // as iwperf write_lat does), the pump parks so that the daemon rings for the
+        // completion: before, that completion waited for the pump's next look, 1 ms.
         let now = shared.polls.load(Ordering::Relaxed);
         if now != polls && !awaited {
             polls = now;
