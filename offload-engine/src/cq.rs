@@ -65,13 +65,16 @@ struct Ring {
 }
 
 impl Ring {
-    /// A task starts waiting: the feeders look at once.
-    fn waiting(&self) {
-        for f in &self.feeders {
-            if let Some(f) = f.upgrade() {
-                f.notify_one();
-            }
-        }
+    /// A task starts waiting: the feeders to tell, once the lock is released.
+    fn feeders(&self) -> SmallVec<[Arc<Notify>; 2]> {
+        self.feeders.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// Tells `feeders` that a task waits (outside the queue's lock).
+fn tell(feeders: SmallVec<[Arc<Notify>; 2]>) {
+    for f in feeders {
+        f.notify_one();
     }
 }
 
@@ -162,7 +165,9 @@ impl Cq {
                 if !ring.wakers.iter().any(|w| w.will_wake(cx.waker())) {
                     ring.wakers.push(cx.waker().clone());
                 }
-                ring.waiting();
+                let feeders = ring.feeders();
+                drop(ring);
+                tell(feeders);
                 Poll::Pending
             }
         }
@@ -178,7 +183,9 @@ impl Cq {
     pub fn req_notify(&self, solicited_only: bool) {
         let mut ring = self.lock();
         ring.armed = Some(solicited_only);
-        ring.waiting();
+        let feeders = ring.feeders();
+        drop(ring);
+        tell(feeders);
     }
 
     /// Tells `feeder` whenever a task starts waiting on this queue ([`poll_next`] finds it
