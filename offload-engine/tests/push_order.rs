@@ -124,24 +124,7 @@ async fn pushed_and_driven_octets_keep_their_order() {
 /// run: without the push path the peer reads nothing.
 #[tokio::test(flavor = "current_thread")]
 async fn a_small_send_on_an_idle_queue_leaves_on_the_posting_thread() {
-    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().unwrap();
-    let peer =
-        tokio::spawn(
-            async move { common::fake_responder(listener, mpa::MpaConfig::default()).await },
-        );
-    let engine = Engine::new(EngineConfig::default());
-    let cq = Cq::new(16);
-    let (qp, _) = engine
-        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
-        .await
-        .expect("connect");
-    let (sock, mut rx, negotiated) = peer.await.unwrap();
-    // Let the driver settle into waiting, then keep it from running.
-    tokio::task::yield_now().await;
-    let sock = sock.into_std().unwrap();
+    let (_engine, qp, _cq, sock, mut rx, negotiated) = idle_pair(None).await;
     sock.set_nonblocking(false).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     qp.post_send(SendWr {
@@ -191,31 +174,7 @@ async fn a_polling_application_writes_what_the_socket_did_not_take() {
 
 async fn polled_lone_send(buffers: Option<usize>) {
     const LEN: usize = 4 << 20;
-    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("bind");
-    let mut cfg = EngineConfig::default();
-    if let Some(b) = buffers {
-        socket2::SockRef::from(&listener)
-            .set_recv_buffer_size(b)
-            .expect("SO_RCVBUF");
-        cfg.socket.send_buffer = Some(b);
-    }
-    let addr = listener.local_addr().unwrap();
-    let peer =
-        tokio::spawn(
-            async move { common::fake_responder(listener, mpa::MpaConfig::default()).await },
-        );
-    let engine = Engine::new(cfg);
-    let cq = Cq::new(16);
-    let (qp, _) = engine
-        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
-        .await
-        .expect("connect");
-    let (sock, mut rx, negotiated) = peer.await.unwrap();
-    // Let the driver settle into waiting, then keep it from running.
-    tokio::task::yield_now().await;
-    let sock = sock.into_std().unwrap();
+    let (_engine, qp, cq, sock, mut rx, negotiated) = idle_pair(buffers).await;
     let data: Bytes = (0..LEN)
         .map(|i| (i % 251) as u8)
         .collect::<Vec<u8>>()
@@ -257,4 +216,45 @@ async fn polled_lone_send(buffers: Option<usize>) {
             .unwrap();
     }
     assert!(got == data, "the Send arrived changed");
+}
+
+/// A queue pair connected to a hand-driven MPA responder (both ends' socket buffers
+/// `buffers` octets if given), its driver settled into waiting: the engine, the queue
+/// pair, its CQ, the peer's socket (non-blocking), what the peer read past the handshake,
+/// and what was negotiated.
+async fn idle_pair(
+    buffers: Option<usize>,
+) -> (
+    Engine,
+    offload_engine::Qp,
+    Cq,
+    std::net::TcpStream,
+    bytes::BytesMut,
+    mpa::Negotiated,
+) {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind");
+    let mut cfg = EngineConfig::default();
+    if let Some(b) = buffers {
+        socket2::SockRef::from(&listener)
+            .set_recv_buffer_size(b)
+            .expect("SO_RCVBUF");
+        cfg.socket.send_buffer = Some(b);
+    }
+    let addr = listener.local_addr().unwrap();
+    let peer =
+        tokio::spawn(
+            async move { common::fake_responder(listener, mpa::MpaConfig::default()).await },
+        );
+    let engine = Engine::new(cfg);
+    let cq = Cq::new(16);
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
+        .await
+        .expect("connect");
+    let (sock, rx, negotiated) = peer.await.unwrap();
+    // Let the driver settle into waiting; the caller then keeps it from running.
+    tokio::task::yield_now().await;
+    (engine, qp, cq, sock.into_std().unwrap(), rx, negotiated)
 }
