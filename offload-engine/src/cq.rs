@@ -181,15 +181,11 @@ impl Cq {
     /// Arms a one-shot notification (verbs `req_notify_cq`): the next completion, or with
     /// `solicited_only` the next solicited receive completion or error, fires it.
     pub fn req_notify(&self, solicited_only: bool) {
-        let mut ring = self.lock();
-        ring.armed = Some(solicited_only);
-        let feeders = ring.feeders();
-        drop(ring);
-        tell(feeders);
+        self.lock().armed = Some(solicited_only);
     }
 
     /// Tells `feeder` whenever a task starts waiting on this queue ([`poll_next`] finds it
-    /// empty, or a notification is armed): a producer that looks for completions only now
+    /// empty): a producer that looks for completions only now
     /// and then while nobody waits must then look at once. Held weakly; dropped feeders
     /// are forgotten.
     ///
