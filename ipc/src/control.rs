@@ -30,7 +30,7 @@ use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 16;
 /// The longest message either side accepts.
@@ -218,6 +218,8 @@ pub enum Request {
         pd: u32,
         /// The shared receive queue it draws on (0: none).
         srq: u32,
+        /// Its send and receive queue depths.
+        depths: QueueDepths,
         /// The peer.
         addr: SocketAddr,
         /// MPA private data.
@@ -233,6 +235,8 @@ pub enum Request {
         pd: u32,
         /// The shared receive queue it draws on (0: none).
         srq: u32,
+        /// Its send and receive queue depths.
+        depths: QueueDepths,
         /// MPA private data.
         private: Bytes,
         /// Receives posted before the connection carries data.
@@ -421,12 +425,14 @@ impl Request {
             Self::Connect {
                 pd,
                 srq,
+                depths,
                 addr,
                 private,
                 recvs,
             } => {
                 out.put_u32_le(*pd);
                 out.put_u32_le(*srq);
+                depths.put(&mut out);
                 put_addr(&mut out, *addr);
                 put_blob(&mut out, private);
                 put_recvs(&mut out, recvs);
@@ -435,12 +441,14 @@ impl Request {
                 incoming,
                 pd,
                 srq,
+                depths,
                 private,
                 recvs,
             } => {
                 out.put_u32_le(*incoming);
                 out.put_u32_le(*pd);
                 out.put_u32_le(*srq);
+                depths.put(&mut out);
                 put_blob(&mut out, private);
                 put_recvs(&mut out, recvs);
             }
@@ -530,6 +538,7 @@ impl Request {
             func::CONNECT => Self::Connect {
                 pd: r.u32("pd")?,
                 srq: r.u32("srq")?,
+                depths: QueueDepths::read(&mut r)?,
                 addr: r.addr()?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
                 recvs: read_recvs(&mut r)?,
@@ -538,6 +547,7 @@ impl Request {
                 incoming: r.u32("incoming")?,
                 pd: r.u32("pd")?,
                 srq: r.u32("srq")?,
+                depths: QueueDepths::read(&mut r)?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
                 recvs: read_recvs(&mut r)?,
             },
@@ -551,6 +561,38 @@ impl Request {
             return Err(Malformed("octets after the last field"));
         }
         Ok(req)
+    }
+}
+
+/// The depths a queue pair's client asks for: the daemon makes its rings at least this
+/// deep (a power of two) and refuses more than [`DeviceAttrs`] allows. On the wire two
+/// u32, the send queue's first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct QueueDepths {
+    /// Send requests outstanding at once.
+    pub sq: u32,
+    /// Receives outstanding at once.
+    pub rq: u32,
+}
+
+impl Default for QueueDepths {
+    /// The depths of an embedded device's default configuration.
+    fn default() -> Self {
+        Self { sq: 256, rq: 256 }
+    }
+}
+
+impl QueueDepths {
+    fn put(&self, out: &mut BytesMut) {
+        out.put_u32_le(self.sq);
+        out.put_u32_le(self.rq);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(Self {
+            sq: r.u32("send queue depth")?,
+            rq: r.u32("receive queue depth")?,
+        })
     }
 }
 
@@ -1266,7 +1308,7 @@ mod tests {
         .encode(0xa1a2_a3a4_a5a6_a7a8);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x29, 0, 0, 0,  0x04, 0x00,  0x06, 0x00,
+            0x29, 0, 0, 0,  0x04, 0x00,  0x07, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
@@ -1276,7 +1318,7 @@ mod tests {
         let h = Header::parse(&m).unwrap().unwrap();
         assert_eq!(
             (h.len, h.func, h.version, h.txn),
-            (41, 4, 6, 0xa1a2_a3a4_a5a6_a7a8)
+            (41, 4, 7, 0xa1a2_a3a4_a5a6_a7a8)
         );
         Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
         assert_eq!(request_fds(h.func), 1);
@@ -1294,7 +1336,7 @@ mod tests {
         .encode(1);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x2d, 0, 0, 0,  0x18, 0x00,  0x06, 0x00,
+            0x2d, 0, 0, 0,  0x18, 0x00,  0x07, 0x00,
             1, 0, 0, 0, 0, 0, 0, 0,
             0x07, 0x2a, 0, 0,
             3, 0, 0, 0,  0x0f, 0, 0, 0,  0,
@@ -1304,7 +1346,7 @@ mod tests {
         assert_eq!(&m[..], want);
         assert_eq!(request_fds(func::REG_MR_AT), 1);
         let r = Request::ReserveStag.encode(2);
-        assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x06, 0x00]);
+        assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x07, 0x00]);
         assert_eq!(request_fds(func::RESERVE_STAG), 0);
         let reply = Reply::Id(0x2a07).encode(func::RESERVE_STAG, 2);
         let h = Header::parse(&reply).unwrap().unwrap();
@@ -1339,6 +1381,7 @@ mod tests {
         let m = Request::Connect {
             pd: 1,
             srq: 0x0203,
+            depths: QueueDepths { sq: 0x400, rq: 16 },
             addr: "10.0.0.2:4791".parse().unwrap(),
             private: Bytes::from_static(b"hi"),
             recvs: Vec::new(),
@@ -1348,6 +1391,8 @@ mod tests {
         let body: &[u8] = &[
             1, 0, 0, 0,
             3, 2, 0, 0,
+            0, 4, 0, 0,
+            16, 0, 0, 0,
             4, 0xb7, 0x12, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             2, 0, b'h', b'i',
             0, 0,
@@ -1358,6 +1403,7 @@ mod tests {
             Request::Connect {
                 pd: 1,
                 srq: 0x0203,
+                depths: QueueDepths { sq: 0x400, rq: 16 },
                 ..
             }
         ));
@@ -1390,6 +1436,7 @@ mod tests {
             Request::Connect {
                 pd: 1,
                 srq: 0,
+                depths: QueueDepths::default(),
                 addr,
                 private: Bytes::from(vec![9; 512]),
                 recvs: vec![
@@ -1409,6 +1456,7 @@ mod tests {
                 incoming: 3,
                 pd: 1,
                 srq: 7,
+                depths: QueueDepths { sq: 1, rq: 65536 },
                 private: Bytes::new(),
                 recvs: Vec::new(),
             },
@@ -1613,7 +1661,7 @@ mod tests {
         .encode(9);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            0x13, 0, 6, 0,
+            0x13, 0, 7, 0,
             9, 0, 0, 0, 0, 0, 0, 0,
             1, 2, 0, 0,  1, 1, 0, 0,
             0x10, 0, 0, 0, 0, 0, 0, 0,
@@ -1628,8 +1676,8 @@ mod tests {
         );
         assert_eq!(
             &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
-            &[0x0f, 0, 6, 0],
-            "function 0x000f, version 6"
+            &[0x0f, 0, 7, 0],
+            "function 0x000f, version 7"
         );
         let ev = Event::QpEnded {
             qp: 4,

@@ -174,6 +174,9 @@ pub struct QpInit {
     /// engine's [`push`](EngineConfig::push) is on). iwarpd's servants turn it off: they
     /// run the push path of their clients' regions themselves.
     pub push: bool,
+    /// Its send and receive queue depths, `None` for the engine's
+    /// ([`StreamConfig`]'s `sq_depth`, `rq_depth`).
+    pub queue_depths: Option<(usize, usize)>,
 }
 
 impl QpInit {
@@ -186,6 +189,7 @@ impl QpInit {
             srq: None,
             recvs: Vec::new(),
             push: true,
+            queue_depths: None,
         }
     }
 }
@@ -342,7 +346,7 @@ impl Engine {
         leftover: BytesMut,
         tap: Tap,
     ) -> Result<Qp, ConnectError> {
-        let mut stream = Stream::new(self.stream_config(&sock, negotiated), negotiated);
+        let mut stream = Stream::new(self.stream_config(&init, &sock, negotiated), negotiated);
         for wr in init.recvs.iter().cloned() {
             stream.post_recv(wr).map_err(|e| {
                 ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
@@ -364,16 +368,29 @@ impl Engine {
         code: TermCode,
         tap: Tap,
     ) {
-        let stream = Stream::failed(self.stream_config(&sock, negotiated), negotiated, code);
+        let stream = Stream::failed(
+            self.stream_config(init, &sock, negotiated),
+            negotiated,
+            code,
+        );
         let sock = Arc::new(sock);
         let qp = self.make_qp(init, stream, &sock, tap, BytesMut::new());
         crate::conn::spawn(qp.shared, sock);
     }
 
-    /// The stream settings of a new connection: FPDUs fit one TCP segment (RFC 5044's
-    /// EMSS rule: `mpa::mulpdu`) unless both sides agreed to larger ones.
-    fn stream_config(&self, sock: &TcpStream, negotiated: &Negotiated) -> StreamConfig {
+    /// The stream settings of a new connection: the queue pair's depths, and FPDUs that
+    /// fit one TCP segment (RFC 5044's EMSS rule: `mpa::mulpdu`) unless both sides agreed
+    /// to larger ones.
+    fn stream_config(
+        &self,
+        init: &QpInit,
+        sock: &TcpStream,
+        negotiated: &Negotiated,
+    ) -> StreamConfig {
         let mut cfg = self.inner.cfg.stream.clone();
+        if let Some((sq, rq)) = init.queue_depths {
+            (cfg.sq_depth, cfg.rq_depth) = (sq, rq);
+        }
         if negotiated.large_fpdus {
             return cfg;
         }
@@ -394,7 +411,9 @@ impl Engine {
         let num = next_qp_num();
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
-        let depth = self.inner.cfg.stream.sq_depth;
+        let depth = init
+            .queue_depths
+            .map_or(self.inner.cfg.stream.sq_depth, |(sq, _)| sq);
         let io = Io::new(sock.clone(), tap);
         let mut state = State::new(stream, Box::new(mem), io, rx, home, depth);
         state.srq = init.srq.clone();

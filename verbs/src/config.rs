@@ -114,6 +114,16 @@ impl DeviceConfig {
     }
 
     /// The engine configuration, by value (what the embedded engine is built from).
+    /// The queue depths a queue pair asks iwarpd for (beyond `u32::MAX`: more than it
+    /// allows, and it says so).
+    pub(crate) fn queue_depths_wanted(&self) -> ipc::control::QueueDepths {
+        let at_most = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        ipc::control::QueueDepths {
+            sq: at_most(self.engine.stream.sq_depth),
+            rq: at_most(self.engine.stream.rq_depth),
+        }
+    }
+
     pub(crate) fn into_engine(self) -> EngineConfig {
         self.engine
     }

@@ -89,7 +89,11 @@ impl Device {
     /// be reached in daemon mode.
     pub fn try_open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
         let backend = match cfg.daemon_path() {
-            Some(path) => Backend::Daemon(Client::connect(&path, cfg.push_enabled())?),
+            Some(path) => Backend::Daemon(Client::connect(
+                &path,
+                cfg.push_enabled(),
+                cfg.queue_depths_wanted(),
+            )?),
             None => Backend::Embedded(Engine::new(cfg.into_engine())),
         };
         Ok(Self { backend })
@@ -288,6 +292,7 @@ impl Device {
                     let req = Request::Connect {
                         pd: pd.engine_id().get(),
                         srq: daemon_srq(c, &qp)?,
+                        depths: c.depths(),
                         addr: a,
                         private: Bytes::copy_from_slice(private_data),
                         recvs: qp.recvs.clone(),
@@ -423,6 +428,7 @@ async fn daemon_qp(
         cfg.send_cq.inner.clone(),
         cfg.recv_cq.inner.clone(),
         pd.push_region().cloned(),
+        cfg.recvs.iter().map(|wr| wr.wr_id),
     )
     .map_err(to_connect)?;
     let private = dq.private_data().clone();
@@ -583,6 +589,7 @@ impl Incoming {
                     incoming: d.ev.id,
                     pd: pd.engine_id().get(),
                     srq,
+                    depths: client.depths(),
                     private: Bytes::copy_from_slice(private_data),
                     recvs: qp.recvs.clone(),
                 };

@@ -295,6 +295,7 @@ mod raw {
             let (reply, mut fds) = self.call(&Request::Connect {
                 pd,
                 srq: 0,
+                depths: Default::default(),
                 addr,
                 private: Default::default(),
                 recvs: Vec::new(),
@@ -1144,6 +1145,7 @@ async fn query_answers_the_limits_of_the_device() {
     assert_eq!(a.max_mr, Some(limits.max_mrs as u32));
     assert_eq!(a.max_send_sge, Some(ipc::wqe::SQ_SGES as u32));
     assert_eq!(a.push_slots, limits.push.slots);
+    assert_eq!((a.max_qp_wr, a.max_recv_wr), (16384, 16384));
     assert!(a.crc && a.atomics);
 }
 
@@ -1395,6 +1397,78 @@ async fn a_rejection_that_drops_crc_names_it_through_the_daemon() -> Result<(), 
         .expect_err("rejected");
     common::assert_crc_hint(&err);
     drop(peer.await?);
+    Ok(())
+}
+
+/// A queue pair through the daemon is as deep as the application asked, as an embedded
+/// one is: exactly that many receives and send requests (not a power of two, not the
+/// daemon's default, not whatever the daemon's rings happen to have taken), with the
+/// initial receives counted; a depth beyond iwarpd's `max_queue_depth` is refused by name.
+/// (iwperf send_bw's 512 receives of 64 KiB through iwarpd failed here: its rings were
+/// the daemon's 256 deep, whatever the application asked for.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_depths_are_the_applications_through_the_daemon() -> Result<(), Error> {
+    let path = daemon_with(
+        "depths",
+        LocalConfig {
+            max_queue_depth: 1000,
+            ..LocalConfig::default()
+        },
+    )
+    .await;
+    let (addr, _peer_cq, _region, _inbox) = echo_peer().await?;
+    for daemon in [Some(path.as_path()), None] {
+        let dev = device(daemon, DeviceConfig::default().queue_depths(100, 600))?;
+        let pd = dev.alloc_pd();
+        let cq = dev.create_cq(1024);
+        let buf = pd.alloc_mr(4096, Access::LOCAL_WRITE)?;
+        let recv = |i: u64| RecvWr {
+            wr_id: i,
+            sgl: [buf.local(0..64)].into(),
+        };
+        let cfg = (0..10).fold(QpConfig::new(&cq), |c, i| c.recv(recv(i)));
+        let conn = dev.connect(&pd, addr, cfg, b"").await?;
+        let (qp, remote) = (
+            conn.qp,
+            RemoteBuf::decode(&conn.private_data).ok_or("advert")?,
+        );
+        for i in 10..600 {
+            qp.post_recv(recv(i))
+                .map_err(|e| format!("{daemon:?}: receive {i}: {e}"))?;
+        }
+        assert_eq!(
+            qp.post_recv(recv(600)).err(),
+            Some(verbs::PostError::QueueFull),
+            "{daemon:?}: the 601st receive"
+        );
+        // 101 requests in one batch: none can retire before the last is looked at.
+        let writes = (0..101).map(|i| SendWr {
+            wr_id: i,
+            op: SendOp::Write {
+                data: Payload::Sgl([buf.local(0..8)].into()),
+                dst: remote.slice(0, 8),
+            },
+            flags: SendFlags::NONE,
+        });
+        assert_eq!(
+            qp.post_send_batch(writes).err(),
+            Some((100, verbs::PostError::QueueFull)),
+            "{daemon:?}: the 101st send request"
+        );
+        drop(qp);
+    }
+    let dev = device(Some(&path), DeviceConfig::default().queue_depths(1001, 8))?;
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(16);
+    let err = dev
+        .connect(&pd, addr, QpConfig::new(&cq), b"")
+        .await
+        .expect_err("deeper than the daemon allows")
+        .to_string();
+    assert!(
+        err.contains("1001") && err.contains("max_queue_depth"),
+        "{err}"
+    );
     Ok(())
 }
 

@@ -56,6 +56,9 @@ pub struct LocalConfig {
     pub max_pending_incoming: usize,
     /// Shared receive queues.
     pub max_srqs: usize,
+    /// The deepest send or receive queue a queue pair may ask for (at most
+    /// [`ipc::qpseg::MAX_DEPTH`]); its ring is the power of two at or above the depth.
+    pub max_queue_depth: u32,
 }
 
 impl Default for LocalConfig {
@@ -67,6 +70,7 @@ impl Default for LocalConfig {
             max_mrs: 65536,
             max_pending_incoming: 64,
             max_srqs: 1024,
+            max_queue_depth: 16384,
         }
     }
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use ipc::channel::{Inbox, RecvError, send_some};
 use ipc::control::{
-    Counters, Event, Header, QpChange, QpInfo, Reply, Request, VERSION, end, error, request_fds,
+    Counters, Event, Header, QpChange, QpInfo, QueueDepths, Reply, Request, VERSION, end, error,
+    request_fds,
 };
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use ipc::srq::SrqSegment;
@@ -424,17 +425,17 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         Request::Connect {
             pd,
             srq,
+            depths,
             addr,
             private,
             recvs,
-        } => {
-            if let Some(r) = admit_qp(s, pd) {
-                r
-            } else {
+        } => match admit_qp(s, pd, depths) {
+            Err(r) => *r,
+            Ok(geo) => {
                 let s = s.clone();
                 tokio::spawn(async move {
                     let engine = s.engine.clone();
-                    let r = start_qp(&s, pd, srq, recvs, |init| async move {
+                    let r = start_qp(&s, (pd, srq, geo), recvs, |init| async move {
                         engine.connect(addr, init, &private).await
                     })
                     .await;
@@ -444,22 +445,23 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 });
                 return;
             }
-        }
+        },
         Request::Accept {
             incoming,
             pd,
             srq,
+            depths,
             private,
             recvs,
         } => {
             let inc = s.objs().incoming.remove(&incoming);
-            match (inc, admit_qp(s, pd)) {
+            match (inc, admit_qp(s, pd, depths)) {
                 (None, _) => not_found("connection request", incoming),
-                (Some(_), Some(r)) => r,
-                (Some(inc), None) => {
+                (Some(_), Err(r)) => *r,
+                (Some(inc), Ok(geo)) => {
                     let s = s.clone();
                     tokio::spawn(async move {
-                        let r = start_qp(&s, pd, srq, recvs, |init| async move {
+                        let r = start_qp(&s, (pd, srq, geo), recvs, |init| async move {
                             let qp = inc.accept(init, &private).await?;
                             Ok((qp, Bytes::new()))
                         })
@@ -559,6 +561,8 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 max_qp: limit(l.max_qps),
                 max_mr: limit(l.max_mrs),
                 max_srq: limit(l.max_srqs),
+                sq_depth: l.max_queue_depth,
+                rq_depth: l.max_queue_depth,
                 max_send_sge: ipc::wqe::SQ_SGES as u32,
                 max_recv_sge: ipc::wqe::RQ_SGES as u32,
                 push_slots: l.push.slots,
@@ -576,33 +580,34 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
     reply(s, h, r, Vec::new()).await;
 }
 
-/// Checks the domain and the queue pair limit, and counts one more connecting (`None`),
-/// or says why not.
-fn admit_qp(s: &Session, pd: u32) -> Option<Reply> {
+/// Checks the domain, the queue depths and the queue pair limit, and counts one more
+/// connecting (with the rings' geometry), or says why not (boxed: a reply is large).
+fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<Reply>> {
+    let geo =
+        geometry(depths, s.device.limits.max_queue_depth).map_err(|why| err(error::LIMIT, why))?;
     let mut o = s.objs();
     if !o.pds.contains_key(&pd) {
         drop(o);
-        return Some(not_found("protection domain", pd));
+        return Err(Box::new(not_found("protection domain", pd)));
     }
     if o.qps.len() + o.connecting >= s.device.limits.max_qps {
-        return Some(err(
+        return Err(Box::new(err(
             error::LIMIT,
             format!(
                 "this client already has {} queue pairs, iwarpd's limit",
                 s.device.limits.max_qps
             ),
-        ));
+        )));
     }
     o.connecting += 1;
-    None
+    Ok(geo)
 }
 
 /// Creates a queue pair's segment and doorbells, runs `establish` (connect or accept)
 /// with receives translated, and starts its servant.
 async fn start_qp<F, Fut>(
     s: &Arc<Session>,
-    pd: u32,
-    srq: u32,
+    (pd, srq, geo): (u32, u32, Geometry),
     recvs: Vec<RecvWr>,
     establish: F,
 ) -> Result<(Reply, Vec<OwnedFd>), Reply>
@@ -610,7 +615,6 @@ where
     F: FnOnce(QpInit) -> Fut,
     Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
 {
-    let geo = geometry(&s.engine);
     let Some(ClientPd {
         engine: engine_pd,
         push,
@@ -644,6 +648,9 @@ where
     init.srq = Some(crate::Srq::fed(feed));
     // The servant runs its client's push path itself.
     init.push = false;
+    // The engine's queues are as deep as the rings, so that it takes all the client
+    // may post.
+    init.queue_depths = Some((geo.sq_depth as usize, geo.rq_depth as usize));
     init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
     let (qp, private) = establish(init).await.map_err(|e| match e {
         ConnectError::Rejected {
@@ -714,23 +721,26 @@ pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
     })
 }
 
-/// Rings as deep as the engine's queues (rounded down to a power of two), so that what
-/// the client may post always fits the engine, and a completion ring for both.
-fn geometry(engine: &Engine) -> Geometry {
-    let pow2 = |n: usize| {
-        let n = n.clamp(1, ipc::qpseg::MAX_DEPTH as usize) as u32;
-        1u32 << (31 - n.leading_zeros())
+/// Rings at least as deep as the client asks (powers of two), with a completion ring
+/// for both; or why not, when it asks for more than `max` or for nothing.
+fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
+    let ring = |n: u32, which: &str| match n {
+        0 => Err(format!("a {which} queue depth of 0: ask for at least 1")),
+        n if n > max => Err(format!(
+            "a {which} queue depth of {n} is more than iwarpd allows ({max}): ask for \
+             less, or raise `max_queue_depth` in iwarpd's configuration"
+        )),
+        n => Ok(n.next_power_of_two()),
     };
-    let stream = &engine.config().stream;
-    let (sq_depth, rq_depth) = (pow2(stream.sq_depth), pow2(stream.rq_depth));
-    Geometry {
+    let (sq_depth, rq_depth) = (ring(want.sq, "send")?, ring(want.rq, "receive")?);
+    Ok(Geometry {
         sq_depth,
         rq_depth,
         cq_depth: (sq_depth + rq_depth)
             .next_power_of_two()
             .min(ipc::qpseg::MAX_DEPTH),
         ..Geometry::default()
-    }
+    })
 }
 
 async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<crate::Listener>) {

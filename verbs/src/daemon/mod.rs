@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use ipc::channel::{Inbox, RecvError, send_all};
-use ipc::control::{Event, Reply, Request, end, func, reply_fds};
+use ipc::control::{Event, QueueDepths, Reply, Request, end, func, reply_fds};
 use rdmap::{QpEnd, TermCode};
 use tokio::sync::{mpsc, watch};
 
@@ -111,6 +111,8 @@ pub(crate) struct Client {
     regions: Mutex<HashMap<u32, (std::sync::Weak<offload_engine::tpt::Storage>, u64)>>,
     /// The library's push policy is on (seed 000).
     push: bool,
+    /// The queue depths every queue pair asks for.
+    depths: QueueDepths,
     path: PathBuf,
     /// The path as text for `Copy` errors: leaked once per device opened.
     path_str: &'static str,
@@ -143,8 +145,13 @@ fn lock(d: &Mutex<Dispatch>) -> std::sync::MutexGuard<'_, Dispatch> {
 }
 
 impl Client {
-    /// Connects to the daemon at `path` and opens the device.
-    pub(crate) fn connect(path: &Path, push: bool) -> Result<Arc<Self>, DaemonError> {
+    /// Connects to the daemon at `path` and opens the device; its queue pairs push (or
+    /// not) and ask for `depths`.
+    pub(crate) fn connect(
+        path: &Path,
+        push: bool,
+        depths: QueueDepths,
+    ) -> Result<Arc<Self>, DaemonError> {
         let sock = UnixStream::connect(path).map_err(|e| {
             DaemonError::Unreachable(format!(
                 "cannot reach iwarpd at {}: {e}. Is it running? Start it with \
@@ -160,6 +167,7 @@ impl Client {
         let client = Arc::new(Self {
             regions: Mutex::new(HashMap::new()),
             push,
+            depths,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
             sock,
@@ -187,6 +195,11 @@ impl Client {
     /// True if work requests may be pushed.
     pub(crate) fn push_enabled(&self) -> bool {
         self.push
+    }
+
+    /// The queue depths every queue pair asks for.
+    pub(crate) fn depths(&self) -> QueueDepths {
+        self.depths
     }
 
     /// Records a region this process registered (for pushing small gather lists inline).

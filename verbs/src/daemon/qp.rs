@@ -11,7 +11,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ipc::control::{QpInfo, Reply, Request};
+use ipc::control::{QpInfo, QueueDepths, Reply, Request};
 use ipc::push::PushRegion;
 use ipc::qpseg::{Doorbell, QpSegment, Side};
 use ipc::wqe::{
@@ -99,7 +99,6 @@ struct Drained {
 
 /// The requests posted and not yet complete, in posting order: what is flushed if the
 /// daemon goes away (it can no longer complete them).
-#[derive(Default)]
 struct Outstanding {
     /// Send requests, with the send queue index of the first: the daemon retires them in
     /// order (its `sq_done` index), signaled or not.
@@ -107,6 +106,9 @@ struct Outstanding {
     first_send: u32,
     /// Receives, removed as their completions arrive.
     recvs: VecDeque<WrId>,
+    /// How many of each may be outstanding: what the application asked for, as an
+    /// embedded queue pair allows (the daemon's rings may be deeper).
+    depths: QueueDepths,
     /// The daemon is gone and everything outstanding was flushed: what is posted from
     /// now on completes here at once as flushed.
     dead: bool,
@@ -119,6 +121,12 @@ impl Outstanding {
             self.sends.pop_front();
             self.first_send = self.first_send.wrapping_add(1);
         }
+    }
+
+    /// Send requests that may be posted now.
+    fn send_room(&self) -> u32 {
+        let outstanding = u32::try_from(self.sends.len()).unwrap_or(u32::MAX);
+        self.depths.sq.saturating_sub(outstanding)
     }
 
     fn received(&mut self, id: WrId) {
@@ -311,6 +319,7 @@ impl DaemonQp {
         send_cq: Cq,
         recv_cq: Cq,
         push: Option<Arc<PushRegion>>,
+        initial_recvs: impl Iterator<Item = WrId>,
     ) -> Result<Self, DaemonError> {
         let Reply::Qp(info) = reply else {
             return Err(DaemonError::Refused(
@@ -345,7 +354,13 @@ impl DaemonQp {
             },
             polls: AtomicU32::new(0),
             awaited,
-            outstanding: Mutex::default(),
+            outstanding: Mutex::new(Outstanding {
+                sends: VecDeque::new(),
+                first_send: 0,
+                recvs: initial_recvs.collect(),
+                depths: client.depths(),
+                dead: false,
+            }),
         });
         let end = client.qp_end(id);
         let pump = tokio::spawn(pump(shared.clone(), to_client, client.clone(), end.clone()));
@@ -495,7 +510,7 @@ impl DaemonQp {
         if let Some(p) = push.as_mut() {
             p.update(seg);
         }
-        let mut room = seg.sq_room();
+        let mut room = seg.sq_room().min(outstanding.send_room());
         let (mut n, mut done) = (0u32, 0usize);
         let mut failed = None;
         let mut wrs = wrs.peekable();
@@ -672,7 +687,8 @@ impl DaemonQp {
             self.complete_locally(wc);
             return Ok(());
         }
-        if !self.shared.seg.rq_push(&e) {
+        if outstanding.recvs.len() >= outstanding.depths.rq as usize || !self.shared.seg.rq_push(&e)
+        {
             return Err(PostError::QueueFull);
         }
         outstanding.recvs.push_back(wr.wr_id);

@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use offload_engine::local::LocalConfig;
 use offload_engine::{CaptureTap, EngineConfig};
 use toml::Spanned;
 use tracing_subscriber::EnvFilter;
@@ -128,6 +129,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "local applications attached at once (1..=65536; default 1024); one more is told \
          the limit when it opens the device",
     ),
+    (
+        "max_queue_depth",
+        "the deepest send or receive queue a local application's queue pair may ask for \
+         (1..=65536; default 16384)",
+    ),
 ];
 
 /// Where local applications attach.
@@ -200,6 +206,8 @@ pub(crate) struct Config {
     /// Threads (shards) serving local applications.
     pub(crate) local_threads: usize,
     pub(crate) max_local_clients: usize,
+    /// The deepest queue a local application's queue pair may ask for.
+    pub(crate) max_queue_depth: u32,
     /// Where this daemon hands its connections to a successor.
     pub(crate) handover: Option<PathBuf>,
     /// The handover socket of the daemon to take the connections from at start.
@@ -236,6 +244,7 @@ impl Default for Config {
             control: Control::Default,
             local_threads: std::thread::available_parallelism().map_or(1, usize::from),
             max_local_clients: 1024,
+            max_queue_depth: LocalConfig::default().max_queue_depth,
             handover: None,
             take_over: None,
             metrics: None,
@@ -481,6 +490,9 @@ impl Config {
             }
             "local_threads" => self.local_threads = number(1, 256)? as usize,
             "max_local_clients" => self.max_local_clients = number(1, 65536)? as usize,
+            "max_queue_depth" => {
+                self.max_queue_depth = number(1, u64::from(ipc::qpseg::MAX_DEPTH))? as u32;
+            }
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,
@@ -604,6 +616,7 @@ mod tests {
              control = /tmp/iwarpd-test.sock\n\
              local_threads = 3\n\
              max_local_clients = 5\n\
+             max_queue_depth = 4096\n\
              extensions = send_imm\n",
         )
         .unwrap();
@@ -635,6 +648,11 @@ mod tests {
         let e = load("extensions = imm\n").unwrap_err().to_string();
         assert!(e.contains("`imm`") && e.contains("send_imm"), "{e}");
         assert_eq!((c.local_threads, c.max_local_clients), (3, 5));
+        assert_eq!(c.max_queue_depth, 4096);
+        assert!(
+            load("max_queue_depth = 65537\n").is_err(),
+            "beyond the rings' limit"
+        );
         assert!(load("local_threads = 0\n").is_err(), "at least one thread");
         let e = c.engine_config();
         assert_eq!((e.mpa.rev, e.mpa.crc, e.mpa.markers), (1, false, true));

@@ -62,6 +62,7 @@ fn serve_local(
     ecfg.timeouts.idle = None;
     let limits = LocalConfig {
         max_clients: cfg.max_local_clients,
+        max_queue_depth: cfg.max_queue_depth,
         ..LocalConfig::default()
     };
     let threads = cfg.local_threads;
