@@ -344,8 +344,59 @@ impl Frozen {
 /// sleeps on its doorbell. A client's next request or the peer's answer usually comes
 /// within this, and is then taken without a thread wake-up (measured on loopback: one-way
 /// small-Send latency through iwarpd 50-65 µs without it, 20-30 µs with it). Each turn
-/// gives up the processor, so a busy-polling application on the same processor still runs.
+/// of the shard's runtime gives up the processor once (see [`YIELDER`]), so a
+/// busy-polling application on the same processor still runs.
 const SPIN: Duration = Duration::from_micros(100);
+
+thread_local! {
+    /// The servant of this shard's thread that gives up the processor while servants
+    /// spin (0: none yet): one thread yield per turn of the runtime, however many
+    /// servants spin on it, so that an application on the same processor runs once per
+    /// turn, not once per servant.
+    static YIELDER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A spinning servant's share of [`YIELDER`]: it yields the thread only while it holds
+/// the duty, which it takes when nobody does and gives back when it parks or ends.
+struct Yielder(u64);
+
+impl Yielder {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// One turn of spinning: the thread yields if this servant has the duty (taking it
+    /// if nobody has it); true if it yielded.
+    fn turn(&self) -> bool {
+        let holder = YIELDER.with(|y| {
+            if y.get() == 0 {
+                y.set(self.0);
+            }
+            y.get()
+        });
+        let duty = holder == self.0;
+        if duty {
+            std::thread::yield_now();
+        }
+        duty
+    }
+
+    /// This servant stops spinning: another one takes the duty at its next turn.
+    fn release(&self) {
+        YIELDER.with(|y| {
+            if y.get() == self.0 {
+                y.set(0);
+            }
+        });
+    }
+}
+
+impl Drop for Yielder {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
 
 /// How long destroying a queue pair waits for its close and its last completions.
 const DESTROY_WAIT: Duration = Duration::from_secs(5);
@@ -479,6 +530,7 @@ impl Run {
         tokio::pin!(closed);
         let mut spins = 0u32;
         let mut last_moved = std::time::Instant::now();
+        let yielder = Yielder::new();
         loop {
             if self
                 .signals
@@ -519,10 +571,11 @@ impl Run {
                 return None;
             }
             if last_moved.elapsed() < SPIN {
-                std::thread::yield_now();
+                yielder.turn();
                 tokio::task::yield_now().await;
                 continue;
             }
+            yielder.release();
             self.seg.park(Side::Daemon);
             if (!self.stopping
                 && !self.broken
@@ -803,5 +856,28 @@ impl Run {
             self.to_client.ring();
         }
         pushed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Yielder;
+
+    /// However many servants spin on a thread, one of them yields it per turn; when that
+    /// one parks or ends, the next to spin takes the duty.
+    #[test]
+    fn one_spinning_servant_per_thread_yields_it() {
+        let (a, b) = (Yielder::new(), Yielder::new());
+        assert!(a.turn(), "the first to spin takes the duty");
+        assert!(!b.turn() && !b.turn(), "the second only spins");
+        assert!(a.turn());
+        a.release();
+        assert!(b.turn(), "a parked: b takes the duty");
+        assert!(!a.turn(), "a spins again: b keeps it");
+        drop(b);
+        assert!(a.turn(), "b ended: a takes it");
+        // Another thread has its own.
+        let c = std::thread::spawn(|| Yielder::new().turn()).join().unwrap();
+        assert!(c);
     }
 }
