@@ -185,11 +185,12 @@ impl Cq {
     }
 
     /// Tells `feeder` whenever a task starts waiting on this queue ([`poll_next`] finds it
-    /// empty): a producer that looks for completions only now
+    /// empty, or [`notified`] is called): a producer that looks for completions only now
     /// and then while nobody waits must then look at once. Held weakly; dropped feeders
     /// are forgotten.
     ///
     /// [`poll_next`]: Self::poll_next
+    /// [`notified`]: Self::notified
     pub fn add_feeder(&self, feeder: &Arc<Notify>) {
         let mut ring = self.lock();
         ring.feeders.retain(|f| f.strong_count() > 0);
@@ -202,6 +203,8 @@ impl Cq {
     ///
     /// Cancel safe; a notification that fires while nobody waits is kept for the next call.
     pub async fn notified(&self) {
+        let feeders = self.lock().feeders();
+        tell(feeders);
         self.inner.event.notified().await;
     }
 

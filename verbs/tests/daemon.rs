@@ -1529,3 +1529,61 @@ async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The same with the verbs way of waiting: an application that busy-polled a daemon queue
+/// pair arms its completion queue (`req_notify`) and waits for the notification. The
+/// pump, left looking at the ring now and then (its 1 ms timer, the only timer on this
+/// runtime), is told when the wait starts, so no timer has to fire. The busy-polled
+/// requests are taken with `poll`, which tells the pump nothing, so that no earlier
+/// notice is left over to park it.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn arming_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
+    let path = daemon("armed").await;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let peer = echo_peer().await.unwrap();
+            tx.send(peer.0).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    let (pd, cq, qp, remote) = attach(&path, rx.recv()?, 64).await?;
+    let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    let write = |id| SendWr {
+        wr_id: id,
+        op: SendOp::Write {
+            data: Payload::Sgl([src.local(0..8)].into()),
+            dst: remote.slice(0, 8),
+        },
+        flags: SendFlags::SIGNALED,
+    };
+    let mut got = Vec::new();
+    for round in 0..5 {
+        // Two Writes busy-polled to completion; after each, the daemon's ring (if the
+        // pump had parked) lands and the pump runs, and ends up looking now and then.
+        for id in [1, 2] {
+            qp.post_send(write(id))?;
+            got.clear();
+            while cq.poll(&mut got, 1)? == 0 {
+                qp.poll_input();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let at = tokio::time::Instant::now();
+        cq.req_notify(false);
+        qp.post_send(write(3))?;
+        cq.notified().await;
+        assert_eq!(
+            at.elapsed(),
+            Duration::ZERO,
+            "round {round}: the completion waited for the pump's timer"
+        );
+        got.clear();
+        assert_eq!(cq.poll(&mut got, 1)?, 1);
+    }
+    Ok(())
+}
