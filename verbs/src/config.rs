@@ -113,7 +113,6 @@ impl DeviceConfig {
         }
     }
 
-    /// The engine configuration, by value (what the embedded engine is built from).
     /// The queue depths a queue pair asks iwarpd for (beyond `u32::MAX`: more than it
     /// allows, and it says so).
     pub(crate) fn queue_depths_wanted(&self) -> ipc::control::QueueDepths {
@@ -124,6 +123,7 @@ impl DeviceConfig {
         }
     }
 
+    /// The engine configuration, by value (what the embedded engine is built from).
     pub(crate) fn into_engine(self) -> EngineConfig {
         self.engine
     }

@@ -56,8 +56,9 @@ pub struct LocalConfig {
     pub max_pending_incoming: usize,
     /// Shared receive queues.
     pub max_srqs: usize,
-    /// The deepest send or receive queue a queue pair may ask for (at most
-    /// [`ipc::qpseg::MAX_DEPTH`]); its ring is the power of two at or above the depth.
+    /// The deepest send or receive queue a queue pair may ask for (more than
+    /// [`ipc::qpseg::MAX_DEPTH`] counts as that); its ring is the power of two at or above
+    /// the depth.
     pub max_queue_depth: u32,
 }
 

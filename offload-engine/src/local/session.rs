@@ -724,6 +724,7 @@ pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
 /// Rings at least as deep as the client asks (powers of two), with a completion ring
 /// for both; or why not, when it asks for more than `max` or for nothing.
 fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
+    let max = max.min(ipc::qpseg::MAX_DEPTH);
     let ring = |n: u32, which: &str| match n {
         0 => Err(format!("a {which} queue depth of 0: ask for at least 1")),
         n if n > max => Err(format!(
