@@ -1472,16 +1472,13 @@ async fn queue_depths_are_the_applications_through_the_daemon() -> Result<(), Er
     Ok(())
 }
 
-/// An application that busy-polled a daemon queue pair and then awaits a request's
-/// future, or its completion queue, gets the completion without waiting for the
-/// library's pump to look at the ring
-/// again (iwperf write_lat through iwarpd polls for the peer's Write, then awaits its
-/// own: 1.04 ms per round before, the pump's interval while the application polls). On a
-/// paused clock the await advances no time: no timer had to fire. The peer runs on a
-/// runtime of its own, so that only the pump's timer is on this one.
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
-    let path = daemon("awaited").await;
+/// A daemon client's queue pair connected to an echo peer that runs on a runtime of its
+/// own (so that only the pump's timer is on the caller's), its CQ, and signaled Writes
+/// of 8 octets to the peer's region by id.
+async fn polled_writer(
+    name: &str,
+) -> Result<(verbs::Cq, verbs::Qp, impl Fn(u64) -> SendWr), Error> {
+    let path = daemon(name).await;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -1493,7 +1490,7 @@ async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
     });
     let (pd, cq, qp, remote) = attach(&path, rx.recv()?, 64).await?;
     let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
-    let write = |id| SendWr {
+    let write = move |id| SendWr {
         wr_id: id,
         op: SendOp::Write {
             data: Payload::Sgl([src.local(0..8)].into()),
@@ -1501,6 +1498,19 @@ async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
         },
         flags: SendFlags::SIGNALED,
     };
+    Ok((cq, qp, write))
+}
+
+/// An application that busy-polled a daemon queue pair and then awaits a request's
+/// future, or its completion queue, gets the completion without waiting for the
+/// library's pump to look at the ring
+/// again (iwperf write_lat through iwarpd polls for the peer's Write, then awaits its
+/// own: 1.04 ms per round before, the pump's interval while the application polls). On a
+/// paused clock the await advances no time: no timer had to fire. The peer runs on a
+/// runtime of its own, so that only the pump's timer is on this one.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
+    let (cq, qp, write) = polled_writer("awaited").await?;
     for round in 0..10 {
         // The pump takes a completion while the application is not polling, and parks.
         qp.post_send(write(1))?;
@@ -1538,26 +1548,7 @@ async fn awaiting_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
 /// notice is left over to park it.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn arming_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
-    let path = daemon("armed").await;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async move {
-            let peer = echo_peer().await.unwrap();
-            tx.send(peer.0).unwrap();
-            std::future::pending::<()>().await;
-        });
-    });
-    let (pd, cq, qp, remote) = attach(&path, rx.recv()?, 64).await?;
-    let src = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
-    let write = |id| SendWr {
-        wr_id: id,
-        op: SendOp::Write {
-            data: Payload::Sgl([src.local(0..8)].into()),
-            dst: remote.slice(0, 8),
-        },
-        flags: SendFlags::SIGNALED,
-    };
+    let (cq, qp, write) = polled_writer("armed").await?;
     let mut got = Vec::new();
     for round in 0..5 {
         // Two Writes busy-polled to completion; after each, the daemon's ring (if the
