@@ -914,13 +914,18 @@ async fn a_daemon_that_goes_away_flushes_what_was_outstanding() -> Result<(), Er
         let inc = listener.accept().await?;
         Ok::<_, Error>(inc.accept(&spd, QpConfig::new(&scq), b"").await?)
     });
+    // One receive posted with the connect (an initial receive), one after.
+    let inbox = cpd.alloc_mr(256, Access::LOCAL_WRITE)?;
+    let initial = RecvWr {
+        wr_id: 4,
+        sgl: [inbox.local(..128)].into(),
+    };
     let qp = client
-        .connect(&cpd, addr, QpConfig::new(&ccq), b"")
+        .connect(&cpd, addr, QpConfig::new(&ccq).recv(initial), b"")
         .await?
         .qp;
     let _server_qp = accepting.await??;
 
-    let inbox = cpd.alloc_mr(256, Access::LOCAL_WRITE)?;
     qp.post_recv(RecvWr {
         wr_id: 5,
         sgl: [inbox.local(..128)].into(),
@@ -937,10 +942,12 @@ async fn a_daemon_that_goes_away_flushes_what_was_outstanding() -> Result<(), Er
         .map_err(|_| "the async receive still waits after the daemon went away")??
         .expect_err("no message came");
     assert_eq!(err.status(), Some(verbs::WcStatus::Flushed), "{err}");
-    let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next())
-        .await
-        .map_err(|_| "no flushed completion on the completion queue")??;
-    assert_eq!((wc.wc.wr_id, wc.wc.status), (5, verbs::WcStatus::Flushed));
+    for id in [4, 5] {
+        let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next())
+            .await
+            .map_err(|_| format!("receive {id}: no flushed completion"))??;
+        assert_eq!((wc.wc.wr_id, wc.wc.status), (id, verbs::WcStatus::Flushed));
+    }
     assert_eq!(qp.closed().await, QpEnd::ConnectionLost);
 
     // What is posted after that completes at once as flushed, as on a queue pair in the
