@@ -247,7 +247,9 @@ fn chunks(total: usize, size: usize) -> Vec<(usize, usize)> {
 }
 
 /// Posts one signaled request per chunk, keeping `depth` in flight, and waits for every
-/// completion on `cq`.
+/// completion on `cq`. Requests go out in batches (one call, one wake-up of the
+/// connection for all of them) and completions are taken as many as have arrived at
+/// once, as an RDMA application keeps its pipeline full.
 async fn pipeline(
     qp: &Qp,
     cq: &Cq,
@@ -256,21 +258,31 @@ async fn pipeline(
     op: impl Fn(usize, usize) -> SendOp,
 ) -> Result<(), Error> {
     let (mut posted, mut done) = (0, 0);
+    let mut wcs = Vec::with_capacity(depth);
     while done < chunks.len() {
-        while posted < chunks.len() && posted - done < depth {
-            let (off, len) = chunks[posted];
-            qp.post_send(SendWr {
-                wr_id: posted as u64,
+        let room = depth - (posted - done);
+        let batch = (posted..chunks.len()).take(room).map(|n| {
+            let (off, len) = chunks[n];
+            SendWr {
+                wr_id: n as u64,
                 op: op(off, len),
                 flags: SendFlags::SIGNALED,
-            })?;
-            posted += 1;
+            }
+        });
+        let n = batch.len();
+        if n > 0 {
+            qp.post_send_batch(batch).map_err(|(_, e)| e)?;
+            posted += n;
         }
-        let wc = cq.next().await?;
-        if !wc.wc.is_ok() {
-            return Err(format!("request {} failed: {:?}", wc.wc.wr_id, wc.wc.status).into());
+        wcs.clear();
+        wcs.push(cq.next().await?);
+        cq.poll(&mut wcs, depth)?;
+        for wc in &wcs {
+            if !wc.wc.is_ok() {
+                return Err(format!("request {} failed: {:?}", wc.wc.wr_id, wc.wc.status).into());
+            }
         }
-        done += 1;
+        done += wcs.len();
     }
     Ok(())
 }
