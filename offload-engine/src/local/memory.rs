@@ -210,7 +210,16 @@ fn region(
             );
         }
     };
-    match enter(pd, Arc::new(storage)) {
+    let storage = Arc::new(storage);
+    // Its pages mapped here too before the first transfer needs them, off the shard's
+    // thread (a large region takes a while); transfers meanwhile fault them in.
+    let prefaulting = storage.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = prefaulting.prefault() {
+            tracing::debug!(error = %e, "region not prefaulted: its pages fault in on first use");
+        }
+    });
+    match enter(pd, storage) {
         Ok(stag) => {
             s.objs().mrs.insert(stag.index());
             Reply::Id(stag.to_u32())
