@@ -140,8 +140,7 @@ impl Region {
     /// daemon mapping a client's region). The file must be a memfd sealed against
     /// resizing ([`alloc`](Self::alloc) seals its own) and at least `len` octets long, so
     /// that its creator cannot truncate the pages away under this mapping. Its pages are
-    /// mapped now, as [`alloc`](Self::alloc)'s are: the first transfer into or out of the
-    /// region then pays no page fault per 4 KiB in this process either.
+    /// mapped on first use, or all at once by [`prefault`](Self::prefault).
     pub fn map(file: File, len: usize) -> io::Result<Self> {
         if len == 0 {
             return Ok(Self::empty());
