@@ -575,13 +575,6 @@ pub struct QueueDepths {
     pub rq: u32,
 }
 
-impl Default for QueueDepths {
-    /// The depths of an embedded device's default configuration.
-    fn default() -> Self {
-        Self { sq: 256, rq: 256 }
-    }
-}
-
 impl QueueDepths {
     fn put(&self, out: &mut BytesMut) {
         out.put_u32_le(self.sq);
@@ -1436,7 +1429,7 @@ mod tests {
             Request::Connect {
                 pd: 1,
                 srq: 0,
-                depths: QueueDepths::default(),
+                depths: QueueDepths { sq: 256, rq: 256 },
                 addr,
                 private: Bytes::from(vec![9; 512]),
                 recvs: vec![

@@ -388,9 +388,7 @@ impl Engine {
         negotiated: &Negotiated,
     ) -> StreamConfig {
         let mut cfg = self.inner.cfg.stream.clone();
-        if let Some((sq, rq)) = init.queue_depths {
-            (cfg.sq_depth, cfg.rq_depth) = (sq, rq);
-        }
+        (cfg.sq_depth, cfg.rq_depth) = self.queue_depths(init);
         if negotiated.large_fpdus {
             return cfg;
         }
@@ -398,6 +396,13 @@ impl Engine {
             cfg.mulpdu = cfg.mulpdu.min(mpa::mulpdu(mss, negotiated.markers_tx));
         }
         cfg
+    }
+
+    /// The send and receive queue depths of a queue pair: its own, or the engine's.
+    fn queue_depths(&self, init: &QpInit) -> (usize, usize) {
+        let stream = &self.inner.cfg.stream;
+        init.queue_depths
+            .unwrap_or((stream.sq_depth, stream.rq_depth))
     }
 
     fn make_qp(
@@ -411,9 +416,7 @@ impl Engine {
         let num = next_qp_num();
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
-        let depth = init
-            .queue_depths
-            .map_or(self.inner.cfg.stream.sq_depth, |(sq, _)| sq);
+        let (depth, _) = self.queue_depths(init);
         let io = Io::new(sock.clone(), tap);
         let mut state = State::new(stream, Box::new(mem), io, rx, home, depth);
         state.srq = init.srq.clone();

@@ -295,7 +295,7 @@ mod raw {
             let (reply, mut fds) = self.call(&Request::Connect {
                 pd,
                 srq: 0,
-                depths: Default::default(),
+                depths: ipc::control::QueueDepths { sq: 256, rq: 256 },
                 addr,
                 private: Default::default(),
                 recvs: Vec::new(),

@@ -802,3 +802,30 @@ async fn release(s: &Session) {
         s.engine.tpt().release_pd(pd);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{QueueDepths, geometry};
+
+    /// Rings are the power of two at or above what the client asks; nothing, or more
+    /// than the limit, is refused by name; a limit beyond the rings' own counts as theirs.
+    #[test]
+    fn rings_are_as_deep_as_asked_within_the_limit() {
+        let g = geometry(QueueDepths { sq: 100, rq: 600 }, 1000).unwrap();
+        assert_eq!((g.sq_depth, g.rq_depth, g.cq_depth), (128, 1024, 2048));
+        let g = geometry(QueueDepths { sq: 1000, rq: 1 }, 1000).unwrap();
+        assert_eq!((g.sq_depth, g.rq_depth), (1024, 1));
+        let e = geometry(QueueDepths { sq: 1001, rq: 8 }, 1000).unwrap_err();
+        assert!(e.contains("1001") && e.contains("max_queue_depth"), "{e}");
+        let e = geometry(QueueDepths { sq: 8, rq: 0 }, 1000).unwrap_err();
+        assert!(e.contains("receive queue depth of 0"), "{e}");
+        let max = ipc::qpseg::MAX_DEPTH;
+        let e = geometry(QueueDepths { sq: max + 1, rq: 8 }, u32::MAX).unwrap_err();
+        assert!(e.contains(&format!("({max})")), "{e}");
+        let g = geometry(QueueDepths { sq: max, rq: max }, u32::MAX).unwrap();
+        assert_eq!(
+            g.cq_depth, max,
+            "the completion ring stops at the limit too"
+        );
+    }
+}
