@@ -900,3 +900,36 @@ fn counter(json: &str, path: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("{path} in {json}"))
 }
+
+/// `iwarpd --max-queue-depth` bounds what an application's queue pair may ask for:
+/// `iwarp-devinfo` reports it as `max_qp_wr`, and an `iwperf` client (which asks for
+/// 1024) is refused in words that name the setting.
+#[test]
+fn max_queue_depth_is_reported_and_enforced() {
+    let d = Iwarpd::start_on(None, "127.0.0.1", "depth", &["--max-queue-depth", "512"]);
+    let sock = d.sock.to_str().unwrap();
+    let info = finish(
+        spawn(
+            env!("CARGO_BIN_EXE_iwarp-devinfo"),
+            &["-v", "--daemon", sock],
+        ),
+        Duration::from_secs(10),
+    );
+    ok(&info, "iwarp-devinfo");
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("max_qp_wr:\t\t\t512"), "{text}");
+    // Nothing needs to listen: the daemon refuses before it connects.
+    let out = finish(
+        spawn(
+            IWPERF,
+            &["write_bw", "--daemon", sock, "-p", &port(), "127.0.0.1"],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max_queue_depth") && err.contains("1024"),
+        "{err}"
+    );
+}
