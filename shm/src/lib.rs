@@ -56,6 +56,7 @@ use std::fs::File;
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt as _;
 use std::ptr::NonNull;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -63,10 +64,12 @@ use bytes::BytesMut;
 use memmap2::{MmapOptions, MmapRaw};
 
 mod doorbell;
+mod held;
 mod sealed;
 mod segment;
 
 pub use doorbell::{AsyncDoorbell, Doorbell};
+pub use held::memory_files;
 pub use segment::Segment;
 
 /// An access outside the region.
@@ -95,7 +98,11 @@ impl std::error::Error for OutOfRange {}
 /// What keeps a region's octets alive.
 enum Backing {
     /// A memfd and its shared mapping (unmapped, then closed, on drop).
-    Mapped { file: File, map: MmapRaw },
+    Mapped {
+        file: File,
+        map: MmapRaw,
+        _held: held::Held,
+    },
     /// An owner the application handed over, leaked with [`Box::into_raw`] so that no
     /// move of a `Box` ever retags the octets behind `Region::ptr`; rebuilt and dropped in
     /// `Region::drop`.
@@ -156,7 +163,11 @@ impl Region {
             ptr,
             len,
             lock: RwLock::new(()),
-            backing: Backing::Mapped { file, map },
+            backing: Backing::Mapped {
+                file,
+                map,
+                _held: held::Held::new(),
+            },
         })
     }
 
@@ -209,12 +220,21 @@ impl Region {
     /// RNIC pins a region at registration), so that transfers through it take no page
     /// fault per 4 KiB; may take a while for a large region, so a caller on an event
     /// loop runs it on a blocking thread. It changes no octet, so transfers may run
-    /// meanwhile. Nothing to do for other regions.
-    pub fn prefault(&self) -> io::Result<()> {
-        match &self.backing {
-            Backing::Mapped { map, .. } => map.advise(memmap2::Advice::PopulateWrite),
-            _ => Ok(()),
+    /// meanwhile. True if it did; false, doing nothing, for a file with pages its creator
+    /// never wrote (a hole would be allocated here, at this process's expense: a client
+    /// could make a daemon take memory it never touched), and for other regions.
+    pub fn prefault(&self) -> io::Result<bool> {
+        let Backing::Mapped { map, file, .. } = &self.backing else {
+            return Ok(false);
+        };
+        // A memory file's blocks are the pages it holds (512-octet units): all of them,
+        // or it has a hole somewhere.
+        let meta = file.metadata()?;
+        if meta.blocks().saturating_mul(512) < meta.len() {
+            return Ok(false);
         }
+        map.advise(memmap2::Advice::PopulateWrite)?;
+        Ok(true)
     }
 
     /// The memfd behind an [`alloc`](Self::alloc)ated region, which another process can map

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::held::Held;
 use crate::sealed;
 
 /// A shared-memory segment: a sealed memfd mapped `MAP_SHARED`, reached only with atomic
@@ -30,6 +31,7 @@ pub struct Segment {
     len: usize,
     file: File,
     _map: MmapRaw,
+    _held: Held,
 }
 
 // SAFETY: the segment owns its mapping; every access through `&Segment` is atomic, so
@@ -63,6 +65,7 @@ impl Segment {
             len,
             file,
             _map: map,
+            _held: Held::new(),
         })
     }
 

@@ -1,4 +1,4 @@
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt as _};
 use std::sync::Arc;
 
 use super::*;
@@ -198,8 +198,61 @@ fn a_mapped_region_is_resident_once_prefaulted() {
         mapped_only < LEN / 10,
         "{mapped_only} octets resident at once"
     );
-    mapped.prefault().unwrap();
+    assert!(mapped.prefault().unwrap());
     let grew = resident_pages().saturating_sub(before) * 4096;
     assert!(grew >= LEN * 9 / 10, "{grew} octets became resident");
-    assert!(Region::alloc(64).unwrap().prefault().is_ok());
+    assert!(!Region::adopt(vec![0u8; 64]).prefault().unwrap());
+}
+
+/// A memory file with pages its creator never wrote is not prefaulted: that would
+/// allocate them in the mapping process (a client could make a daemon take memory it
+/// never touched). Written in full, it is.
+#[test]
+fn a_region_with_holes_is_not_prefaulted() {
+    const LEN: usize = 16 << 20;
+    let sparse = |len: u64| {
+        let file = sealed::create("sparse", len as usize).unwrap();
+        // One page written: the rest are holes.
+        file.write_all_at(b"x", len / 2).unwrap();
+        file
+    };
+    // Holes inside the registered part, and outside it (a file longer than the region).
+    for (file, len) in [(sparse(LEN as u64), LEN), (sparse(2 * LEN as u64), LEN)] {
+        let held = |f: &File| f.metadata().unwrap().blocks() * 512;
+        let dup = file.try_clone().unwrap();
+        let before = held(&dup);
+        let mapped = Region::map(file, len).unwrap();
+        assert!(!mapped.prefault().unwrap());
+        assert_eq!(
+            held(&dup),
+            before,
+            "the prefault allocated the file's holes"
+        );
+    }
+    let full = sealed::create("full", LEN).unwrap();
+    full.write_all_at(&vec![1u8; LEN], 0).unwrap();
+    assert!(Region::map(full, LEN).unwrap().prefault().unwrap());
+}
+
+/// Every allocated or mapped region and every segment counts as a memory file while it
+/// lives; adopted and empty regions do not.
+#[test]
+fn memory_files_are_counted_while_they_live() {
+    // Other tests of this binary allocate at the same time: count this test's own, by
+    // holding many and dropping them.
+    const N: usize = 200;
+    let before = memory_files();
+    let regions: Vec<_> = (0..N).map(|_| Region::alloc(64).unwrap()).collect();
+    let mapped: Vec<_> = regions
+        .iter()
+        .map(|r| {
+            let file = File::from(r.fd().unwrap().try_clone_to_owned().unwrap());
+            Region::map(file, 64).unwrap()
+        })
+        .collect();
+    let segments: Vec<_> = (0..N).map(|_| Segment::create("t", 64).unwrap()).collect();
+    let _others = (Region::adopt(vec![0u8; 8]), Region::empty());
+    assert!(memory_files() >= before + 3 * N);
+    drop((regions, mapped, segments));
+    assert!(memory_files() < before + N);
 }

@@ -126,7 +126,7 @@ impl Device {
             (DaemonError::Unreachable(_), Backend::Daemon(c)) => {
                 DaemonWhy::Unreachable(c.path_str())
             }
-            _ => DaemonWhy::Refused,
+            (e, _) => DaemonWhy::Refused(e.to_string().into()),
         };
         crate::MemError::Daemon { op, why }
     }

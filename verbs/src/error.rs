@@ -8,7 +8,7 @@ use rdmap::{Access, AccessError, Completion, PostError, STag, TermCode, WcOpcode
 
 /// Why a memory operation (register, read, write, deregister, bind, invalidate) failed.
 /// A failed operation changes nothing.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MemError {
     /// The range `[offset, offset + len)` (octets from the start of the region) does not
@@ -79,13 +79,13 @@ pub enum MemError {
 }
 
 /// Why the local `iwarpd` could not do a memory operation.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DaemonWhy {
     /// The daemon at this control socket cannot be reached (it exited or restarted).
     Unreachable(&'static str),
-    /// The daemon refused (its reason is in this process's log).
-    Refused,
+    /// The daemon refused, for this reason (its words: the cause and what to do).
+    Refused(std::sync::Arc<str>),
 }
 
 impl MemError {
@@ -146,7 +146,7 @@ impl MemError {
 
 impl fmt::Display for MemError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
+        match self {
             Self::OutOfBounds {
                 stag,
                 offset,
@@ -197,10 +197,7 @@ impl fmt::Display for MemError {
                     "{op}: iwarpd at {path} cannot be reached (it exited or was restarted); \
                      open the device again once it runs"
                 ),
-                DaemonWhy::Refused => write!(
-                    f,
-                    "{op}: iwarpd refused (the reason is in this process's log: RUST_LOG=warn)"
-                ),
+                DaemonWhy::Refused(why) => write!(f, "{op}: {why}"),
             },
         }
     }

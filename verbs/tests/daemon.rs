@@ -272,8 +272,17 @@ mod raw {
         }
 
         pub(crate) fn call(&mut self, req: &Request) -> (Reply, Vec<OwnedFd>) {
+            self.call_with(req, &[])
+        }
+
+        /// [`call`](Self::call) with descriptors attached.
+        pub(crate) fn call_with(
+            &mut self,
+            req: &Request,
+            fds: &[std::os::fd::BorrowedFd<'_>],
+        ) -> (Reply, Vec<OwnedFd>) {
             self.txn += 1;
-            send_all(self.sock.as_fd(), &req.encode(self.txn), &[]).unwrap();
+            send_all(self.sock.as_fd(), &req.encode(self.txn), fds).unwrap();
             loop {
                 let m = self.next();
                 if m.header.func & func::REPLY != 0 {
@@ -801,13 +810,14 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     let (pd, _cq, qp, _remote) = attach(&path, addr, 16).await?;
     let first = pd.alloc_mr(4096, Access::LOCAL_WRITE)?;
     let e = pd.alloc_mr(4096, Access::LOCAL_WRITE).unwrap_err();
+    // The daemon's reason reaches the application's error.
     assert!(
         matches!(
-            e,
+            &e,
             MemError::Daemon {
-                why: DaemonWhy::Refused,
+                why: DaemonWhy::Refused(why),
                 ..
-            }
+            } if why.contains("1 regions and windows, iwarpd's limit")
         ),
         "the region limit: {e}"
     );
@@ -1446,6 +1456,47 @@ async fn the_daemon_maps_a_region_before_its_first_transfer() -> Result<(), Erro
     }
     drop(mr);
     Ok(())
+}
+
+/// A client's memory file with pages it never wrote is not prefaulted by the daemon:
+/// that would allocate them, at the daemon's expense (a hand-written client registering a
+/// sparse 256 MiB file made iwarpd take 256 MiB it never used).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_allocates_no_page_a_client_never_wrote() {
+    use ipc::control::{Reply, Request};
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    const LEN: u64 = 256 << 20;
+    let path = daemon("holes").await;
+    let mut raw = raw::Raw::connect(&path);
+    let (Reply::Pd { pd, .. }, _) = raw.call(&Request::AllocPd) else {
+        panic!("no domain")
+    };
+    let memfd = memfd::MemfdOptions::default()
+        .allow_sealing(true)
+        .create("sparse")
+        .unwrap();
+    memfd.as_file().set_len(LEN).unwrap();
+    memfd
+        .add_seals(&[memfd::FileSeal::SealShrink, memfd::FileSeal::SealGrow])
+        .unwrap();
+    let file = memfd.into_file();
+    file.write_all_at(b"x", LEN / 2).unwrap();
+    let held = || file.metadata().unwrap().blocks() * 512;
+    let before = held();
+    let reg = Request::RegMr {
+        pd,
+        access: u32::from(Access::LOCAL_WRITE.bits()),
+        va: None,
+        len: LEN,
+    };
+    let (reply, _) = raw.call_with(&reg, &[file.as_fd()]);
+    assert!(matches!(reply, Reply::Id(_)), "{reply:?}");
+    // A prefault would take a few milliseconds; give it a second.
+    for _ in 0..50 {
+        assert_eq!(held(), before, "the daemon allocated the file's holes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A queue pair through the daemon is as deep as the application asked, as an embedded

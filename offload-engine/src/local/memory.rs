@@ -189,7 +189,7 @@ fn region(
     let Some(pd) = s.objs().pd(pd) else {
         return not_found("protection domain", pd);
     };
-    if let Some(r) = check_room(s) {
+    if let Some(r) = check_room(s).or_else(|| s.device.files.check(1)) {
         return r;
     }
     let Some(fd) = fd else {
@@ -214,9 +214,13 @@ fn region(
     // Its pages mapped here too before the first transfer needs them, off the shard's
     // thread (a large region takes a while); transfers meanwhile fault them in.
     let prefaulting = storage.clone();
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = prefaulting.prefault() {
-            tracing::debug!(error = %e, "region not prefaulted: its pages fault in on first use");
+    tokio::task::spawn_blocking(move || match prefaulting.prefault() {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!("region with holes not prefaulted: its pages fault in on first use")
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "region not prefaulted: its pages fault in on first use")
         }
     });
     match enter(pd, storage) {

@@ -20,6 +20,7 @@
 //!   [`SessionMover::pack`] here, [`LocalService::adopt`] there); the client notices
 //!   nothing.
 
+mod files;
 mod memory;
 mod moving;
 mod recvs;
@@ -112,6 +113,8 @@ struct Device {
     clients: AtomicU32,
     /// Sessions that can be asked to move to a successor daemon.
     movers: moving::Movers,
+    /// How many memory files the daemon may map for its clients.
+    files: files::FileBudget,
 }
 
 impl Device {
@@ -238,6 +241,7 @@ impl LocalService {
             limits: cfg,
             clients: AtomicU32::new(0),
             movers: moving::Movers::default(),
+            files: files::FileBudget::read(),
         });
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();

@@ -355,6 +355,9 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Reply::Id(std::process::id())
         }
         Request::AllocPd => {
+            if let Some(r) = s.device.files.check(1) {
+                return reply(s, h, r, Vec::new()).await;
+            }
             // The domain's push region: its own memory file, handed to this client only.
             let created = PushRegion::create(s.device.limits.push.slots)
                 .and_then(|r| Ok((r.fd().try_clone_to_owned()?, r)));
@@ -532,6 +535,8 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                         s.device.limits.max_srqs
                     ),
                 )
+            } else if let Some(r) = s.device.files.check(1) {
+                r
             } else {
                 let depth = SrqSegment::depth_for(depth as usize);
                 let created = SrqSegment::create(depth)
@@ -598,6 +603,9 @@ fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<R
                 s.device.limits.max_qps
             ),
         )));
+    }
+    if let Some(r) = s.device.files.check(super::files::PER_QP) {
+        return Err(Box::new(r));
     }
     o.connecting += 1;
     Ok(geo)
