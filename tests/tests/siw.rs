@@ -6,7 +6,8 @@
 //! `ib_write_lat` with iwperf as the client only (perftest's write_lat server writes
 //! first, which an RFC 5044 MPA Responder such as ours may not do); and in daemon mode,
 //! `iwarp-rping` and `iwperf` attached to our `iwarpd` in the lab's netns (`--daemon`)
-//! as siw's clients. With siw's other settings (module parameters): initiating in MPA
+//! as siw's clients; siw's clients killed in the middle of a run against our servers,
+//! embedded and through `iwarpd`. With siw's other settings (module parameters): initiating in MPA
 //! revision 1 (`mpa_version=1`), large FPDUs (`try_gso`), asking for CRC
 //! (`mpa_crc_required`) and refusing it (`mpa_crc_strict`).
 //!
@@ -762,4 +763,50 @@ fn daemon_mode_servers_for_siw_clients() {
             Some(daemon),
         );
     }
+}
+
+/// siw's perftest client killed outright (SIGKILL, in the VM) in the middle of a
+/// `write_bw` run, twice: against our embedded `iwperf` server, then against one attached
+/// to our `iwarpd`. Each server ends within moments, naming the lost connection (siw's
+/// kernel closes the killed process's connection without a Terminate); the daemon carries
+/// on, and siw's next client, a whole run, completes through a new server on the same
+/// daemon.
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
+fn siw_clients_killed_mid_run_end_our_servers_and_the_daemon_serves_the_next() {
+    require_lab();
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = example_binary("iwperf");
+    assert!(lab_command(&["net-up"]).status().expect("net-up").success());
+    let daemon = Daemon::start(&[]);
+    let args = ["write_bw", "-R", "-s", "65536"];
+    let killed = "ib_write_bw -d siw0 -F -R -s 65536 -D 60";
+    let siw = format!(
+        "sleep 5; {killed} {HOST} & P=$!; sleep 10; kill -9 $P; wait $P; \
+         sleep 15; {killed} {HOST} & P=$!; sleep 10; kill -9 $P; wait $P; \
+         sleep 15; ib_write_bw -d siw0 -F -R -s 65536 -n 2000 {HOST}"
+    );
+    let server = our_server(&bin, &args, &[], None, RUN_LIMIT);
+    let mut lab = Lab::serve(240, "", Some(&siw));
+    let lost = |out: &Output, how: &str| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{how}: the server ran on: {out:?}");
+        assert!(
+            stderr.contains("ended before the client finished its test"),
+            "{how}: {stderr}"
+        );
+    };
+    lost(&server.wait(), "embedded");
+    let server = our_server(&bin, &args, &[], Some(&daemon), RUN_LIMIT);
+    lost(&server.wait(), "through iwarpd");
+    let server = our_server(&bin, &args, &[], Some(&daemon), RUN_LIMIT);
+    let out = server.wait();
+    let vm_exit = lab.wait_vm_exit(Duration::from_secs(120));
+    drop(lab);
+    assert!(out.status.success(), "the next run through iwarpd: {out:?}");
+    let console = vm_exit.expect("the VM's console log");
+    assert!(
+        console.contains("LAB[vm1] EXIT rc=0"),
+        "siw's last ib_write_bw did not exit 0:\n{console}"
+    );
 }

@@ -1677,3 +1677,52 @@ async fn arming_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// A queue pair the daemon accepted sees its peer's graceful close (Linux siw closes a
+/// killed process's connections so: a FIN, no Terminate), mid-transfer, with a receive
+/// posted: `closed` says so and the receive completes flushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> Result<(), Error> {
+    let path = daemon("accepted-close").await;
+    let attached = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let apd = attached.alloc_pd();
+    let target = apd.alloc_mr(1 << 20, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let inbox = apd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    let acq = attached.create_cq(16);
+    let listener = attached.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = target.remote().encode();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        let cfg = QpConfig::new(&acq).recv(RecvWr {
+            wr_id: 5,
+            sgl: [inbox.local(..)].into(),
+        });
+        Ok::<_, Error>((inc.accept(&apd, cfg, &advert).await?, acq))
+    });
+    let embedded = Device::open(DeviceConfig::default().embedded());
+    let epd = embedded.alloc_pd();
+    let ecq = embedded.create_cq(1024);
+    let conn = embedded
+        .connect(&epd, addr, QpConfig::new(&ecq), b"")
+        .await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let (aqp, acq) = accepting.await??;
+    // Writes in flight, then a graceful close.
+    for _ in 0..64 {
+        let _ = conn.qp.post_send(verbs::SendWr {
+            wr_id: 1,
+            flags: verbs::SendFlags::NONE,
+            op: verbs::SendOp::Write {
+                data: verbs::Payload::Bytes(Bytes::from(vec![7u8; 16 << 10])),
+                dst: remote.slice(0, 16 << 10),
+            },
+        });
+    }
+    conn.qp.disconnect();
+    let end = tokio::time::timeout(Duration::from_secs(10), aqp.closed()).await?;
+    assert_eq!(end, QpEnd::Closed);
+    let wc = tokio::time::timeout(Duration::from_secs(10), acq.next()).await??;
+    assert_eq!((wc.wc.wr_id, wc.wc.status), (5, verbs::WcStatus::Flushed));
+    Ok(())
+}
