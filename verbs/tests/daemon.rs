@@ -1710,11 +1710,11 @@ async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> 
     let (aqp, acq) = accepting.await??;
     // Writes in flight, then a graceful close.
     for _ in 0..64 {
-        let _ = conn.qp.post_send(verbs::SendWr {
+        let _ = conn.qp.post_send(SendWr {
             wr_id: 1,
-            flags: verbs::SendFlags::NONE,
-            op: verbs::SendOp::Write {
-                data: verbs::Payload::Bytes(Bytes::from(vec![7u8; 16 << 10])),
+            flags: SendFlags::NONE,
+            op: SendOp::Write {
+                data: Payload::Bytes(Bytes::from(vec![7u8; 16 << 10])),
                 dst: remote.slice(0, 16 << 10),
             },
         });
