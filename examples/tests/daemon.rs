@@ -933,3 +933,45 @@ fn max_queue_depth_is_reported_and_enforced() {
         "{err}"
     );
 }
+
+/// An application running as an unprivileged user, attached to a root iwarpd (whose
+/// socket lets it in), gets no more than it would have itself: listening on a privileged
+/// port is refused by name; on another port it serves as usual.
+#[test]
+fn an_unprivileged_application_gets_no_privileged_port_through_iwarpd() {
+    use std::os::unix::fs::MetadataExt as _;
+    if std::fs::metadata("/proc/self").map_or(true, |m| m.uid() != 0) {
+        println!("SKIPPED: needs root (iwarpd as root, the application as nobody)");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = Iwarpd::start("privport");
+    std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let sock = d.sock.to_str().unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", RPING])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv")
+    };
+    let refused = finish(
+        as_nobody(&["-s", "-a", "127.0.0.1", "-p", "81", "--daemon", sock]),
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        stderr.contains("port 81 is privileged") && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+    let p = port();
+    let mut server = as_nobody(&["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", sock]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = rping_client(sock, &p, &["3", "-V"]);
+    ok(&finish(client, Duration::from_secs(60)), "rping client");
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -802,6 +802,7 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
             max_mrs: 1,
             max_qps: 1,
             max_pending_incoming: 1,
+            max_listeners: 1,
             ..LocalConfig::default()
         },
     )
@@ -837,6 +838,12 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
     // of unanswered requests is 1), the other is rejected by the daemon at once; the
     // waiting one is then rejected by the application with private data.
     let listener = dev.listen(any_port()).await?;
+    let e = dev
+        .listen(any_port())
+        .await
+        .err()
+        .ok_or("a second listener")?;
+    assert!(e.to_string().contains("1 listeners, iwarpd's limit"), "{e}");
     let laddr = listener.local_addr();
     let peer = Device::open(DeviceConfig::default().embedded());
     let ppd = peer.alloc_pd();

@@ -12,7 +12,9 @@ use ipc::control::{Reply, error};
 
 use super::session::err;
 
-/// Descriptors a new queue pair takes: its segment, its two doorbells and its socket.
+/// Descriptors a new queue pair takes: its segment, its two doorbells and its socket. (A
+/// listener asks room for one, its socket: descriptors that are not memory files count
+/// against the half the budget leaves.)
 pub(super) const PER_QP: usize = 4;
 
 /// The daemon's limits, read once when the service starts.

@@ -57,6 +57,8 @@ pub struct LocalConfig {
     pub max_pending_incoming: usize,
     /// Shared receive queues.
     pub max_srqs: usize,
+    /// Listeners (each a listening socket in the daemon).
+    pub max_listeners: usize,
     /// The deepest send or receive queue a queue pair may ask for (more than
     /// [`ipc::qpseg::MAX_DEPTH`] counts as that); its ring is the power of two at or above
     /// the depth.
@@ -72,6 +74,7 @@ impl Default for LocalConfig {
             max_mrs: 65536,
             max_pending_incoming: 64,
             max_srqs: 1024,
+            max_listeners: 256,
             max_queue_depth: 16384,
         }
     }

@@ -119,6 +119,8 @@ pub(super) struct Session {
     pub(super) objs: Mutex<Objects>,
     pub(super) out: mpsc::Sender<Out>,
     pub(super) pid: Mutex<u32>,
+    /// The client's user (its socket's peer credentials; `None` if unknown).
+    pub(super) uid: Option<u32>,
 }
 
 impl Session {
@@ -152,6 +154,7 @@ impl Session {
         pid: u32,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(256);
+        let uid = stream.peer_cred().ok().map(|c| c.uid());
         let writer = tokio::spawn(write_loop(stream, rx));
         let s = Arc::new(Self {
             engine,
@@ -159,6 +162,7 @@ impl Session {
             objs: Mutex::new(objs),
             out: tx,
             pid: Mutex::new(pid),
+            uid,
         });
         (s, writer)
     }
@@ -408,6 +412,26 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         | Request::DeallocMw { .. }
         | Request::BindMw { .. }
         | Request::Invalidate { .. }) => memory::handle(s, req, fds.pop()),
+        Request::Listen { .. } if s.objs().listeners.len() >= s.device.limits.max_listeners => err(
+            error::LIMIT,
+            format!(
+                "this client already has {} listeners, iwarpd's limit",
+                s.device.limits.max_listeners
+            ),
+        ),
+        Request::Listen { .. } if let Some(r) = s.device.files.check(1) => r,
+        Request::Listen { addr } if privileged(s, addr) => err(
+            error::REFUSED,
+            format!(
+                "listen on {addr}: port {} is privileged, and this application runs as an \
+                 unprivileged user (uid {}): it may not listen there through iwarpd any more \
+                 than it could itself; use port {} or above",
+                addr.port(),
+                s.uid
+                    .map_or_else(|| "unknown".to_owned(), |u| u.to_string()),
+                unprivileged_port_start()
+            ),
+        ),
         Request::Listen { addr } => match s.engine.listen(addr).await {
             Ok(l) => {
                 let local = l.local_addr();
@@ -583,6 +607,24 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         }
     };
     reply(s, h, r, Vec::new()).await;
+}
+
+/// True if listening on `addr` needs a privilege the client lacks (iwarpd may run as
+/// root; its clients get no more than they would have themselves).
+fn privileged(s: &Session, addr: std::net::SocketAddr) -> bool {
+    addr.port() != 0 && addr.port() < unprivileged_port_start() && s.uid != Some(0)
+}
+
+/// The lowest port an unprivileged process may bind (`net.ipv4.ip_unprivileged_port_start`,
+/// which covers IPv6 too; 1024 where it cannot be read).
+fn unprivileged_port_start() -> u16 {
+    static START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *START.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(1024)
+    })
 }
 
 /// Checks the domain, the queue depths and the queue pair limit, and counts one more
