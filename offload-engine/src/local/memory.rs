@@ -216,12 +216,8 @@ fn region(
     let prefaulting = storage.clone();
     tokio::task::spawn_blocking(move || match prefaulting.prefault() {
         Ok(true) => {}
-        Ok(false) => {
-            tracing::debug!("region with holes not prefaulted: its pages fault in on first use")
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "region not prefaulted: its pages fault in on first use")
-        }
+        // Ok(false): the file has holes, which the client never wrote.
+        how => tracing::debug!(?how, "region not prefaulted: its pages fault in on first use"),
     });
     match enter(pd, storage) {
         Ok(stag) => {
