@@ -662,8 +662,11 @@ fn perftest_bidirectional_both_roles() {
         perftest_client_against_siw_with(test, &["-b", "-s", "4096", "-n", "16"]);
         siw_perftest_client_our_server_with(test, &["-b", "-s", "4096", "-n", "16"]);
     }
-    perftest_client_against_siw_with("write_bw", &["-b", "-a", "-n", "5"]);
-    siw_perftest_client_our_server_with("send_bw", &["-b", "-a", "-n", "5"]);
+    // Every size to 8 MiB both ways at once: siw under TCG emulation can take longer than
+    // iwperf's default 30 s per step for the larger ones (perftest waits without limit).
+    let patient: &[&str] = &["--timeout", "180"];
+    perftest_client_against_siw_in("", "write_bw", &["-b", "-a", "-n", "5"], patient, false);
+    siw_perftest_client_our_server_in("", "send_bw", &["-b", "-a", "-n", "5"], patient);
 }
 
 /// siw initiating with MPA revision 1 (`mpa_version=1`: no IRD/ORD block, so neither side

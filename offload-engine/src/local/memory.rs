@@ -217,7 +217,10 @@ fn region(
     tokio::task::spawn_blocking(move || match prefaulting.prefault() {
         Ok(true) => {}
         // Ok(false): the file has holes, which the client never wrote.
-        how => tracing::debug!(?how, "region not prefaulted: its pages fault in on first use"),
+        how => tracing::debug!(
+            ?how,
+            "region not prefaulted: its pages fault in on first use"
+        ),
     });
     match enter(pd, storage) {
         Ok(stag) => {
