@@ -345,6 +345,12 @@ fn a_client_killed_with_sigkill_ends_its_connection_and_frees_its_memory() {
     // server fails long before its 30 s run would have ended.
     let out = finish(server, Duration::from_secs(20));
     assert!(!out.status.success(), "the server noticed its peer is gone");
+    // It names why, as embedded (not just a flushed receive).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ended before the client finished its test"),
+        "{stderr}"
+    );
     // And every region of both processes is released by the daemon.
     let start = Instant::now();
     while d.mapped_regions() > before {

@@ -42,6 +42,9 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
     Ok(out)
 }
 
+/// How long a failed end barrier waits for the test connection's end to say its cause.
+const END_CAUSE_WAIT: Duration = Duration::from_secs(1);
+
 /// `write_bw`/`read_bw`: the client works on our buffer; we wait for its report.
 async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     // A perftest client walks small messages over its cycle buffer: ours spans it.
@@ -54,16 +57,21 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     // client broke a rule and we sent a Terminate, or it went away), the client will
     // not come to the barrier: say why at once instead of waiting.
     let barrier = first.encode();
+    let ended = |(n, end): (usize, verbs::QpEnd)| -> Error {
+        format!("test connection {n} ended before the client finished its test: {end}").into()
+    };
     tokio::select! {
         r = s.comm.xchg_within(&barrier, "end barrier", test_wait(opts)) => {
-            r?;
+            if let Err(e) = r {
+                // The barrier's receive flushed as the client went away (through iwarpd
+                // the flush arrives before the end's cause): name the cause if it follows.
+                return Err(match tokio::time::timeout(END_CAUSE_WAIT, first_end(s)).await {
+                    Ok(end) => ended(end),
+                    Err(_) => e,
+                });
+            }
         }
-        (n, end) = first_end(s) => {
-            return Err(format!(
-                "test connection {n} ended before the client finished its test: {end}"
-            )
-            .into());
-        }
+        end = first_end(s) => return Err(ended(end)),
     }
     let mut parts: [Vec<u8>; 5] = Default::default();
     for part in &mut parts {
