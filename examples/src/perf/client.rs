@@ -25,12 +25,16 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
         super::end_on_signal()?;
     }
     let out = match opts.test {
-        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
-        Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma_bw(opts, &s, &p).await?,
-        Test::SendBw => send_bw(opts, &s, &p).await?,
+        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await,
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma_bw(opts, &s, &p).await,
+        Test::SendBw => send_bw(opts, &s, &p).await,
         Test::WriteLat | Test::ReadLat | Test::SendLat | Test::AtomicLat => {
-            latency::run(opts, &s, &p).await?
+            latency::run(opts, &s, &p).await
         }
+    };
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return Err(s.explain(e).await),
     };
     let who = if opts.daemon.is_some() {
         "iwarpd"

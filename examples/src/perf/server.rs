@@ -31,19 +31,20 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
         super::end_on_signal()?;
     }
     let out = match opts.test {
-        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await?,
-        Test::WriteBw | Test::ReadBw | Test::AtomicBw => passive(opts, &s, &p).await?,
-        Test::SendBw => send_bw(opts, &s, &p).await?,
+        _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await,
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => passive(opts, &s, &p).await,
+        Test::SendBw => send_bw(opts, &s, &p).await,
         Test::WriteLat | Test::ReadLat | Test::SendLat | Test::AtomicLat => {
-            latency::run(opts, &s, &p).await?
+            latency::run(opts, &s, &p).await
         }
+    };
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return Err(s.explain(e).await),
     };
     s.close(opts).await?;
     Ok(out)
 }
-
-/// How long a failed end barrier waits for the test connection's end to say its cause.
-const END_CAUSE_WAIT: Duration = Duration::from_secs(1);
 
 /// `write_bw`/`read_bw`: the client works on our buffer; we wait for its report.
 async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
@@ -57,21 +58,11 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     // client broke a rule and we sent a Terminate, or it went away), the client will
     // not come to the barrier: say why at once instead of waiting.
     let barrier = first.encode();
-    let ended = |(n, end): (usize, verbs::QpEnd)| -> Error {
-        format!("test connection {n} ended before the client finished its test: {end}").into()
-    };
     tokio::select! {
         r = s.comm.xchg_within(&barrier, "end barrier", test_wait(opts)) => {
-            if let Err(e) = r {
-                // The barrier's receive flushed as the client went away (through iwarpd
-                // the flush arrives before the end's cause): name the cause if it follows.
-                return Err(match tokio::time::timeout(END_CAUSE_WAIT, first_end(s)).await {
-                    Ok(end) => ended(end),
-                    Err(_) => e,
-                });
-            }
+            r?;
         }
-        end = first_end(s) => return Err(ended(end)),
+        _ = s.first_end() => return Err("the client did not come to the end barrier".into()),
     }
     let mut parts: [Vec<u8>; 5] = Default::default();
     for part in &mut parts {
@@ -86,19 +77,6 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     p.line(&Outcome::Bw(rep));
     p.footer();
     Ok(vec![Outcome::Bw(rep)])
-}
-
-/// The first test connection to end, and how (never, while all run).
-async fn first_end(s: &Session) -> (usize, verbs::QpEnd) {
-    let mut ends = JoinSet::new();
-    for (n, l) in s.links.iter().enumerate() {
-        let qp = l.qp.clone();
-        ends.spawn(async move { (n, qp.closed().await) });
-    }
-    match ends.join_next().await {
-        Some(Ok(end)) => end,
-        _ => std::future::pending().await,
-    }
 }
 
 /// `send_bw`'s receive buffers: every link's receives posted.

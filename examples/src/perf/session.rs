@@ -68,6 +68,19 @@ pub struct Session {
 }
 
 impl Session {
+    /// The first test connection to end, and how; pending while none has.
+    pub async fn first_end(&self) -> (usize, verbs::QpEnd) {
+        let mut ends = tokio::task::JoinSet::new();
+        for (n, l) in self.links.iter().enumerate() {
+            let qp = l.qp.clone();
+            ends.spawn(async move { (n, qp.closed().await) });
+        }
+        match ends.join_next().await {
+            Some(Ok(end)) => end,
+            _ => std::future::pending().await,
+        }
+    }
+
     /// The client: connects to `opts.socket_addr()`, retrying while the server is not
     /// listening yet (perftest's `retry_rdma_connect`).
     pub async fn client(opts: &Opts) -> Result<Self, Error> {
@@ -162,20 +175,15 @@ impl Session {
             .collect()
     }
 
-    /// `e`, a side-channel failure, explained by the test connection that ended (the
-    /// peer sent a Terminate, or went away) if one did: that is what broke the run.
+    /// `e`, a failed test, explained by the test connection that ended (the peer sent a
+    /// Terminate, or went away) if one did within a second: that is what broke the run.
+    /// A peer that goes away shows first as a flushed request, which names nothing
+    /// (through iwarpd the flush arrives before the end's cause).
     pub async fn explain(&self, e: Error) -> Error {
-        for (n, link) in self.links.iter().enumerate() {
-            if link.qp.state() == verbs::QpState::Rts {
-                continue;
-            }
-            let wait = Duration::from_secs(1);
-            if let Ok(end) = tokio::time::timeout(wait, link.qp.closed()).await {
-                return format!("test connection {n} ended: {end} (then the side channel: {e})")
-                    .into();
-            }
+        match tokio::time::timeout(Duration::from_secs(1), self.first_end()).await {
+            Ok((n, end)) => format!("test connection {n} ended: {end} (then: {e})").into(),
+            Err(_) => e,
         }
-        e
     }
 
     /// The address exchanges for every link (`mine[i]` for link `i`), then perftest's
