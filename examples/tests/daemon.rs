@@ -47,8 +47,26 @@ impl Iwarpd {
     /// An iwarpd listening on `addr` inside network namespace `ns` (its control socket is
     /// a file, reachable from every namespace).
     fn start_on(ns: Option<&str>, addr: &str, name: &str, extra: &[&str]) -> Self {
+        Self::start_with(
+            command(ns, &iwarpd_bin().to_string_lossy()),
+            addr,
+            name,
+            extra,
+        )
+    }
+
+    /// An iwarpd whose open-file limit (soft and hard) is `nofile`.
+    fn start_with_nofile(name: &str, nofile: u32) -> Self {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
+            .arg(iwarpd_bin());
+        Self::start_with(sh, "127.0.0.1", name, &[])
+    }
+
+    /// `cmd` (iwarpd, or what runs it) started as an iwarpd listening on `addr`.
+    fn start_with(mut cmd: Command, addr: &str, name: &str, extra: &[&str]) -> Self {
         let sock = std::env::temp_dir().join(format!("iwarpd-{}-{name}.sock", std::process::id()));
-        let mut child = command(ns, &iwarpd_bin().to_string_lossy())
+        let mut child = cmd
             .args(["--listen", &format!("{addr}:0"), "--control"])
             .arg(&sock)
             .args(extra)
@@ -977,4 +995,53 @@ fn an_unprivileged_application_gets_no_privileged_port_through_iwarpd() {
     ok(&finish(client, Duration::from_secs(60)), "rping client");
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// One application cannot take every descriptor and mapping iwarpd may use: past half of
+/// them it is refused by name, and another application still gets its regions. (Before,
+/// the first took all, and the second's registrations failed.)
+#[test]
+fn one_application_takes_at_most_half_of_the_daemons_descriptors() {
+    // An open-file limit of 512: iwarpd may map 256 memory files, 128 for one application.
+    let d = Iwarpd::start_with_nofile("share", 512);
+    let sock = d.sock.to_str().unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    // It holds until its standard input closes: at once for a null one.
+    let hold = |regions: &str, stdin: Stdio| {
+        let args = [
+            "--connect",
+            &addr,
+            "-n",
+            "0",
+            "--regions",
+            regions,
+            "--daemon",
+            sock,
+        ];
+        Command::new(QP_HOLD)
+            .args(args)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let greedy = finish(hold("300", Stdio::null()), Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&greedy.stderr);
+    assert!(!greedy.status.success(), "{greedy:?}");
+    assert!(stderr.contains("half, its share"), "{stderr}");
+    // The greedy one exited; one that holds half keeps it while another registers.
+    let mut first = hold("120", Stdio::piped());
+    let mut out = BufReader::new(first.stdout.take().unwrap());
+    let mut lines = String::new();
+    for _ in 0..2 {
+        out.read_line(&mut lines).unwrap();
+    }
+    assert_eq!(lines, "ready 0\nregions 120\n");
+    let out2 = finish(hold("100", Stdio::null()), Duration::from_secs(60));
+    assert!(out2.status.success(), "{out2:?}");
+    assert!(String::from_utf8_lossy(&out2.stdout).contains("regions 100"));
+    drop(first.stdin.take());
+    let _ = first.wait();
 }

@@ -7,9 +7,10 @@
 //! ```
 //!
 //! Each queue pair has its own completion queue and one receive posted, as an idle
-//! application's would. Once all are connected it prints `ready N` and its resident set
-//! (`rss_kib K`), then holds them until its standard input closes. Without `--daemon`
-//! (or `IWARP_DEVICE`) the engine is embedded.
+//! application's would. `--regions R` also registers R regions of 4 KiB first. Once all
+//! are connected it prints `ready N`, `regions R` and its resident set (`rss_kib K`),
+//! then holds them until its standard input closes. Without `--daemon` (or
+//! `IWARP_DEVICE`) the engine is embedded.
 
 use std::io::{BufRead as _, Write as _};
 
@@ -40,6 +41,10 @@ struct Cli {
     /// How many queue pairs.
     #[arg(short, default_value_t = 100)]
     n: usize,
+    /// Also register and hold this many 4 KiB regions (what regions cost, or meeting
+    /// iwarpd's limits).
+    #[arg(long, default_value_t = 0)]
+    regions: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -49,6 +54,7 @@ async fn main() -> Result<(), Error> {
         listen,
         connect,
         n,
+        regions,
     } = Cli::parse();
     let mut cfg = DeviceConfig::default();
     if let Some(d) = &daemon {
@@ -56,7 +62,10 @@ async fn main() -> Result<(), Error> {
     }
     let device = Device::try_open(cfg)?;
     let pd = device.alloc_pd();
-    let buf = pd.alloc_mr(64 * n, Access::LOCAL_WRITE)?;
+    let buf = pd.alloc_mr(64 * n.max(1), Access::LOCAL_WRITE)?;
+    let held = (0..regions)
+        .map(|_| pd.alloc_mr(4096, Access::LOCAL_WRITE))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut qps: Vec<(Qp, verbs::Cq)> = Vec::with_capacity(n);
     match (listen, connect) {
         (Some(addr), None) => {
@@ -88,6 +97,7 @@ async fn main() -> Result<(), Error> {
         })?;
     }
     println!("ready {}", qps.len());
+    println!("regions {}", held.len());
     println!("rss_kib {}", rss_kib());
     std::io::stdout().flush()?;
     // Hold until stdin closes.

@@ -44,21 +44,29 @@ impl FileBudget {
         usize::try_from(self.nofile.min(self.maps) / 2).unwrap_or(usize::MAX)
     }
 
-    /// The refusal if `need` more memory files would go past the budget.
-    pub(super) fn check(&self, need: usize) -> Option<Reply> {
+    /// The refusal if `need` more memory files would go past the budget, or past half
+    /// of it for a client that holds `own` (so that one application cannot take them
+    /// all: [`Objects::files`](super::session::Objects::files) counts them).
+    pub(super) fn check(&self, own: usize, need: usize) -> Option<Reply> {
+        let max = self.max();
         let held = shm::memory_files();
-        (held.saturating_add(need) > self.max()).then(|| {
-            err(
-                error::LIMIT,
-                format!(
-                    "{held} memory files mapped for applications already, all iwarpd \
-                     may: half of the smaller of its open-file limit ({}) and \
-                     vm.max_map_count ({}). Register fewer, larger regions or hold fewer \
-                     queue pairs, or raise the limits for iwarpd (ulimit -n or systemd's \
-                     LimitNOFILE=, sysctl vm.max_map_count)",
-                    self.nofile, self.maps
-                ),
-            )
-        })
+        let what = if own.saturating_add(need) > max / 2 {
+            format!("this application holds {own} of them, half, its share")
+        } else if held.saturating_add(need) > max {
+            format!("{held} are mapped for applications already")
+        } else {
+            return None;
+        };
+        Some(err(
+            error::LIMIT,
+            format!(
+                "iwarpd may use {max} descriptors and mappings for applications (half of the \
+                 smaller of its open-file limit ({}) and vm.max_map_count ({})), and {what}. \
+                 Register fewer, larger regions or hold fewer queue pairs, or raise the \
+                 limits for iwarpd (ulimit -n or systemd's LimitNOFILE=, sysctl \
+                 vm.max_map_count)",
+                self.nofile, self.maps
+            ),
+        ))
     }
 }

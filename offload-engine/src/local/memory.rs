@@ -189,7 +189,7 @@ fn region(
     let Some(pd) = s.objs().pd(pd) else {
         return not_found("protection domain", pd);
     };
-    if let Some(r) = check_room(s).or_else(|| s.device.files.check(1)) {
+    if let Some(r) = check_room(s).or_else(|| s.device.files.check(s.objs().files(), 1)) {
         return r;
     }
     let Some(fd) = fd else {

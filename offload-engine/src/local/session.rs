@@ -102,6 +102,18 @@ pub(super) struct ClientPd {
 }
 
 impl Objects {
+    /// What the client holds of the daemon's descriptors and mappings, as
+    /// [`FileBudget`](super::files::FileBudget) counts them: one per region, domain (its
+    /// push region), shared receive queue and listener, and
+    /// [`PER_QP`](super::files::PER_QP) per queue pair, connected or connecting.
+    pub(super) fn files(&self) -> usize {
+        self.mrs.len()
+            + self.pds.len()
+            + self.srqs.len()
+            + self.listeners.len()
+            + (self.qps.len() + self.connecting) * super::files::PER_QP
+    }
+
     /// The engine's domain behind the client's `pd`.
     pub(super) fn pd(&self, pd: u32) -> Option<PdId> {
         self.pds.get(&pd).map(|p| p.engine)
@@ -359,7 +371,8 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Reply::Id(std::process::id())
         }
         Request::AllocPd => {
-            if let Some(r) = s.device.files.check(1) {
+            let own = s.objs().files();
+            if let Some(r) = s.device.files.check(own, 1) {
                 return reply(s, h, r, Vec::new()).await;
             }
             // The domain's push region: its own memory file, handed to this client only.
@@ -412,26 +425,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         | Request::DeallocMw { .. }
         | Request::BindMw { .. }
         | Request::Invalidate { .. }) => memory::handle(s, req, fds.pop()),
-        Request::Listen { .. } if s.objs().listeners.len() >= s.device.limits.max_listeners => err(
-            error::LIMIT,
-            format!(
-                "this client already has {} listeners, iwarpd's limit",
-                s.device.limits.max_listeners
-            ),
-        ),
-        Request::Listen { .. } if let Some(r) = s.device.files.check(1) => r,
-        Request::Listen { addr } if privileged(s, addr) => err(
-            error::REFUSED,
-            format!(
-                "listen on {addr}: port {} is privileged, and this application runs as an \
-                 unprivileged user (uid {}): it may not listen there through iwarpd any more \
-                 than it could itself; use port {} or above",
-                addr.port(),
-                s.uid
-                    .map_or_else(|| "unknown".to_owned(), |u| u.to_string()),
-                unprivileged_port_start()
-            ),
-        ),
+        Request::Listen { addr } if let Some(r) = admit_listener(s, addr) => r,
         Request::Listen { addr } => match s.engine.listen(addr).await {
             Ok(l) => {
                 let local = l.local_addr();
@@ -551,7 +545,11 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             None => not_found("queue pair", qp),
         },
         Request::CreateSrq { depth } => {
-            if s.objs().srqs.len() >= s.device.limits.max_srqs {
+            let (srqs, own) = {
+                let o = s.objs();
+                (o.srqs.len(), o.files())
+            };
+            if srqs >= s.device.limits.max_srqs {
                 err(
                     error::LIMIT,
                     format!(
@@ -559,7 +557,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                         s.device.limits.max_srqs
                     ),
                 )
-            } else if let Some(r) = s.device.files.check(1) {
+            } else if let Some(r) = s.device.files.check(own, 1) {
                 r
             } else {
                 let depth = SrqSegment::depth_for(depth as usize);
@@ -609,10 +607,38 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
     reply(s, h, r, Vec::new()).await;
 }
 
-/// True if listening on `addr` needs a privilege the client lacks (iwarpd may run as
-/// root; its clients get no more than they would have themselves).
-fn privileged(s: &Session, addr: std::net::SocketAddr) -> bool {
-    addr.port() != 0 && addr.port() < unprivileged_port_start() && s.uid != Some(0)
+/// The refusal of a listener on `addr`: past the client's limit or the daemon's
+/// budget, or on a port that needs a privilege the client lacks (iwarpd may run as root;
+/// its clients get no more than they would have themselves).
+fn admit_listener(s: &Session, addr: std::net::SocketAddr) -> Option<Reply> {
+    let (listeners, own) = {
+        let o = s.objs();
+        (o.listeners.len(), o.files())
+    };
+    let max = s.device.limits.max_listeners;
+    if listeners >= max {
+        return Some(err(
+            error::LIMIT,
+            format!("this client already has {max} listeners, iwarpd's limit"),
+        ));
+    }
+    if let Some(r) = s.device.files.check(own, 1) {
+        return Some(r);
+    }
+    let first_free = unprivileged_port_start();
+    (addr.port() != 0 && addr.port() < first_free && s.uid != Some(0)).then(|| {
+        err(
+            error::REFUSED,
+            format!(
+                "listen on {addr}: port {} is privileged, and this application runs as an \
+                 unprivileged user (uid {}): it may not listen there through iwarpd any more \
+                 than it could itself; use port {first_free} or above",
+                addr.port(),
+                s.uid
+                    .map_or_else(|| "unknown".to_owned(), |u| u.to_string()),
+            ),
+        )
+    })
 }
 
 /// The lowest port an unprivileged process may bind (`net.ipv4.ip_unprivileged_port_start`,
@@ -646,7 +672,7 @@ fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<R
             ),
         )));
     }
-    if let Some(r) = s.device.files.check(super::files::PER_QP) {
+    if let Some(r) = s.device.files.check(o.files(), super::files::PER_QP) {
         return Err(Box::new(r));
     }
     o.connecting += 1;
