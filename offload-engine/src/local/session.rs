@@ -102,16 +102,17 @@ pub(super) struct ClientPd {
 }
 
 impl Objects {
-    /// What the client holds of the daemon's descriptors and mappings, as
-    /// [`FileBudget`](super::files::FileBudget) counts them: one per region, domain (its
-    /// push region), shared receive queue and listener, and
-    /// [`PER_QP`](super::files::PER_QP) per queue pair, connected or connecting.
+    /// What the client holds of the daemon's memory files, as
+    /// [`shm::memory_files`] counts them for the whole daemon: one per region, domain (its
+    /// push region), shared receive queue and queue pair (its segment), connected or
+    /// connecting; and one per listener (its socket).
     pub(super) fn files(&self) -> usize {
         self.mrs.len()
             + self.pds.len()
             + self.srqs.len()
             + self.listeners.len()
-            + (self.qps.len() + self.connecting) * super::files::PER_QP
+            + self.qps.len()
+            + self.connecting
     }
 
     /// The engine's domain behind the client's `pd`.
