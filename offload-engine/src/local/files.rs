@@ -5,8 +5,9 @@
 //! and mapped. A process that runs out of descriptors or mappings fails wherever it next
 //! needs one: a client's message loses the descriptors it carried, a thread or an
 //! allocation cannot be made. So the daemon stops at half the smaller of its two limits,
-//! leaving the rest to sockets, doorbells and its own needs, and refuses what would go
-//! past that by name.
+//! leaving the rest to sockets, doorbells and its own needs; one client stops at half of
+//! that, so that others still get theirs; and it refuses what would go past either by
+//! name.
 
 use ipc::control::{Reply, error};
 
