@@ -130,9 +130,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     }
     p.footer();
     let first = mine.first().copied().unwrap_or_default();
-    if let Err(e) = s.comm.xchg(&first.encode(), "end barrier").await {
-        return Err(s.explain(e).await);
-    }
+    s.comm.xchg(&first.encode(), "end barrier").await?;
     for part in last.encode() {
         s.comm.xchg(&part, "report message").await?;
     }
