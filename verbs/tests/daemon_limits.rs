@@ -46,8 +46,9 @@ async fn a_client_past_the_daemons_file_limits_is_refused_by_name_and_carries_on
     // one process here) and the rest of what is mapped.
     assert!(held.len() > 50, "refused after {} regions", held.len());
     // A listener (a socket in the daemon) is refused as well while the share is full.
-    let listen = dev.listen("127.0.0.1:0").await;
-    let e = listen.err().expect("a listener past the budget");
+    let Err(e) = dev.listen("127.0.0.1:0").await else {
+        panic!("a listener past the budget")
+    };
     assert!(e.to_string().contains("ulimit -n"), "{e}");
     // The client is still attached: with some regions given back, it registers again.
     held.truncate(held.len() - 10);
