@@ -1501,8 +1501,8 @@ fn a_shared_send_queue_and_one_touch_windows_across_the_veth() {
 
     let server = net.a().spawn(move || {
         limit(async move {
-            let dev = Device::open(DeviceConfig::default().embedded());
-            let pd = dev.alloc_pd();
+            let dev = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+            let pd = dev.alloc_pd().unwrap();
             let region = pd.alloc_mr(8192, ALL | Access::BIND).unwrap();
             let mw1 = pd.alloc_mw(MwType::One).unwrap();
             mw1.set_one_touch(true);
@@ -1576,8 +1576,8 @@ fn a_shared_send_queue_and_one_touch_windows_across_the_veth() {
     let client = net.b().spawn(move || {
         limit(async move {
             ready_rx.await.unwrap();
-            let dev = Device::open(DeviceConfig::default().embedded());
-            let pd = dev.alloc_pd();
+            let dev = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+            let pd = dev.alloc_pd().unwrap();
             let cq = dev.create_cq(64);
             let inbox = pd.alloc_mr(64, LOCAL).unwrap();
             let mut conns = Vec::new();

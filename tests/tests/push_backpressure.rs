@@ -23,20 +23,20 @@ async fn a_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
         1,
     )
     .unwrap();
-    provoke_d4(Device::try_open(DeviceConfig::default().daemon(&path)).unwrap()).await;
+    provoke_d4(Device::open(DeviceConfig::default().daemon(&path)).unwrap()).await;
 }
 
 /// The same with the engine in this process, running the push path on its in-process
 /// region.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedded_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
-    provoke_d4(Device::open(DeviceConfig::default().embedded())).await;
+    provoke_d4(Device::open(DeviceConfig::default().embedded()).expect("open the device")).await;
 }
 
 async fn provoke_d4(dev: Device) {
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = tcp.local_addr().unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let region = pd.alloc_mr(LEN as usize, Access::REMOTE_READ).unwrap();
     let (stag, to) = (region.stag().to_u32(), region.to());
     // The peer: answers the MPA Request, takes the client's first FPDU, asks for the

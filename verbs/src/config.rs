@@ -104,11 +104,12 @@ impl DeviceConfig {
         self
     }
 
-    /// The control socket to go through, if any.
-    pub(crate) fn daemon_path(&self) -> Option<std::path::PathBuf> {
+    /// The control socket to go through, if any; an error if `IWARP_DEVICE` names
+    /// nothing this library knows.
+    pub(crate) fn daemon_path(&self) -> Result<Option<std::path::PathBuf>, crate::DaemonError> {
         match &self.daemon {
-            Some(Daemon::At(p)) => Some(p.clone()),
-            Some(Daemon::Never) => None,
+            Some(Daemon::At(p)) => Ok(Some(p.clone())),
+            Some(Daemon::Never) => Ok(None),
             None => crate::daemon::from_env(),
         }
     }

@@ -77,18 +77,13 @@ impl Device {
     ///
     /// Opening needs no runtime; connecting and listening need a tokio runtime.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// In daemon mode, if iwarpd cannot be reached (the message names the socket and the
-    /// fix); [`try_open`](Self::try_open) returns the error instead.
-    pub fn open(cfg: DeviceConfig) -> Self {
-        Self::try_open(cfg).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Opens a device as [`open`](Self::open) does, returning an error if iwarpd cannot
-    /// be reached in daemon mode.
-    pub fn try_open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
-        let backend = match cfg.daemon_path() {
+    /// In daemon mode, if iwarpd cannot be reached or refuses this application (the
+    /// message names the socket, the cause and the fix); and if `IWARP_DEVICE` names no
+    /// device this library knows (the message lists the forms it takes).
+    pub fn open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
+        let backend = match cfg.daemon_path()? {
             Some(path) => Backend::Daemon(Client::connect(
                 &path,
                 cfg.push_enabled(),
@@ -196,7 +191,12 @@ impl Device {
 
     /// Allocates a protection domain: regions, windows and queue pairs of one domain can
     /// reach each other; across domains every access fails.
-    pub fn alloc_pd(&self) -> Pd {
+    ///
+    /// # Errors
+    ///
+    /// Through iwarpd, if the daemon cannot be reached or refuses (its reason: a limit of
+    /// this application's or the daemon's, no memory); embedded, never.
+    pub fn alloc_pd(&self) -> Result<Pd, crate::MemError> {
         Pd::new(self.clone())
     }
 
@@ -412,7 +412,7 @@ async fn daemon_qp(
         DaemonError::Unreachable(m) => {
             ConnectError::Io(io::Error::new(io::ErrorKind::NotConnected, m))
         }
-        DaemonError::Refused(m) => ConnectError::Daemon(m),
+        DaemonError::Refused(m) | DaemonError::NoSuchDevice(m) => ConnectError::Daemon(m),
         // Read as the same failure of an embedded engine: the user's words, no prefix.
         DaemonError::Tcp(kind, _) => ConnectError::Io(io::Error::from(kind)),
         DaemonError::Rejected(private_data, refused) => ConnectError::Rejected {

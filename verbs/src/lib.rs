@@ -37,12 +37,12 @@
 //!
 //! # fn main() -> Result<(), Error> {
 //! tokio::runtime::Runtime::new()?.block_on(async {
-//!     let server = Device::open(DeviceConfig::default());
-//!     let client = Device::open(DeviceConfig::default());
+//!     let server = Device::open(DeviceConfig::default())?;
+//!     let client = Device::open(DeviceConfig::default())?;
 //!
 //!     // Server: a region the client may read and write, advertised in the MPA Reply,
 //!     // and a receive buffer posted (on a shared receive queue) before anyone connects.
-//!     let spd = server.alloc_pd();
+//!     let spd = server.alloc_pd()?;
 //!     let shared = spd.alloc_mr(64 << 10, Access::REMOTE_READ | Access::REMOTE_WRITE)?;
 //!     let inbox = spd.alloc_mr(256, Access::LOCAL_WRITE)?;
 //!     let (scq, srq) = (server.create_cq(16), server.create_srq(16)?);
@@ -58,7 +58,7 @@
 //!     });
 //!
 //!     // Client: connect, and learn from the Reply where to write.
-//!     let cpd = client.alloc_pd();
+//!     let cpd = client.alloc_pd()?;
 //!     let ccq = client.create_cq(16);
 //!     let conn = client.connect(&cpd, addr, QpConfig::new(&ccq), b"hello").await?;
 //!     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;

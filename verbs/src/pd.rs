@@ -55,11 +55,11 @@ impl fmt::Debug for Pd {
 }
 
 impl Pd {
-    pub(crate) fn new(device: Device) -> Self {
+    /// Allocates a domain on `device`; through iwarpd, an error with the daemon's reason
+    /// if it refuses (a limit, no memory).
+    pub(crate) fn new(device: Device) -> Result<Self, MemError> {
         let (id, push) = match device.backend() {
             Backend::Embedded(e) => (e.alloc_pd(), None),
-            // A domain iwarpd could not allocate is number 0, which it never hands out:
-            // everything created in it fails with the daemon's error.
             Backend::Daemon(c) => match c.call_with(&Request::AllocPd, &[]) {
                 Ok((Reply::Pd { pd, push_slots }, mut fds)) => {
                     let push = fds.pop().and_then(|fd| {
@@ -69,16 +69,22 @@ impl Pd {
                     });
                     (offload_engine::tpt::PdId::new(pd), push.map(Arc::new))
                 }
-                Ok(_) | Err(_) => (offload_engine::tpt::PdId::new(0), None),
+                Ok((other, _)) => {
+                    let e = DaemonError::Refused(format!(
+                        "iwarpd answered AllocPd with {other:?}: is it an older daemon?"
+                    ));
+                    return Err(device.daemon_mem_error("alloc_pd", &e));
+                }
+                Err(e) => return Err(device.daemon_mem_error("alloc_pd", &e)),
             },
         };
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 device: RwLock::new(device),
                 id,
                 push,
             }),
-        }
+        })
     }
 
     /// The domain's number, unique within its device.

@@ -23,8 +23,8 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 async fn pair() -> (RdmaStream, RdmaStream) {
     pair_on(
-        Device::open(DeviceConfig::default().embedded()),
-        Device::open(DeviceConfig::default().embedded()),
+        Device::open(DeviceConfig::default().embedded()).expect("open the device"),
+        Device::open(DeviceConfig::default().embedded()).expect("open the device"),
     )
     .await
 }
@@ -74,7 +74,7 @@ async fn a_stream_runs_through_iwarpd_too() {
     let daemon = common::Host::daemon("byte-stream", offload_engine::EngineConfig::default());
     let (mut a, mut b) = pair_on(
         daemon.device,
-        Device::open(DeviceConfig::default().embedded()),
+        Device::open(DeviceConfig::default().embedded()).expect("open the device"),
     )
     .await;
     let data = pattern(3 << 20, 9);
@@ -135,10 +135,10 @@ async fn a_large_copy_both_ways_verified_by_checksum() {
 /// reason, and the listener goes on to the next.
 #[tokio::test]
 async fn peers_that_are_not_byte_streams_are_refused() {
-    let dev = Device::open(DeviceConfig::default().embedded());
+    let dev = Device::open(DeviceConfig::default().embedded()).expect("open the device");
     let plain = dev.listen(loopback()).await.unwrap();
     let addr = plain.local_addr();
-    let (pd, cq) = (dev.alloc_pd(), dev.create_cq(4));
+    let (pd, cq) = (dev.alloc_pd().unwrap(), dev.create_cq(4));
     let accepting = tokio::spawn(async move {
         let inc = plain.accept().await.unwrap();
         let _qp = inc.accept(&pd, QpConfig::new(&cq), b"hello").await.unwrap();
@@ -151,7 +151,7 @@ async fn peers_that_are_not_byte_streams_are_refused() {
     let listener = RdmaListener::bind_on(&dev, loopback()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { listener.accept().await.unwrap() });
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(4);
     let e = dev
         .connect(&pd, addr, QpConfig::new(&cq), b"GET / HTTP/1.1")

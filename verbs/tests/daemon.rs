@@ -44,11 +44,11 @@ fn any_port() -> SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
     let path = daemon("pair").await;
-    let server = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let server = Device::open(DeviceConfig::default().daemon(&path))?;
+    let client = Device::open(DeviceConfig::default().daemon(&path))?;
     assert_eq!(server.daemon_path(), Some(path.as_path()));
 
-    let spd = server.alloc_pd();
+    let spd = server.alloc_pd()?;
     let shared = spd.alloc_mr(
         1 << 20,
         Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC | Access::LOCAL_WRITE,
@@ -69,7 +69,7 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
         Ok::<_, Error>(inc.accept(&spd, cfg, &advert).await?)
     });
 
-    let cpd = client.alloc_pd();
+    let cpd = client.alloc_pd()?;
     let ccq = client.create_cq(64);
     let conn = client
         .connect(&cpd, addr, QpConfig::new(&ccq), b"hello")
@@ -156,10 +156,11 @@ async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Res
     let path = daemon("mixed").await;
     // The embedded side does not ask for CRC; the daemon does (its default), so CRC is on
     // both ways and both sides say so.
-    let embedded = Device::open(DeviceConfig::default().embedded().crc(false));
-    let attached = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let embedded =
+        Device::open(DeviceConfig::default().embedded().crc(false)).expect("open the device");
+    let attached = Device::open(DeviceConfig::default().daemon(&path))?;
 
-    let epd = embedded.alloc_pd();
+    let epd = embedded.alloc_pd()?;
     let region = epd.alloc_mr(64 << 10, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
     let ecq = embedded.create_cq(16);
     let listener = embedded.listen(any_port()).await?;
@@ -169,7 +170,7 @@ async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Res
         let inc = listener.accept().await?;
         Ok::<_, Error>(inc.accept(&epd, QpConfig::new(&ecq), &advert).await?)
     });
-    let apd = attached.alloc_pd();
+    let apd = attached.alloc_pd()?;
     let acq = attached.create_cq(16);
     let conn = attached
         .connect(&apd, addr, QpConfig::new(&acq), b"")
@@ -197,14 +198,14 @@ async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_name_the_socket_and_what_is_missing() -> Result<(), Error> {
     let missing = std::env::temp_dir().join("iwarpd-test-no-such.sock");
-    let e = Device::try_open(DeviceConfig::default().daemon(&missing)).unwrap_err();
+    let e = Device::open(DeviceConfig::default().daemon(&missing)).unwrap_err();
     let text = e.to_string();
     assert!(text.contains(&missing.display().to_string()), "{text}");
     assert!(text.contains("Is it running?"), "{text}");
 
     let path = daemon("errors").await;
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = dev.alloc_pd();
+    let dev = Device::open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd()?;
     // Memory the application hands over is copied once into shared memory.
     let mr = pd.register(vec![3u8; 1000], Access::LOCAL_WRITE)?;
     assert!(mr.is_shared_memory());
@@ -375,8 +376,8 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
     assert_eq!(ends, [end::CLOSED, end::CLOSED]);
 
     // Another client of the same daemon is unaffected.
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = dev.alloc_pd();
+    let dev = Device::open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(16);
     let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
@@ -396,8 +397,8 @@ async fn attach(
     addr: SocketAddr,
     depth: usize,
 ) -> Result<(verbs::Pd, verbs::Cq, verbs::Qp, RemoteBuf), Error> {
-    let dev = Device::try_open(DeviceConfig::default().daemon(path))?;
-    let pd = dev.alloc_pd();
+    let dev = Device::open(DeviceConfig::default().daemon(path))?;
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(depth);
     let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
@@ -409,8 +410,9 @@ async fn attach(
 /// Returns its address, its CQ, the region and the receive buffers (256 octets each, by
 /// `wr_id % 256`); the region lives as long as the caller keeps it.
 async fn echo_peer() -> Result<(SocketAddr, verbs::Cq, verbs::Mr, verbs::Mr), Error> {
-    let peer = Device::open(DeviceConfig::default().embedded().queue_depths(1024, 1024));
-    let pd = peer.alloc_pd();
+    let peer = Device::open(DeviceConfig::default().embedded().queue_depths(1024, 1024))
+        .expect("open the device");
+    let pd = peer.alloc_pd()?;
     let region = pd.alloc_mr(
         1 << 20,
         Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE,
@@ -457,8 +459,8 @@ async fn embedded_small_requests_are_pushed_and_every_request_runs_once() -> Res
 /// A device through the daemon at `path`, or embedded.
 fn device(path: Option<&std::path::Path>, cfg: DeviceConfig) -> Result<Device, Error> {
     Ok(match path {
-        Some(path) => Device::try_open(cfg.daemon(path))?,
-        None => Device::open(cfg.embedded()),
+        Some(path) => Device::open(cfg.daemon(path))?,
+        None => Device::open(cfg.embedded()).expect("open the device"),
     })
 }
 
@@ -466,7 +468,7 @@ async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(),
     let (addr, _pcq, _region, _inbox) = echo_peer().await?;
     for push in [true, false] {
         let dev = device(path, DeviceConfig::default().push(push))?;
-        let pd = dev.alloc_pd();
+        let pd = dev.alloc_pd()?;
         let cq = dev.create_cq(64);
         let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
         let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
@@ -531,7 +533,7 @@ async fn an_embedded_push_behind_a_large_write_is_discarded_and_runs_in_order() 
 async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(), Error> {
     let (addr, pcq, _region, inbox) = echo_peer().await?;
     let dev = device(path, DeviceConfig::default())?;
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(1024);
     let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
@@ -633,7 +635,7 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
             },
         )
         .await;
-        let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+        let dev = Device::open(DeviceConfig::default().daemon(&path))?;
         every_push_discarded(&dev, addr, name, reason).await?;
     }
 
@@ -686,7 +688,7 @@ async fn every_push_discarded(
     name: &str,
     reason: usize,
 ) -> Result<(), Error> {
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(64);
     let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
     let mut flagged = 0;
@@ -773,10 +775,10 @@ fn control_threads() -> std::collections::HashSet<String> {
 async fn dropping_the_device_ends_its_session() -> Result<(), Error> {
     let path = daemon("drop").await;
     let before = control_threads();
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
+    let dev = Device::open(DeviceConfig::default().daemon(&path))?;
     let mine: Vec<_> = control_threads().difference(&before).cloned().collect();
     assert!(!mine.is_empty(), "a control thread per device");
-    let mr = dev.alloc_pd().alloc_mr(4096, Access::LOCAL_WRITE)?;
+    let mr = dev.alloc_pd()?.alloc_mr(4096, Access::LOCAL_WRITE)?;
     drop((mr, dev));
     // The socket is shut down, so the control thread ends (and the daemon sees the
     // session end) without waiting for the process to exit. (Threads of other tests'
@@ -845,8 +847,8 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
         .ok_or("a second listener")?;
     assert!(e.to_string().contains("1 listeners, iwarpd's limit"), "{e}");
     let laddr = listener.local_addr();
-    let peer = Device::open(DeviceConfig::default().embedded());
-    let ppd = peer.alloc_pd();
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let ppd = peer.alloc_pd()?;
     let pcq = peer.create_cq(16);
     let ask = |pd: verbs::Pd, cq: verbs::Cq, peer: Device| {
         tokio::spawn(async move { peer.connect(&pd, laddr, QpConfig::new(&cq), b"may I").await })
@@ -921,9 +923,9 @@ async fn a_client_gets_its_limits_and_connection_management_through_the_daemon()
 async fn a_daemon_that_goes_away_flushes_what_was_outstanding() -> Result<(), Error> {
     let path = std::env::temp_dir().join(format!("iwarpd-test-{}-gone.sock", std::process::id()));
     let service = LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
-    let server = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let (spd, cpd) = (server.alloc_pd(), client.alloc_pd());
+    let server = Device::open(DeviceConfig::default().daemon(&path))?;
+    let client = Device::open(DeviceConfig::default().daemon(&path))?;
+    let (spd, cpd) = (server.alloc_pd()?, client.alloc_pd()?);
     let (scq, ccq) = (server.create_cq(16), client.create_cq(16));
     let listener = server.listen(any_port()).await?;
     let addr = listener.local_addr();
@@ -997,8 +999,8 @@ async fn a_shared_receive_queue_feeds_daemon_queue_pairs() -> Result<(), Error> 
     use verbs::PostError;
 
     let path = daemon("srq").await;
-    let server = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let (pd, cq) = (server.alloc_pd(), server.create_cq(64));
+    let server = Device::open(DeviceConfig::default().daemon(&path))?;
+    let (pd, cq) = (server.alloc_pd()?, server.create_cq(64));
     let srq = server.create_srq(3)?;
     let inbox = pd.alloc_mr(4 * 64, Access::LOCAL_WRITE)?;
     let slot = |i: u64| RecvWr {
@@ -1029,8 +1031,8 @@ async fn a_shared_receive_queue_feeds_daemon_queue_pairs() -> Result<(), Error> 
             Ok::<_, Error>(qps)
         })
     };
-    let peer = Device::open(DeviceConfig::default().embedded());
-    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(64));
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let (ppd, pcq) = (peer.alloc_pd()?, peer.create_cq(64));
     let mut clients = Vec::new();
     for _ in 0..2 {
         clients.push(peer.connect(&ppd, addr, QpConfig::new(&pcq), b"").await?.qp);
@@ -1108,8 +1110,9 @@ async fn the_engine_reads_a_receive_the_daemon_was_not_told_of() -> Result<(), E
         DeviceConfig::default()
             .embedded()
             .p2p(true, verbs::RtrFlags::WRITE),
-    );
-    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(16));
+    )
+    .expect("open the device");
+    let (ppd, pcq) = (peer.alloc_pd()?, peer.create_cq(16));
     let listener = peer.listen(any_port()).await?;
     let addr = listener.local_addr();
     let accepting = tokio::spawn(async move {
@@ -1154,6 +1157,7 @@ async fn the_engine_reads_a_receive_the_daemon_was_not_told_of() -> Result<(), E
 #[tokio::test]
 async fn query_answers_the_limits_of_the_device() {
     let embedded = Device::open(DeviceConfig::default().embedded())
+        .expect("open the device")
         .query()
         .unwrap();
     assert_eq!(embedded.backend, "embedded");
@@ -1161,7 +1165,7 @@ async fn query_answers_the_limits_of_the_device() {
     assert_eq!(embedded.max_mr, Some((1 << 24) - 1), "the STag index space");
     assert_eq!(embedded.max_qp_rd_atom, 16);
     let path = daemon("query").await;
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path)).unwrap();
+    let dev = Device::open(DeviceConfig::default().daemon(&path)).unwrap();
     let a = dev.query().unwrap();
     assert!(a.backend.starts_with("iwarpd at "), "{}", a.backend);
     let limits = LocalConfig::default();
@@ -1186,8 +1190,8 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
     let cfg = || (EngineConfig::default(), LocalConfig::default());
     let (e, l) = cfg();
     let before = LocalService::start(&path("move-a"), e, l, 1)?;
-    let app = Device::try_open(DeviceConfig::default().daemon(path("move-a")))?;
-    let (pd, cq) = (app.alloc_pd(), app.create_cq(64));
+    let app = Device::open(DeviceConfig::default().daemon(path("move-a")))?;
+    let (pd, cq) = (app.alloc_pd()?, app.create_cq(64));
     let srq = app.create_srq(8)?;
     let inbox = pd.alloc_mr(8 * 64, Access::LOCAL_WRITE)?;
     let fill = || {
@@ -1222,8 +1226,8 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
             Ok::<_, Error>(qps)
         })
     };
-    let peer = Device::open(DeviceConfig::default().embedded());
-    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(64));
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let (ppd, pcq) = (peer.alloc_pd()?, peer.create_cq(64));
     let conn = peer.connect(&ppd, addr, QpConfig::new(&pcq), b"").await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no window advertised")?;
     let pqp = conn.qp;
@@ -1311,10 +1315,10 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
 async fn a_session_not_taken_resumes_and_one_between_states_stays() -> Result<(), Error> {
     let path = std::env::temp_dir().join(format!("iwarpd-test-{}-stay.sock", std::process::id()));
     let service = LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
-    let app = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let (pd, cq) = (app.alloc_pd(), app.create_cq(64));
-    let peer = Device::open(DeviceConfig::default().embedded());
-    let (ppd, pcq) = (peer.alloc_pd(), peer.create_cq(64));
+    let app = Device::open(DeviceConfig::default().daemon(&path))?;
+    let (pd, cq) = (app.alloc_pd()?, app.create_cq(64));
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let (ppd, pcq) = (peer.alloc_pd()?, peer.create_cq(64));
     let pinbox = ppd.alloc_mr(64, Access::LOCAL_WRITE)?;
     let listener = peer.listen(any_port()).await?;
     let addr = listener.local_addr();
@@ -1339,7 +1343,7 @@ async fn a_session_not_taken_resumes_and_one_between_states_stays() -> Result<()
     assert!(wc.wc.is_ok(), "{wc:?}");
     assert_eq!(pinbox.read(..12)?, b"after resume");
     // Its listener, stopped for the move, accepts again.
-    let (own_addr, ppd) = (own.local_addr(), peer.alloc_pd());
+    let (own_addr, ppd) = (own.local_addr(), peer.alloc_pd()?);
     let accepted = tokio::spawn({
         let (pd, cq) = (pd.clone(), cq.clone());
         async move {
@@ -1376,7 +1380,7 @@ async fn applications_beyond_the_limit_are_told_and_silent_ones_dropped() -> Res
         ..LocalConfig::default()
     };
     let path = daemon_with("max-clients", cfg).await;
-    let open = || Device::try_open(DeviceConfig::default().daemon(&path));
+    let open = || Device::open(DeviceConfig::default().daemon(&path));
     let (a, _b) = (open()?, open()?);
     let e = open().unwrap_err().to_string();
     assert!(
@@ -1412,8 +1416,8 @@ async fn applications_beyond_the_limit_are_told_and_silent_ones_dropped() -> Res
 async fn a_rejection_that_drops_crc_names_it_through_the_daemon() -> Result<(), Error> {
     let path = daemon("reject-crc").await;
     let (addr, peer) = common::crc_dropping_rejecter().await;
-    let client = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = client.alloc_pd();
+    let client = Device::open(DeviceConfig::default().daemon(&path))?;
+    let pd = client.alloc_pd()?;
     let cq = client.create_cq(4);
     let err = client
         .connect(&pd, addr, QpConfig::new(&cq), b"")
@@ -1444,8 +1448,8 @@ async fn the_daemon_maps_a_region_before_its_first_transfer() -> Result<(), Erro
             * 4096
     };
     let path = daemon("prefault").await;
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let pd = dev.alloc_pd();
+    let dev = Device::open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd()?;
     let before = resident();
     let mr = pd.alloc_mr(LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
     // The application's own mapping is resident at once; the daemon's follows.
@@ -1525,7 +1529,7 @@ async fn queue_depths_are_the_applications_through_the_daemon() -> Result<(), Er
     let (addr, _peer_cq, _region, _inbox) = echo_peer().await?;
     for daemon in [Some(path.as_path()), None] {
         let dev = device(daemon, DeviceConfig::default().queue_depths(100, 600))?;
-        let pd = dev.alloc_pd();
+        let pd = dev.alloc_pd()?;
         let cq = dev.create_cq(1024);
         let buf = pd.alloc_mr(4096, Access::LOCAL_WRITE)?;
         let recv = |i: u64| RecvWr {
@@ -1564,7 +1568,7 @@ async fn queue_depths_are_the_applications_through_the_daemon() -> Result<(), Er
         drop(qp);
     }
     let dev = device(Some(&path), DeviceConfig::default().queue_depths(1001, 8))?;
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(16);
     let err = dev
         .connect(&pd, addr, QpConfig::new(&cq), b"")
@@ -1691,8 +1695,8 @@ async fn arming_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> Result<(), Error> {
     let path = daemon("accepted-close").await;
-    let attached = Device::try_open(DeviceConfig::default().daemon(&path))?;
-    let apd = attached.alloc_pd();
+    let attached = Device::open(DeviceConfig::default().daemon(&path))?;
+    let apd = attached.alloc_pd()?;
     let target = apd.alloc_mr(1 << 20, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
     let inbox = apd.alloc_mr(64, Access::LOCAL_WRITE)?;
     let acq = attached.create_cq(16);
@@ -1707,8 +1711,8 @@ async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> 
         });
         Ok::<_, Error>((inc.accept(&apd, cfg, &advert).await?, acq))
     });
-    let embedded = Device::open(DeviceConfig::default().embedded());
-    let epd = embedded.alloc_pd();
+    let embedded = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let epd = embedded.alloc_pd()?;
     let ecq = embedded.create_cq(1024);
     let conn = embedded
         .connect(&epd, addr, QpConfig::new(&ecq), b"")

@@ -28,8 +28,8 @@ async fn a_client_past_the_daemons_file_limits_is_refused_by_name_and_carries_on
     .expect("lower the open-file limit");
     let path = std::env::temp_dir().join(format!("iwarpd-limits-{}.sock", std::process::id()));
     LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 2).unwrap();
-    let dev = Device::try_open(DeviceConfig::default().daemon(&path)).unwrap();
-    let pd = dev.alloc_pd();
+    let dev = Device::open(DeviceConfig::default().daemon(&path)).unwrap();
+    let pd = dev.alloc_pd().unwrap();
     let mut held = Vec::new();
     let refusal = loop {
         match pd.alloc_mr(4096, Access::LOCAL_WRITE) {

@@ -198,7 +198,7 @@ fn window_misuse_fails_before_posting() {
         mw1.bind_op(&one, .., Access::REMOTE_WRITE),
         Err(MemError::WrongKind { .. })
     ));
-    let other_pd = host.device.alloc_pd();
+    let other_pd = host.device.alloc_pd().unwrap();
     let foreign = other_pd.alloc_mr(64, ALL).unwrap();
     assert!(matches!(
         mw1.bind(&foreign, .., Access::REMOTE_WRITE),
@@ -214,8 +214,8 @@ fn window_misuse_fails_before_posting() {
 #[tokio::test]
 async fn a_rejection_that_turns_crc_off_names_crc() {
     let (addr, peer) = common::crc_dropping_rejecter().await;
-    let client = Device::open(DeviceConfig::default().crc(true));
-    let pd = client.alloc_pd();
+    let client = Device::open(DeviceConfig::default().crc(true)).expect("open the device");
+    let pd = client.alloc_pd().unwrap();
     let cq = client.create_cq(4);
     let err = client
         .connect(&pd, addr, QpConfig::new(&cq), b"")
@@ -227,7 +227,7 @@ async fn a_rejection_that_turns_crc_off_names_crc() {
 
 #[tokio::test]
 async fn connect_errors() {
-    let server = Device::open(DeviceConfig::default());
+    let server = Device::open(DeviceConfig::default()).expect("open the device");
     let listener = server
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
@@ -239,8 +239,8 @@ async fn connect_errors() {
         assert_eq!(inc.peer_ird_ord(), (Some(16), Some(16)));
         inc.reject(b"go away").await.unwrap();
     });
-    let client = Device::open(DeviceConfig::default());
-    let pd = client.alloc_pd();
+    let client = Device::open(DeviceConfig::default()).expect("open the device");
+    let pd = client.alloc_pd().unwrap();
     let cq = client.create_cq(4);
     let err = client
         .connect(&pd, addr, QpConfig::new(&cq), b"hi")
@@ -260,7 +260,7 @@ async fn connect_errors() {
     rejecting.await.unwrap();
 
     // A protection domain of another device is refused before anything goes out.
-    let foreign = server.alloc_pd();
+    let foreign = server.alloc_pd().unwrap();
     let err = client
         .connect(&foreign, addr, QpConfig::new(&cq), b"")
         .await

@@ -34,11 +34,11 @@ fn message(n: u64) -> Vec<u8> {
 async fn a_domain_migrates_ten_times_under_a_verified_loop() {
     let peer = Host::new(DeviceConfig::default());
     let (a, b) = (
-        Device::open(DeviceConfig::default()),
-        Device::open(DeviceConfig::default()),
+        Device::open(DeviceConfig::default()).expect("open the device"),
+        Device::open(DeviceConfig::default()).expect("open the device"),
     );
     let server = Host {
-        pd: a.alloc_pd(),
+        pd: a.alloc_pd().unwrap(),
         cq: a.create_cq(256),
         device: a.clone(),
     };

@@ -78,8 +78,8 @@ async fn run(o: Opts) -> Result<(), Error> {
     if let Some(path) = &o.daemon {
         cfg = cfg.daemon(path);
     }
-    let server = Device::try_open(cfg.clone())?;
-    let client = Device::try_open(cfg)?;
+    let server = Device::open(cfg.clone())?;
+    let client = Device::open(cfg)?;
     match server.daemon_path() {
         None => println!("iWARP demo: two embedded engines in one process, over loopback TCP"),
         Some(p) => println!(
@@ -91,7 +91,7 @@ async fn run(o: Opts) -> Result<(), Error> {
     // ── server: listen, register the target, pre-post a receive for the pings ──
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     println!("[1] server listening on {}", listener.local_addr());
-    let spd = server.alloc_pd();
+    let spd = server.alloc_pd()?;
     let target = spd.alloc_mr(o.total, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
     println!(
         "[2] server registered a {} target region: STag {}, remote read/write",
@@ -102,7 +102,7 @@ async fn run(o: Opts) -> Result<(), Error> {
     let server_task = tokio::spawn(serve(listener, spd, target.remote()));
 
     // ── client: connect with private data ──
-    let cpd = client.alloc_pd();
+    let cpd = client.alloc_pd()?;
     let ccq = client.create_cq(o.depth.max(256) * 2);
     let hello = b"hello from the demo client";
     let conn = client

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Some(path) => DeviceConfig::default().daemon(path),
         None => DeviceConfig::default(),
     };
-    let attr = Device::try_open(cfg).and_then(|d| d.query());
+    let attr = Device::open(cfg).and_then(|d| d.query());
     match attr {
         Ok(a) => {
             print!("{}", render(&a, cli.verbose));

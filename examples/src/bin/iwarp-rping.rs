@@ -40,7 +40,7 @@ async fn main() {
 }
 
 async fn serve(opts: &Opts) -> Result<(), rping::Error> {
-    let dev = Device::try_open(opts.device_config())?;
+    let dev = Device::open(opts.device_config())?;
     let listener = dev.listen(opts.socket_addr()).await?;
     println!("iwarp-rping: listening on {}", listener.local_addr());
     let s = rping::serve(&dev, &listener, opts).await?;

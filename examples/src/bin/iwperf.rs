@@ -26,7 +26,7 @@ async fn main() {
 }
 
 async fn serve(opts: &Opts) -> Result<(), perf::Error> {
-    let dev = Device::try_open(opts.device_config())?;
+    let dev = Device::open(opts.device_config())?;
     let listener = dev.listen(opts.socket_addr()).await?;
     let line = format!(
         "iwperf: {} server listening on {}",

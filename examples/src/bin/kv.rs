@@ -43,12 +43,12 @@ async fn main() -> Result<(), Error> {
     if let Some(path) = cli.daemon {
         cfg = cfg.daemon(path);
     }
-    let (server, client) = (Device::try_open(cfg.clone())?, Device::try_open(cfg)?);
+    let (server, client) = (Device::open(cfg.clone())?, Device::open(cfg)?);
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
-    let store = tokio::spawn(serve(listener, server.alloc_pd()));
+    let store = tokio::spawn(serve(listener, server.alloc_pd()?));
 
-    let pd = client.alloc_pd();
+    let pd = client.alloc_pd()?;
     let cq = client.create_cq(16);
     let conn = client.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
     let arena = RemoteBuf::decode(&conn.private_data).ok_or("the server sent no arena")?;

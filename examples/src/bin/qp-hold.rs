@@ -60,8 +60,8 @@ async fn main() -> Result<(), Error> {
     if let Some(d) = &daemon {
         cfg = cfg.daemon(d);
     }
-    let device = Device::try_open(cfg)?;
-    let pd = device.alloc_pd();
+    let device = Device::open(cfg)?;
+    let pd = device.alloc_pd()?;
     let buf = pd.alloc_mr(64 * n.max(1), Access::LOCAL_WRITE)?;
     let held = (0..regions)
         .map(|_| pd.alloc_mr(4096, Access::LOCAL_WRITE))

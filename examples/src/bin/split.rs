@@ -75,7 +75,7 @@ async fn main() -> Result<(), Error> {
             split::print_summary("side B", &b);
         }
         Mode::Serve(at) => {
-            let dev = device();
+            let dev = device()?;
             let listener = dev.listen(at).await.map_err(|e| {
                 format!("cannot listen on {at}: {e}; pick another address with --serve ADDR")
             })?;
@@ -85,7 +85,7 @@ async fn main() -> Result<(), Error> {
             dev.shutdown().await;
         }
         Mode::Connect(addr) => {
-            let dev = device();
+            let dev = device()?;
             let stats = split::connect(&dev, addr, count).await?;
             split::print_summary("this side", &stats);
             dev.shutdown().await;

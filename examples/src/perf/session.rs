@@ -84,8 +84,8 @@ impl Session {
     /// The client: connects to `opts.socket_addr()`, retrying while the server is not
     /// listening yet (perftest's `retry_rdma_connect`).
     pub async fn client(opts: &Opts) -> Result<Self, Error> {
-        let dev = Device::try_open(opts.device_config())?;
-        let pd = dev.alloc_pd();
+        let dev = Device::open(opts.device_config())?;
+        let pd = dev.alloc_pd()?;
         let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Client, opts.timeout)?;
         let first = ("connecting to the server", opts.connect_wait);
         let c = connect(opts, &dev, &pd, cfg, first).await?;
@@ -124,7 +124,7 @@ impl Session {
         let incoming = listener.accept().await?;
         let peer = incoming.peer_addr().to_string();
         tracing::info!(%peer, "side channel request");
-        let pd = dev.alloc_pd();
+        let pd = dev.alloc_pd()?;
         let (mut comm, cfg) = Comm::prepare(&pd, dev.create_cq(16), Side::Server, opts.timeout)?;
         let qp = step(
             opts.timeout,

@@ -19,7 +19,7 @@ fn opts(args: &str) -> Opts {
 /// Runs `args` as server and client over 127.0.0.1; returns (client, server) lines.
 async fn pair(args: &str) -> (Vec<Outcome>, Vec<Outcome>) {
     let sopts = opts(args);
-    let dev = Device::open(sopts.device_config());
+    let dev = Device::open(sopts.device_config()).expect("open the device");
     let listener = dev
         .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
@@ -91,7 +91,7 @@ async fn read_bw_loopback() {
 /// Runs `server` and `client` (different arguments); returns both results.
 async fn mismatched(server: &str, client: &str) -> (String, String) {
     let sopts = opts(server);
-    let dev = Device::open(sopts.device_config());
+    let dev = Device::open(sopts.device_config()).expect("open the device");
     let listener = dev
         .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
@@ -115,7 +115,7 @@ async fn mismatched(server: &str, client: &str) -> (String, String) {
 #[tokio::test]
 async fn a_passive_servers_count_does_not_have_to_match() {
     let sopts = opts("write_bw -s 4096");
-    let dev = Device::open(sopts.device_config());
+    let dev = Device::open(sopts.device_config()).expect("open the device");
     let listener = dev
         .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await

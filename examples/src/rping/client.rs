@@ -26,8 +26,8 @@ pub struct ClientStats {
 /// SIGINT: Ctrl-C ends the run after the ping under way, with its statistics). Prints
 /// `ping data: ...` per ping with `-v`; fails on the first error or (with `-V`) mismatch.
 pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
-    let dev = Device::try_open(opts.device_config())?;
-    let pd = dev.alloc_pd();
+    let dev = Device::open(opts.device_config())?;
+    let pd = dev.alloc_pd()?;
     let size = opts.size;
     let source = pd.register_va(
         vec![0; size],

@@ -47,7 +47,7 @@ async fn serve_one(
     opts: &Opts,
     stats: &mut ServerStats,
 ) -> Result<(), Error> {
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(64);
     let inbox = pd.alloc_mr(RECV_SLOT * SLOTS as usize, Access::LOCAL_WRITE)?;
     let rdma = pd.register_va(vec![0; MAX_SIZE], RDMA_VA, Access::LOCAL_WRITE)?;

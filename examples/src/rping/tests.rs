@@ -107,7 +107,7 @@ fn command_line() {
 }
 
 async fn loopback(client: Opts, server: Opts) -> (client::ClientStats, server::ServerStats) {
-    let dev = Device::open(server.device_config());
+    let dev = Device::open(server.device_config()).expect("open the device");
     let listener = dev
         .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
@@ -143,7 +143,7 @@ async fn crc_and_peer_to_peer_over_loopback() {
 #[tokio::test]
 async fn a_client_that_leaves_before_its_first_ping_is_an_error() {
     let server = Opts::parse(args("-s -a 127.0.0.1 --crc")).unwrap();
-    let dev = Device::open(server.device_config());
+    let dev = Device::open(server.device_config()).expect("open the device");
     let listener = dev
         .listen((IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
         .await
@@ -154,8 +154,9 @@ async fn a_client_that_leaves_before_its_first_ping_is_an_error() {
         Opts::parse(args("-c -a 127.0.0.1"))
             .unwrap()
             .device_config(),
-    );
-    let pd = client.alloc_pd();
+    )
+    .expect("open the device");
+    let pd = client.alloc_pd().unwrap();
     let cq = client.create_cq(4);
     let conn = client
         .connect(&pd, addr, verbs::QpConfig::new(&cq), b"")

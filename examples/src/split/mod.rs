@@ -56,7 +56,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Accepts one connection on `listener` and runs the accepting side, pushing `messages`.
 pub async fn serve(listener: &Listener, device: &Device, messages: u64) -> Result<Stats, Error> {
-    let pd = device.alloc_pd();
+    let pd = device.alloc_pd()?;
     let side = Side::new(&pd, messages, SERVER_SEED, CLIENT_SEED)?;
     let incoming = listener.accept().await?;
     let qp = incoming.accept(&pd, side.qp_config(), b"").await?;
@@ -65,7 +65,7 @@ pub async fn serve(listener: &Listener, device: &Device, messages: u64) -> Resul
 
 /// Connects to `addr` and runs the connecting side, pushing `messages`.
 pub async fn connect(device: &Device, addr: SocketAddr, messages: u64) -> Result<Stats, Error> {
-    let pd = device.alloc_pd();
+    let pd = device.alloc_pd()?;
     let side = Side::new(&pd, messages, CLIENT_SEED, SERVER_SEED)?;
     let connecting = device.connect(&pd, addr, side.qp_config(), b"");
     let conn = step(
@@ -81,8 +81,8 @@ pub async fn connect(device: &Device, addr: SocketAddr, messages: u64) -> Result
 /// Returns the accepting side's and the connecting side's counters.
 pub async fn loopback(messages: u64) -> Result<(Stats, Stats), Error> {
     let (a, b) = (
-        Device::open(DeviceConfig::default()),
-        Device::open(DeviceConfig::default()),
+        Device::open(DeviceConfig::default()).expect("open the device"),
+        Device::open(DeviceConfig::default()).expect("open the device"),
     );
     let listener = a.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();

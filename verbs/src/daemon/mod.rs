@@ -41,12 +41,17 @@ pub enum DaemonError {
     /// The peer rejected the daemon's connect, with this private data and what its
     /// answer refused.
     Rejected(Bytes, rdmap::Refused),
+    /// `IWARP_DEVICE` names no device this library knows: the message lists the forms it
+    /// takes.
+    NoSuchDevice(String),
 }
 
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable(m) | Self::Refused(m) | Self::Tcp(_, m) => f.write_str(m),
+            Self::Unreachable(m) | Self::Refused(m) | Self::Tcp(_, m) | Self::NoSuchDevice(m) => {
+                f.write_str(m)
+            }
             Self::Rejected(p, refused) => write!(
                 f,
                 "the peer rejected the connection ({} octets of private data){refused}",
@@ -63,6 +68,7 @@ impl From<DaemonError> for io::Error {
         match e {
             DaemonError::Unreachable(m) => Self::new(io::ErrorKind::NotConnected, m),
             DaemonError::Refused(m) => Self::other(m),
+            DaemonError::NoSuchDevice(m) => Self::new(io::ErrorKind::InvalidInput, m),
             DaemonError::Tcp(kind, m) => Self::new(kind, m),
             e @ DaemonError::Rejected(..) => {
                 Self::new(io::ErrorKind::ConnectionRefused, e.to_string())
@@ -152,15 +158,8 @@ impl Client {
         push: bool,
         depths: QueueDepths,
     ) -> Result<Arc<Self>, DaemonError> {
-        let sock = UnixStream::connect(path).map_err(|e| {
-            DaemonError::Unreachable(format!(
-                "cannot reach iwarpd at {}: {e}. Is it running? Start it with \
-                 `iwarpd --listen 0.0.0.0:4791 --control {}`, or unset IWARP_DEVICE to run \
-                 the engine inside this process",
-                path.display(),
-                path.display()
-            ))
-        })?;
+        let sock = UnixStream::connect(path)
+            .map_err(|e| DaemonError::Unreachable(unreachable(path, &e)))?;
         let reader = sock
             .try_clone()
             .map_err(|e| DaemonError::Unreachable(format!("{}: {e}", path.display())))?;
@@ -473,13 +472,111 @@ fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
     }
 }
 
-/// The control socket named by `IWARP_DEVICE` (`unix:PATH`, or `unix` for iwarpd's
-/// default path), if it names one.
-pub(crate) fn from_env() -> Option<PathBuf> {
-    let v = std::env::var("IWARP_DEVICE").ok()?;
-    let v = v.trim();
-    if v == "unix" || v == "daemon" {
-        return Some(ipc::default_control_path());
+/// The control socket named by `IWARP_DEVICE`: `unix:PATH`, or `unix` (or `daemon`) for
+/// iwarpd's default path; `None` (the embedded engine) when it is unset, empty or
+/// `embedded`. Anything else is refused by name: a typo must not quietly run the engine
+/// in this process instead of the daemon the user meant.
+pub(crate) fn from_env() -> Result<Option<PathBuf>, DaemonError> {
+    let Some(v) = std::env::var_os("IWARP_DEVICE") else {
+        return Ok(None);
+    };
+    parse_device(&v.to_string_lossy())
+}
+
+fn parse_device(v: &str) -> Result<Option<PathBuf>, DaemonError> {
+    match v.trim() {
+        "" | "embedded" => Ok(None),
+        "unix" | "daemon" => Ok(Some(ipc::default_control_path())),
+        other => match other.strip_prefix("unix:") {
+            Some(path) if !path.is_empty() => Ok(Some(PathBuf::from(path))),
+            _ => Err(DaemonError::NoSuchDevice(format!(
+                "IWARP_DEVICE={other:?} names no device. It takes `unix:PATH` (the control \
+                 socket of an iwarpd, for example unix:{}), `unix` (iwarpd's default \
+                 socket), or `embedded` (the engine inside this process, as when it is \
+                 unset)",
+                ipc::default_control_path().display()
+            ))),
+        },
     }
-    v.strip_prefix("unix:").map(PathBuf::from)
+}
+
+/// What to tell a user whose connect to the control socket at `path` failed with `e`.
+fn unreachable(path: &Path, e: &io::Error) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = path.display();
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            let who = std::fs::metadata(path).map_or_else(
+                |_| "its directory may not be searched by this user".to_owned(),
+                |m| {
+                    format!(
+                        "it has mode {:o}, owner uid {} and group gid {}",
+                        m.mode() & 0o7777,
+                        m.uid(),
+                        m.gid()
+                    )
+                },
+            );
+            format!(
+                "iwarpd at {shown} may not be used by this user (uid {}): {who}. Run this \
+                 program as iwarpd's user, or let others in: `chmod 666 {shown}` (or give \
+                 the socket a group this user is in)",
+                rustix::process::getuid().as_raw()
+            )
+        }
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => format!(
+            "cannot reach iwarpd at {shown}: {e}. Is it running? Start it with `iwarpd \
+             --listen 0.0.0.0:4791 --control {shown}`, or unset IWARP_DEVICE to run the \
+             engine inside this process"
+        ),
+        _ => format!("cannot reach iwarpd at {shown}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every accepted form of `IWARP_DEVICE`, and a typo refused with them listed.
+    #[test]
+    fn iwarp_device_takes_its_forms_and_refuses_the_rest() {
+        assert_eq!(parse_device("").unwrap(), None);
+        assert_eq!(parse_device("embedded").unwrap(), None);
+        assert_eq!(
+            parse_device("unix").unwrap(),
+            Some(ipc::default_control_path())
+        );
+        assert_eq!(
+            parse_device(" unix:/tmp/x.sock ").unwrap(),
+            Some(PathBuf::from("/tmp/x.sock"))
+        );
+        for typo in ["uinx:/tmp/x.sock", "/tmp/x.sock", "unix:", "tcp:1.2.3.4"] {
+            let e = parse_device(typo).unwrap_err().to_string();
+            assert!(
+                e.contains(typo) && e.contains("unix:PATH") && e.contains("embedded"),
+                "{e}"
+            );
+        }
+    }
+
+    /// A socket this user may not open is named with its mode and owner, and the fix
+    /// is to open it up, not to start iwarpd.
+    #[test]
+    fn a_socket_this_user_may_not_use_names_its_mode_and_the_fix() {
+        let dir = std::env::temp_dir().join(format!("iwarp-perm-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("ctl.sock");
+        let _ = std::fs::remove_file(&path);
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let e = io::Error::from(io::ErrorKind::PermissionDenied);
+        let m = unreachable(&path, &e);
+        assert!(m.contains("mode") && m.contains("chmod 666"), "{m}");
+        assert!(!m.contains("Is it running"), "{m}");
+        let m = unreachable(
+            &dir.join("none.sock"),
+            &io::Error::from(io::ErrorKind::NotFound),
+        );
+        assert!(m.contains("Is it running"), "{m}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

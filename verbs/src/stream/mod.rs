@@ -52,9 +52,14 @@ const SLOT: usize = 32;
 
 /// The device streams use unless told otherwise: opened once per process with
 /// [`DeviceConfig::default`] (so `IWARP_DEVICE=unix:PATH` runs them through an iwarpd).
-fn default_device() -> &'static Device {
+/// Opening it again after a failure tries again (iwarpd may have started meanwhile).
+fn default_device() -> io::Result<&'static Device> {
     static DEVICE: OnceLock<Device> = OnceLock::new();
-    DEVICE.get_or_init(|| Device::open(DeviceConfig::default()))
+    if let Some(d) = DEVICE.get() {
+        return Ok(d);
+    }
+    let d = Device::open(DeviceConfig::default())?;
+    Ok(DEVICE.get_or_init(|| d))
 }
 
 /// A connected byte stream over RDMA. Reads and writes as a `TcpStream` does; dropping it
@@ -105,7 +110,7 @@ struct Side {
 
 impl Side {
     fn new(device: &Device) -> io::Result<Self> {
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd().map_err(io::Error::other)?;
         let cq = device.create_cq(4 * RECVS as usize + 2 * SQ_BUDGET as usize);
         let ring = pd
             .alloc_mr(
@@ -174,7 +179,7 @@ fn connect_error(e: ConnectError) -> io::Error {
 impl RdmaStream {
     /// Connects to an [`RdmaListener`] at `addr`, on the process's default device.
     pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<Self> {
-        Self::connect_on(default_device(), addr).await
+        Self::connect_on(default_device()?, addr).await
     }
 
     /// Connects to an [`RdmaListener`] at `addr` through `device`.
@@ -254,7 +259,7 @@ impl Drop for RdmaStream {
 impl RdmaListener {
     /// Listens at `addr` on the process's default device.
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<Self> {
-        Self::bind_on(default_device(), addr).await
+        Self::bind_on(default_device()?, addr).await
     }
 
     /// Listens at `addr` through `device`.

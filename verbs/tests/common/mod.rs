@@ -24,7 +24,7 @@ pub struct Host {
 
 impl Host {
     pub fn new(cfg: DeviceConfig) -> Self {
-        Self::on(Device::open(cfg))
+        Self::on(Device::open(cfg).expect("open the device"))
     }
 
     /// A host whose device is attached to an iwarpd local service started in this
@@ -36,11 +36,11 @@ impl Host {
         let cfg = offload_engine::local::LocalConfig::default();
         // Runs until the test process ends.
         offload_engine::local::LocalService::start(&path, engine, cfg, 1).expect("iwarpd");
-        Self::on(Device::try_open(DeviceConfig::default().daemon(&path)).expect("attach"))
+        Self::on(Device::open(DeviceConfig::default().daemon(&path)).expect("attach"))
     }
 
     fn on(device: Device) -> Self {
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd().expect("a protection domain");
         let cq = device.create_cq(1024);
         Self { device, pd, cq }
     }

@@ -306,7 +306,7 @@ async fn migration(o: &Opts) -> Result<(), Error> {
     if client.daemon_path().is_some() {
         return Ok(());
     }
-    let other = Device::open(DeviceConfig::default());
+    let other = Device::open(DeviceConfig::default())?;
     let pd = qp.pd().clone();
     let mut runs = Vec::new();
     for _ in 0..o.rounds {
@@ -473,10 +473,10 @@ async fn connected(
         .crc(crc)
         .queue_depths(256, 256)
         .extensions(ext);
-    let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
+    let (server, client) = (Device::open(cfg.clone())?, Device::open(cfg)?);
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
-    let spd = server.alloc_pd();
+    let spd = server.alloc_pd()?;
     let target = spd.alloc_mr(len, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
     let token = target.remote().encode();
     let scq = server.create_cq(64);
@@ -488,7 +488,7 @@ async fn connected(
             qp.closed().await;
         }
     });
-    let cpd = client.alloc_pd();
+    let cpd = client.alloc_pd()?;
     let cq = client.create_cq(1024);
     let conn = client.connect(&cpd, addr, QpConfig::new(&cq), b"").await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf from the server")?;
@@ -556,10 +556,10 @@ async fn rdma_bw(
 /// of them, and the kernel's TCP buffers).
 async fn qp_scale(n: usize) -> Result<(), Error> {
     let cfg = DeviceConfig::default();
-    let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
+    let (server, client) = (Device::open(cfg.clone())?, Device::open(cfg)?);
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
-    let (spd, scq) = (server.alloc_pd(), server.create_cq(64));
+    let (spd, scq) = (server.alloc_pd()?, server.create_cq(64));
     let acceptor = tokio::spawn(async move {
         // Each MPA exchange in its own task, as a server would run them.
         let mut accepting = JoinSet::new();
@@ -574,7 +574,7 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
         }
         Ok::<_, Error>(qps)
     });
-    let (cpd, ccq) = (client.alloc_pd(), client.create_cq(64));
+    let (cpd, ccq) = (client.alloc_pd()?, client.create_cq(64));
     let (before, kernel_before) = (rss_kib(), tcp_kernel_kib());
     let started = Instant::now();
     let mut qps = Vec::with_capacity(n);

@@ -178,10 +178,10 @@ impl End {
     /// receives are posted at accept, before the client can send.
     async fn connect(k: usize) -> Result<(Self, Self), Error> {
         let cfg = DeviceConfig::default();
-        let (server, client) = (Device::open(cfg.clone()), Device::open(cfg));
+        let (server, client) = (Device::open(cfg.clone())?, Device::open(cfg)?);
         let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr();
-        let (spd, scq) = (server.alloc_pd(), server.create_cq(64));
+        let (spd, scq) = (server.alloc_pd()?, server.create_cq(64));
         let sinbox = spd.alloc_mr(8, Access::LOCAL_WRITE)?;
         let accept = {
             let (scq, first) = (scq.clone(), recv_wr(&sinbox));
@@ -192,7 +192,7 @@ impl End {
                 Ok::<_, Error>(qp)
             })
         };
-        let (cpd, ccq) = (client.alloc_pd(), client.create_cq(64));
+        let (cpd, ccq) = (client.alloc_pd()?, client.create_cq(64));
         let cqp = client
             .connect(&cpd, addr, QpConfig::new(&ccq), b"")
             .await?
