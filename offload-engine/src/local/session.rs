@@ -431,9 +431,12 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             Ok(l) => {
                 let local = l.local_addr();
                 let id = s.objs().id();
+                // The reply goes out before the listener's first connection request can
+                // (the library routes a listener's requests as it reads the reply).
+                reply(s, h, Reply::Listening { id, addr: local }, Vec::new()).await;
                 let l = ClientListener::start(s, id, Arc::new(l));
                 s.objs().listeners.insert(id, l);
-                Reply::Listening { id, addr: local }
+                return;
             }
             Err(e) => err(error::REFUSED, format!("listen on {addr}: {e}")),
         },

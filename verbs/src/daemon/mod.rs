@@ -91,6 +91,10 @@ type Answer = Result<(Reply, Vec<OwnedFd>), DaemonError>;
 struct Dispatch {
     waiting: HashMap<u64, oneshot::Sender<Answer>>,
     listeners: HashMap<u32, mpsc::UnboundedSender<IncomingEvent>>,
+    /// Connection requests of listeners whose Listen reply arrived and whose
+    /// [`Listener`](crate::Listener) does not take them yet: routed by the reader as it
+    /// reads the reply, so that a request right behind it is never lost.
+    routed: HashMap<u32, mpsc::UnboundedReceiver<IncomingEvent>>,
     qps: HashMap<u32, watch::Sender<Option<QpEnd>>>,
     gone: Option<String>,
     /// The device was dropped: the reader ends quietly.
@@ -126,7 +130,9 @@ pub(crate) struct Client {
     /// STags being reserved for queued registrations, oldest first: one is kept under
     /// way so that the next registration finds it answered.
     reserving: Mutex<std::collections::VecDeque<oneshot::Receiver<Answer>>>,
-    send: Mutex<()>,
+    /// Held while a message is written (the reader thread writes too: a reject of a
+    /// request for a listener already closed).
+    send: Arc<Mutex<()>>,
     next_txn: AtomicU64,
     dispatch: Arc<Mutex<Dispatch>>,
 }
@@ -171,11 +177,18 @@ impl Client {
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
             sock,
             reserving: Mutex::default(),
-            send: Mutex::new(()),
+            send: Arc::new(Mutex::new(())),
             next_txn: AtomicU64::new(1),
             dispatch: Arc::new(Mutex::new(Dispatch::default())),
         });
         let dispatch = client.dispatch.clone();
+        let writer = (
+            client
+                .sock
+                .try_clone()
+                .map_err(|e| DaemonError::Unreachable(format!("{}: {e}", path.display())))?,
+            client.send.clone(),
+        );
         let shown = path.display().to_string();
         static CLIENTS: AtomicU64 = AtomicU64::new(0);
         std::thread::Builder::new()
@@ -183,7 +196,7 @@ impl Client {
                 "iwarp-ctl-{}",
                 CLIENTS.fetch_add(1, Ordering::Relaxed) % 100_000
             ))
-            .spawn(move || read_loop(reader, dispatch, shown))
+            .spawn(move || read_loop(reader, writer, dispatch, shown))
             .map_err(|e| DaemonError::Unreachable(format!("no control thread: {e}")))?;
         client.call(&Request::Open {
             pid: std::process::id(),
@@ -362,16 +375,24 @@ impl Client {
         lock(&self.dispatch).gone.is_some()
     }
 
-    /// Routes the daemon's connection requests on listener `id` to the returned queue.
+    /// The daemon's connection requests on listener `id` (routed since its Listen reply
+    /// was read, so none is lost in between).
     pub(crate) fn listener_events(&self, id: u32) -> mpsc::UnboundedReceiver<IncomingEvent> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.dispatch).listeners.insert(id, tx);
-        rx
+        let mut d = lock(&self.dispatch);
+        d.routed.remove(&id).unwrap_or_else(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            d.listeners.insert(id, tx);
+            rx
+        })
     }
 
     /// Forgets listener `id`.
     pub(crate) fn drop_listener(&self, id: u32) {
-        lock(&self.dispatch).listeners.remove(&id);
+        {
+            let mut d = lock(&self.dispatch);
+            d.listeners.remove(&id);
+            d.routed.remove(&id);
+        }
         self.tell(&Request::CloseListener { id });
     }
 
@@ -393,7 +414,12 @@ impl Client {
     }
 }
 
-fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
+fn read_loop(
+    sock: UnixStream,
+    (writer, send): (UnixStream, Arc<Mutex<()>>),
+    dispatch: Arc<Mutex<Dispatch>>,
+    path: String,
+) {
     let mut inbox = Inbox::new();
     let why = 'read: loop {
         if let Err(e) = inbox.recv(&sock) {
@@ -415,7 +441,15 @@ fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
             let h = msg.header;
             if h.func & func::REPLY != 0 {
                 let reply = Reply::decode(h.func & !func::REPLY, &msg.body);
-                let tx = lock(&dispatch).waiting.remove(&h.txn);
+                let mut d = lock(&dispatch);
+                if let Ok(Reply::Listening { id, .. }) = &reply {
+                    // Routed before anything behind the reply is read.
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    d.listeners.insert(*id, tx);
+                    d.routed.insert(*id, rx);
+                }
+                let tx = d.waiting.remove(&h.txn);
+                drop(d);
                 if let Some(tx) = tx {
                     let _ = tx.send(match reply {
                         Ok(r) => Ok((r, msg.fds)),
@@ -431,8 +465,19 @@ fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
                     peer,
                     private,
                 }) => {
-                    if let Some(tx) = lock(&dispatch).listeners.get(&listener) {
-                        let _ = tx.send(IncomingEvent { id, peer, private });
+                    let routed = lock(&dispatch)
+                        .listeners
+                        .get(&listener)
+                        .map(|tx| tx.send(IncomingEvent { id, peer, private }).is_ok());
+                    if routed != Some(true) {
+                        // Its listener was closed here: the peer hears so now, not at its
+                        // MPA timeout.
+                        let reject = Request::Reject {
+                            incoming: id,
+                            private: Bytes::new(),
+                        };
+                        let _g = send.lock().unwrap_or_else(PoisonError::into_inner);
+                        let _ = send_all(writer.as_fd(), &reject.encode(0), &[]);
                     }
                 }
                 Ok(Event::QpEnded { qp, how, term }) => {
@@ -463,6 +508,7 @@ fn read_loop(sock: UnixStream, dispatch: Arc<Mutex<Dispatch>>, path: String) {
         let _ = tx.send(Err(DaemonError::Unreachable(why.clone())));
     }
     d.listeners.clear();
+    d.routed.clear();
     for tx in d.qps.values() {
         tx.send_if_modified(|end| {
             let changed = end.is_none();
@@ -536,6 +582,111 @@ fn unreachable(path: &Path, e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipc::control::Header;
+
+    /// A daemon played by the test: the socket a client attached to, and what it sent.
+    struct FakeDaemon {
+        sock: UnixStream,
+        inbox: Inbox,
+    }
+
+    impl FakeDaemon {
+        /// Attaches a client to a fake daemon at a fresh path: the client's Open is
+        /// answered.
+        fn attach(name: &str) -> (Arc<Client>, Self) {
+            let path =
+                std::env::temp_dir().join(format!("iwarp-fake-{}-{name}.sock", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+            let daemon = std::thread::spawn(move || {
+                let (sock, _) = listener.accept().unwrap();
+                // A request that never comes fails the test instead of hanging it.
+                sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .unwrap();
+                let mut d = Self {
+                    sock,
+                    inbox: Inbox::new(),
+                };
+                let (h, _) = d.request();
+                d.send(&Reply::Id(1).encode(h.func, h.txn));
+                d
+            });
+            let client = Client::connect(&path, false, QueueDepths { sq: 8, rq: 8 }).unwrap();
+            let _ = std::fs::remove_file(&path);
+            (client, daemon.join().unwrap())
+        }
+
+        /// The next request the client sent.
+        fn request(&mut self) -> (Header, Request) {
+            loop {
+                if let Some(m) = self.inbox.next(|_, _| 0).unwrap() {
+                    let req = Request::decode(m.header.func, &m.body).unwrap();
+                    return (m.header, req);
+                }
+                self.inbox.recv(&self.sock).unwrap();
+            }
+        }
+
+        fn send(&self, msg: &[u8]) {
+            send_all(self.sock.as_fd(), msg, &[]).unwrap();
+        }
+    }
+
+    fn incoming(listener: u32, id: u32) -> Bytes {
+        Event::Incoming {
+            listener,
+            id,
+            peer: "127.0.0.1:9".parse().unwrap(),
+            private: Bytes::from_static(b"hi"),
+        }
+        .encode()
+    }
+
+    /// A connection request right behind its listener's Listen reply (in the same
+    /// write) is held for the listener, however late the application takes it; before,
+    /// the reader dropped it when it came before the listener was routed, and the peer's
+    /// connect hung until its MPA timeout.
+    #[test]
+    fn a_request_right_behind_the_listen_reply_is_not_lost() {
+        let (client, mut daemon) = FakeDaemon::attach("route");
+        let asking = {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                client.call(&Request::Listen {
+                    addr: "127.0.0.1:0".parse().unwrap(),
+                })
+            })
+        };
+        let (h, req) = daemon.request();
+        assert!(matches!(req, Request::Listen { .. }));
+        let reply = Reply::Listening {
+            id: 5,
+            addr: "127.0.0.1:7".parse().unwrap(),
+        }
+        .encode(h.func, h.txn);
+        daemon.send(&[&reply[..], &incoming(5, 77)[..]].concat());
+        assert!(matches!(
+            asking.join().unwrap(),
+            Ok(Reply::Listening { id: 5, .. })
+        ));
+        // The reader has long read the request when the listener asks for it.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut events = client.listener_events(5);
+        assert_eq!(events.try_recv().map(|e| e.id).ok(), Some(77));
+    }
+
+    /// A request for a listener this process already closed is rejected at once, so the
+    /// peer learns it now rather than at its MPA timeout.
+    #[test]
+    fn a_request_for_a_closed_listener_is_rejected() {
+        let (_client, mut daemon) = FakeDaemon::attach("reject");
+        daemon.send(&incoming(9, 78));
+        let (_, req) = daemon.request();
+        assert!(
+            matches!(req, Request::Reject { incoming: 78, .. }),
+            "{req:?}"
+        );
+    }
 
     /// Every accepted form of `IWARP_DEVICE`, and a typo refused with them listed.
     #[test]
