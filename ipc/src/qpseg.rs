@@ -374,6 +374,14 @@ impl QpSegment {
 
     // ---- staging ----
 
+    /// True if `len` octets at `offset` lie inside the staging area: what a claim read
+    /// from shared memory is checked against before anything is allocated for it.
+    pub fn staged_fits(&self, offset: u32, len: u64) -> bool {
+        u64::from(offset)
+            .checked_add(len)
+            .is_some_and(|end| end <= u64::from(self.geo.staging))
+    }
+
     /// Client: copies `src` into the staging area at `offset`.
     pub fn stage(&self, offset: u32, src: &[u8]) {
         self.seg.write(self.geo.staging_at() + offset as usize, src);
@@ -382,8 +390,7 @@ impl QpSegment {
     /// Daemon: copies the staged octets at `offset` into `dst`; false (and nothing
     /// copied) if the range lies outside the area.
     pub fn read_staged(&self, offset: u32, dst: &mut [u8]) -> bool {
-        let end = u64::from(offset) + dst.len() as u64;
-        if end > u64::from(self.geo.staging) {
+        if !self.staged_fits(offset, dst.len() as u64) {
             return false;
         }
         self.seg.read(self.geo.staging_at() + offset as usize, dst);
