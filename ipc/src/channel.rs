@@ -129,11 +129,27 @@ impl Inbox {
     }
 
     /// The next complete message, if one is in; `fds_for(header, body)` says how many
-    /// descriptors it carries.
+    /// descriptors it carries. A message whose descriptors did not come with it is an
+    /// error (see [`next_tolerant`](Self::next_tolerant) to answer it instead).
     pub fn next(
         &mut self,
         fds_for: impl Fn(&Header, &[u8]) -> usize,
     ) -> Result<Option<Message>, RecvError> {
+        match self.next_tolerant(fds_for)? {
+            Some((_, missing)) if missing > 0 => {
+                Err(RecvError::Malformed(Malformed("descriptors missing")))
+            }
+            got => Ok(got.map(|(m, _)| m)),
+        }
+    }
+
+    /// [`next`](Self::next), but a message whose descriptors did not come with it is
+    /// handed out with those that did and how many are missing: the stream is still in
+    /// step, so a server can answer that request with an error and read on.
+    pub fn next_tolerant(
+        &mut self,
+        fds_for: impl Fn(&Header, &[u8]) -> usize,
+    ) -> Result<Option<(Message, usize)>, RecvError> {
         let header = match Header::parse(&self.buf) {
             None => return Ok(None),
             Some(h) => h.map_err(RecvError::Malformed)?,
@@ -143,13 +159,11 @@ impl Inbox {
             return Ok(None);
         }
         let n = fds_for(&header, &self.buf[HEADER_LEN..len]);
-        if self.fds.len() < n {
-            return Err(RecvError::Malformed(Malformed("descriptors missing")));
-        }
-        let fds = self.fds.drain(..n).collect();
+        let got = n.min(self.fds.len());
+        let fds = self.fds.drain(..got).collect();
         let body = self.buf[HEADER_LEN..len].to_vec();
         self.buf.drain(..len);
-        Ok(Some(Message { header, body, fds }))
+        Ok(Some((Message { header, body, fds }, n - got)))
     }
 }
 

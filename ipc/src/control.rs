@@ -100,6 +100,40 @@ pub mod func {
     pub const EVENT_INCOMING: u16 = 0x4001;
     /// Event: a queue pair ended.
     pub const EVENT_QP_ENDED: u16 = 0x4002;
+
+    /// A request's name, for messages (its constant's name).
+    pub fn name(func: u16) -> &'static str {
+        match func & !REPLY {
+            OPEN => "OPEN",
+            ALLOC_PD => "ALLOC_PD",
+            DEALLOC_PD => "DEALLOC_PD",
+            REG_MR => "REG_MR",
+            DEREG_MR => "DEREG_MR",
+            LISTEN => "LISTEN",
+            CLOSE_LISTENER => "CLOSE_LISTENER",
+            CONNECT => "CONNECT",
+            ACCEPT => "ACCEPT",
+            REJECT => "REJECT",
+            DISCONNECT => "DISCONNECT",
+            DESTROY_QP => "DESTROY_QP",
+            QUERY_QP => "QUERY_QP",
+            STATS => "STATS",
+            CREATE_SRQ => "CREATE_SRQ",
+            DESTROY_SRQ => "DESTROY_SRQ",
+            ALLOC_MW => "ALLOC_MW",
+            DEALLOC_MW => "DEALLOC_MW",
+            BIND_MW => "BIND_MW",
+            INVALIDATE => "INVALIDATE",
+            ALLOC_FAST_REG_MR => "ALLOC_FAST_REG_MR",
+            MODIFY_QP => "MODIFY_QP",
+            RESERVE_STAG => "RESERVE_STAG",
+            REG_MR_AT => "REG_MR_AT",
+            QUERY_DEVICE => "QUERY_DEVICE",
+            EVENT_INCOMING => "EVENT_INCOMING",
+            EVENT_QP_ENDED => "EVENT_QP_ENDED",
+            _ => "an unknown request",
+        }
+    }
 }
 
 /// The header every message starts with.
@@ -1187,6 +1221,10 @@ pub mod end {
     pub const CONNECTION_LOST: u8 = 3;
     /// A timeout ended it.
     pub const TIMED_OUT: u8 = 4;
+    /// Its completion ring overflowed: the daemon terminated it.
+    pub const CQ_OVERRUN: u8 = 5;
+    /// The client wrote garbage into its rings: the daemon closed it.
+    pub const MISUSED: u8 = 6;
 }
 
 /// Something the daemon tells a client on its own.

@@ -31,6 +31,16 @@ pub enum QpEnd {
     /// The queue pair moved to another process (live migration between daemons), which
     /// runs the connection now; nothing was flushed here.
     MovedAway,
+    /// Its completion queue overflowed: completions came faster than the application
+    /// took them, past the queue's room. As an RNIC does, the queue pair was terminated
+    /// (RDMAP local catastrophic error) and completions past the room were lost.
+    CqOverrun,
+    /// The application wrote into its queue pair's shared rings what no library writes
+    /// (an entry or an index that cannot be used); the daemon closed the queue pair.
+    Misused,
+    /// The device under the queue pair went away (for example the daemon at this
+    /// control socket exited or was restarted): nothing more runs on it.
+    DeviceLost(&'static str),
 }
 
 impl fmt::Display for QpEnd {
@@ -44,6 +54,21 @@ impl fmt::Display for QpEnd {
                 "nothing moved on the connection for longer than its idle or stall timeout",
             ),
             Self::MovedAway => f.write_str("moved to another process, which runs it now"),
+            Self::CqOverrun => f.write_str(
+                "its completion queue overflowed (completions came faster than the \
+                 application took them), so it was terminated: poll the completion queue \
+                 more often, or make it deeper",
+            ),
+            Self::Misused => f.write_str(
+                "the application wrote garbage into its shared rings (an entry or index no \
+                 library writes), so the daemon closed it",
+            ),
+            Self::DeviceLost(what) => {
+                write!(
+                    f,
+                    "{what} went away (it exited or was restarted): open the device again"
+                )
+            }
         }
     }
 }

@@ -363,6 +363,16 @@ impl Qp {
         self.shared.wake.notify_one();
     }
 
+    /// Ends the queue pair at once with a Terminate carrying `code`, for a local error
+    /// the peer must hear of (a completion queue that overflowed): outstanding work is
+    /// flushed. Returns at once; [`closed`](Self::closed) waits for the end.
+    pub fn terminate(&self, code: rdmap::TermCode) {
+        self.locked(|st| {
+            st.stream.terminate(code);
+            ((), true)
+        });
+    }
+
     /// Waits until the queue pair has ended and says how.
     ///
     /// # Cancel safety

@@ -5,9 +5,9 @@
 //! and mapped. A process that runs out of descriptors or mappings fails wherever it next
 //! needs one: a client's message loses the descriptors it carried, a thread or an
 //! allocation cannot be made. So the daemon stops at half the smaller of its two limits,
-//! leaving the rest to sockets, doorbells and its own needs; one client stops at half of
-//! that, so that others still get theirs; and it refuses what would go past either by
-//! name.
+//! leaving the rest to sockets, doorbells and its own needs; one user's clients stop at
+//! half of that, so that other users still get theirs; and it refuses what would go past
+//! either by name.
 
 use ipc::control::{Reply, error};
 
@@ -46,13 +46,13 @@ impl FileBudget {
     }
 
     /// The refusal if `need` more memory files would go past the budget, or past half
-    /// of it for a client that holds `own` (so that one application cannot take them
-    /// all: [`Objects::files`](super::session::Objects::files) counts them).
-    pub(super) fn check(&self, own: usize, need: usize) -> Option<Reply> {
+    /// of it for the user `who` whose clients hold `own` (so that one user cannot take
+    /// them all: [`Objects::files`](super::session::Objects::files) counts them).
+    pub(super) fn check(&self, own: usize, need: usize, who: &str) -> Option<Reply> {
         let max = self.max();
         let held = shm::memory_files();
         let what = if own.saturating_add(need) > max / 2 {
-            format!("this application holds {own} of them, half, its share")
+            format!("this user's applications ({who}) hold {own} of them, half, its share")
         } else if held.saturating_add(need) > max {
             format!("{held} are mapped for applications already")
         } else {

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use ipc::control::{Reply, Request, error};
 use rdmap::{Access, STag};
 
+use super::admit;
 use super::session::{Session, err, not_found};
+use super::users::Usage;
 use crate::tpt::{Base, MwType, PdId, Storage, TptError};
 
 /// Answers a memory request (`fd`: the memory file that came with it, if any).
@@ -30,13 +32,13 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             })
         }
         Request::ReserveStag => {
-            if let Some(r) = check_room(s) {
+            if let Some(r) = admit::check(s, entry()) {
                 return r;
             }
             match tpt.reserve_pending() {
                 Ok(stag) => {
                     let mut o = s.objs();
-                    o.mrs.insert(stag.index());
+                    o.mrs.insert(stag.index(), 0);
                     o.reserved.insert(stag.to_u32());
                     Reply::Id(stag.to_u32())
                 }
@@ -53,6 +55,8 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             if !s.objs().reserved.remove(&stag) {
                 return not_found("reserved STag", stag);
             }
+            // The reservation's entry becomes the region's (counted once).
+            s.objs().mrs.remove(&STag::from_u32(stag).index());
             let access = Access::from_bits_truncate(access as u8);
             let base = va.map_or(Base::ZeroBased, Base::Va);
             let reply = region(s, pd, len, fd, |pd, storage| {
@@ -80,15 +84,15 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
         }),
         Request::DeregMr { stag } => {
             let stag = STag::from_u32(stag);
-            if !s.objs().mrs.remove(&stag.index()) {
+            let Some(octets) = s.objs().mrs.remove(&stag.index()) else {
                 return not_found("region", stag.to_u32());
-            }
+            };
             // Work in flight keeps its own reference to the mapping; the client's
             // unmapping of its own mapping cannot disturb it.
             match tpt.deregister(stag) {
                 Ok(_) => Reply::Done,
                 Err(e) => {
-                    s.objs().mrs.insert(stag.index());
+                    s.objs().mrs.insert(stag.index(), octets);
                     refused(e)
                 }
             }
@@ -97,7 +101,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             let Some(pd) = s.objs().pd(pd) else {
                 return not_found("protection domain", pd);
             };
-            if let Some(r) = check_room(s) {
+            if let Some(r) = admit::check(s, entry()) {
                 return r;
             }
             let kind = if kind == 1 { MwType::One } else { MwType::Two };
@@ -136,7 +140,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
                 if !o.mws.contains(&mw.index()) {
                     return not_found("memory window", mw.to_u32());
                 }
-                if !o.mrs.contains(&mr.index()) {
+                if !o.mrs.contains_key(&mr.index()) {
                     return not_found("region", mr.to_u32());
                 }
             }
@@ -150,7 +154,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             let stag = STag::from_u32(stag);
             let owned = {
                 let o = s.objs();
-                o.mws.contains(&stag.index()) || o.mrs.contains(&stag.index())
+                o.mws.contains(&stag.index()) || o.mrs.contains_key(&stag.index())
             };
             if !owned {
                 return not_found("window or region", stag.to_u32());
@@ -164,17 +168,12 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
     }
 }
 
-/// The refusal if the client already holds its limit of memory entries (regions and
-/// windows: each takes an entry of the shard's table, which every client there shares).
-fn check_room(s: &Session) -> Option<Reply> {
-    let max = s.device.limits.max_mrs;
-    let o = s.objs();
-    (o.mrs.len() + o.mws.len() >= max).then(|| {
-        err(
-            error::LIMIT,
-            format!("this client already has {max} regions and windows, iwarpd's limit"),
-        )
-    })
+/// What one more entry of the memory table needs.
+fn entry() -> Usage {
+    Usage {
+        entries: 1,
+        ..Usage::default()
+    }
 }
 
 /// Maps the client's memory file of `len` octets and enters it in the table with
@@ -189,15 +188,22 @@ fn region(
     let Some(pd) = s.objs().pd(pd) else {
         return not_found("protection domain", pd);
     };
-    if let Some(r) = check_room(s).or_else(|| s.device.files.check(s.objs().files(), 1)) {
-        return r;
-    }
     let Some(fd) = fd else {
         return err(
             error::MALFORMED,
-            "a region registration without its memory file",
+            "a region registration came without its memory file: send the memfd with \
+             SCM_RIGHTS on the same message",
         );
     };
+    let need = Usage {
+        entries: 1,
+        files: 1,
+        octets: len,
+        ..Usage::default()
+    };
+    if let Some(r) = admit::check(s, need) {
+        return r;
+    }
     let Ok(len) = usize::try_from(len) else {
         return err(error::REFUSED, "region too large");
     };
@@ -224,7 +230,7 @@ fn region(
     });
     match enter(pd, storage) {
         Ok(stag) => {
-            s.objs().mrs.insert(stag.index());
+            s.objs().mrs.insert(stag.index(), len as u64);
             Reply::Id(stag.to_u32())
         }
         Err(e) => err(error::REFUSED, e.to_string()),

@@ -20,12 +20,15 @@
 //!   [`SessionMover::pack`] here, [`LocalService::adopt`] there); the client notices
 //!   nothing.
 
+mod admit;
 mod files;
+mod logs;
 mod memory;
 mod moving;
 mod recvs;
 mod servant;
 mod session;
+mod users;
 
 pub use crate::push_share::PushConfig;
 pub use moving::{MovingSession, SessionMover};
@@ -35,29 +38,40 @@ use std::os::fd::{AsFd as _, BorrowedFd};
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use tokio::net::UnixListener;
 
 use crate::Engine;
 
-/// Settings of the local service: limits on what one client may hold, and the push
-/// path's resources.
+/// Settings of the local service: limits on what one user's applications may hold
+/// together (summed over its sessions, by the peer credentials of their control sockets),
+/// on what the daemon holds for all of them, and the push path's resources.
 #[derive(Clone, Debug)]
 pub struct LocalConfig {
     /// Seed 000's push path.
     pub push: PushConfig,
-    /// Applications attached at once; one more is refused when it opens the device.
+    /// Applications attached at once (counted once they open the device); one more is
+    /// refused when it opens the device.
     pub max_clients: usize,
-    /// Queue pairs (connected or connecting).
+    /// Applications one user may have attached at once.
+    pub max_clients_per_user: usize,
+    /// Queue pairs (connected or connecting) of one user.
     pub max_qps: usize,
-    /// Registered regions and memory windows (each takes an entry of the memory table).
+    /// Regions, memory windows and reserved STags of one user (each takes an entry of the
+    /// memory table, and a tag index of the daemon's).
     pub max_mrs: usize,
-    /// Connection requests waiting for accept or reject; more are rejected.
+    /// The same, of every application together.
+    pub max_device_mrs: usize,
+    /// Octets of registered memory the daemon maps for every application together; one
+    /// user may have half.
+    pub max_registered: u64,
+    /// Connection requests waiting for one application's accept or reject; more are
+    /// rejected.
     pub max_pending_incoming: usize,
-    /// Shared receive queues.
+    /// Shared receive queues of one user.
     pub max_srqs: usize,
-    /// Listeners (each a listening socket in the daemon).
+    /// Listeners of one user (each a listening socket in the daemon).
     pub max_listeners: usize,
     /// The deepest send or receive queue a queue pair may ask for (more than
     /// [`ipc::qpseg::MAX_DEPTH`] counts as that); its ring is the power of two at or above
@@ -70,14 +84,30 @@ impl Default for LocalConfig {
         Self {
             push: PushConfig::default(),
             max_clients: 1024,
+            max_clients_per_user: 256,
             max_qps: 4096,
             max_mrs: 65536,
+            max_device_mrs: 1 << 20,
+            max_registered: physical_memory(),
             max_pending_incoming: 64,
             max_srqs: 1024,
             max_listeners: 256,
             max_queue_depth: 16384,
         }
     }
+}
+
+/// This machine's memory (`MemTotal`), the default for what the daemon maps of its
+/// applications' registered memory: an application that needs more than the machine has
+/// resident for RDMA is misusing it (or trying to fill the daemon's address space).
+fn physical_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kib = m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+            kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(64 << 30, |kib| kib << 10)
 }
 
 /// Binds the control socket at `path`, replacing a stale socket file left by a daemon
@@ -110,10 +140,10 @@ struct Device {
     /// Every shard's engine.
     engines: Vec<Engine>,
     share: Arc<crate::push_share::PushShare>,
-    /// What one client may hold.
+    /// What one user may hold, and the daemon for all of them.
     limits: LocalConfig,
-    /// Sessions running.
-    clients: AtomicU32,
+    /// Every session, by the user it runs as.
+    users: users::Users,
     /// Sessions that can be asked to move to a successor daemon.
     movers: moving::Movers,
     /// How many memory files the daemon may map for its clients.
@@ -126,7 +156,7 @@ impl Device {
         let mut d = ipc::control::DeviceCounters {
             queue_pairs: own.0,
             memory_entries: own.1,
-            clients: self.clients.load(Ordering::Relaxed),
+            clients: self.users.opened() as u32,
             ..Default::default()
         };
         let mut traffic = rdmap::StreamStats::default();
@@ -242,7 +272,7 @@ impl LocalService {
                 .collect(),
             share: Arc::new(crate::push_share::PushShare::new(cfg.push.clone())),
             limits: cfg,
-            clients: AtomicU32::new(0),
+            users: users::Users::default(),
             movers: moving::Movers::default(),
             files: files::FileBudget::read(),
         });
@@ -334,9 +364,9 @@ impl LocalService {
         self.accepting.send_replace(true);
     }
 
-    /// Applications attached now.
+    /// Applications attached now (that opened the device).
     pub fn clients(&self) -> u32 {
-        self.device.clients.load(Ordering::Relaxed)
+        self.device.users.opened() as u32
     }
 
     /// Stops accepting and ends every session (their queue pairs close); returns once the
@@ -397,7 +427,7 @@ async fn accept(
                     next += 1;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "control socket accept failed");
+                    logs::limited!(logs::ACCEPT_FAILED, warn, error = %e, "control socket accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
             },
@@ -426,7 +456,9 @@ async fn shard(
                         Ok(stream) => {
                             sessions.spawn(session::run(engine.clone(), stream, device.clone()));
                         }
-                        Err(e) => tracing::warn!(error = %e, "client not served"),
+                        Err(e) => {
+                            logs::limited!(logs::ACCEPT_FAILED, warn, error = %e, "client not served");
+                        }
                     },
                     Some(ToShard::Adopt { image, files, ready, go }) => {
                         match moving::stage(&engine, &device, &image, files) {

@@ -55,10 +55,10 @@ const FORMAT: &[u8; 8] = b"iWSess01";
 /// doorbells).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SessionImage {
-    pid: u32,
     next_id: u32,
     pds: Vec<PdImage>,
-    mrs: Vec<u32>,
+    /// Regions by STag index, with the octets mapped for each.
+    mrs: Vec<(u32, u64)>,
     mws: Vec<u32>,
     srqs: Vec<SrqImage>,
     listeners: Vec<u32>,
@@ -385,13 +385,9 @@ fn image(
         });
     }
     let image = SessionImage {
-        pid: *s
-            .pid
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
         next_id: o.next_id,
         pds,
-        mrs: o.mrs.iter().copied().collect(),
+        mrs: o.mrs.iter().map(|(i, n)| (*i, *n)).collect(),
         mws: o.mws.iter().copied().collect(),
         srqs,
         listeners,
@@ -431,7 +427,6 @@ pub(super) struct StagedSession {
     engine: Engine,
     device: Arc<Device>,
     control: UnixStream,
-    pid: u32,
     objs: Objects,
     staged: Vec<StagedPd>,
     /// The queue pairs' servants, by the queue pair's number in the engine before.
@@ -550,7 +545,6 @@ pub(super) fn stage(
         engine: engine.clone(),
         device: device.clone(),
         control,
-        pid: image.pid,
         objs: Objects {
             pds,
             mrs: image.mrs.into_iter().collect(),
@@ -573,14 +567,13 @@ impl StagedSession {
             engine,
             device,
             control,
-            pid,
             objs,
             staged,
             mut ready,
             listeners,
         } = self;
         let control = Arc::new(control);
-        let (s, writer) = Session::start(engine, device.clone(), control.clone(), objs, pid);
+        let (s, writer) = Session::start(engine, device.clone(), control.clone(), objs);
         let mut qps = Vec::with_capacity(ready.len());
         for st in staged {
             let (_, imported) = st.start(|was| {
@@ -612,11 +605,16 @@ impl StagedSession {
                     .insert(id, ClientListener::start(&s, id, Arc::new(l)));
             }
         }
-        device
-            .clients
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tracing::info!(pid, "a local application's session moved in");
-        session::serve(s, control, writer, true)
+        // It opened the device in the daemon before: counted here at once, whatever the
+        // limits (it was within them there).
+        let serial = device.users.join_opened(&s);
+        tracing::info!(
+            pid = s.pid,
+            uid = s.uid,
+            "a local application's session moved in"
+        );
+        let member = session::Membership { serial, go: None };
+        session::serve(s, control, writer, member)
     }
 }
 

@@ -19,6 +19,7 @@ use ipc::srq::SrqSegment;
 use ipc::wqe::decode_rqe;
 use rdmap::{RecvWr, WrId};
 
+use super::logs::{SRQ_GARBAGE, limited};
 use crate::SrqFeed;
 
 /// Set in the daemon ids of receives taken from a shared receive queue.
@@ -84,6 +85,11 @@ impl ClientSrq {
         (self.seg.depth(), st.taken.clone(), st.broken)
     }
 
+    /// How many receives its ring holds.
+    pub(super) fn depth(&self) -> u32 {
+        self.seg.depth()
+    }
+
     /// Its segment's memory file.
     pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.seg.fd()
@@ -113,11 +119,15 @@ impl SrqFeed for ClientSrq {
                 Ok(Some(e)) => match decode_rqe(&e) {
                     Ok(wr) => return Some(st.taken.take(SRQ_ID, wr)),
                     Err(e) => {
-                        tracing::warn!(error = %e, "a shared receive queue entry that does not decode: skipped");
+                        limited!(SRQ_GARBAGE, warn, error = %e, "a shared receive queue entry that does not decode: skipped");
                     }
                 },
                 Err(_) => {
-                    tracing::warn!("a shared receive queue's index is garbage: the queue is dead");
+                    limited!(
+                        SRQ_GARBAGE,
+                        warn,
+                        "a shared receive queue's index is garbage: the queue is dead"
+                    );
                     st.broken = true;
                 }
             }

@@ -20,6 +20,7 @@ use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::{Data, decode_sqe, encode_cqe, sqe_pushed};
 use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId};
 
+use super::logs::{CLIENT_OTHER, RING_GARBAGE, limited};
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
 use crate::push_share::{PdPush, PushShare, pushed_octets};
 use shm::AsyncDoorbell;
@@ -125,6 +126,16 @@ pub(super) struct ServantImage {
     backlog: Vec<u8>,
 }
 
+/// The most completions a servant holds for its client beyond its completion ring:
+/// what the client's own requests can make at most (its ring holds one per send and
+/// receive it may have outstanding, and its shared receive queue's receives can complete
+/// here too). Past it the client is not taking its completions (an honest library always
+/// does), and the queue pair ends with [`QpEnd::CqOverrun`], as an RNIC's does when its
+/// completion queue overflows: nothing grows.
+fn backlog_cap(geo: &Geometry, recvs: &QpRecvs) -> usize {
+    geo.cq_depth as usize + recvs.srq().map_or(0, |q| q.depth() as usize)
+}
+
 impl Prepared {
     pub(super) fn new(geo: &Geometry, recvs: Arc<QpRecvs>) -> Self {
         Self {
@@ -202,6 +213,8 @@ impl Prepared {
         let run = Run {
             id,
             push,
+            backlog_cap: backlog_cap(&depth, &self.recvs),
+            overran: false,
             sq_depth: depth.sq_depth as usize,
             qp,
             cq: self.cq,
@@ -234,7 +247,10 @@ pub(super) struct Servant {
     /// Its domain's push region, which names it until it is gone.
     pd: Arc<PdPush>,
     signals: Arc<Signals>,
-    task: tokio::task::JoinHandle<Option<Frozen>>,
+    /// Its task; taken by [`destroy`](Self::destroy) and [`freeze`](Self::freeze).
+    /// Dropped with it still there, the servant is ended as `destroy` ends it (in the
+    /// background): a servant never outlives its handle.
+    task: Option<tokio::task::JoinHandle<Option<Frozen>>>,
 }
 
 /// What the session asks of a running servant.
@@ -405,24 +421,52 @@ impl Servant {
     /// Two-phase teardown: the queue pair closes (its work finishes or is flushed), the
     /// servant delivers the last completions and stops touching the segment; then this
     /// returns.
-    pub(super) async fn destroy(self) {
+    pub(super) async fn destroy(mut self) {
+        if let Some(task) = self.task.take() {
+            self.stop(task).await;
+        }
+    }
+
+    /// Closes the queue pair and waits (a while) for the servant to deliver its last
+    /// completions and end; then it is let go.
+    fn stop(
+        &self,
+        task: tokio::task::JoinHandle<Option<Frozen>>,
+    ) -> impl Future<Output = ()> + Send + 'static {
         self.qp.disconnect();
         self.signals.stop.notify_one();
-        let abort = self.task.abort_handle();
-        if tokio::time::timeout(DESTROY_WAIT, self.task).await.is_err() {
-            abort.abort();
+        let (pd, id) = (self.pd.clone(), self.id);
+        async move {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(DESTROY_WAIT, task).await.is_err() {
+                abort.abort();
+            }
+            pd.remove_qp(id);
         }
-        self.pd.remove_qp(self.id);
     }
 
     /// Stops it between two turns, for its session to move; `None` if it had ended on
     /// its own (its doorbell could not be polled: its queue pair was closed then).
-    pub(super) async fn freeze(self) -> Option<Frozen> {
+    pub(super) async fn freeze(mut self) -> Option<Frozen> {
+        let task = self.task.take()?;
         self.signals
             .freeze
             .store(true, std::sync::atomic::Ordering::Release);
         self.signals.wake.notify_one();
-        self.task.await.ok().flatten()
+        task.await.ok().flatten()
+    }
+}
+
+impl Drop for Servant {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            let stopping = self.stop(task);
+            // With no runtime left (the daemon is ending) the queue pair was told to
+            // close, and its task goes with the runtime.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                drop(rt.spawn(stopping));
+            }
+        }
     }
 }
 
@@ -451,8 +495,11 @@ struct Run {
     /// Send requests the engine can still take (its send queue depth less those out).
     sq_room: usize,
     rq_room: usize,
-    /// Completions waiting for room in the client's ring.
+    /// Completions waiting for room in the client's ring, at most `backlog_cap`.
     backlog: VecDeque<[u8; CQE_SIZE]>,
+    backlog_cap: usize,
+    /// The backlog overflowed: the queue pair was terminated for it.
+    overran: bool,
     /// Buffers kept from turn to turn, so that moving requests allocates nothing.
     batch: Vec<SendWr>,
     completed: Vec<Completion>,
@@ -512,7 +559,7 @@ impl Run {
             qp,
             pd,
             signals,
-            task,
+            task: Some(task),
         }
     }
 
@@ -522,7 +569,7 @@ impl Run {
             Bell::Raw(raw) => match raw.into_async() {
                 Ok(b) => b,
                 Err(e) => {
-                    tracing::warn!(error = %e, "doorbell not pollable");
+                    limited!(CLIENT_OTHER, warn, error = %e, "doorbell not pollable");
                     self.qp.disconnect();
                     return None;
                 }
@@ -552,7 +599,7 @@ impl Run {
                 match self.push_pass().and_then(|m| Ok(m | self.take_work()?)) {
                     Ok(m) => moved |= m,
                     Err(why) => {
-                        tracing::warn!(qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
+                        limited!(RING_GARBAGE, warn, qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
                         self.broken = true;
                         self.qp.disconnect();
                     }
@@ -601,7 +648,7 @@ impl Run {
                         // Completions flushed by the end go out before the event.
                         self.collect();
                         self.deliver();
-                        f(how);
+                        f(self.why_ended(how));
                     }
                 }
                 _ = self.signals.stop.notified(), if !self.stopping => self.stopping = true,
@@ -615,6 +662,33 @@ impl Run {
                 Some(Err(_)) => self.overrun(),
                 None => {}
             }
+        }
+    }
+
+    /// How the client is told its queue pair ended: the connection's end, unless the
+    /// daemon ended it for what the client did.
+    fn why_ended(&self, how: QpEnd) -> QpEnd {
+        if self.overran {
+            QpEnd::CqOverrun
+        } else if self.broken || self.recvs.garbage().is_some() {
+            QpEnd::Misused
+        } else {
+            how
+        }
+    }
+
+    /// Holds a completion for the client's ring, or ends the queue pair if the client
+    /// has let more pile up than its requests can make (see [`backlog_cap`]).
+    fn hold(&mut self, e: [u8; CQE_SIZE]) {
+        if self.backlog.len() < self.backlog_cap {
+            self.backlog.push_back(e);
+            return;
+        }
+        if !self.overran {
+            self.overran = true;
+            limited!(CLIENT_OTHER, warn, qp = %self.qp.num(), held = self.backlog.len(),
+                "local client does not take its completions; its queue pair is terminated");
+            self.qp.terminate(rdmap::TermCode::RDMAP_LOCAL_CATASTROPHIC);
         }
     }
 
@@ -715,7 +789,7 @@ impl Run {
             // A receive the engine took on demand: never in its receive queue.
             if let Some(client) = self.recvs.complete(wc.wr_id) {
                 wc.wr_id = client;
-                self.backlog.push_back(encode_cqe(&wc));
+                self.hold(encode_cqe(&wc));
             }
             return;
         }
@@ -731,7 +805,7 @@ impl Run {
             self.push.share.untrack();
         }
         if let Some(wc) = wc {
-            self.backlog.push_back(encode_cqe(&wc));
+            self.hold(encode_cqe(&wc));
         }
     }
 

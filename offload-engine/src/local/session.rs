@@ -4,7 +4,6 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -21,10 +20,13 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Device;
+use super::admit;
+use super::logs;
 use super::memory;
 use super::moving;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Servant};
+use super::users::Usage;
 use crate::push_share::PdPush;
 use crate::tpt::PdId;
 use crate::{ConnectError, Engine, Incoming, QpInit};
@@ -55,9 +57,11 @@ pub(super) struct Objects {
     /// Protection domains by the client's id (not the engine's number, which an upgrade
     /// of the daemon changes).
     pub(super) pds: HashMap<u32, ClientPd>,
-    /// Regions (ordinary and fast-registration) and windows, by STag index: fast
-    /// registration and binds change their instances.
-    pub(super) mrs: HashSet<u32>,
+    /// Regions (ordinary and fast-registration; and STags reserved for queued
+    /// registrations) by STag index, with the octets the daemon maps for each (0 for a
+    /// reservation); windows by STag index. By index: fast registration and binds change
+    /// their instances.
+    pub(super) mrs: HashMap<u32, u64>,
     pub(super) mws: HashSet<u32>,
     /// STags reserved for queued registrations and not registered yet.
     pub(super) reserved: HashSet<u32>,
@@ -67,6 +71,11 @@ pub(super) struct Objects {
     pub(super) srqs: HashMap<u32, Arc<ClientSrq>>,
     /// Queue pairs being connected or accepted (counted against the limit).
     pub(super) connecting: usize,
+    /// The tasks connecting or accepting them: aborted when the session ends, so that
+    /// none outlives it.
+    pub(super) pending: tokio::task::JoinSet<()>,
+    /// The session ended: what a task finishes now is let go at once, never kept.
+    pub(super) released: bool,
     pub(super) next_id: u32,
 }
 
@@ -115,6 +124,19 @@ impl Objects {
             + self.connecting
     }
 
+    /// What the client holds of what the daemon bounds (see [`admit`](super::admit)).
+    pub(super) fn usage(&self) -> Usage {
+        Usage {
+            sessions: 0,
+            files: self.files(),
+            qps: self.qps.len() + self.connecting,
+            entries: self.mrs.len() + self.mws.len(),
+            octets: self.mrs.values().sum(),
+            srqs: self.srqs.len(),
+            listeners: self.listeners.len(),
+        }
+    }
+
     /// The engine's domain behind the client's `pd`.
     pub(super) fn pd(&self, pd: u32) -> Option<PdId> {
         self.pds.get(&pd).map(|p| p.engine)
@@ -131,8 +153,9 @@ pub(super) struct Session {
     pub(super) device: Arc<Device>,
     pub(super) objs: Mutex<Objects>,
     pub(super) out: mpsc::Sender<Out>,
-    pub(super) pid: Mutex<u32>,
-    /// The client's user (its socket's peer credentials; `None` if unknown).
+    /// The client's process and user (its socket's peer credentials, which the kernel
+    /// vouches for; `None` if unknown).
+    pub(super) pid: Option<u32>,
     pub(super) uid: Option<u32>,
 }
 
@@ -164,17 +187,20 @@ impl Session {
         device: Arc<Device>,
         stream: Arc<UnixStream>,
         objs: Objects,
-        pid: u32,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(256);
-        let uid = stream.peer_cred().ok().map(|c| c.uid());
+        let cred = stream.peer_cred().ok();
+        let uid = cred.map(|c| c.uid());
+        let pid = cred
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok());
         let writer = tokio::spawn(write_loop(stream, rx));
         let s = Arc::new(Self {
             engine,
             device,
             objs: Mutex::new(objs),
             out: tx,
-            pid: Mutex::new(pid),
+            pid,
             uid,
         });
         (s, writer)
@@ -184,9 +210,25 @@ impl Session {
 /// Runs a new client's session.
 pub(super) async fn run(engine: Engine, stream: UnixStream, device: Arc<Device>) {
     let stream = Arc::new(stream);
-    let (s, writer) = Session::start(engine, device, stream.clone(), Objects::default(), 0);
-    s.device.clients.fetch_add(1, Ordering::Relaxed);
-    serve(s, stream, writer, false).await;
+    let (s, writer) = Session::start(engine, device, stream.clone(), Objects::default());
+    let (serial, go) = s.device.users.join(&s);
+    serve(
+        s,
+        stream,
+        writer,
+        Membership {
+            serial,
+            go: Some(go),
+        },
+    )
+    .await;
+}
+
+/// A session's entry in the daemon's [`Users`](super::users::Users): its serial, and
+/// (until it opens the device) what tells it to go because newer ones wait.
+pub(super) struct Membership {
+    pub(super) serial: u64,
+    pub(super) go: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// How long a new client may take to open the device before it is dropped.
@@ -202,36 +244,45 @@ enum Ended {
     Moved,
 }
 
-/// Runs a session (`opened`: the client has sent Open; it is counted among the device's
-/// clients already) until the client disconnects, then releases what it held; or until
-/// it moves to a successor daemon.
+/// Runs a session (`member.go`: `None` once the client has opened the device) until the
+/// client disconnects, then releases what it held; or until it moves to a successor
+/// daemon.
 pub(super) async fn serve(
     s: Arc<Session>,
     stream: Arc<UnixStream>,
     writer: tokio::task::JoinHandle<()>,
-    opened: bool,
+    member: Membership,
 ) {
     let (ask, mut asks) = mpsc::channel(1);
-    let serial = s.device.movers.enlist(ask);
-    let why = read_loop(&s, &stream, &mut asks, opened).await;
-    s.device.movers.strike(serial);
-    let pid = *s.pid.lock().unwrap_or_else(PoisonError::into_inner);
+    let mover = s.device.movers.enlist(ask);
+    let why = read_loop(&s, &stream, &mut asks, &member).await;
+    s.device.movers.strike(mover);
+    let (pid, uid) = (s.pid, s.uid);
     let moved = matches!(why, Ended::Moved);
     match why {
-        Ended::Moved => tracing::info!(pid, "local client's session moved to the successor"),
-        Ended::Left(RecvError::Closed) => tracing::debug!(pid, "local client left"),
+        Ended::Moved => tracing::info!(pid, uid, "local client's session moved to the successor"),
+        Ended::Left(RecvError::Closed) => tracing::debug!(pid, uid, "local client left"),
         Ended::Left(RecvError::Io(e)) => {
-            tracing::info!(pid, error = %e, "local client's socket failed")
+            logs::limited!(logs::CLIENT_OTHER, info, pid, uid, error = %e, "local client's socket failed");
         }
         Ended::Left(RecvError::Malformed(m)) => {
-            tracing::warn!(pid, error = %m, "local client sent garbage; dropped")
+            logs::limited!(logs::CLIENT_DROPPED, warn, pid, uid, error = %m, "local client sent garbage; dropped");
         }
-        Ended::Refused(why) => tracing::info!(pid, why, "local client not served"),
+        Ended::Refused(why) => {
+            logs::limited!(
+                logs::CLIENT_REFUSED,
+                info,
+                pid,
+                uid,
+                why,
+                "local client not served"
+            );
+        }
     }
     if !moved {
         release(&s).await;
     }
-    s.device.clients.fetch_sub(1, Ordering::Relaxed);
+    s.device.users.leave(member.serial);
     // What is queued still goes out (the reply that says why the session ends, a last
     // event), for a moment: the writer ends once every sender is gone.
     drop(s);
@@ -248,17 +299,20 @@ async fn read_loop(
     s: &Arc<Session>,
     stream: &UnixStream,
     asks: &mut mpsc::Receiver<moving::Ask>,
-    mut opened: bool,
+    member: &Membership,
 ) -> Ended {
     let mut inbox = Inbox::new();
     let open_by = tokio::time::Instant::now() + OPEN_WAIT;
+    let mut opened = member.go.is_none();
+    let go = member.go.clone().unwrap_or_default();
     loop {
         loop {
-            let msg = match inbox.next(|h: &Header, _: &[u8]| request_fds(h.func)) {
-                Ok(Some(m)) => m,
-                Ok(None) => break,
-                Err(e) => return Ended::Left(e),
-            };
+            let (msg, missing) =
+                match inbox.next_tolerant(|h: &Header, _: &[u8]| request_fds(h.func)) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(e) => return Ended::Left(e),
+                };
             let h = msg.header;
             if h.version != VERSION {
                 let text = format!(
@@ -288,20 +342,39 @@ async fn read_loop(
                     return Ended::Left(RecvError::Malformed(m));
                 }
             };
-            if !opened && !matches!(req, Request::Open { .. }) {
-                return Ended::Left(RecvError::Malformed(ipc::Malformed(
-                    "a request before Open",
-                )));
-            }
-            let max = s.device.limits.max_clients;
-            if !opened && s.device.clients.load(Ordering::Relaxed) as usize > max {
+            if missing > 0 {
                 let why = format!(
-                    "iwarpd serves {max} applications already, its limit: wait until one \
-                     detaches, or raise max_local_clients in the daemon's configuration"
+                    "{} came without the {missing} descriptor(s) it carries: send them with \
+                     SCM_RIGHTS on the same message",
+                    ipc::control::func::name(h.func)
                 );
-                let reply = err(error::LIMIT, why.clone()).encode(h.func, h.txn);
+                let _ = s
+                    .out
+                    .send(Out::new(
+                        err(error::MALFORMED, why).encode(h.func, h.txn),
+                        Vec::new(),
+                    ))
+                    .await;
+                continue;
+            }
+            if !opened && !matches!(req, Request::Open { .. }) {
+                let why = "a request before Open: open the device first (the first message \
+                           on the control socket is Open)";
+                let reply = err(error::MALFORMED, why).encode(h.func, h.txn);
                 let _ = s.out.send(Out::new(reply, Vec::new())).await;
-                return Ended::Refused(why);
+                return Ended::Refused(why.to_owned());
+            }
+            if !opened {
+                let l = &s.device.limits;
+                let admitted =
+                    s.device
+                        .users
+                        .open(member.serial, l.max_clients, l.max_clients_per_user);
+                if let Err(why) = admitted {
+                    let reply = err(error::LIMIT, why.clone()).encode(h.func, h.txn);
+                    let _ = s.out.send(Out::new(reply, Vec::new())).await;
+                    return Ended::Refused(why);
+                }
             }
             opened = true;
             handle(s, h, req, msg.fds).await;
@@ -314,6 +387,14 @@ async fn read_loop(
             }
             () = tokio::time::sleep_until(open_by), if !opened => {
                 let why = format!("it did not open the device within {} s", OPEN_WAIT.as_secs());
+                return Ended::Refused(why);
+            }
+            () = go.notified(), if !opened => {
+                let why = format!(
+                    "it had not opened the device, and more than {} newer connections to the \
+                     control socket wait to",
+                    super::users::MAX_UNOPENED
+                );
                 return Ended::Refused(why);
             }
             Some(ask) = asks.recv() => {
@@ -366,14 +447,18 @@ async fn reply(s: &Session, h: Header, r: Reply, fds: Vec<OwnedFd>) {
 
 async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>) {
     let r = match req {
-        Request::Open { pid } => {
-            *s.pid.lock().unwrap_or_else(PoisonError::into_inner) = pid;
-            tracing::debug!(pid, "local client opened the device");
+        Request::Open { pid: claimed } => {
+            // The pid the client claims is its word; the kernel's is the one logged.
+            let (pid, uid) = (s.pid, s.uid);
+            tracing::debug!(pid, uid, claimed, "local client opened the device");
             Reply::Id(std::process::id())
         }
         Request::AllocPd => {
-            let own = s.objs().files();
-            if let Some(r) = s.device.files.check(own, 1) {
+            let need = Usage {
+                files: 1,
+                ..Usage::default()
+            };
+            if let Some(r) = admit::check(s, need) {
                 return reply(s, h, r, Vec::new()).await;
             }
             // The domain's push region: its own memory file, handed to this client only.
@@ -457,16 +542,9 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         } => match admit_qp(s, pd, depths) {
             Err(r) => *r,
             Ok(geo) => {
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let engine = s.engine.clone();
-                    let r = start_qp(&s, (pd, srq, geo), recvs, |init| async move {
-                        engine.connect(addr, init, &private).await
-                    })
-                    .await;
-                    s.objs().connecting -= 1;
-                    let (r, fds) = r.unwrap_or_else(|r| (r, Vec::new()));
-                    reply(&s, h, r, fds).await;
+                let engine = s.engine.clone();
+                spawn_establish(s, h, (pd, srq, geo), recvs, move |init| async move {
+                    engine.connect(addr, init, &private).await
                 });
                 return;
             }
@@ -484,16 +562,9 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 (None, _) => not_found("connection request", incoming),
                 (Some(_), Err(r)) => *r,
                 (Some(inc), Ok(geo)) => {
-                    let s = s.clone();
-                    tokio::spawn(async move {
-                        let r = start_qp(&s, (pd, srq, geo), recvs, |init| async move {
-                            let qp = inc.accept(init, &private).await?;
-                            Ok((qp, Bytes::new()))
-                        })
-                        .await;
-                        s.objs().connecting -= 1;
-                        let (r, fds) = r.unwrap_or_else(|r| (r, Vec::new()));
-                        reply(&s, h, r, fds).await;
+                    spawn_establish(s, h, (pd, srq, geo), recvs, move |init| async move {
+                        let qp = inc.accept(init, &private).await?;
+                        Ok((qp, Bytes::new()))
                     });
                     return;
                 }
@@ -549,19 +620,12 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             None => not_found("queue pair", qp),
         },
         Request::CreateSrq { depth } => {
-            let (srqs, own) = {
-                let o = s.objs();
-                (o.srqs.len(), o.files())
+            let need = Usage {
+                srqs: 1,
+                files: 1,
+                ..Usage::default()
             };
-            if srqs >= s.device.limits.max_srqs {
-                err(
-                    error::LIMIT,
-                    format!(
-                        "this client already has {} shared receive queues, iwarpd's limit",
-                        s.device.limits.max_srqs
-                    ),
-                )
-            } else if let Some(r) = s.device.files.check(own, 1) {
+            if let Some(r) = admit::check(s, need) {
                 r
             } else {
                 let depth = SrqSegment::depth_for(depth as usize);
@@ -615,18 +679,12 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
 /// budget, or on a port that needs a privilege the client lacks (iwarpd may run as root;
 /// its clients get no more than they would have themselves).
 fn admit_listener(s: &Session, addr: std::net::SocketAddr) -> Option<Reply> {
-    let (listeners, own) = {
-        let o = s.objs();
-        (o.listeners.len(), o.files())
+    let need = Usage {
+        listeners: 1,
+        files: 1,
+        ..Usage::default()
     };
-    let max = s.device.limits.max_listeners;
-    if listeners >= max {
-        return Some(err(
-            error::LIMIT,
-            format!("this client already has {max} listeners, iwarpd's limit"),
-        ));
-    }
-    if let Some(r) = s.device.files.check(own, 1) {
+    if let Some(r) = admit::check(s, need) {
         return Some(r);
     }
     let first_free = unprivileged_port_start();
@@ -662,25 +720,55 @@ fn unprivileged_port_start() -> u16 {
 fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<Reply>> {
     let geo =
         geometry(depths, s.device.limits.max_queue_depth).map_err(|why| err(error::LIMIT, why))?;
-    let mut o = s.objs();
-    if !o.pds.contains_key(&pd) {
-        drop(o);
+    if !s.objs().pds.contains_key(&pd) {
         return Err(Box::new(not_found("protection domain", pd)));
     }
-    if o.qps.len() + o.connecting >= s.device.limits.max_qps {
-        return Err(Box::new(err(
-            error::LIMIT,
-            format!(
-                "this client already has {} queue pairs, iwarpd's limit",
-                s.device.limits.max_qps
-            ),
-        )));
-    }
-    if let Some(r) = s.device.files.check(o.files(), super::files::PER_QP) {
+    let need = Usage {
+        qps: 1,
+        files: super::files::PER_QP,
+        ..Usage::default()
+    };
+    if let Some(r) = admit::check(s, need) {
         return Err(Box::new(r));
     }
-    o.connecting += 1;
+    s.objs().connecting += 1;
     Ok(geo)
+}
+
+/// Connects or accepts a queue pair admitted by [`admit_qp`] (counted as connecting) on
+/// a task of the session's, which answers the request `h` when done. The task ends with
+/// the session: a client that goes away while its queue pair connects leaves nothing
+/// behind (its connect is dropped, or the queue pair it made destroyed).
+fn spawn_establish<F, Fut>(
+    s: &Arc<Session>,
+    h: Header,
+    what: (u32, u32, Geometry),
+    recvs: Vec<RecvWr>,
+    establish: F,
+) where
+    F: FnOnce(QpInit) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>> + Send + 'static,
+{
+    /// Counts the queue pair as connecting until it is a servant's or gone (also when its
+    /// task is aborted).
+    struct Connecting(Arc<Session>);
+    impl Drop for Connecting {
+        fn drop(&mut self) {
+            self.0.objs().connecting -= 1;
+        }
+    }
+    let counted = Connecting(s.clone());
+    let task = async move {
+        let s = counted.0.clone();
+        let r = start_qp(&s, what, recvs, establish).await;
+        drop(counted);
+        let (r, fds) = r.unwrap_or_else(|r| (r, Vec::new()));
+        reply(&s, h, r, fds).await;
+    };
+    let mut o = s.objs();
+    // Tasks that finished are reaped here, so the set holds only those under way.
+    while o.pending.try_join_next().is_some() {}
+    o.pending.spawn(task);
 }
 
 /// Creates a queue pair's segment and doorbells, runs `establish` (connect or accept)
@@ -778,7 +866,20 @@ where
         },
         on_end(s, id),
     );
-    s.objs().qps.insert(id, sv);
+    let orphan = {
+        let mut o = s.objs();
+        if o.released {
+            Some(sv)
+        } else {
+            o.qps.insert(id, sv);
+            None
+        }
+    };
+    if let Some(sv) = orphan {
+        // The client went away meanwhile: nobody will destroy it but this.
+        sv.destroy().await;
+        return Err(err(error::REFUSED, "the application went away"));
+    }
     Ok((Reply::Qp(info), fds))
 }
 
@@ -793,6 +894,8 @@ pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
                 QpEnd::Terminated(t) => (end::TERMINATED, t.to_wire()),
                 QpEnd::ConnectionLost => (end::CONNECTION_LOST, [0, 0]),
                 QpEnd::TimedOut => (end::TIMED_OUT, [0, 0]),
+                QpEnd::CqOverrun => (end::CQ_OVERRUN, [0, 0]),
+                QpEnd::Misused => (end::MISUSED, [0, 0]),
                 _ => (end::CONNECTION_LOST, [0, 0]),
             };
             let msg = Event::QpEnded { qp: id, how, term }.encode();
@@ -832,7 +935,7 @@ async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<crate::L
             let mut o = s.objs();
             if o.incoming.len() >= s.device.limits.max_pending_incoming {
                 drop(o);
-                tracing::info!(%peer, "connection request rejected: the application has too many unanswered");
+                logs::limited!(logs::CLIENT_OTHER, info, %peer, "connection request rejected: the application has too many unanswered");
                 tokio::spawn(async move {
                     let _ = inc.reject(&[]).await;
                 });
@@ -855,10 +958,12 @@ async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<crate::L
     }
 }
 
-/// The client is gone: its queue pairs close, its listeners stop, its memory is released.
+/// The client is gone: its queue pairs close (those still connecting too), its listeners
+/// stop, its memory is released.
 async fn release(s: &Session) {
-    let (qps, listeners, pds) = {
+    let (qps, listeners, pds, pending) = {
         let mut o = s.objs();
+        o.released = true;
         o.incoming.clear();
         o.mrs.clear();
         o.mws.clear();
@@ -870,8 +975,12 @@ async fn release(s: &Session) {
             o.qps.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.listeners.drain().map(|(_, v)| v).collect::<Vec<_>>(),
             o.pds.drain().map(|(_, pd)| pd.engine).collect::<Vec<_>>(),
+            std::mem::take(&mut o.pending),
         )
     };
+    // Connects under way end here (their connections close); dropped outside the lock,
+    // which their counts take.
+    drop(pending);
     for l in listeners {
         drop(l.stop());
     }

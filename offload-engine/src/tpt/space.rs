@@ -3,10 +3,12 @@
 //! domain can then move from one engine's table to another's with every STag unchanged
 //! (live migration, seed 003 §3.1: the peer knows only STags, and they must stay valid).
 //!
-//! An index also keeps its next instance here, process-wide: a freed index is reused
-//! oldest first, by whichever table asks next, and its next entry answers to the old
-//! instance plus 1, so a stale STag never names the new entry (until the 8-bit instance
-//! wraps after 256 reuses).
+//! An index also keeps its next instance (the STag's 8-bit key) here, process-wide: a
+//! freed index is reused oldest first, by whichever table asks next. Keys are random (RFC
+//! 5040 §8 asks for STags a peer cannot guess: with sequential indices, the key is what
+//! an attacker must guess, one Terminate per wrong guess), and an index's next key always
+//! differs from its last one, so a stale STag never names the entry that reuses its
+//! index next.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
@@ -19,6 +21,9 @@ use ddp::STag;
 pub(super) struct IndexSpace {
     /// Per index, the instance its next entry answers to (`[0]` unused).
     next_instance: Vec<u8>,
+    /// Random octets for keys, and how many of them are used.
+    random: [u8; 64],
+    used: usize,
     /// Freed indices, reused oldest first so an index rests as long as possible.
     free: VecDeque<u32>,
     /// Ranges of indices another process may still hand over (see
@@ -37,6 +42,8 @@ impl IndexSpace {
     pub(super) const fn new(max: u32) -> Self {
         Self {
             next_instance: Vec::new(),
+            random: [0; 64],
+            used: 64,
             free: VecDeque::new(),
             held: Vec::new(),
             claimed: std::collections::BTreeSet::new(),
@@ -46,6 +53,26 @@ impl IndexSpace {
                 STag::MAX_INDEX
             },
         }
+    }
+
+    /// A random key.
+    fn key(&mut self) -> u8 {
+        if self.used == self.random.len() {
+            self.random = random_octets();
+            self.used = 0;
+        }
+        self.used += 1;
+        self.random[self.used - 1]
+    }
+
+    /// A random key other than `last`.
+    fn key_after(&mut self, last: u8) -> u8 {
+        // One of the 255 others, evenly.
+        let mut k = self.key();
+        while k == 0xff {
+            k = self.key();
+        }
+        last.wrapping_add(1).wrapping_add(k)
     }
 
     /// The process's space.
@@ -65,7 +92,8 @@ impl IndexSpace {
                 if index > self.max {
                     return None;
                 }
-                self.next_instance.push(0);
+                let key = self.key();
+                self.next_instance.push(key);
                 index
             }
         };
@@ -123,11 +151,35 @@ impl IndexSpace {
 
     /// Gives back an index whose last entry answered to `last_instance`.
     pub(super) fn release(&mut self, index: u32, last_instance: u8) {
-        if let Some(next) = self.next_instance.get_mut(index as usize) {
-            *next = last_instance.wrapping_add(1);
+        if (index as usize) < self.next_instance.len() {
+            let next = self.key_after(last_instance);
+            self.next_instance[index as usize] = next;
             self.free.push_back(index);
         }
     }
+}
+
+/// Octets from the kernel's random source; if it cannot be read (it always can on Linux
+/// 3.17 and later), from the clock and the address space's layout, which still differ
+/// from run to run.
+fn random_octets() -> [u8; 64] {
+    let mut out = [0u8; 64];
+    if rustix::rand::getrandom(&mut out, rustix::rand::GetRandomFlags::empty())
+        .is_ok_and(|n| n == out.len())
+    {
+        return out;
+    }
+    use std::hash::{BuildHasher as _, Hasher as _};
+    for chunk in out.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        chunk.copy_from_slice(&h.finish().to_le_bytes()[..chunk.len()]);
+    }
+    out
 }
 
 /// Locks `space`, whatever a panicking holder left (its state is a plain free list).
@@ -140,25 +192,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn indices_start_at_one_and_reuse_bumps_the_instance() {
+    fn indices_start_at_one_and_reuse_changes_the_instance() {
         let mut s = IndexSpace::new(3);
         let a = s.take().unwrap();
         let b = s.take().unwrap();
-        assert_eq!((a.index(), a.instance()), (1, 0));
-        assert_eq!((b.index(), b.instance()), (2, 0));
-        s.release(1, 0);
-        s.release(2, 0);
+        assert_eq!((a.index(), b.index()), (1, 2));
+        s.release(1, a.instance());
+        s.release(2, b.instance());
         let c = s.take().unwrap();
-        assert_eq!(
-            (c.index(), c.instance()),
-            (1, 1),
-            "oldest freed first, instance bumped"
-        );
-        assert_eq!(s.take().unwrap(), STag::new(2, 1));
-        assert_eq!(s.take().unwrap(), STag::new(3, 0));
+        assert_eq!(c.index(), 1, "oldest freed first");
+        assert_ne!(c.instance(), a.instance(), "a stale STag never names it");
+        let d = s.take().unwrap();
+        assert_eq!(d.index(), 2);
+        assert_ne!(d.instance(), b.instance());
+        assert_eq!(s.take().unwrap().index(), 3);
         assert_eq!(s.take(), None, "all three taken");
-        s.release(3, 0xff);
-        assert_eq!(s.take().unwrap(), STag::new(3, 0), "the instance wraps");
+    }
+
+    /// Keys are random (RFC 5040 §8): over many indices every key value turns up, none
+    /// far more often than the others, and a reused index never gets its last key back.
+    #[test]
+    fn keys_are_random_and_never_repeat_on_reuse() {
+        let mut s = IndexSpace::new(1 << 16);
+        let mut seen = [0u32; 256];
+        let first: Vec<STag> = (0..(1 << 14)).map(|_| s.take().unwrap()).collect();
+        for t in &first {
+            seen[t.instance() as usize] += 1;
+        }
+        // 64 expected per key: a counter far off means the keys are not random.
+        assert!(seen.iter().all(|&n| (16..=160).contains(&n)), "{seen:?}");
+        let sequential = first
+            .windows(2)
+            .filter(|w| w[1].instance() == w[0].instance().wrapping_add(1))
+            .count();
+        assert!(
+            sequential < 1 << 8,
+            "{sequential} consecutive keys in a row"
+        );
+        for t in &first {
+            s.release(t.index(), t.instance());
+        }
+        for t in &first {
+            let again = s.take().unwrap();
+            assert_eq!(again.index(), t.index());
+            assert_ne!(again.instance(), t.instance());
+        }
     }
 
     #[test]

@@ -163,6 +163,7 @@ impl Table {
     /// instance wraps).
     pub(super) fn remove(&mut self, index: u32) -> Option<Entry> {
         let entry = self.cell(index)?.take()?;
+        self.prune(index);
         self.pending.remove(&index);
         space::lock(self.space).release(index, entry.instance);
         self.live -= 1;
@@ -213,6 +214,9 @@ impl Table {
             .into_iter()
             .filter_map(|i| Some((i, self.cell(i)?.take()?)))
             .collect();
+        for (i, _) in &entries {
+            self.prune(*i);
+        }
         self.live -= entries.len();
         self.pds.remove(&pd);
         Ok(TakenPd { pd, entries })
@@ -425,6 +429,28 @@ impl Table {
             .get_mut(i % LEAF)
     }
 
+    /// Gives back the memory of `index`'s leaf once no entry is left in it: a table that
+    /// held many entries holds no more than what is live after they go.
+    fn prune(&mut self, index: u32) {
+        let l = index as usize / LEAF;
+        if let Some(slot) = self.leaves.get_mut(l)
+            && slot
+                .as_deref()
+                .is_some_and(|leaf| leaf.iter().all(Option::is_none))
+        {
+            *slot = None;
+        }
+        while self.leaves.last().is_some_and(Option::is_none) {
+            self.leaves.pop();
+        }
+    }
+
+    /// Leaves holding entries (each [`LEAF`] cells).
+    #[cfg(test)]
+    pub(super) fn leaves(&self) -> usize {
+        self.leaves.iter().flatten().count()
+    }
+
     /// The cell of `index`, making its leaf if needed.
     fn place(&mut self, index: u32) -> &mut Option<Entry> {
         let i = index as usize;
@@ -457,19 +483,38 @@ mod tests {
     }
 
     #[test]
-    fn indices_start_at_one_and_reuse_bumps_the_instance() {
+    fn indices_start_at_one_and_reuse_changes_the_instance() {
         let mut t = private(STag::MAX_INDEX);
         let pd = t.alloc_pd();
         let a = t.insert(pd, window()).unwrap();
         let b = t.insert(pd, window()).unwrap();
-        assert_eq!((a.index(), a.instance()), (1, 0));
-        assert_eq!((b.index(), b.instance()), (2, 0));
+        assert_eq!((a.index(), b.index()), (1, 2));
         assert!(t.entry(STag::new(0, 0)).is_none());
         assert_eq!(t.len(), 2);
         t.remove(a.index()).unwrap();
         assert!(t.remove(a.index()).is_none());
         let c = t.insert(pd, window()).unwrap();
-        assert_eq!((c.index(), c.instance()), (1, 1));
+        assert_eq!(c.index(), 1);
+        assert_ne!(c.instance(), a.instance());
+    }
+
+    /// A table that held many entries gives the memory of their leaves back once they
+    /// go (1.8 GB stayed in iwarpd after a client's 16 M windows were released).
+    #[test]
+    fn leaves_are_given_back_when_their_entries_go() {
+        let mut t = private(STag::MAX_INDEX);
+        let pd = t.alloc_pd();
+        let all: Vec<STag> = (0..10 * LEAF)
+            .map(|_| t.insert(pd, window()).unwrap())
+            .collect();
+        assert!(t.leaves() >= 10);
+        // Indices start at 1: the first leaf holds the first LEAF - 1.
+        for s in &all[LEAF - 1..] {
+            t.remove(s.index());
+        }
+        assert_eq!(t.leaves(), 1, "only the first leaf still has entries");
+        let taken = t.take_pd(pd).unwrap();
+        assert_eq!((taken.len(), t.leaves()), (LEAF - 1, 0));
     }
 
     #[test]

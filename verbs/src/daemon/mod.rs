@@ -126,6 +126,9 @@ pub(crate) struct Client {
     path: PathBuf,
     /// The path as text for `Copy` errors: leaked once per device opened.
     path_str: &'static str,
+    /// "iwarpd at PATH", what a queue pair's end names when the daemon goes away
+    /// ([`QpEnd::DeviceLost`]); leaked once per device opened.
+    daemon_str: &'static str,
     sock: UnixStream,
     /// STags being reserved for queued registrations, oldest first: one is kept under
     /// way so that the next registration finds it answered.
@@ -175,6 +178,7 @@ impl Client {
             depths,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
+            daemon_str: Box::leak(format!("iwarpd at {}", path.display()).into_boxed_str()),
             sock,
             reserving: Mutex::default(),
             send: Arc::new(Mutex::new(())),
@@ -189,7 +193,7 @@ impl Client {
                 .map_err(|e| DaemonError::Unreachable(format!("{}: {e}", path.display())))?,
             client.send.clone(),
         );
-        let shown = path.display().to_string();
+        let shown = (path.display().to_string(), client.daemon_str);
         static CLIENTS: AtomicU64 = AtomicU64::new(0);
         std::thread::Builder::new()
             .name(format!(
@@ -254,6 +258,11 @@ impl Client {
     /// The same, as `'static` text.
     pub(crate) fn path_str(&self) -> &'static str {
         self.path_str
+    }
+
+    /// How a queue pair that lost this daemon ends.
+    pub(crate) fn lost(&self) -> QpEnd {
+        QpEnd::DeviceLost(self.daemon_str)
     }
 
     fn start(
@@ -402,7 +411,7 @@ impl Client {
         let gone = d.gone.is_some();
         let tx = d.qps.entry(id).or_insert_with(|| watch::channel(None).0);
         if gone {
-            tx.send_replace(Some(QpEnd::ConnectionLost));
+            tx.send_replace(Some(self.lost()));
         }
         tx.subscribe()
     }
@@ -418,7 +427,7 @@ fn read_loop(
     sock: UnixStream,
     (writer, send): (UnixStream, Arc<Mutex<()>>),
     dispatch: Arc<Mutex<Dispatch>>,
-    path: String,
+    (path, daemon): (String, &'static str),
 ) {
     let mut inbox = Inbox::new();
     let why = 'read: loop {
@@ -487,6 +496,8 @@ fn read_loop(
                         end::TERMINATED_BY_PEER => QpEnd::TerminatedByPeer(t),
                         end::TERMINATED => QpEnd::Terminated(t),
                         end::TIMED_OUT => QpEnd::TimedOut,
+                        end::CQ_OVERRUN => QpEnd::CqOverrun,
+                        end::MISUSED => QpEnd::Misused,
                         _ => QpEnd::ConnectionLost,
                     };
                     let mut d = lock(&dispatch);
@@ -512,7 +523,7 @@ fn read_loop(
     for tx in d.qps.values() {
         tx.send_if_modified(|end| {
             let changed = end.is_none();
-            end.get_or_insert(QpEnd::ConnectionLost);
+            end.get_or_insert(QpEnd::DeviceLost(daemon));
             changed
         });
     }

@@ -457,7 +457,11 @@ impl DaemonQp {
                 return end;
             }
             if rx.changed().await.is_err() {
-                return QpEnd::ConnectionLost;
+                return if self.client.is_gone() {
+                    self.client.lost()
+                } else {
+                    QpEnd::ConnectionLost
+                };
             }
         }
     }

@@ -32,11 +32,7 @@ fn stale_instance_after_reregistration() {
     assert_eq!(&storage.view(0, 8).unwrap()[..], &[0; 8]);
     let new = tpt.register(pd, vec![5; 8], Base::ZeroBased, RW).unwrap();
     assert_eq!(new.index(), old.index(), "the index is reused");
-    assert_eq!(
-        new.instance(),
-        old.instance().wrapping_add(1),
-        "with a bumped instance"
-    );
+    assert_ne!(new.instance(), old.instance(), "with another instance");
     let mut qp = tpt.view(pd, QpId::new(1));
     assert_eq!(
         qp.write(old, 0, &[1], Access::REMOTE_WRITE),

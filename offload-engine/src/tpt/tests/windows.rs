@@ -15,7 +15,7 @@ fn type1_window_binds_inside_its_region() {
     let bound = tpt
         .bind_mw(mw, mr, 0x1008, 8, Access::REMOTE_WRITE, false, None)
         .unwrap();
-    assert_eq!(bound, mw.with_instance(mw.instance() + 1));
+    assert_eq!(bound, mw.with_instance(mw.instance().wrapping_add(1)));
     let info = tpt.info(bound).unwrap();
     assert!(info.valid);
     assert_eq!((info.to, info.len, info.parent), (0x1008, 8, Some(mr)));
@@ -197,7 +197,7 @@ fn type2_window_is_tied_to_its_queue_pair() {
     let mut a = tpt.view(pd, QpId::new(1));
     let mut b = tpt.view(pd, QpId::new(2));
     let bind = Bind {
-        mw: mw.with_instance(0x10),
+        mw: mw.with_instance(mw.instance().wrapping_add(0x10)),
         mr,
         to: 0x1010,
         len: 16,

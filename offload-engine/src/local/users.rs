@@ -1,0 +1,203 @@
+//! What the daemon's clients hold, summed by the user they run as: every limit on what a
+//! client can make iwarpd hold applies to its user (its control socket's peer credentials,
+//! `SO_PEERCRED`), so that one user cannot take from everyone by opening more sessions or
+//! running more processes; and the daemon's own totals bound them all.
+//!
+//! Nothing is counted twice or left behind: a user's usage is the sum of what its live
+//! sessions' objects hold now ([`Objects::usage`](super::session::Objects::usage)), so a
+//! session that ends gives everything back by ending.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::Notify;
+
+use super::session::Session;
+
+/// Sessions that have not opened the device yet, at most: past this many the oldest is
+/// dropped (an honest application opens at once, so the oldest waiting is the likeliest
+/// to be silent).
+pub(super) const MAX_UNOPENED: usize = 128;
+
+/// What one client or user holds of what the daemon bounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Usage {
+    /// Sessions that opened the device.
+    pub(super) sessions: usize,
+    /// Memory files and sockets the daemon holds for it (see
+    /// [`FileBudget`](super::files::FileBudget)).
+    pub(super) files: usize,
+    /// Queue pairs, connected or connecting.
+    pub(super) qps: usize,
+    /// Entries of the memory table: regions, windows and STags reserved.
+    pub(super) entries: usize,
+    /// Octets of its regions the daemon maps.
+    pub(super) octets: u64,
+    /// Shared receive queues.
+    pub(super) srqs: usize,
+    /// Listeners.
+    pub(super) listeners: usize,
+}
+
+impl Usage {
+    fn add(&mut self, o: &Self) {
+        self.sessions += o.sessions;
+        self.files += o.files;
+        self.qps += o.qps;
+        self.entries += o.entries;
+        self.octets += o.octets;
+        self.srqs += o.srqs;
+        self.listeners += o.listeners;
+    }
+}
+
+/// The user a session runs as, for accounting: its peer's uid, or one bucket for peers
+/// whose credentials could not be read.
+pub(super) fn user_of(uid: Option<u32>) -> u32 {
+    uid.unwrap_or(u32::MAX)
+}
+
+/// A session as the registry knows it.
+struct Member {
+    user: u32,
+    opened: bool,
+    session: Weak<Session>,
+}
+
+/// Every session of the daemon (all shards), by serial.
+#[derive(Default)]
+pub(super) struct Users {
+    members: Mutex<Members>,
+}
+
+#[derive(Default)]
+struct Members {
+    next: u64,
+    by_serial: HashMap<u64, Member>,
+    /// Sessions not opened yet, oldest first, each with what tells it to go.
+    unopened: VecDeque<(u64, Arc<Notify>)>,
+}
+
+impl std::fmt::Debug for Users {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Users").finish_non_exhaustive()
+    }
+}
+
+impl Users {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Members> {
+        self.members.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lists a new session that has not opened the device; its serial, and what tells it
+    /// to go because newer ones are waiting (past [`MAX_UNOPENED`], the oldest goes).
+    pub(super) fn join(&self, s: &Arc<Session>) -> (u64, Arc<Notify>) {
+        let mut m = self.lock();
+        m.next += 1;
+        let serial = m.next;
+        m.by_serial.insert(
+            serial,
+            Member {
+                user: user_of(s.uid),
+                opened: false,
+                session: Arc::downgrade(s),
+            },
+        );
+        let go = Arc::new(Notify::new());
+        m.unopened.push_back((serial, go.clone()));
+        while m.unopened.len() > MAX_UNOPENED {
+            if let Some((_, oldest)) = m.unopened.pop_front() {
+                oldest.notify_one();
+            }
+        }
+        (serial, go)
+    }
+
+    /// Lists a session moved in from a daemon before: it opened the device there.
+    pub(super) fn join_opened(&self, s: &Arc<Session>) -> u64 {
+        let mut m = self.lock();
+        m.next += 1;
+        let serial = m.next;
+        m.by_serial.insert(
+            serial,
+            Member {
+                user: user_of(s.uid),
+                opened: true,
+                session: Arc::downgrade(s),
+            },
+        );
+        serial
+    }
+
+    /// The session `serial` opens the device, if its user and the daemon are within
+    /// `max_per_user` and `max` opened sessions; otherwise why not.
+    pub(super) fn open(&self, serial: u64, max: usize, max_per_user: usize) -> Result<(), String> {
+        let mut m = self.lock();
+        let Some(user) = m.by_serial.get(&serial).map(|v| v.user) else {
+            return Ok(());
+        };
+        let opened = m.by_serial.values().filter(|v| v.opened);
+        let (all, mine) = opened.fold((0, 0), |(a, u), v| (a + 1, u + usize::from(v.user == user)));
+        if all >= max {
+            return Err(format!(
+                "iwarpd serves {max} applications already, its limit: wait until one \
+                 detaches, or raise max_local_clients in the daemon's configuration"
+            ));
+        }
+        if mine >= max_per_user {
+            return Err(format!(
+                "this user ({}) has {max_per_user} applications attached to iwarpd already, \
+                 the most one user may: detach some, or raise max_local_clients_per_user \
+                 in the daemon's configuration",
+                shown(user)
+            ));
+        }
+        m.unopened.retain(|(s, _)| *s != serial);
+        if let Some(v) = m.by_serial.get_mut(&serial) {
+            v.opened = true;
+        }
+        Ok(())
+    }
+
+    /// The session `serial` ended.
+    pub(super) fn leave(&self, serial: u64) {
+        let mut m = self.lock();
+        m.by_serial.remove(&serial);
+        m.unopened.retain(|(s, _)| *s != serial);
+    }
+
+    /// What `user`'s sessions hold now, and what every session holds. Takes each
+    /// session's lock in turn: never call it holding one.
+    pub(super) fn usage(&self, user: u32) -> (Usage, Usage) {
+        let sessions: Vec<(u32, bool, Arc<Session>)> = self
+            .lock()
+            .by_serial
+            .values()
+            .filter_map(|v| Some((v.user, v.opened, v.session.upgrade()?)))
+            .collect();
+        let (mut mine, mut all) = (Usage::default(), Usage::default());
+        for (u, opened, s) in sessions {
+            let mut held = s.objs().usage();
+            held.sessions = usize::from(opened);
+            all.add(&held);
+            if u == user {
+                mine.add(&held);
+            }
+        }
+        (mine, all)
+    }
+
+    /// Sessions that opened the device now.
+    pub(super) fn opened(&self) -> usize {
+        self.lock().by_serial.values().filter(|v| v.opened).count()
+    }
+}
+
+/// A user as messages name it.
+pub(super) fn shown(user: u32) -> String {
+    if user == u32::MAX {
+        "uid unknown".to_owned()
+    } else {
+        format!("uid {user}")
+    }
+}
