@@ -130,6 +130,29 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
          the limit when it opens the device",
     ),
     (
+        "max_local_clients_per_user",
+        "local applications one user may have attached at once (1..=65536; default 256)",
+    ),
+    (
+        "max_local_qps",
+        "queue pairs one user's local applications may hold together (1..=1048576; \
+         default 4096)",
+    ),
+    (
+        "max_local_mrs",
+        "regions, memory windows and reserved STags one user's local applications may \
+         hold together (1..=16777215; default 65536)",
+    ),
+    (
+        "max_local_mrs_total",
+        "the same, of every local application together (1..=16777215; default 1048576)",
+    ),
+    (
+        "max_registered",
+        "octets of registered memory iwarpd maps for every local application together, \
+         one user at most half (a size, for example 16G; default: this machine's memory)",
+    ),
+    (
         "max_queue_depth",
         "the deepest send or receive queue a local application's queue pair may ask for \
          (1..=65536; default 16384)",
@@ -206,6 +229,12 @@ pub(crate) struct Config {
     /// Threads (shards) serving local applications.
     pub(crate) local_threads: usize,
     pub(crate) max_local_clients: usize,
+    /// What one user's local applications may hold together, and all of them.
+    pub(crate) max_local_clients_per_user: usize,
+    pub(crate) max_local_qps: usize,
+    pub(crate) max_local_mrs: usize,
+    pub(crate) max_local_mrs_total: usize,
+    pub(crate) max_registered: u64,
     /// The deepest queue a local application's queue pair may ask for.
     pub(crate) max_queue_depth: u32,
     /// Where this daemon hands its connections to a successor.
@@ -243,7 +272,12 @@ impl Default for Config {
             pcap: None,
             control: Control::Default,
             local_threads: std::thread::available_parallelism().map_or(1, usize::from),
-            max_local_clients: 1024,
+            max_local_clients: LocalConfig::default().max_clients,
+            max_local_clients_per_user: LocalConfig::default().max_clients_per_user,
+            max_local_qps: LocalConfig::default().max_qps,
+            max_local_mrs: LocalConfig::default().max_mrs,
+            max_local_mrs_total: LocalConfig::default().max_device_mrs,
+            max_registered: LocalConfig::default().max_registered,
             max_queue_depth: LocalConfig::default().max_queue_depth,
             handover: None,
             take_over: None,
@@ -490,6 +524,17 @@ impl Config {
             }
             "local_threads" => self.local_threads = number(1, 256)? as usize,
             "max_local_clients" => self.max_local_clients = number(1, 65536)? as usize,
+            "max_local_clients_per_user" => {
+                self.max_local_clients_per_user = number(1, 65536)? as usize;
+            }
+            "max_local_qps" => self.max_local_qps = number(1, 1 << 20)? as usize,
+            "max_local_mrs" => {
+                self.max_local_mrs = number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
+            }
+            "max_local_mrs_total" => {
+                self.max_local_mrs_total = number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
+            }
+            "max_registered" => self.max_registered = size(u64::MAX)?,
             "max_queue_depth" => {
                 self.max_queue_depth = number(1, u64::from(ipc::qpseg::MAX_DEPTH))? as u32;
             }

@@ -62,6 +62,11 @@ fn serve_local(
     ecfg.timeouts.idle = None;
     let limits = LocalConfig {
         max_clients: cfg.max_local_clients,
+        max_clients_per_user: cfg.max_local_clients_per_user,
+        max_qps: cfg.max_local_qps,
+        max_mrs: cfg.max_local_mrs,
+        max_device_mrs: cfg.max_local_mrs_total,
+        max_registered: cfg.max_registered,
         max_queue_depth: cfg.max_queue_depth,
         ..LocalConfig::default()
     };
