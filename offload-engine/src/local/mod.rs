@@ -189,7 +189,7 @@ pub struct LocalService {
     /// The control socket (the acceptor has its own descriptor of it).
     control: StdUnixListener,
     /// Where sessions moving in from a daemon before go, in turn.
-    shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
+    shards: Vec<tokio::sync::mpsc::Sender<ToShard>>,
     next_shard: std::sync::atomic::AtomicUsize,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -279,7 +279,9 @@ impl LocalService {
         let mut threads = Vec::new();
         let mut inboxes = Vec::new();
         for (n, engine) in device.engines.iter().enumerate() {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            // Bounded: an acceptor faster than the shards waits (and the kernel's backlog
+            // slows a flood of connections down), rather than queueing without end.
+            let (tx, rx) = tokio::sync::mpsc::channel(HANDOFF);
             let (engine, device) = (engine.clone(), device.clone());
             let stopped = stopped.clone();
             threads.push(on_thread(format!("iwarpd-local-{n}"), move |ready| {
@@ -341,6 +343,7 @@ impl LocalService {
                 ready,
                 go: on_go,
             })
+            .await
             .map_err(|_| stopped())?;
         result.await.map_err(|_| stopped())??;
         Ok(AdoptedSession { go })
@@ -408,7 +411,7 @@ where
 /// stopped.
 async fn accept(
     listener: UnixListener,
-    shards: Vec<tokio::sync::mpsc::UnboundedSender<ToShard>>,
+    shards: Vec<tokio::sync::mpsc::Sender<ToShard>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
     mut on: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -423,7 +426,7 @@ async fn accept(
             Ok(_) = on.wait_for(|on| !*on) => {}
             got = listener.accept() => match got.and_then(|(s, _)| s.into_std()) {
                 Ok(stream) => {
-                    let _ = shards[next % shards.len()].send(ToShard::Attach(stream));
+                    let _ = shards[next % shards.len()].send(ToShard::Attach(stream)).await;
                     next += 1;
                 }
                 Err(e) => {
@@ -436,10 +439,13 @@ async fn accept(
     }
 }
 
+/// Connections handed from the acceptor to a shard and not taken yet, at most.
+const HANDOFF: usize = 64;
+
 /// One shard: runs the sessions of the clients handed to it, until stopped.
 async fn shard(
     engine: Engine,
-    mut clients: tokio::sync::mpsc::UnboundedReceiver<ToShard>,
+    mut clients: tokio::sync::mpsc::Receiver<ToShard>,
     device: Arc<Device>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -447,9 +453,13 @@ async fn shard(
     // The acceptor may stop before the shard (a successor took the control socket): the
     // sessions run on.
     let mut accepting = true;
+    // Sessions that may run at once on one shard: every application the daemon serves
+    // and every connection waiting to open the device could be on this one; past that, a
+    // new connection waits (in the kernel's backlog) for one to end.
+    let most = device.limits.max_clients + users::MAX_UNOPENED;
     loop {
         tokio::select! {
-            got = clients.recv(), if accepting => {
+            got = clients.recv(), if accepting && sessions.len() < most => {
                 match got {
                     None => accepting = false,
                     Some(ToShard::Attach(stream)) => match tokio::net::UnixStream::from_std(stream) {
