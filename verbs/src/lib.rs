@@ -2,7 +2,7 @@
 //!
 //! | type | what it is |
 //! |---|---|
-//! | [`Device`] | an RDMA device (today an embedded software RNIC); the entry point |
+//! | [`Device`] | an RDMA device, the entry point: a software RNIC in this process, or the host's `iwarpd` |
 //! | [`Pd`] | a protection domain: memory and queue pairs that may reach each other |
 //! | [`Mr`] | a registered memory region: the application's memory, read and written in place |
 //! | [`Mw`] | a memory window: part of a region exposed under its own STag |
@@ -22,6 +22,39 @@
 //! [`Qp::recv`], ...) route the completion of their one request to the returned future
 //! instead. A Send or Write completes once the TCP socket accepted its octets (as in Linux
 //! siw); a Read or Atomic once its response has been placed.
+//!
+//! # Where the engine runs
+//!
+//! The same program runs either way, chosen when the [`Device`] is opened:
+//!
+//! - **embedded** (the default): the engine runs inside this process, on its tokio runtime;
+//! - **through `iwarpd`**, the host's daemon: set `IWARP_DEVICE=unix:/run/iwarpd.sock`
+//!   (or `IWARP_DEVICE=unix` for the default socket) in the environment, or call
+//!   [`DeviceConfig::daemon`]. The daemon holds the connections and places received data
+//!   straight into this process's registered memory; work requests and completions
+//!   cross in shared memory.
+//!
+//! `IWARP_DEVICE=embedded` (or unset) forces the engine in-process; any other value is
+//! refused by [`Device::open`] with the forms it takes, so a typo never silently runs the
+//! wrong device.
+//!
+//! # Errors in `main`
+//!
+//! Every error type of this crate has a `Display` that names the cause and the fix; the
+//! `Debug` form is for logs. A `main` that returns `Result<(), Box<dyn Error>>` prints the
+//! `Debug` form on failure, so print the `Display` form yourself:
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     match verbs::Device::open(verbs::DeviceConfig::default()) {
+//!         Ok(_device) => std::process::ExitCode::SUCCESS,
+//!         Err(e) => {
+//!             eprintln!("error: {e}");
+//!             std::process::ExitCode::FAILURE
+//!         }
+//!     }
+//! }
+//! ```
 //!
 //! # Quick start
 //!

@@ -50,6 +50,11 @@ async fn a_client_past_the_daemons_file_limits_is_refused_by_name_and_carries_on
         panic!("a listener past the budget")
     };
     assert!(e.to_string().contains("ulimit -n"), "{e}");
+    // So is a protection domain (its push region is a memory file), with the daemon's
+    // reason; it became domain 0 before, and everything in it failed with "no
+    // protection domain 0".
+    let e = dev.alloc_pd().expect_err("a domain past the budget");
+    assert!(e.to_string().contains("its share"), "{e}");
     // The client is still attached: with some regions given back, it registers again.
     held.truncate(held.len() - 10);
     tokio::time::sleep(Duration::from_millis(100)).await;
