@@ -66,6 +66,11 @@ impl SrqSegment {
         HEADER + depth as usize * RQE_SIZE
     }
 
+    /// Octets of the segment of a ring of `depth` entries.
+    pub fn size_for(depth: u32) -> usize {
+        Self::len(depth)
+    }
+
     /// The memory file, to send.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.seg.fd()

@@ -274,8 +274,8 @@ fn explain(status: WcStatus) -> &'static str {
              an ORD of 0)"
         }
         WcStatus::Flushed => {
-            "the queue pair entered the Error state before the request ran; Qp::closed tells \
-             why"
+            "the queue pair ended before the request ran (its connection closed or failed, \
+             or its device went away); how it ended says why (Qp::closed)"
         }
         WcStatus::RemoteAccess => {
             "the peer refused the access (its STag invalid or invalidated, the range outside \

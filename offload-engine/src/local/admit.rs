@@ -47,18 +47,19 @@ pub(super) fn check(s: &Session, need: Usage) -> Option<Reply> {
     let share = l.max_registered / 2;
     if need.octets > 0 && mine.octets.saturating_add(need.octets) > share {
         return refuse(format!(
-            "registering {} more octets would take this user ({who}) past its share of the \
-             memory iwarpd maps for applications: it holds {} of {share} (half of \
-             max_registered, {} octets). Register less, deregister what is not in use, or \
-             raise max_registered in the daemon's configuration",
+            "{} more octets of shared memory would take this user ({who}) past its share of \
+             the memory iwarpd maps for applications (registered regions and queue rings): \
+             it holds {} of {share} (half of max_registered, {} octets). Register less, free \
+             what is not in use, or raise max_registered in the daemon's configuration",
             need.octets, mine.octets, l.max_registered
         ));
     }
     if need.octets > 0 && all.octets.saturating_add(need.octets) > l.max_registered {
         return refuse(format!(
-            "registering {} more octets would take iwarpd past the memory it maps for \
-             applications: they hold {} of {} (max_registered in its configuration). Try \
-             again once some are deregistered, or raise the limit",
+            "{} more octets of shared memory would take iwarpd past the memory it maps for \
+             applications (registered regions and queue rings): they hold {} of {} \
+             (max_registered in its configuration). Try again once some are freed, or raise \
+             the limit",
             need.octets, all.octets, l.max_registered
         ));
     }

@@ -90,6 +90,11 @@ impl ClientSrq {
         self.seg.depth()
     }
 
+    /// Octets of its segment.
+    pub(super) fn octets(&self) -> u64 {
+        SrqSegment::size_for(self.seg.depth()) as u64
+    }
+
     /// Its segment's memory file.
     pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.seg.fd()

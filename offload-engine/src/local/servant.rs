@@ -247,6 +247,7 @@ pub(super) struct Servant {
     /// Its domain's push region, which names it until it is gone.
     pd: Arc<PdPush>,
     signals: Arc<Signals>,
+    octets: u64,
     /// Its task; taken by [`destroy`](Self::destroy) and [`freeze`](Self::freeze).
     /// Dropped with it still there, the servant is ended as `destroy` ends it (in the
     /// background): a servant never outlives its handle.
@@ -418,6 +419,11 @@ impl Drop for Yielder {
 const DESTROY_WAIT: Duration = Duration::from_secs(5);
 
 impl Servant {
+    /// Octets of its queue pair's segment (its rings and staging area).
+    pub(super) fn octets(&self) -> u64 {
+        self.octets
+    }
+
     /// Two-phase teardown: the queue pair closes (its work finishes or is flushed), the
     /// servant delivers the last completions and stops touching the segment; then this
     /// returns.
@@ -553,12 +559,14 @@ impl Run {
             self.push.pd.clone(),
             self.signals.clone(),
         );
+        let octets = self.seg.geometry().len() as u64;
         let task = tokio::spawn(self.run(bell));
         Servant {
             id,
             qp,
             pd,
             signals,
+            octets,
             task: Some(task),
         }
     }

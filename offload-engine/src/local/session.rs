@@ -69,8 +69,10 @@ pub(super) struct Objects {
     pub(super) incoming: HashMap<u32, Incoming>,
     pub(super) qps: HashMap<u32, Servant>,
     pub(super) srqs: HashMap<u32, Arc<ClientSrq>>,
-    /// Queue pairs being connected or accepted (counted against the limit).
+    /// Queue pairs being connected or accepted (counted against the limit), and the
+    /// octets of their segments.
     pub(super) connecting: usize,
+    pub(super) connecting_octets: u64,
     /// The tasks connecting or accepting them: aborted when the session ends, so that
     /// none outlives it.
     pub(super) pending: tokio::task::JoinSet<()>,
@@ -131,7 +133,12 @@ impl Objects {
             files: self.files(),
             qps: self.qps.len() + self.connecting,
             entries: self.mrs.len() + self.mws.len(),
-            octets: self.mrs.values().sum(),
+            // The shared memory the daemon maps for it: its regions, and the rings of its
+            // queue pairs and shared receive queues (the daemon makes those).
+            octets: self.mrs.values().sum::<u64>()
+                + self.qps.values().map(Servant::octets).sum::<u64>()
+                + self.srqs.values().map(|q| q.octets()).sum::<u64>()
+                + self.connecting_octets,
             srqs: self.srqs.len(),
             listeners: self.listeners.len(),
         }
@@ -623,6 +630,7 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
             let need = Usage {
                 srqs: 1,
                 files: 1,
+                octets: SrqSegment::size_for(SrqSegment::depth_for(depth as usize)) as u64,
                 ..Usage::default()
             };
             if let Some(r) = admit::check(s, need) {
@@ -726,12 +734,15 @@ fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<R
     let need = Usage {
         qps: 1,
         files: super::files::PER_QP,
+        octets: geo.len() as u64,
         ..Usage::default()
     };
     if let Some(r) = admit::check(s, need) {
         return Err(Box::new(r));
     }
-    s.objs().connecting += 1;
+    let mut o = s.objs();
+    o.connecting += 1;
+    o.connecting_octets += need.octets;
     Ok(geo)
 }
 
@@ -749,15 +760,17 @@ fn spawn_establish<F, Fut>(
     F: FnOnce(QpInit) -> Fut + Send + 'static,
     Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>> + Send + 'static,
 {
-    /// Counts the queue pair as connecting until it is a servant's or gone (also when its
-    /// task is aborted).
-    struct Connecting(Arc<Session>);
+    /// Counts the queue pair as connecting (with its segment's octets) until it is a
+    /// servant's or gone (also when its task is aborted).
+    struct Connecting(Arc<Session>, u64);
     impl Drop for Connecting {
         fn drop(&mut self) {
-            self.0.objs().connecting -= 1;
+            let mut o = self.0.objs();
+            o.connecting -= 1;
+            o.connecting_octets -= self.1;
         }
     }
-    let counted = Connecting(s.clone());
+    let counted = Connecting(s.clone(), what.2.len() as u64);
     let task = async move {
         let s = counted.0.clone();
         let r = start_qp(&s, what, recvs, establish).await;
