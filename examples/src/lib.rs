@@ -49,6 +49,16 @@ pub async fn run_on_worker(
     }
 }
 
+/// How long a tool waits for `Device::connect` whose TCP connect and MPA exchange the
+/// device bounds by `timeout` each: both, and a margin. Only a net for a local `iwarpd`
+/// that never answers: the device's own limits end a connect first, with the error that
+/// says which step failed.
+pub fn connect_limit(timeout: Duration) -> Duration {
+    timeout
+        .saturating_mul(2)
+        .saturating_add(Duration::from_secs(5))
+}
+
 /// Awaits `fut` for at most `timeout`; past it the run fails naming `what` it waited for.
 pub async fn step<T>(
     timeout: Duration,

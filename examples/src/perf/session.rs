@@ -300,7 +300,8 @@ async fn connect(
     let addr = opts.socket_addr();
     let mut told = false;
     loop {
-        let res = step(opts.timeout, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
+        let limit = crate::connect_limit(opts.timeout);
+        let res = step(limit, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
         match res {
             Ok(c) => return Ok(c),
             Err(ConnectError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -323,7 +324,7 @@ async fn connect(
                 tracing::debug!(%e, "{what}: retrying");
                 tokio::time::sleep(CONNECT_RETRY).await;
             }
-            Err(e) => return Err(format!("{what}: {e}").into()),
+            Err(e) => return Err(format!("{what} at {addr}: {e}").into()),
         }
     }
 }

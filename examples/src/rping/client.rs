@@ -47,7 +47,7 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
     }
     let addr = opts.socket_addr();
     let conn = step(
-        opts.timeout,
+        crate::connect_limit(opts.timeout),
         "the connection",
         dev.connect(&pd, addr, cfg, b""),
     )
