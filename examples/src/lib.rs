@@ -24,6 +24,7 @@ pub mod args;
 pub mod perf;
 pub mod rping;
 pub mod split;
+pub mod words;
 
 use std::time::Duration;
 

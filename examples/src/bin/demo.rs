@@ -197,7 +197,8 @@ async fn run(o: Opts) -> Result<(), Error> {
     let client_end = qp.closed().await;
     let (served, server_end) = server_task.await??;
     println!(
-        "[9] disconnected: client {client_end}, server {server_end} (it answered {served} pings)"
+        "[9] disconnected: client {client_end}, server {server_end} (it answered {})",
+        examples::words::count(served as u64, "ping", "pings")
     );
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! Exit status: 0 on success, 1 on a failed run, 2 on a bad command line.
 
 use examples::rping::{self, Opts, Role};
+use examples::words::count;
 use verbs::Device;
 
 #[tokio::main]
@@ -29,8 +30,9 @@ async fn main() {
         match opts.role {
             Role::Client => rping::run_client(&opts).await.map(|s| {
                 println!(
-                    "iwarp-rping: client done: {} pings, {} verified",
-                    s.pings, s.verified
+                    "iwarp-rping: client done: {}, {} verified",
+                    count(s.pings, "ping", "pings"),
+                    s.verified
                 );
             }),
             Role::Server => serve(&opts).await,
@@ -45,8 +47,9 @@ async fn serve(opts: &Opts) -> Result<(), rping::Error> {
     println!("iwarp-rping: listening on {}", listener.local_addr());
     let s = rping::serve(&dev, &listener, opts).await?;
     println!(
-        "iwarp-rping: server done: {} connection(s), {} pings",
-        s.connections, s.pings
+        "iwarp-rping: server done: {}, {}",
+        count(s.connections, "connection", "connections"),
+        count(s.pings, "ping", "pings")
     );
     Ok(())
 }

@@ -54,10 +54,10 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
         eprintln!(
-            "iwperf: QP {}: {who} ran {} requests from pushed messages, {} from the send \
+            "iwperf: QP {}: {who} ran {} from pushed messages, {} from the send \
              queue; push discards: {}",
             i + 1,
-            st.pushed,
+            crate::words::count(st.pushed, "request", "requests"),
             st.sq_executed,
             if discards.is_empty() {
                 "none".to_owned()

@@ -95,9 +95,14 @@ pub async fn loopback(messages: u64) -> Result<(Stats, Stats), Error> {
 /// Prints the counters of one side.
 pub fn print_summary(who: &str, s: &Stats) {
     println!(
-        "{who}: pushed {} messages ({} octets; {} indicated by immediate data, {} by \
+        "{who}: pushed {} ({} octets; {} indicated by immediate data, {} by \
          BufferRDMAIndicate), received and verified {} ({} octets)",
-        s.sent, s.bytes_sent, s.idata, s.indicate_msgs, s.received, s.bytes_received
+        crate::words::count(s.sent, "message", "messages"),
+        s.bytes_sent,
+        s.idata,
+        s.indicate_msgs,
+        s.received,
+        s.bytes_received
     );
     println!(
         "{who}: stalls: {} waiting for pool elements, {} for receive credits; {} \

@@ -144,8 +144,8 @@ async fn run(o: &Opts) -> Result<(), Error> {
         o.pings
     );
     println!(
-        "  each line is the median of {} rounds, run alternately with its TCP baseline",
-        o.rounds
+        "  each line is the median of {}, run alternately with its TCP baseline",
+        examples::words::count(o.rounds as u64, "round", "rounds")
     );
     // First, while the heap is fresh, so the memory per QP is not hidden by reuse.
     if o.runs("qps") {
