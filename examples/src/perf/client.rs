@@ -94,12 +94,10 @@ fn progress(opts: &Opts, size: usize, i: usize, links: usize) -> Option<Progress
     Some(prog.with_size((size * links.max(1)) as u64))
 }
 
-/// The iterations a bandwidth line reports: `-n`, or with `-D` the operations per QP.
-pub fn reported_iters(opts: &Opts, tl: &Timeline) -> u64 {
-    match opts.duration {
-        Some(_) => tl.completed.len() as u64 / opts.qps.max(1) as u64,
-        None => opts.iters,
-    }
+/// The iterations a bandwidth line reports, as perftest counts them: the operations of
+/// every QP together (`-n` times `-q`; with `-D`, all that completed).
+pub fn reported_iters(tl: &Timeline) -> u64 {
+    tl.completed.len() as u64
 }
 
 async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timeline>, Error> {
@@ -124,7 +122,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let mut last = BwReport::default();
     for size in opts.rounds() {
         let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
-        last = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        last = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(last));
         out.push(Outcome::Bw(last));
     }
@@ -239,7 +237,7 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         if opts.infinitely {
             sent += (tl.completed.len() / s.links.len().max(1)) as u64;
         }
-        let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        let rep = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
         if opts.all_sizes {

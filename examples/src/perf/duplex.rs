@@ -54,7 +54,7 @@ async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
         if opts.all_sizes {
             size_barrier(&s.comm, &first, "after").await?;
         }
-        let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        let mine = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         let line = Outcome::Bw(mine.plus(&swap_reports(s, &mine).await?));
         p.line(&line);
         out.push(line);
@@ -79,7 +79,7 @@ async fn rdma_forever(
         let mut out = Vec::new();
         for size in opts.rounds() {
             let tl = rdma_round(opts, s, buf, rem, size, cycle).await?;
-            let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+            let mine = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
             let line = Outcome::Bw(mine.plus(&mine));
             p.line(&line);
             out.push(line);
@@ -136,7 +136,7 @@ async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
             receive_round(opts, s, (p, size), &inboxes, &rem, &stop_rx)
         );
         let (sent, _) = (sent?, received?);
-        let mine = report::from_timeline(size, reported_iters(opts, &sent), &sent, opts.gbits);
+        let mine = report::from_timeline(size, reported_iters(&sent), &sent, opts.gbits);
         let line = if opts.duration.is_some() {
             mine
         } else {

@@ -204,7 +204,7 @@ pub(crate) fn test_wait(opts: &Opts) -> Duration {
 /// TCP read), so intervals between them say nothing about a peak rate: the receiver
 /// reports its average as the peak.
 pub(crate) fn receive_report(opts: &Opts, size: usize, tl: &Timeline) -> BwReport {
-    let mut rep = report::from_timeline(size, reported_iters(opts, tl), tl, opts.gbits);
+    let mut rep = report::from_timeline(size, reported_iters(tl), tl, opts.gbits);
     rep.bw_peak = rep.bw_avg;
     rep
 }

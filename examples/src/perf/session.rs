@@ -158,7 +158,7 @@ impl Session {
     /// operations go.
     pub fn dest(opts: &Opts, link: &Link, buf: &Mr, offset: usize) -> Dest {
         Dest {
-            out_reads: opts.test.out_reads(),
+            out_reads: opts.out_reads(),
             qpn: link.qp.num().0,
             psn: 0x006a_a864,
             rkey: buf.stag().to_u32(),
@@ -248,6 +248,10 @@ impl Session {
                 ""
             }
         ));
+        if opts.test.reads() {
+            // What bounds the Reads (Atomics) in flight: the ORD in force (`-o` offers it).
+            p.info(&format!(" Outstand reads: {ord}"));
+        }
         if framing.markers_tx || framing.markers_rx {
             p.info(&format!(" MPA: {framing}"));
         }
