@@ -260,6 +260,36 @@ fn rping(sock: &str, count: &str) {
     let _ = server.wait();
 }
 
+/// Through an iwarpd the daemon's extensions apply, not iwarp-rping's (none by default):
+/// with the daemon's default (all), rping says its traffic is not standard and how to
+/// make it so; with `--extensions none` on the daemon it says nothing.
+#[test]
+fn rping_through_a_daemon_with_extensions_says_how_to_turn_them_off() {
+    for (daemon_flags, noticed) in [(&[][..], true), (&["--extensions", "none"][..], false)] {
+        let d = Iwarpd::start_on(None, "127.0.0.1", "ext", daemon_flags);
+        let sock = d.sock.to_str().unwrap();
+        let p = port();
+        let mut server = spawn(
+            RPING,
+            &["-s", "-a", "127.0.0.1", "-p", &p, "--daemon", sock],
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let out = finish(
+            rping_client(sock, &p, &["2", "-V"]),
+            Duration::from_secs(60),
+        );
+        ok(&out, "rping client");
+        let _ = server.kill();
+        let _ = server.wait();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.contains("start iwarpd with --extensions none for standard iWARP traffic"),
+            noticed,
+            "daemon {daemon_flags:?}: {err}"
+        );
+    }
+}
+
 /// An rping client through the daemon at `sock` to 127.0.0.1:`port`: `-C` and then
 /// `extra` (the count first).
 fn rping_client(sock: &str, port: &str, extra: &[&str]) -> Child {

@@ -83,3 +83,47 @@ fn one_ping_is_counted_in_the_singular() {
         stdout(&server)
     );
 }
+
+/// `text` without its ANSI colour codes (the `-d` log colours its fields).
+fn plain(text: &[u8]) -> String {
+    let text = String::from_utf8_lossy(text);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... m
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// rping's traffic is standard iWARP by default, which Wireshark decodes: neither side
+/// offers this stack's extensions (Read V2 would make every Read Request "Malformed
+/// Packet" in tshark), as each side's log of what its connection agreed says;
+/// `--extensions all` on both turns them on.
+#[test]
+fn the_default_traffic_has_no_extension() {
+    for (flags, agreed) in [
+        (&[][..], "extensions=none"),
+        (&["--extensions", "all"][..], "extensions=send_imm,read_v2"),
+    ] {
+        let mut extra = vec!["-d"];
+        extra.extend_from_slice(flags);
+        let (server, client) = pair("127.0.0.1", "127.0.0.1", "2", &extra);
+        for (out, who) in [(&server, "server"), (&client, "client")] {
+            let log = plain(&out.stderr);
+            let line = log
+                .lines()
+                .find(|l| l.contains("this stack's extensions agreed"))
+                .unwrap_or_else(|| panic!("{who}: no line on the extensions in:\n{log}"));
+            assert!(line.ends_with(agreed), "{who} with {flags:?}: {line}");
+        }
+    }
+}

@@ -48,6 +48,11 @@ struct Opts {
     /// iwarpd --control PATH); IWARP_DEVICE=unix:PATH does the same.
     #[arg(long, value_name = "PATH")]
     daemon: Option<String>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 fn size(text: &str) -> Result<usize, String> {
@@ -74,7 +79,9 @@ async fn main() {
 }
 
 async fn run(o: Opts) -> Result<(), Error> {
-    let mut cfg = DeviceConfig::default().queue_depths(o.depth.max(256), 256);
+    let mut cfg = DeviceConfig::default()
+        .queue_depths(o.depth.max(256), 256)
+        .extensions(o.extensions);
     if let Some(path) = &o.daemon {
         cfg = cfg.daemon(path);
     }

@@ -34,12 +34,17 @@ struct Cli {
     /// engine each in this process.
     #[arg(long, value_name = "PATH")]
     daemon: Option<String>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let cli = Cli::parse();
-    let mut cfg = DeviceConfig::default();
+    let mut cfg = DeviceConfig::default().extensions(cli.extensions);
     if let Some(path) = cli.daemon {
         cfg = cfg.daemon(path);
     }

@@ -45,6 +45,11 @@ struct Cli {
     /// iwarpd's limits).
     #[arg(long, default_value_t = 0)]
     regions: usize,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -55,8 +60,9 @@ async fn main() -> Result<(), Error> {
         connect,
         n,
         regions,
+        extensions,
     } = Cli::parse();
-    let mut cfg = DeviceConfig::default();
+    let mut cfg = DeviceConfig::default().extensions(extensions);
     if let Some(d) = &daemon {
         cfg = cfg.daemon(d);
     }

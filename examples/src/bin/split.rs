@@ -29,6 +29,11 @@ struct Cli {
     /// Messages each side pushes.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 1000)]
     count: u64,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 /// Which side or sides run here.
@@ -67,10 +72,11 @@ async fn main() -> Result<(), Error> {
         (None, Some(peer)) => Mode::Connect(resolve(&peer)?),
         (None, None) => Mode::Loopback,
     };
-    let device = || verbs::Device::open(verbs::DeviceConfig::default());
+    let cfg = verbs::DeviceConfig::default().extensions(cli.extensions);
+    let device = || verbs::Device::open(cfg.clone());
     match mode {
         Mode::Loopback => {
-            let (a, b) = split::loopback(count).await?;
+            let (a, b) = split::loopback(&cfg, count).await?;
             split::print_summary("side A", &a);
             split::print_summary("side B", &b);
         }

@@ -135,8 +135,9 @@ struct Cli {
     /// Immediate Data; both sides need it agreed).
     #[arg(long = "imm")]
     imm: bool,
-    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none.
-    #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = extensions_arg)]
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes).
+    #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = crate::args::extensions)]
     extensions: Extensions,
 }
 
@@ -176,10 +177,6 @@ fn size_arg(text: &str) -> Result<usize, String> {
 
 fn parse_size_any(text: &str) -> Result<usize, String> {
     parse_size(text).ok_or_else(|| format!("{text:?} is not a size (220, 1K)"))
-}
-
-fn extensions_arg(text: &str) -> Result<Extensions, String> {
-    Extensions::parse_list(text)
 }
 
 /// The octets an Atomic works on (RFC 7306).

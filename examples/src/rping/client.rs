@@ -56,6 +56,7 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
     let qp = conn.qp;
     let (ird, ord) = qp.ird_ord();
     tracing::info!(%addr, ird, ord, "connected");
+    super::note_extensions(opts, &qp);
     if !opts.first_delay.is_zero() {
         // siw as the responder may miss an FPDU arriving right after its MPA Reply.
         tokio::time::sleep(opts.first_delay).await;

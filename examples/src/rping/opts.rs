@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use verbs::{DeviceConfig, RtrFlags};
+use verbs::{DeviceConfig, Extensions, RtrFlags};
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
@@ -52,6 +52,9 @@ pub struct Opts {
     pub timeout: Duration,
     /// `--daemon PATH`: go through the local iwarpd at this control socket.
     pub daemon: Option<std::path::PathBuf>,
+    /// `--extensions LIST`: this stack's extensions offered and accepted; none by
+    /// default, so that the traffic is rping's, which Wireshark decodes.
+    pub extensions: Extensions,
 }
 
 impl Default for Opts {
@@ -71,13 +74,16 @@ impl Default for Opts {
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(10),
             daemon: None,
+            extensions: Extensions::NONE,
         }
     }
 }
 
 /// What `--help` says after the flags.
 const AFTER_HELP: &str = "MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 as rping. \
-Interoperates with rping on Linux siw in both roles.";
+Interoperates with rping on Linux siw in both roles. The traffic is standard iWARP, which \
+Wireshark decodes: this stack's extensions (Read V2, Send with Immediate Data) are off \
+unless --extensions turns them on, and used only when both sides are this stack.";
 
 /// The command line as `clap` reads it (rping's flags; `-V` is rping's validate, so the
 /// version is `--version` only).
@@ -140,6 +146,10 @@ struct Cli {
     /// (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA settings then apply).
     #[arg(long = "daemon", value_name = "PATH")]
     daemon: Option<std::path::PathBuf>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (through iwarpd, the daemon's setting applies).
+    #[arg(long = "extensions", value_name = "LIST", default_value = "none", value_parser = crate::args::extensions)]
+    extensions: Extensions,
     /// Print the version.
     #[arg(long = "version", action = clap::ArgAction::Version)]
     version: Option<bool>,
@@ -189,6 +199,7 @@ impl Opts {
             first_delay: Duration::from_millis(cli.first_delay),
             timeout: Duration::from_secs(cli.timeout),
             daemon: cli.daemon,
+            extensions: cli.extensions,
         })
     }
 
@@ -214,7 +225,8 @@ impl Opts {
                 },
             )
             .connect_timeout(self.timeout)
-            .mpa_timeout(self.timeout);
+            .mpa_timeout(self.timeout)
+            .extensions(self.extensions);
         match &self.daemon {
             Some(path) => cfg.daemon(path),
             None => cfg,

@@ -56,6 +56,7 @@ async fn serve_one(
         cfg = cfg.recv(recv_wr(&inbox, slot));
     }
     let qp = step(opts.timeout, "the accept", incoming.accept(&pd, cfg, b"")).await??;
+    super::note_extensions(opts, &qp);
     let result = ping_loop(opts, &qp, &cq, &inbox, &rdma, stats).await;
     qp.disconnect();
     let end = step(opts.timeout, "the disconnect", qp.closed()).await;

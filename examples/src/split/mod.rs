@@ -77,13 +77,10 @@ pub async fn connect(device: &Device, addr: SocketAddr, messages: u64) -> Result
     side.run(&conn.qp).await
 }
 
-/// Both sides in this process, two devices over 127.0.0.1, each pushing `messages`.
-/// Returns the accepting side's and the connecting side's counters.
-pub async fn loopback(messages: u64) -> Result<(Stats, Stats), Error> {
-    let (a, b) = (
-        Device::open(DeviceConfig::default()).expect("open the device"),
-        Device::open(DeviceConfig::default()).expect("open the device"),
-    );
+/// Both sides in this process, two devices of `cfg` over 127.0.0.1, each pushing
+/// `messages`. Returns the accepting side's and the connecting side's counters.
+pub async fn loopback(cfg: &DeviceConfig, messages: u64) -> Result<(Stats, Stats), Error> {
+    let (a, b) = (Device::open(cfg.clone())?, Device::open(cfg.clone())?);
     let listener = a.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
     let stats = tokio::try_join!(serve(&listener, &a, messages), connect(&b, addr, messages))?;
