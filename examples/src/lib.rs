@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod listen;
 pub mod perf;
 pub mod rping;
 pub mod split;

@@ -260,6 +260,48 @@ fn rping(sock: &str, count: &str) {
     let _ = server.wait();
 }
 
+/// IPv6 through iwarpd: an iwperf server with no address listens through the daemon on
+/// `[::]` and takes an iwperf client at `::1` (also through the daemon), and an rping
+/// pair runs over `::1` the same way. Skipped on a host without IPv6.
+#[test]
+fn ipv6_runs_through_the_daemon() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        println!("SKIPPED: this host has no IPv6 loopback");
+        return;
+    }
+    let d = Iwarpd::start("ipv6");
+    let sock = d.sock.to_str().unwrap();
+    let p = port();
+    let common = [
+        "write_bw", "--daemon", sock, "-p", &p, "-n", "200", "-s", "4096",
+    ];
+    let server = spawn(IWPERF, &common);
+    let mut args = common.to_vec();
+    args.extend([CONNECT_WAIT, "10", "::1"]);
+    let client = finish(spawn(IWPERF, &args), Duration::from_secs(60));
+    ok(&client, "iwperf client at ::1");
+    let server = finish(server, Duration::from_secs(60));
+    ok(&server, "iwperf server");
+    let text = String::from_utf8_lossy(&server.stdout);
+    assert!(
+        text.contains("listening on [::]:") && text.contains("peer [::1]:"),
+        "{text}"
+    );
+    let p = port();
+    let mut server = spawn(RPING, &["-s", "-p", &p, "--daemon", sock]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(
+        RPING,
+        &[
+            "-c", "-a", "::1", "-p", &p, "--daemon", sock, "-C", "3", "-V",
+        ],
+    );
+    let out = finish(client, Duration::from_secs(60));
+    ok(&out, "rping client at ::1");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
 /// Through an iwarpd the daemon's extensions apply, not iwarp-rping's (none by default):
 /// with the daemon's default (all), rping says its traffic is not standard and how to
 /// make it so; with `--extensions none` on the daemon it says nothing.

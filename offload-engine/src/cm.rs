@@ -151,9 +151,11 @@ impl Engine {
         }
     }
 
-    /// Listens for iWARP connections on `addr`.
+    /// Listens for iWARP connections on `addr`. `[::]` takes IPv4 clients too
+    /// (dual-stack, whatever the system's default), and names them by their IPv4
+    /// address ([`Incoming::peer_addr`]).
     pub async fn listen(&self, addr: SocketAddr) -> io::Result<Listener> {
-        self.listen_on(TcpListener::bind(addr).await?)
+        self.listen_on(crate::dual_stack::bind(addr).await?)
     }
 
     /// Listens for iWARP connections on a socket that listens already (one another
@@ -182,7 +184,7 @@ impl Engine {
                     _ = on.wait_for(|on| !*on) => continue,
                 };
                 let (sock, peer) = match got {
-                    Ok(x) => x,
+                    Ok((sock, peer)) => (sock, crate::dual_stack::canonical(peer)),
                     Err(e) => {
                         if let Some(left_out) = ACCEPT_FAILED.allow() {
                             tracing::warn!(error = %e, left_out, "accept failed; retrying shortly");

@@ -43,7 +43,7 @@ async fn main() {
 
 async fn serve(opts: &Opts) -> Result<(), rping::Error> {
     let dev = Device::open(opts.device_config())?;
-    let listener = dev.listen(opts.socket_addr()).await?;
+    let listener = dev.listen(&opts.listen_addrs()[..]).await?;
     println!("iwarp-rping: listening on {}", listener.local_addr());
     let s = rping::serve(&dev, &listener, opts).await?;
     println!(

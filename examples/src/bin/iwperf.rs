@@ -27,7 +27,9 @@ async fn main() {
 
 async fn serve(opts: &Opts) -> Result<(), perf::Error> {
     let dev = Device::open(opts.device_config())?;
-    let listener = dev.listen(opts.socket_addr()).await?;
+    let listener = dev
+        .listen(&examples::listen::any_address(opts.port)[..])
+        .await?;
     let line = format!(
         "iwperf: {} server listening on {}",
         opts.test.name(),

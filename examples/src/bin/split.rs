@@ -23,8 +23,8 @@ struct Cli {
     /// Run the side that connects, to HOST[:PORT] (default port 7475).
     #[arg(value_name = "HOST[:PORT]", conflicts_with = "serve")]
     peer: Option<String>,
-    /// Run the side that waits, on ADDR (default 0.0.0.0:7475).
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "0.0.0.0:7475")]
+    /// Run the side that waits, on ADDR (default [::]:7475, IPv6 and IPv4 alike).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "[::]:7475")]
     serve: Option<String>,
     /// Messages each side pushes.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 1000)]

@@ -13,8 +13,8 @@ use crate::args::parse_size;
 const AFTER_HELP: &str = "\
 Runs perftest's ib_<TEST> over this iWARP stack, speaking perftest's rdma_cm (-R)
 exchange, so either side may be Linux siw running perftest with the same flags.
-No address: server (listens on 0.0.0.0, exits when its test is done). With an
-address: client. Two iwperf check that they run the same test and settings.
+No address: server (listens on [::], IPv6 and IPv4 clients alike; exits when its
+test is done). With an address: client. Two iwperf check that they run the same test and settings.
 A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
 /// The command line as `clap` reads it; [`Opts::parse`] checks it and turns it into
@@ -598,7 +598,8 @@ impl Opts {
         self.sizes().into_iter().max().unwrap_or(self.size)
     }
 
-    /// The server's address (client role) or the listening address (server role).
+    /// The server's address (client role); the server role listens on
+    /// [`crate::listen::any_address`] instead.
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(
             self.server.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),

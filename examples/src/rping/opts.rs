@@ -1,6 +1,6 @@
 //! The rping-style command line of `iwarp-rping`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use verbs::{DeviceConfig, Extensions, RtrFlags};
@@ -97,7 +97,7 @@ unless --extensions turns them on, and used only when both sides are this stack.
     max_term_width = 100
 )]
 struct Cli {
-    /// Server: listen on ADDR:PORT (default 0.0.0.0).
+    /// Server: listen on ADDR:PORT (default [::], IPv6 and IPv4 clients alike).
     #[arg(short = 's', conflicts_with = "client")]
     server: bool,
     /// Client: connect to ADDR:PORT.
@@ -176,7 +176,7 @@ impl Opts {
             (_, Some(a)) => {
                 crate::args::host("-a", &a).map_err(|e| usage(ErrorKind::ValueValidation, &e))?
             }
-            (Role::Server, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            (Role::Server, None) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             (Role::Client, None) => {
                 return Err(usage(
                     ErrorKind::MissingRequiredArgument,
@@ -206,6 +206,17 @@ impl Opts {
     /// The socket address to connect to or listen on.
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.addr, self.port)
+    }
+
+    /// The addresses the server tries to listen on, in turn: `-a`, or without it (or
+    /// with `-a ::`) `[::]` for IPv6 and IPv4 clients alike, then `0.0.0.0` on a host
+    /// without IPv6.
+    pub fn listen_addrs(&self) -> Vec<SocketAddr> {
+        if self.addr == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+            crate::listen::any_address(self.port).to_vec()
+        } else {
+            vec![self.socket_addr()]
+        }
     }
 
     /// The device settings: MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 (rping's
