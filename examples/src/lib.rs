@@ -25,6 +25,7 @@ pub mod listen;
 pub mod perf;
 pub mod rping;
 pub mod split;
+pub mod stdio;
 pub mod words;
 
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub async fn run_on_worker(
         .await
         .unwrap_or_else(|e| Err(format!("the task failed: {e}").into()));
     if let Err(e) = result {
-        eprintln!("{program}: {e}");
+        crate::errln!("{program}: {e}");
         std::process::exit(1);
     }
 }

@@ -29,7 +29,7 @@ async fn main() {
     let run = async move {
         match opts.role {
             Role::Client => rping::run_client(&opts).await.map(|s| {
-                println!(
+                examples::outln!(
                     "iwarp-rping: client done: {}, {} verified",
                     count(s.pings, "ping", "pings"),
                     s.verified
@@ -44,9 +44,9 @@ async fn main() {
 async fn serve(opts: &Opts) -> Result<(), rping::Error> {
     let dev = Device::open(opts.device_config())?;
     let listener = dev.listen(&opts.listen_addrs()[..]).await?;
-    println!("iwarp-rping: listening on {}", listener.local_addr());
+    examples::outln!("iwarp-rping: listening on {}", listener.local_addr());
     let s = rping::serve(&dev, &listener, opts).await?;
-    println!(
+    examples::outln!(
         "iwarp-rping: server done: {}, {}",
         count(s.connections, "connection", "connections"),
         count(s.pings, "ping", "pings")

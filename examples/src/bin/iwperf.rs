@@ -36,9 +36,9 @@ async fn serve(opts: &Opts) -> Result<(), perf::Error> {
         listener.local_addr()
     );
     if opts.json || opts.output.is_some() {
-        eprintln!("{line}");
+        examples::errln!("{line}");
     } else {
-        println!("{line}");
+        examples::outln!("{line}");
     }
     perf::serve(&dev, &listener, opts).await?;
     Ok(())

@@ -12,7 +12,7 @@
 //! then holds them until its standard input closes. Without `--daemon` (or
 //! `IWARP_DEVICE`) the engine is embedded.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::BufRead as _;
 
 use clap::Parser;
 use verbs::{Access, Device, DeviceConfig, Qp, QpConfig, RecvWr};
@@ -53,7 +53,12 @@ struct Cli {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
+async fn main() {
+    // Errors print as sentences (`qp-hold: ...`, exit status 1), not as Debug dumps.
+    examples::run_on_worker("qp-hold", run(Cli::parse())).await;
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
     let Cli {
         daemon,
         listen,
@@ -61,7 +66,7 @@ async fn main() -> Result<(), Error> {
         n,
         regions,
         extensions,
-    } = Cli::parse();
+    } = cli;
     let mut cfg = DeviceConfig::default().extensions(extensions);
     if let Some(d) = &daemon {
         cfg = cfg.daemon(d);
@@ -76,8 +81,8 @@ async fn main() -> Result<(), Error> {
     match (listen, connect) {
         (Some(addr), None) => {
             let l = device.listen(addr.as_str()).await?;
-            println!("listening {}", l.local_addr());
-            std::io::stdout().flush()?;
+            examples::outln!("listening {}", l.local_addr());
+            examples::stdio::flush();
             while qps.len() < n {
                 let inc = l.accept().await?;
                 let cq = device.create_cq(32);
@@ -102,10 +107,10 @@ async fn main() -> Result<(), Error> {
             sgl: [buf.try_local(64 * i..64 * (i + 1))?].into(),
         })?;
     }
-    println!("ready {}", qps.len());
-    println!("regions {}", held.len());
-    println!("rss_kib {}", rss_kib());
-    std::io::stdout().flush()?;
+    examples::outln!("ready {}", qps.len());
+    examples::outln!("regions {}", held.len());
+    examples::outln!("rss_kib {}", rss_kib());
+    examples::stdio::flush();
     // Hold until stdin closes.
     tokio::task::spawn_blocking(|| for _ in std::io::stdin().lock().lines() {}).await?;
     Ok(())

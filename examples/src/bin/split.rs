@@ -64,8 +64,13 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     let cli = Cli::parse();
+    // Errors print as sentences (`split: ...`, exit status 1), not as Debug dumps.
+    examples::run_on_worker("split", run(cli)).await;
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
     let count = cli.count;
     let mode = match (cli.serve, cli.peer) {
         (Some(at), _) => Mode::Serve(resolve(&at)?),
@@ -85,7 +90,7 @@ async fn main() -> Result<(), Error> {
             let listener = dev.listen(at).await.map_err(|e| {
                 format!("cannot listen on {at}: {e}; pick another address with --serve ADDR")
             })?;
-            println!("split: waiting on {}", listener.local_addr());
+            examples::outln!("split: waiting on {}", listener.local_addr());
             let stats = split::serve(&listener, &dev, count).await?;
             split::print_summary("this side", &stats);
             dev.shutdown().await;
@@ -97,6 +102,8 @@ async fn main() -> Result<(), Error> {
             dev.shutdown().await;
         }
     }
-    println!("split: every message verified, the flushed pools deregistered after their replies");
+    examples::outln!(
+        "split: every message verified, the flushed pools deregistered after their replies"
+    );
     Ok(())
 }

@@ -53,7 +53,7 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
-        eprintln!(
+        crate::errln!(
             "iwperf: QP {}: {who} ran {} from pushed messages, {} from the send \
              queue; push discards: {}",
             i + 1,

@@ -183,7 +183,7 @@ fn peer_ended(lim: Limits, qp: &Qp) -> bool {
 /// The error for a failed operation, with why the QP closed if it did.
 async fn failed(qp: &Qp, what: &str) -> Error {
     match tokio::time::timeout(Duration::from_millis(500), qp.closed()).await {
-        Ok(end) => format!("{what}; the connection ended: {end:?}").into(),
+        Ok(end) => format!("{what}; the connection ended: {end}").into(),
         Err(_) => what.to_owned().into(),
     }
 }

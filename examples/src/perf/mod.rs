@@ -81,7 +81,7 @@ pub(crate) fn end_on_signal() -> Result<(), Error> {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        eprintln!("iwperf: interrupted: ending the run after this interval");
+        crate::errln!("iwperf: interrupted: ending the run after this interval");
         interrupt();
     });
     Ok(())

@@ -448,7 +448,7 @@ impl Opts {
             // perftest: 0 is the device's most; above it, the most, with a notice.
             Some(0) | None => None,
             Some(n) if n > MAX_OUTS => {
-                eprintln!(
+                crate::errln!(
                     "iwperf: -o {n} is above the {MAX_OUTS} outstanding reads this device \
                      takes; using {MAX_OUTS}"
                 );

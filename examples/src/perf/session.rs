@@ -319,7 +319,7 @@ async fn connect(
                 }
                 if !told && wait > NOTICE_AFTER {
                     // A long wait is announced instead of going quiet.
-                    eprintln!(
+                    crate::errln!(
                         "iwperf: nothing is listening at {addr} yet; retrying for up to {} s",
                         wait.as_secs()
                     );

@@ -124,7 +124,7 @@ async fn ping_loop(
             stats.verified += 1;
         }
         if opts.verbose {
-            println!("ping data: {}", c_str(&got));
+            crate::outln!("ping data: {}", c_str(&got));
         }
         stats.pings += 1;
         ping += 1;

@@ -34,7 +34,7 @@ pub(crate) fn note_extensions(opts: &Opts, qp: &Qp) {
     let agreed = qp.extensions();
     tracing::info!(extensions = %agreed, "this stack's extensions agreed");
     if (agreed & opts.extensions) != agreed {
-        eprintln!(
+        crate::errln!(
             "iwarp-rping: this connection uses this stack's extensions {agreed} (through \
              iwarpd, the daemon's setting applies); Wireshark does not decode them: start \
              iwarpd with --extensions none for standard iWARP traffic"

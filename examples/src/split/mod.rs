@@ -91,7 +91,7 @@ pub async fn loopback(cfg: &DeviceConfig, messages: u64) -> Result<(Stats, Stats
 
 /// Prints the counters of one side.
 pub fn print_summary(who: &str, s: &Stats) {
-    println!(
+    crate::outln!(
         "{who}: pushed {} ({} octets; {} indicated by immediate data, {} by \
          BufferRDMAIndicate), received and verified {} ({} octets)",
         crate::words::count(s.sent, "message", "messages"),
@@ -101,9 +101,12 @@ pub fn print_summary(who: &str, s: &Stats) {
         s.received,
         s.bytes_received
     );
-    println!(
+    crate::outln!(
         "{who}: stalls: {} waiting for pool elements, {} for receive credits; {} \
          update/credit messages; {} writes into the flushed pool before its FlushReply",
-        s.element_stalls, s.credit_stalls, s.credit_msgs, s.writes_before_flush_reply
+        s.element_stalls,
+        s.credit_stalls,
+        s.credit_msgs,
+        s.writes_before_flush_reply
     );
 }
