@@ -36,7 +36,8 @@ pub use verbs;
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs a program's work `fut` on a runtime worker and exits with status 1, printing
-/// `program: error`, if it fails. On a worker it sits next to the connections' driver
+/// `program: error`, if it fails (with status 130 if Ctrl-C ended it:
+/// [`perf::Interrupted`]). On a worker it sits next to the connections' driver
 /// tasks; awaited from `main` itself (not a worker) every completion would cost a
 /// cross-thread wake-up (measured: 4x the ping-pong round trip).
 pub async fn run_on_worker(
@@ -48,7 +49,11 @@ pub async fn run_on_worker(
         .unwrap_or_else(|e| Err(format!("the task failed: {e}").into()));
     if let Err(e) = result {
         crate::errln!("{program}: {e}");
-        std::process::exit(1);
+        let status = match e.downcast_ref::<perf::Interrupted>() {
+            Some(_) => perf::Interrupted::STATUS,
+            None => 1,
+        };
+        std::process::exit(status);
     }
 }
 

@@ -10,7 +10,7 @@ use super::bw::{self, Limits};
 use super::msg::{BwReport, Dest};
 use super::progress::{Goal, Progress};
 use super::report::{self, Outcome, Printer, Timeline};
-use super::session::{ACCESS, Session, remote};
+use super::session::{Session, remote};
 use super::{BUF_VA, CREDIT_VA, Error, Opts, Test, latency, send};
 
 /// Work requests kept in flight by default (perftest's TX depth).
@@ -21,9 +21,7 @@ pub const TX_DEPTH: usize = super::opts::DEFAULT_TX_DEPTH;
 pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::client(opts).await?;
     let p = Printer::new(opts);
-    if opts.infinitely {
-        super::end_on_signal()?;
-    }
+    super::interrupt::watch(opts.infinitely)?;
     let out = match opts.test {
         _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await,
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma_bw(opts, &s, &p).await,
@@ -32,10 +30,7 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             latency::run(opts, &s, &p).await
         }
     };
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => return Err(s.explain(e).await),
-    };
+    let out = s.finish(opts, out).await?;
     let who = if opts.daemon.is_some() {
         "iwarpd"
     } else {
@@ -113,7 +108,7 @@ async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timel
 async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     // Small messages walk a cycle buffer on both sides, as perftest's do.
     let len = s.peer_version.target_len(opts.buf_size());
-    let buf = s.pd.register_va(vec![0x5a; len], BUF_VA, ACCESS)?;
+    let buf = s.register(vec![0x5a; len], BUF_VA)?;
     let mine = s.dests(opts, &buf);
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
@@ -206,7 +201,7 @@ pub(crate) async fn send_round(
 pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<Dest>), Error> {
     let mut credits: Vec<Mr> = Vec::with_capacity(s.links.len());
     for i in 0..s.links.len() as u64 {
-        credits.push(s.pd.register_va(vec![0; 64], CREDIT_VA + i * 0x1000, ACCESS)?);
+        credits.push(s.register(vec![0; 64], CREDIT_VA + i * 0x1000)?);
     }
     let mine = s
         .links
@@ -220,8 +215,7 @@ pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<D
 /// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's
 /// credit buffer. `-a`: perftest's barriers around every size (see [`super::size_barrier`]).
 async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
-    let payload =
-        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let payload = s.register(vec![0x5a; opts.buf_size()], BUF_VA)?;
     let (credits, mine) = credit_buffers(opts, s)?;
     s.exchange(opts, p, &mine).await?;
     p.header();
@@ -240,6 +234,11 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         let rep = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
+        if super::interrupted() && !opts.infinitely && opts.duration.is_none() {
+            // The server counts -n receives: it will not come to a barrier now.
+            p.footer();
+            return Ok(out);
+        }
         if opts.all_sizes {
             super::size_barrier(&s.comm, &first, "after").await?;
         }

@@ -561,13 +561,14 @@ impl Opts {
     }
 
     /// The message size of every round, one result line each: [`Self::sizes`], or with
-    /// `--run_infinitely` `-s` over and over until the run is interrupted.
+    /// `--run_infinitely` `-s` over and over; either until the run is interrupted.
     pub fn rounds(&self) -> Box<dyn Iterator<Item = usize> + Send> {
-        if self.infinitely {
-            Box::new(std::iter::repeat(self.size).take_while(|_| !super::interrupted()))
+        let sizes: Box<dyn Iterator<Item = usize> + Send> = if self.infinitely {
+            Box::new(std::iter::repeat(self.size))
         } else {
             Box::new(self.sizes().into_iter())
-        }
+        };
+        Box::new(sizes.take_while(|_| !super::interrupted()))
     }
 
     /// What an iwperf peer must run too.
