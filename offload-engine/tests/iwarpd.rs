@@ -110,7 +110,12 @@ fn check_failures_exit_1_naming_the_cause() {
     let out = check(&[&addr, "--connect-timeout", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("MPA negotiation failed"), "{err}");
+    assert!(
+        err.contains(
+            "no MPA Reply within 1 s: the peer accepted the TCP connection and sent nothing"
+        ),
+        "{err}"
+    );
     drop(silent);
 
     // A transfer larger than the daemon's buffer.
