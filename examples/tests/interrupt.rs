@@ -88,7 +88,7 @@ fn free_port() -> String {
 }
 
 /// Starts `test` (with its flags) on both sides, waits until the client's table is
-/// out, interrupts the server or the client; both sides' ends.
+/// out and a moment more, interrupts the server or the client; both sides' ends.
 fn interrupted(test: &[&str], interrupt_server: bool) -> [(Option<i32>, String, String); 2] {
     let port = free_port();
     let mut args = test.to_vec();
@@ -97,6 +97,8 @@ fn interrupted(test: &[&str], interrupt_server: bool) -> [(Option<i32>, String, 
     args.push("127.0.0.1");
     let client = Iwperf::start(&args);
     client.wait_for_the_table();
+    // Let it measure for a moment (a latency line needs a few samples), then Ctrl-C.
+    std::thread::sleep(Duration::from_secs(1));
     if interrupt_server {
         server.interrupt();
     } else {
