@@ -30,6 +30,29 @@ fn spawn(bin: &str, args: &[&str]) -> Child {
         .expect("start the tool")
 }
 
+/// A server process, killed if the test ends (or fails) before it exits by itself.
+struct Server(Option<Child>);
+
+impl Server {
+    fn start(bin: &str, args: &[&str]) -> Self {
+        Self(Some(spawn(bin, args)))
+    }
+
+    /// Its output once it exits (see [`succeeds`]).
+    fn succeeds(mut self, what: &str) -> Output {
+        succeeds(self.0.take().expect("running"), what)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Its output once it exits (killed after 60 s); it must have succeeded.
 fn succeeds(mut child: Child, what: &str) -> Output {
     let start = Instant::now();
@@ -62,11 +85,11 @@ fn iwperf_serves_ipv6_and_ipv4_clients() {
     for client in ["::1", "127.0.0.1"] {
         let Some(p) = port() else { return };
         let common = ["write_bw", "-s", "4096", "-n", "100", "-p", &p];
-        let server = spawn(IWPERF, &common);
+        let server = Server::start(IWPERF, &common);
         let mut args = common.to_vec();
         args.extend(["--connect-wait", "10", client]);
         let c = succeeds(spawn(IWPERF, &args), client);
-        let s = succeeds(server, "the server");
+        let s = server.succeeds("the server");
         assert!(stdout(&s).contains("listening on [::]:"), "{}", stdout(&s));
         let peer = if client == "::1" {
             "peer [::1]:"
@@ -82,7 +105,7 @@ fn iwperf_serves_ipv6_and_ipv4_clients() {
 #[test]
 fn rping_runs_over_ipv6() {
     let Some(p) = port() else { return };
-    let server = spawn(RPING, &["-s", "-p", &p]);
+    let server = Server::start(RPING, &["-s", "-p", &p]);
     let client = {
         let start = Instant::now();
         loop {
@@ -97,7 +120,7 @@ fn rping_runs_over_ipv6() {
     };
     assert!(client.status.success(), "{client:?}");
     assert!(stdout(&client).contains("client done: 3 pings, 3 verified"));
-    let s = succeeds(server, "rping server");
+    let s = server.succeeds("rping server");
     assert!(stdout(&s).contains("listening on [::]:"), "{}", stdout(&s));
 }
 
@@ -106,11 +129,11 @@ fn rping_runs_over_ipv6() {
 fn split_runs_over_ipv6() {
     let Some(p) = port() else { return };
     let serve = format!("[::]:{p}");
-    let server = spawn(SPLIT, &["--serve", &serve, "-n", "100"]);
+    let server = Server::start(SPLIT, &["--serve", &serve, "-n", "100"]);
     std::thread::sleep(Duration::from_millis(300));
     let peer = format!("[::1]:{p}");
     let c = succeeds(spawn(SPLIT, &[&peer, "-n", "100"]), "split client");
-    succeeds(server, "split server");
+    server.succeeds("split server");
     assert!(
         stdout(&c).contains("every message verified"),
         "{}",
