@@ -1,7 +1,9 @@
 //! Command-line helpers the tools share with their `clap` parsers: octet counts with
-//! binary suffixes, and host names.
+//! binary suffixes, host names, and the `--extensions` list.
 
 use std::fmt;
+
+use verbs::Extensions;
 
 /// Parses an octet count: a number with an optional binary suffix `K`, `M` or `G`
 /// (case-insensitive, optionally followed by `iB` or `B`): `"65536"`, `"64K"`, `"256MiB"`,
@@ -59,6 +61,14 @@ pub fn host(flag: &str, text: &str) -> Result<std::net::IpAddr, String> {
         .ok_or_else(|| format!("{flag}: {text:?} has no address"))
 }
 
+/// Parses every tool's `--extensions LIST`: this stack's extensions to offer and accept,
+/// comma-separated names among `send_imm`, `read_v2`, `all` and `none` (what
+/// [`verbs::DeviceConfig::extensions`] takes). With `none` the traffic is standard
+/// iWARP that Wireshark decodes; through an `iwarpd` the daemon's setting applies.
+pub fn extensions(text: &str) -> Result<Extensions, String> {
+    Extensions::parse_list(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +80,14 @@ mod tests {
             host("-a", "localhost").unwrap().is_loopback(),
             "localhost resolves"
         );
+    }
+
+    #[test]
+    fn extension_lists() {
+        assert_eq!(extensions("none"), Ok(Extensions::NONE));
+        assert_eq!(extensions("all"), Ok(Extensions::ALL));
+        assert_eq!(extensions("read_v2"), Ok(Extensions::READ_V2));
+        assert!(extensions("imm").unwrap_err().contains("send_imm"));
     }
 
     #[test]

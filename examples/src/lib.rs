@@ -21,9 +21,12 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod listen;
 pub mod perf;
 pub mod rping;
 pub mod split;
+pub mod stdio;
+pub mod words;
 
 use std::time::Duration;
 
@@ -33,7 +36,8 @@ pub use verbs;
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs a program's work `fut` on a runtime worker and exits with status 1, printing
-/// `program: error`, if it fails. On a worker it sits next to the connections' driver
+/// `program: error`, if it fails (with status 130 if Ctrl-C ended it:
+/// [`perf::Interrupted`]). On a worker it sits next to the connections' driver
 /// tasks; awaited from `main` itself (not a worker) every completion would cost a
 /// cross-thread wake-up (measured: 4x the ping-pong round trip).
 pub async fn run_on_worker(
@@ -44,9 +48,23 @@ pub async fn run_on_worker(
         .await
         .unwrap_or_else(|e| Err(format!("the task failed: {e}").into()));
     if let Err(e) = result {
-        eprintln!("{program}: {e}");
-        std::process::exit(1);
+        crate::errln!("{program}: {e}");
+        let status = match e.downcast_ref::<perf::Interrupted>() {
+            Some(_) => perf::Interrupted::STATUS,
+            None => 1,
+        };
+        std::process::exit(status);
     }
+}
+
+/// How long a tool waits for `Device::connect` whose TCP connect and MPA exchange the
+/// device bounds by `timeout` each: both, and a margin. Only a net for a local `iwarpd`
+/// that never answers: the device's own limits end a connect first, with the error that
+/// says which step failed.
+pub fn connect_limit(timeout: Duration) -> Duration {
+    timeout
+        .saturating_mul(2)
+        .saturating_add(Duration::from_secs(5))
 }
 
 /// Awaits `fut` for at most `timeout`; past it the run fails naming `what` it waited for.

@@ -116,3 +116,46 @@ fn nothing_listening_is_named_and_ends_the_client() {
         "{err}"
     );
 }
+
+/// Every tool that makes connections takes the same `--extensions LIST` (iwarp-rping's
+/// default is none, the others' all): a wrong name is a usage error naming the known
+/// ones, and `none` runs.
+#[test]
+fn every_tool_takes_extensions() {
+    let tools: [(&str, &[&str]); 6] = [
+        (env!("CARGO_BIN_EXE_iwperf"), &["write_bw"]),
+        (env!("CARGO_BIN_EXE_iwarp-rping"), &["-s"]),
+        (env!("CARGO_BIN_EXE_demo"), &[]),
+        (env!("CARGO_BIN_EXE_kv"), &[]),
+        (env!("CARGO_BIN_EXE_split"), &[]),
+        (env!("CARGO_BIN_EXE_qp-hold"), &["--connect", "127.0.0.1:9"]),
+    ];
+    for (bin, args) in tools {
+        let mut bad = args.to_vec();
+        bad.extend(["--extensions", "imm"]);
+        let out = run(bin, &bad);
+        assert_eq!(out.status.code(), Some(2), "{bin}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("`imm`") && err.contains("send_imm"),
+            "{bin}: {err}"
+        );
+    }
+    for (bin, args) in [
+        (
+            env!("CARGO_BIN_EXE_demo"),
+            &["--total", "1M", "--pings", "10"][..],
+        ),
+        (env!("CARGO_BIN_EXE_kv"), &[][..]),
+        (env!("CARGO_BIN_EXE_split"), &["-n", "50"][..]),
+        (
+            env!("CARGO_BIN_EXE_qp-hold"),
+            &["--connect", "127.0.0.1:9", "-n", "0"][..],
+        ),
+    ] {
+        let mut none = args.to_vec();
+        none.extend(["--extensions", "none"]);
+        let out = run(bin, &none);
+        assert!(out.status.success(), "{bin}: {out:?}");
+    }
+}

@@ -4,16 +4,34 @@
 
 use bytes::Bytes;
 
-use crate::{MpaConfig, MpaError, PeerParams};
+use crate::{MpaConfig, MpaError, NoFrame, PeerParams};
 
-/// Why a connection could not be set up.
+/// Why a connection could not be set up. Its `Display` is a sentence for the user (the
+/// cause and what to do), so a program shows it as it is:
+///
+/// ```
+/// # fn connect() -> Result<(), mpa::ConnectError> { Ok(()) }
+/// fn main() -> std::process::ExitCode {
+///     if let Err(e) = connect() {
+///         // `{e}`, not `{e:?}`: the Debug form is for developers.
+///         eprintln!("myapp: connecting to the server: {e}");
+///         return std::process::ExitCode::FAILURE;
+///     }
+///     std::process::ExitCode::SUCCESS
+/// }
+/// ```
+///
+/// (`fn main() -> Result<(), E>` prints `E`'s `Debug` form: avoid it for errors users read.)
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ConnectError {
-    /// TCP failed (refused, unreachable, reset).
+    /// TCP failed (refused, unreachable, no answer to the connect within the connect
+    /// timeout, reset).
     Io(std::io::Error),
-    /// No MPA answer in time.
-    Timeout,
+    /// The peer never sent its MPA frame: it stayed silent past the MPA timeout, closed
+    /// or reset the TCP connection, or answered in another protocol ([`NoFrame`] says
+    /// which, and what it sent).
+    NoFrame(NoFrame),
     /// The MPA exchange failed: a malformed frame, or a negotiation this side cannot meet.
     Mpa(MpaError),
     /// The peer rejected the connection, with this private data.
@@ -23,8 +41,6 @@ pub enum ConnectError {
         /// What its answer dropped of what this side asked for: a hint at why.
         refused: Refused,
     },
-    /// The peer closed the connection during the MPA exchange.
-    Closed,
     /// The request could not be built (for example private data over 512 octets).
     Invalid(String),
     /// The local `iwarpd` could not set the connection up for a client attached to it:
@@ -53,9 +69,7 @@ impl std::fmt::Display for ConnectError {
                 ),
                 _ => write!(f, "TCP: {e}"),
             },
-            Self::Timeout => {
-                f.write_str("no MPA Reply in time: is an iWARP peer listening on that port?")
-            }
+            Self::NoFrame(e) => e.fmt(f),
             Self::Mpa(e) => write!(f, "MPA negotiation failed: {e}"),
             Self::Rejected {
                 private_data,
@@ -65,7 +79,6 @@ impl std::fmt::Display for ConnectError {
                 "the peer rejected the connection ({} octets of private data){refused}",
                 private_data.len()
             ),
-            Self::Closed => f.write_str("the peer closed the connection during the MPA exchange"),
             Self::Invalid(why) => write!(f, "invalid connection request: {why}"),
             Self::Daemon(why) => f.write_str(why),
         }

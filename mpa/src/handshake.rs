@@ -267,6 +267,11 @@ impl Handshake {
         self.role
     }
 
+    /// How long this side waits for the peer's frame (the configured MPA timeout).
+    pub fn timeout(&self) -> std::time::Duration {
+        self.cfg.timeout
+    }
+
     fn fail(&mut self, error: MpaError, negotiated: Option<Negotiated>) {
         tracing::debug!(role = ?self.role, %error, "MPA handshake failed");
         self.events

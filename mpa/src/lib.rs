@@ -48,6 +48,7 @@ mod extensions;
 mod framer;
 mod handshake;
 mod negotiate;
+mod no_frame;
 mod rtr;
 pub mod wire;
 
@@ -62,6 +63,7 @@ pub use error::MpaError;
 pub use extensions::Extensions;
 pub use framer::{Framer, Trailer};
 pub use handshake::{Handshake, HandshakeEvent};
+pub use no_frame::{NoFrame, PeerEnd};
 pub use rtr::{Rtr, RtrFlags};
 
 /// RFC limit on PD_Length (the enhanced block included).

@@ -5,7 +5,9 @@ use std::io;
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
-use mpa::{ConnectError, Handshake, HandshakeEvent, MpaConfig, PeerParams};
+use mpa::{
+    ConnectError, Handshake, HandshakeEvent, MpaConfig, MpaError, NoFrame, PeerEnd, PeerParams,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -31,8 +33,13 @@ const ACCEPT_REST: std::time::Duration = std::time::Duration::from_millis(100);
 /// meanwhile, so the pending-handshake limits bound these too.
 const QUEUE_WAIT: std::time::Duration = MpaConfig::RESPONDER_TIMEOUT;
 
+/// How much of another protocol's answer is read to say how long it was.
+const NOT_MPA_READ: usize = 4096;
+
 /// Runs `hs` over `sock` until it yields an event that ends this phase; `tap` records the
-/// octets written and read.
+/// octets written and read. A peer that never sends its frame (silent past the MPA
+/// timeout, a close or a reset before it, another protocol's octets) comes back as
+/// [`ConnectError::NoFrame`], which says which and what it sent.
 async fn exchange(
     hs: &mut Handshake,
     sock: &mut TcpStream,
@@ -40,30 +47,53 @@ async fn exchange(
     tap: &mut Tap,
 ) -> Result<HandshakeEvent, ConnectError> {
     let mut tx = BytesMut::new();
+    let role = hs.role();
+    let no_frame = |end, rx: &BytesMut| ConnectError::NoFrame(NoFrame::new(role, end, rx));
     loop {
         if hs.poll_transmit(&mut tx) {
             sock.write_all(&tx).await?;
             tap.sent(&tx);
             tx.clear();
         }
-        if let Some(ev) = hs.poll_event() {
-            return Ok(ev);
+        match hs.poll_event() {
+            Some(HandshakeEvent::Failed {
+                error: MpaError::NotMpa { .. },
+                negotiated: None,
+            }) => {
+                // Whatever else of its answer has arrived, to say how much it sent.
+                while rx.len() < NOT_MPA_READ && matches!(sock.try_read_buf(rx), Ok(1..)) {}
+                return Err(no_frame(PeerEnd::NotMpa, rx));
+            }
+            Some(ev) => return Ok(ev),
+            None => {}
         }
         let deadline = hs.poll_timeout();
         let read = sock.read_buf(rx);
-        let n = match deadline {
+        let got = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), read).await {
-                Ok(r) => r?,
+                Ok(r) => r,
                 Err(_) => {
                     hs.handle_timeout(crate::conn::now());
+                    if hs.poll_timeout().is_none() {
+                        // The handshake gave up waiting: say so, with what arrived.
+                        let _ = hs.poll_event();
+                        return Err(no_frame(PeerEnd::Silent(hs.timeout()), rx));
+                    }
                     continue;
                 }
             },
-            None => read.await?,
+            None => read.await,
+        };
+        let n = match got {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset && !hs.is_done() => {
+                return Err(no_frame(PeerEnd::Reset, rx));
+            }
+            Err(e) => return Err(e.into()),
         };
         if n == 0 {
             tap.received_fin();
-            return Err(ConnectError::Closed);
+            return Err(no_frame(PeerEnd::Closed, rx));
         }
         tap.received(rx.get(rx.len() - n..).unwrap_or_default());
         hs.handle_input(rx, crate::conn::now());
@@ -79,10 +109,16 @@ impl Engine {
         init: QpInit,
         private_data: &[u8],
     ) -> Result<(Qp, Bytes), ConnectError> {
-        let mut sock =
-            tokio::time::timeout(self.config().connect_timeout, TcpStream::connect(addr))
-                .await
-                .map_err(|_| ConnectError::Timeout)??;
+        let wait = self.config().connect_timeout;
+        let mut sock = tokio::time::timeout(wait, TcpStream::connect(addr))
+            .await
+            .map_err(|_| {
+                let why = match wait.subsec_millis() {
+                    0 => format!("no answer within {} s", wait.as_secs()),
+                    _ => format!("no answer within {} ms", wait.as_millis()),
+                };
+                ConnectError::Io(io::Error::new(io::ErrorKind::TimedOut, why))
+            })??;
         self.config().socket.apply(&sock)?;
         let cfg = self.config().mpa.clone();
         let mut hs = Handshake::initiator(cfg, private_data, crate::conn::now())
@@ -115,9 +151,11 @@ impl Engine {
         }
     }
 
-    /// Listens for iWARP connections on `addr`.
+    /// Listens for iWARP connections on `addr`. `[::]` takes IPv4 clients too
+    /// (dual-stack, whatever the system's default), and names them by their IPv4
+    /// address ([`Incoming::peer_addr`]).
     pub async fn listen(&self, addr: SocketAddr) -> io::Result<Listener> {
-        self.listen_on(TcpListener::bind(addr).await?)
+        self.listen_on(crate::dual_stack::bind(addr).await?)
     }
 
     /// Listens for iWARP connections on a socket that listens already (one another
@@ -146,7 +184,7 @@ impl Engine {
                     _ = on.wait_for(|on| !*on) => continue,
                 };
                 let (sock, peer) = match got {
-                    Ok(x) => x,
+                    Ok((sock, peer)) => (sock, crate::dual_stack::canonical(peer)),
                     Err(e) => {
                         if let Some(left_out) = ACCEPT_FAILED.allow() {
                             tracing::warn!(error = %e, left_out, "accept failed; retrying shortly");

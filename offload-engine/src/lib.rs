@@ -27,6 +27,7 @@ mod cm;
 mod conn;
 mod cq;
 mod cqp;
+mod dual_stack;
 mod engine;
 mod handover;
 pub mod local;

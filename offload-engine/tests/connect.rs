@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mpa::RtrFlags;
+use mpa::{PeerEnd, RtrFlags};
 use offload_engine::tpt::Base;
 use offload_engine::{ConnectError, Cq, Engine, EngineConfig, QpInit};
 use rdmap::{
@@ -62,11 +62,84 @@ async fn a_silent_peer_times_out_with_a_clear_error() {
         .connect(addr, QpInit::new(client.alloc_pd(), &cq), b"")
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, ConnectError::Mpa(_) | ConnectError::Timeout),
+    let ConnectError::NoFrame(why) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        why.end,
+        PeerEnd::Silent(Duration::from_millis(200)),
         "{err}"
     );
+    assert_eq!(
+        err.to_string(),
+        "no MPA Reply within 200 ms: the peer accepted the TCP connection and sent nothing; \
+         is an iWARP listener on that address and port?"
+    );
     hold.abort();
+}
+
+/// A server of another protocol at `answer` (it reads the MPA Request, writes `answer`
+/// and closes): the error the Initiator gets.
+async fn connect_to_a_server_that_answers(answer: &'static [u8]) -> ConnectError {
+    let other = tokio::net::TcpListener::bind(local()).await.unwrap();
+    let addr = other.local_addr().unwrap();
+    let serve = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut sock, _) = other.accept().await.unwrap();
+        // The whole Request (20 octets and the 4-octet IRD/ORD block), as an HTTP
+        // server reads a request before it answers (unread octets would make the close
+        // a reset).
+        let mut request = [0; 24];
+        sock.read_exact(&mut request).await.unwrap();
+        sock.write_all(answer).await.unwrap();
+        sock.shutdown().await.unwrap();
+        // Lingers until the client has read the answer and closed.
+        let _ = sock.read(&mut request).await;
+    });
+    let client = Engine::new(EngineConfig::default());
+    let cq = Cq::new(16);
+    let err = client
+        .connect(addr, QpInit::new(client.alloc_pd(), &cq), b"")
+        .await
+        .unwrap_err();
+    serve.await.unwrap();
+    err
+}
+
+#[tokio::test]
+async fn an_http_server_that_answers_and_closes_is_named_with_what_it_sent() {
+    let http = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let err = connect_to_a_server_that_answers(http).await;
+    let ConnectError::NoFrame(why) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (why.end, why.sent_len),
+        (PeerEnd::NotMpa, http.len()),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with("the peer answered but is not an iWARP MPA endpoint (it sent 66 octets (\"HTTP/1.1 400 Bad Request\\r\\n"),
+        "{text}"
+    );
+    // Shorter than an MPA frame's 20 octets, then the close: the close is what ends it.
+    let err = connect_to_a_server_that_answers(b"HTTP/1.0 400\r\n\r\n").await;
+    assert_eq!(
+        err.to_string(),
+        "the peer closed the TCP connection before its MPA Reply (it sent 16 octets \
+         (\"HTTP/1.0 400\\r\\n\\r\\n\") that are not MPA); is an iWARP listener on that \
+         address and port?"
+    );
+    // Nothing at all before the close.
+    let err = connect_to_a_server_that_answers(b"").await;
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "the peer closed the TCP connection before its MPA Reply, having sent nothing"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]

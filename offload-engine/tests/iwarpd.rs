@@ -110,7 +110,12 @@ fn check_failures_exit_1_naming_the_cause() {
     let out = check(&[&addr, "--connect-timeout", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("MPA negotiation failed"), "{err}");
+    assert!(
+        err.contains(
+            "no MPA Reply within 1 s: the peer accepted the TCP connection and sent nothing"
+        ),
+        "{err}"
+    );
     drop(silent);
 
     // A transfer larger than the daemon's buffer.
@@ -309,4 +314,14 @@ fn refused_handshakes_are_warned_a_few_at_a_time() {
     assert!(log.contains("WARN"), "{log}");
     let out = check(&[&d.addr, "--count", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// A message as large as the daemon's buffer has one place there: the line says "1 slot".
+#[test]
+fn check_counts_one_slot_in_the_singular() {
+    let d = Daemon::start(&["--buffer-size", "256K"]);
+    let out = check(&[&d.addr, "--size", "256K", "--count", "2"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("rotating over 1 slot)"), "{stdout}");
 }

@@ -409,7 +409,7 @@ fn siw_rping_client_our_server_with(params: &str, ours: &[&str], daemon: Option<
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "iwarp-rping -s failed: {out:?}");
     assert!(
-        stdout.contains("server done: 1 connection(s), 3 pings"),
+        stdout.contains("server done: 1 connection, 3 pings"),
         "{stdout}"
     );
     assert_eq!(stdout.matches("server ping data: rdma-ping-").count(), 3);
@@ -794,8 +794,11 @@ fn siw_clients_killed_mid_run_end_our_servers_and_the_daemon_serves_the_next() {
     let lost = |out: &Output, how: &str| {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{how}: the server ran on: {out:?}");
+        // A killed peer: its connection closed or was lost under the test.
         assert!(
-            stderr.contains("test connection 0 ended: "),
+            stderr.contains("the peer ended the test early or exited")
+                || stderr.contains("the peer exited")
+                || stderr.contains("test connection 1 ended: "),
             "{how}: {stderr}"
         );
     };

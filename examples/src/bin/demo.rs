@@ -48,6 +48,11 @@ struct Opts {
     /// iwarpd --control PATH); IWARP_DEVICE=unix:PATH does the same.
     #[arg(long, value_name = "PATH")]
     daemon: Option<String>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 fn size(text: &str) -> Result<usize, String> {
@@ -68,21 +73,25 @@ async fn main() {
             .exit();
     }
     if let Err(e) = run(opts).await {
-        eprintln!("demo failed: {e}");
+        examples::errln!("demo failed: {e}");
         std::process::exit(1);
     }
 }
 
 async fn run(o: Opts) -> Result<(), Error> {
-    let mut cfg = DeviceConfig::default().queue_depths(o.depth.max(256), 256);
+    let mut cfg = DeviceConfig::default()
+        .queue_depths(o.depth.max(256), 256)
+        .extensions(o.extensions);
     if let Some(path) = &o.daemon {
         cfg = cfg.daemon(path);
     }
     let server = Device::open(cfg.clone())?;
     let client = Device::open(cfg)?;
     match server.daemon_path() {
-        None => println!("iWARP demo: two embedded engines in one process, over loopback TCP"),
-        Some(p) => println!(
+        None => {
+            examples::outln!("iWARP demo: two embedded engines in one process, over loopback TCP")
+        }
+        Some(p) => examples::outln!(
             "iWARP demo: two applications' devices through the iwarpd at {}, over loopback TCP",
             p.display()
         ),
@@ -90,10 +99,10 @@ async fn run(o: Opts) -> Result<(), Error> {
 
     // ── server: listen, register the target, pre-post a receive for the pings ──
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-    println!("[1] server listening on {}", listener.local_addr());
+    examples::outln!("[1] server listening on {}", listener.local_addr());
     let spd = server.alloc_pd()?;
     let target = spd.alloc_mr(o.total, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
-    println!(
+    examples::outln!(
         "[2] server registered a {} target region: STag {}, remote read/write",
         Size(o.total),
         target.stag()
@@ -111,7 +120,7 @@ async fn run(o: Opts) -> Result<(), Error> {
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("server sent no RemoteBuf")?;
     let qp = conn.qp;
     let (ird, ord) = qp.ird_ord();
-    println!(
+    examples::outln!(
         "[3] connected: {} in {:?}, IRD/ORD {ird}/{ord}; sent {:?} as private data, \
          got the target back as a {}-octet RemoteBuf {{ stag {}, to {:#x}, len {} }}",
         qp.num(),
@@ -126,7 +135,7 @@ async fn run(o: Opts) -> Result<(), Error> {
     // ── client: source data and read sink ──
     let source = Bytes::from(pattern(o.total));
     let sink = cpd.alloc_mr(o.total, Access::LOCAL_WRITE)?;
-    println!(
+    examples::outln!(
         "[4] client registered a {} read sink: STag {}",
         Size(o.total),
         sink.stag()
@@ -165,7 +174,7 @@ async fn run(o: Opts) -> Result<(), Error> {
         started.elapsed(),
     );
     verify(&sink, &source)?;
-    println!(
+    examples::outln!(
         "[7] verified: all {} read back equal what was written",
         Size(o.total)
     );
@@ -181,11 +190,11 @@ async fn run(o: Opts) -> Result<(), Error> {
         let pong = pong?;
         if i == 0 {
             let text = inbox.read(..pong.byte_len as usize)?;
-            println!("    first pong: {:?}", String::from_utf8_lossy(&text));
+            examples::outln!("    first pong: {:?}", String::from_utf8_lossy(&text));
         }
     }
     let rtt = started.elapsed() / o.pings.max(1) as u32;
-    println!(
+    examples::outln!(
         "[8] Send/Recv: {} ping-pongs, {:.1} us per round trip",
         o.pings,
         rtt.as_secs_f64() * 1e6
@@ -196,8 +205,9 @@ async fn run(o: Opts) -> Result<(), Error> {
     qp.disconnect();
     let client_end = qp.closed().await;
     let (served, server_end) = server_task.await??;
-    println!(
-        "[9] disconnected: client {client_end}, server {server_end} (it answered {served} pings)"
+    examples::outln!(
+        "[9] disconnected: client {client_end}, server {server_end} (it answered {})",
+        examples::words::count(served as u64, "ping", "pings")
     );
     Ok(())
 }
@@ -289,7 +299,7 @@ async fn pipeline(
 
 fn report(what: &str, total: usize, size: usize, depth: usize, took: Duration) {
     let secs = took.as_secs_f64().max(1e-9);
-    println!(
+    examples::outln!(
         "{what}: {} in {} requests, {depth} in flight: {:.3} s, {:.0} MiB/s ({:.2} Gbit/s)",
         Size(total),
         Size(size),

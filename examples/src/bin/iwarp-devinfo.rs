@@ -31,11 +31,11 @@ fn main() -> ExitCode {
     let attr = Device::open(cfg).and_then(|d| d.query());
     match attr {
         Ok(a) => {
-            print!("{}", render(&a, cli.verbose));
+            examples::out!("{}", render(&a, cli.verbose));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("iwarp-devinfo: {e}");
+            examples::errln!("iwarp-devinfo: {e}");
             ExitCode::FAILURE
         }
     }

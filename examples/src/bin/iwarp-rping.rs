@@ -11,6 +11,7 @@
 //! Exit status: 0 on success, 1 on a failed run, 2 on a bad command line.
 
 use examples::rping::{self, Opts, Role};
+use examples::words::count;
 use verbs::Device;
 
 #[tokio::main]
@@ -28,9 +29,10 @@ async fn main() {
     let run = async move {
         match opts.role {
             Role::Client => rping::run_client(&opts).await.map(|s| {
-                println!(
-                    "iwarp-rping: client done: {} pings, {} verified",
-                    s.pings, s.verified
+                examples::outln!(
+                    "iwarp-rping: client done: {}, {} verified",
+                    count(s.pings, "ping", "pings"),
+                    s.verified
                 );
             }),
             Role::Server => serve(&opts).await,
@@ -41,12 +43,13 @@ async fn main() {
 
 async fn serve(opts: &Opts) -> Result<(), rping::Error> {
     let dev = Device::open(opts.device_config())?;
-    let listener = dev.listen(opts.socket_addr()).await?;
-    println!("iwarp-rping: listening on {}", listener.local_addr());
+    let listener = dev.listen(&opts.listen_addrs()[..]).await?;
+    examples::outln!("iwarp-rping: listening on {}", listener.local_addr());
     let s = rping::serve(&dev, &listener, opts).await?;
-    println!(
-        "iwarp-rping: server done: {} connection(s), {} pings",
-        s.connections, s.pings
+    examples::outln!(
+        "iwarp-rping: server done: {}, {}",
+        count(s.connections, "connection", "connections"),
+        count(s.pings, "ping", "pings")
     );
     Ok(())
 }

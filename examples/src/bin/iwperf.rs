@@ -27,16 +27,18 @@ async fn main() {
 
 async fn serve(opts: &Opts) -> Result<(), perf::Error> {
     let dev = Device::open(opts.device_config())?;
-    let listener = dev.listen(opts.socket_addr()).await?;
+    let listener = dev
+        .listen(&examples::listen::any_address(opts.port)[..])
+        .await?;
     let line = format!(
         "iwperf: {} server listening on {}",
         opts.test.name(),
         listener.local_addr()
     );
     if opts.json || opts.output.is_some() {
-        eprintln!("{line}");
+        examples::errln!("{line}");
     } else {
-        println!("{line}");
+        examples::outln!("{line}");
     }
     perf::serve(&dev, &listener, opts).await?;
     Ok(())

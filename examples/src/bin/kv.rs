@@ -34,12 +34,22 @@ struct Cli {
     /// engine each in this process.
     #[arg(long, value_name = "PATH")]
     daemon: Option<String>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     let cli = Cli::parse();
-    let mut cfg = DeviceConfig::default();
+    // Errors print as sentences (`kv: ...`, exit status 1), not as Debug dumps.
+    examples::run_on_worker("kv", run(cli)).await;
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
+    let mut cfg = DeviceConfig::default().extensions(cli.extensions);
     if let Some(path) = cli.daemon {
         cfg = cfg.daemon(path);
     }
@@ -67,7 +77,7 @@ async fn main() -> Result<(), Error> {
     ];
     for (key, value) in entries {
         kv.put(key, value.as_bytes()).await?;
-        println!("put {key:<6} = {value:?}");
+        examples::outln!("put {key:<6} = {value:?}");
     }
     for (key, want) in [
         ("alpha", Some("alpha, replaced")),
@@ -76,14 +86,14 @@ async fn main() -> Result<(), Error> {
     ] {
         let got = kv.get(key).await?;
         let shown = got.as_deref().map(String::from_utf8_lossy);
-        println!("get {key:<6} -> {shown:?}");
+        examples::outln!("get {key:<6} -> {shown:?}");
         if got.as_deref() != want.map(str::as_bytes) {
             return Err(format!("get {key}: expected {want:?}").into());
         }
     }
     kv.qp.send(Bytes::new()).await?; // an empty request ends the server
     store.await??;
-    println!("all values read back as written");
+    examples::outln!("all values read back as written");
     Ok(())
 }
 

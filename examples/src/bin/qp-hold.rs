@@ -12,7 +12,7 @@
 //! then holds them until its standard input closes. Without `--daemon` (or
 //! `IWARP_DEVICE`) the engine is embedded.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::BufRead as _;
 
 use clap::Parser;
 use verbs::{Access, Device, DeviceConfig, Qp, QpConfig, RecvWr};
@@ -45,18 +45,29 @@ struct Cli {
     /// iwarpd's limits).
     #[arg(long, default_value_t = 0)]
     regions: usize,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes; through iwarpd, the
+    /// daemon's setting applies).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = examples::args::extensions)]
+    extensions: verbs::Extensions,
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
+async fn main() {
+    // Errors print as sentences (`qp-hold: ...`, exit status 1), not as Debug dumps.
+    examples::run_on_worker("qp-hold", run(Cli::parse())).await;
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
     let Cli {
         daemon,
         listen,
         connect,
         n,
         regions,
-    } = Cli::parse();
-    let mut cfg = DeviceConfig::default();
+        extensions,
+    } = cli;
+    let mut cfg = DeviceConfig::default().extensions(extensions);
     if let Some(d) = &daemon {
         cfg = cfg.daemon(d);
     }
@@ -70,8 +81,8 @@ async fn main() -> Result<(), Error> {
     match (listen, connect) {
         (Some(addr), None) => {
             let l = device.listen(addr.as_str()).await?;
-            println!("listening {}", l.local_addr());
-            std::io::stdout().flush()?;
+            examples::outln!("listening {}", l.local_addr());
+            examples::stdio::flush();
             while qps.len() < n {
                 let inc = l.accept().await?;
                 let cq = device.create_cq(32);
@@ -96,10 +107,10 @@ async fn main() -> Result<(), Error> {
             sgl: [buf.try_local(64 * i..64 * (i + 1))?].into(),
         })?;
     }
-    println!("ready {}", qps.len());
-    println!("regions {}", held.len());
-    println!("rss_kib {}", rss_kib());
-    std::io::stdout().flush()?;
+    examples::outln!("ready {}", qps.len());
+    examples::outln!("regions {}", held.len());
+    examples::outln!("rss_kib {}", rss_kib());
+    examples::stdio::flush();
     // Hold until stdin closes.
     tokio::task::spawn_blocking(|| for _ in std::io::stdin().lock().lines() {}).await?;
     Ok(())

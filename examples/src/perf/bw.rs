@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Cq, Mr, Payload, Qp, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcError};
+use verbs::{Cq, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcError};
 
 use super::opts::AtomicOp;
 use super::progress::Progress;
@@ -128,6 +128,12 @@ where
                 break;
             }
             // The gate (send_bw's credits) holds every post back.
+            if qp.state() != QpState::Rts {
+                return Err(format!(
+                    "the connection ended while {posted} Sends waited for the server's credits"
+                )
+                .into());
+            }
             let since = *stalled_since.get_or_insert_with(Instant::now);
             if since.elapsed() > lim.timeout {
                 return Err(format!(

@@ -10,7 +10,7 @@ use super::bw::{self, Limits};
 use super::msg::{BwReport, Dest};
 use super::progress::{Goal, Progress};
 use super::report::{self, Outcome, Printer, Timeline};
-use super::session::{ACCESS, Session, remote};
+use super::session::{Session, remote};
 use super::{BUF_VA, CREDIT_VA, Error, Opts, Test, latency, send};
 
 /// Work requests kept in flight by default (perftest's TX depth).
@@ -21,9 +21,7 @@ pub const TX_DEPTH: usize = super::opts::DEFAULT_TX_DEPTH;
 pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::client(opts).await?;
     let p = Printer::new(opts);
-    if opts.infinitely {
-        super::end_on_signal()?;
-    }
+    super::interrupt::watch(opts.infinitely)?;
     let out = match opts.test {
         _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await,
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => rdma_bw(opts, &s, &p).await,
@@ -32,10 +30,7 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             latency::run(opts, &s, &p).await
         }
     };
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => return Err(s.explain(e).await),
-    };
+    let out = s.finish(opts, out).await?;
     let who = if opts.daemon.is_some() {
         "iwarpd"
     } else {
@@ -53,11 +48,11 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
-        eprintln!(
-            "iwperf: QP {}: {who} ran {} requests from pushed messages, {} from the send \
+        crate::errln!(
+            "iwperf: QP {}: {who} ran {} from pushed messages, {} from the send \
              queue; push discards: {}",
             i + 1,
-            st.pushed,
+            crate::words::count(st.pushed, "request", "requests"),
             st.sq_executed,
             if discards.is_empty() {
                 "none".to_owned()
@@ -94,12 +89,10 @@ fn progress(opts: &Opts, size: usize, i: usize, links: usize) -> Option<Progress
     Some(prog.with_size((size * links.max(1)) as u64))
 }
 
-/// The iterations a bandwidth line reports: `-n`, or with `-D` the operations per QP.
-pub fn reported_iters(opts: &Opts, tl: &Timeline) -> u64 {
-    match opts.duration {
-        Some(_) => tl.completed.len() as u64 / opts.qps.max(1) as u64,
-        None => opts.iters,
-    }
+/// The iterations a bandwidth line reports, as perftest counts them: the operations of
+/// every QP together (`-n` times `-q`; with `-D`, all that completed).
+pub fn reported_iters(tl: &Timeline) -> u64 {
+    tl.completed.len() as u64
 }
 
 async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timeline>, Error> {
@@ -115,7 +108,7 @@ async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timel
 async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     // Small messages walk a cycle buffer on both sides, as perftest's do.
     let len = s.peer_version.target_len(opts.buf_size());
-    let buf = s.pd.register_va(vec![0x5a; len], BUF_VA, ACCESS)?;
+    let buf = s.register(vec![0x5a; len], BUF_VA)?;
     let mine = s.dests(opts, &buf);
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
@@ -124,7 +117,7 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     let mut last = BwReport::default();
     for size in opts.rounds() {
         let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
-        last = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        last = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(last));
         out.push(Outcome::Bw(last));
     }
@@ -208,7 +201,7 @@ pub(crate) async fn send_round(
 pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<Dest>), Error> {
     let mut credits: Vec<Mr> = Vec::with_capacity(s.links.len());
     for i in 0..s.links.len() as u64 {
-        credits.push(s.pd.register_va(vec![0; 64], CREDIT_VA + i * 0x1000, ACCESS)?);
+        credits.push(s.register(vec![0; 64], CREDIT_VA + i * 0x1000)?);
     }
     let mine = s
         .links
@@ -222,8 +215,7 @@ pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<D
 /// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's
 /// credit buffer. `-a`: perftest's barriers around every size (see [`super::size_barrier`]).
 async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
-    let payload =
-        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let payload = s.register(vec![0x5a; opts.buf_size()], BUF_VA)?;
     let (credits, mine) = credit_buffers(opts, s)?;
     s.exchange(opts, p, &mine).await?;
     p.header();
@@ -239,9 +231,14 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         if opts.infinitely {
             sent += (tl.completed.len() / s.links.len().max(1)) as u64;
         }
-        let rep = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+        let rep = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
         p.line(&Outcome::Bw(rep));
         out.push(Outcome::Bw(rep));
+        if super::interrupted() && !opts.infinitely && opts.duration.is_none() {
+            // The server counts -n receives: it will not come to a barrier now.
+            p.footer();
+            return Ok(out);
+        }
         if opts.all_sizes {
             super::size_barrier(&s.comm, &first, "after").await?;
         }

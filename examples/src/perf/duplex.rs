@@ -22,7 +22,7 @@ use super::client::{credit_buffers, rdma_round, reported_iters, send_round};
 use super::msg::{BwReport, Dest};
 use super::report::{self, Outcome, Printer};
 use super::server::{inboxes, receive_round};
-use super::session::{ACCESS, Session};
+use super::session::Session;
 use super::{BUF_VA, Error, FOREVER, Opts, Test, interrupt, size_barrier};
 
 /// Runs `opts.test` (a bandwidth test) in both directions on `s`; returns the lines
@@ -38,7 +38,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
 /// Both sides Write (Read) at each other's buffer.
 async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     let len = s.peer_version.target_len(opts.buf_size());
-    let buf = s.pd.register_va(vec![0x5a; len], BUF_VA, ACCESS)?;
+    let buf = s.register(vec![0x5a; len], BUF_VA)?;
     let mine = s.dests(opts, &buf);
     let rem = s.exchange(opts, p, &mine).await?;
     let first = mine.first().copied().unwrap_or_default();
@@ -51,10 +51,13 @@ async fn rdma(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
     for size in opts.sizes() {
         size_barrier(&s.comm, &first, "before").await?;
         let tl = rdma_round(opts, s, &buf, &rem, size, cycle).await?;
+        let mine = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
+        if super::interrupted() {
+            return Ok(own_line_only(p, out, mine));
+        }
         if opts.all_sizes {
             size_barrier(&s.comm, &first, "after").await?;
         }
-        let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
         let line = Outcome::Bw(mine.plus(&swap_reports(s, &mine).await?));
         p.line(&line);
         out.push(line);
@@ -79,7 +82,7 @@ async fn rdma_forever(
         let mut out = Vec::new();
         for size in opts.rounds() {
             let tl = rdma_round(opts, s, buf, rem, size, cycle).await?;
-            let mine = report::from_timeline(size, reported_iters(opts, &tl), &tl, opts.gbits);
+            let mine = report::from_timeline(size, reported_iters(&tl), &tl, opts.gbits);
             let line = Outcome::Bw(mine.plus(&mine));
             p.line(&line);
             out.push(line);
@@ -113,8 +116,7 @@ async fn rdma_forever(
 /// the other writes.
 async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     let inboxes = inboxes(opts, s)?;
-    let payload =
-        s.pd.register_va(vec![0x5a; opts.buf_size()], BUF_VA, ACCESS)?;
+    let payload = s.register(vec![0x5a; opts.buf_size()], BUF_VA)?;
     let (credits, mine) = credit_buffers(opts, s)?;
     let rem = s.exchange(opts, p, &mine).await?;
     let first = mine.first().copied().unwrap_or_default();
@@ -136,7 +138,10 @@ async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
             receive_round(opts, s, (p, size), &inboxes, &rem, &stop_rx)
         );
         let (sent, _) = (sent?, received?);
-        let mine = report::from_timeline(size, reported_iters(opts, &sent), &sent, opts.gbits);
+        let mine = report::from_timeline(size, reported_iters(&sent), &sent, opts.gbits);
+        if super::interrupted() {
+            return Ok(own_line_only(p, out, mine));
+        }
         let line = if opts.duration.is_some() {
             mine
         } else {
@@ -151,6 +156,15 @@ async fn send(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Err
     p.footer();
     s.comm.xchg(&first.encode(), "closing barrier").await?;
     Ok(out)
+}
+
+/// Ctrl-C during a bidirectional size: the peer is still running, so there is no
+/// report to swap; `mine` alone ends the table and `out`.
+fn own_line_only(p: &Printer, mut out: Vec<Outcome>, mine: BwReport) -> Vec<Outcome> {
+    p.line(&Outcome::Bw(mine));
+    p.footer();
+    out.push(Outcome::Bw(mine));
+    out
 }
 
 /// perftest's `xchg_bw_reports`: our report's five parts for the peer's.

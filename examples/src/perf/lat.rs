@@ -65,8 +65,11 @@ impl Run {
         }
     }
 
-    /// Whether another message is due after `done`.
+    /// Whether another message is due after `done` (none once Ctrl-C ended the run).
     fn more(&self, done: u64) -> bool {
+        if super::interrupted() {
+            return false;
+        }
         match self.lim.deadline {
             Some(d) => Instant::now() < d,
             None => done < self.iters,
@@ -82,6 +85,11 @@ impl Limits {
             self.timeout
         )
         .into()
+    }
+
+    /// The error for a wait the connection's end cut short.
+    fn ended(&self, what: &str, n: u64) -> Error {
+        format!("{what} {n} cannot arrive: the connection closed").into()
     }
 }
 
@@ -157,7 +165,7 @@ where
             }
         }
         if !run.more(sent) {
-            if timed {
+            if timed || super::interrupted() {
                 break;
             }
             continue;
@@ -183,7 +191,7 @@ fn peer_ended(lim: Limits, qp: &Qp) -> bool {
 /// The error for a failed operation, with why the QP closed if it did.
 async fn failed(qp: &Qp, what: &str) -> Error {
     match tokio::time::timeout(Duration::from_millis(500), qp.closed()).await {
-        Ok(end) => format!("{what}; the connection ended: {end:?}").into(),
+        Ok(end) => format!("{what}; the connection ended: {end}").into(),
         Err(_) => what.to_owned().into(),
     }
 }
@@ -192,7 +200,7 @@ async fn failed(qp: &Qp, what: &str) -> Error {
 /// `Ok(false)` if the run's deadline passed first.
 async fn poll_octet(lim: Limits, qp: &Qp, buf: &Mr, at: usize, want: u8) -> Result<bool, Error> {
     let mut octet = [0u8];
-    let seen = spin(lim, "the peer's RDMA Write", u64::from(want), || {
+    let seen = spin(lim, qp, "the peer's RDMA Write", u64::from(want), || {
         qp.poll_input();
         buf.read_into(at, &mut octet)?;
         Ok((octet[0] == want).then_some(()))
@@ -213,7 +221,7 @@ async fn completion(
 ) -> Result<Option<Wc>, Error> {
     if !lim.events {
         let mut got = Vec::with_capacity(1);
-        return spin(lim, what, n, || {
+        return spin(lim, qp, what, n, || {
             qp.poll_input();
             cq.poll(&mut got, 1)?;
             Ok(got.pop())
@@ -222,20 +230,27 @@ async fn completion(
     }
     let limit = Instant::now() + lim.timeout;
     let limit = lim.deadline.map_or(limit, |d| d.min(limit));
-    match tokio::time::timeout_at(limit.into(), cq.next()).await {
-        Ok(wc) => Ok(Some(wc?)),
-        Err(_) if lim.deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
-        Err(_) => Err(lim.timed_out(what, n)),
+    tokio::select! {
+        got = tokio::time::timeout_at(limit.into(), cq.next()) => match got {
+            Ok(wc) => Ok(Some(wc?)),
+            Err(_) if lim.deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
+            Err(_) => Err(lim.timed_out(what, n)),
+        },
+        // Ctrl-C: the run ends with what it measured.
+        () = super::interrupt::wait() => Ok(None),
     }
 }
 
 /// Polls `ready` until it yields, the way perftest waits: busily, reading the clock and
 /// yielding to the runtime (the connection's own tasks share it) every
 /// [`POLLS_PER_CLOCK`] polls. (Yielding on every poll made a multi-threaded runtime wake
-/// its other worker each time: through iwarpd, ten thread switches per message.) `Ok(None)` if the run's deadline passed first;
-/// an error after the run's timeout (`what` number `n` never came).
+/// its other worker each time: through iwarpd, ten thread switches per message.)
+/// `Ok(None)` if the run's deadline passed first or Ctrl-C ended it; an error after the
+/// run's timeout (`what` number `n` never came), or once `qp` left RTS (the peer closed
+/// it) in a run without a deadline.
 async fn spin<T>(
     lim: Limits,
+    qp: &Qp,
     what: &str,
     n: u64,
     mut ready: impl FnMut() -> Result<Option<T>, Error>,
@@ -249,8 +264,15 @@ async fn spin<T>(
         polls += 1;
         if polls.is_multiple_of(POLLS_PER_CLOCK) {
             let now = Instant::now();
-            if lim.deadline.is_some_and(|d| now >= d) {
+            if lim.deadline.is_some_and(|d| now >= d) || super::interrupted() {
                 return Ok(None);
+            }
+            if qp.state() != QpState::Rts {
+                // A timed run's peer stops at its deadline and closes: the run is over.
+                return match lim.deadline {
+                    Some(_) => Ok(None),
+                    None => Err(lim.ended(what, n)),
+                };
             }
             if now >= limit {
                 return Err(lim.timed_out(what, n));

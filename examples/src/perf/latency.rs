@@ -9,7 +9,7 @@ use super::lat::{self, Run};
 use super::msg::Dest;
 use super::report::{LatReport, Outcome, Printer};
 use super::send::Inbox;
-use super::session::{ACCESS, Link, Session, remote};
+use super::session::{Link, Session, remote};
 use super::stats::Intervals;
 use super::{BUF_VA, Error, Opts, Test};
 use verbs::{Mr, RemoteBuf};
@@ -43,7 +43,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             };
             // Outgoing message at 0, the peer's Writes land at `size` (perftest's two
             // halves of one buffer).
-            let buf = s.pd.register_va(vec![0; 2 * size], BUF_VA, ACCESS)?;
+            let buf = s.register(vec![0; 2 * size], BUF_VA)?;
             let mine = [Session::dest(opts, link, &buf, size)];
             let rem = s.exchange(opts, p, &mine).await?;
             let dst = rem.first().map(remote).ok_or("no peer address")?;
@@ -57,7 +57,7 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         }
         Test::ReadLat | Test::AtomicLat => {
             let fill = if client { 0 } else { 0xa5 };
-            let buf = s.pd.register_va(vec![fill; size], BUF_VA, ACCESS)?;
+            let buf = s.register(vec![fill; size], BUF_VA)?;
             let mine = [Session::dest(opts, link, &buf, 0)];
             let rem = s.exchange(opts, p, &mine).await?;
             let out = if client {
@@ -71,20 +71,29 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                     Kind::Read { buf: &buf, src }
                 };
                 let out = sizes(opts, p, link, &kind, None).await?;
-                s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
+                if !super::interrupted() {
+                    s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
+                }
                 out
             } else {
-                s.comm
-                    .xchg_within(&mine[0].encode(), "closing barrier", READ_WAIT)
-                    .await?;
+                let barrier = mine[0].encode();
+                let closing = s.comm.xchg_within(&barrier, "closing barrier", READ_WAIT);
+                tokio::select! {
+                    r = closing => {
+                        r?;
+                    }
+                    // The client measures: nothing to print here.
+                    () = super::interrupt::wait() => {}
+                }
                 Vec::new()
             };
             Ok(out)
         }
         Test::SendLat => {
             let inbox = Inbox::new(&s.pd, SEND_LAT_RX, size)?;
+            s.hold(inbox.mr());
             inbox.post_all(&link.qp)?;
-            let buf = s.pd.register_va(vec![0; size], BUF_VA, ACCESS)?;
+            let buf = s.register(vec![0; size], BUF_VA)?;
             let mine = [Session::dest(opts, link, &buf, 0)];
             s.exchange(opts, p, &mine).await?;
             let kind = Kind::Send {
@@ -93,7 +102,9 @@ pub async fn run(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
                 first: client,
             };
             let out = sizes(opts, p, link, &kind, Some((s, &mine[0]))).await?;
-            s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
+            if !super::interrupted() {
+                s.comm.xchg(&mine[0].encode(), "closing barrier").await?;
+            }
             Ok(out)
         }
         Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw => {
@@ -162,6 +173,10 @@ async fn sizes(
             p.line(&o);
             out.push(o);
         }
+        if super::interrupted() {
+            // Ctrl-C: no more sizes.
+            break;
+        }
     }
     p.footer();
     Ok(out)
@@ -170,9 +185,10 @@ async fn sizes(
 /// The latency line of one run from its post timestamps.
 pub fn outcome(opts: &Opts, size: usize, posted: &Intervals) -> Option<Outcome> {
     let stats = posted.stats(opts.test.rtt_factor())?;
+    // -D, or a run Ctrl-C cut short: what was measured.
     let iters = match opts.duration {
-        Some(_) => posted.posts(),
-        None => opts.iters,
+        None if !super::interrupted() => opts.iters,
+        _ => posted.posts(),
     };
     Some(Outcome::Lat(LatReport {
         size: size as u64,

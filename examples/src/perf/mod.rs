@@ -32,6 +32,7 @@ pub mod bw;
 pub mod client;
 pub mod comm;
 pub mod duplex;
+pub mod interrupt;
 pub mod lat;
 pub mod latency;
 pub mod msg;
@@ -52,40 +53,12 @@ pub use server::serve;
 pub use crate::Error;
 pub(crate) use crate::step;
 
-/// Set once Ctrl-C or SIGTERM asked a `--run_infinitely` run to end.
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A `--run_infinitely` run was asked to end: no more operations are posted, and the
-/// run ends as a `-D` run does once the current interval's line is printed.
-pub(crate) fn interrupted() -> bool {
-    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Ends a `--run_infinitely` run as Ctrl-C does (the peer ended its run).
-pub(crate) fn interrupt() {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
+pub use interrupt::Interrupted;
+pub(crate) use interrupt::{interrupt, interrupted};
 
 /// Longer than any run (a century): what a `--run_infinitely` run waits at most.
 pub(crate) const FOREVER: std::time::Duration =
     std::time::Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// `--run_infinitely`: from now on Ctrl-C or SIGTERM ends the run cleanly (see
-/// [`interrupted`]) instead of killing the process.
-pub(crate) fn end_on_signal() -> Result<(), Error> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        eprintln!("iwperf: interrupted: ending the run after this interval");
-        interrupt();
-    });
-    Ok(())
-}
 
 /// The tagged offset our test buffers are registered at.
 pub const BUF_VA: u64 = 0x0000_5650_0000_0000;

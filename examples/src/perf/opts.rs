@@ -13,8 +13,8 @@ use crate::args::parse_size;
 const AFTER_HELP: &str = "\
 Runs perftest's ib_<TEST> over this iWARP stack, speaking perftest's rdma_cm (-R)
 exchange, so either side may be Linux siw running perftest with the same flags.
-No address: server (listens on 0.0.0.0, exits when its test is done). With an
-address: client. Two iwperf check that they run the same test and settings.
+No address: server (listens on [::], IPv6 and IPv4 clients alike; exits when its
+test is done). With an address: client. Two iwperf check that they run the same test and settings.
 A progress line goes to stderr (when it is a terminal) for runs over 2 seconds.";
 
 /// The command line as `clap` reads it; [`Opts::parse`] checks it and turns it into
@@ -79,6 +79,10 @@ struct Cli {
     /// latency (*_lat, the typical one), as perftest's --output does.
     #[arg(long = "output", value_enum, value_name = "WHAT")]
     output: Option<Output>,
+    /// read_*, atomic_*: RDMA Reads or Atomics outstanding at once per QP (the IRD/ORD
+    /// offered in MPA) [default: 16; at most 128]
+    #[arg(short = 'o', long = "outs", value_name = "N")]
+    outs: Option<u16>,
     /// *_bw: N test connections, each running the test, results summed.
     #[arg(short = 'q', long = "qp", value_name = "N", default_value_t = 1)]
     qps: usize,
@@ -131,8 +135,9 @@ struct Cli {
     /// Immediate Data; both sides need it agreed).
     #[arg(long = "imm")]
     imm: bool,
-    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none.
-    #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = extensions_arg)]
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (none: standard iWARP only, which Wireshark decodes).
+    #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = crate::args::extensions)]
     extensions: Extensions,
 }
 
@@ -172,10 +177,6 @@ fn size_arg(text: &str) -> Result<usize, String> {
 
 fn parse_size_any(text: &str) -> Result<usize, String> {
     parse_size(text).ok_or_else(|| format!("{text:?} is not a size (220, 1K)"))
-}
-
-fn extensions_arg(text: &str) -> Result<Extensions, String> {
-    Extensions::parse_list(text)
 }
 
 /// The octets an Atomic works on (RFC 7306).
@@ -276,19 +277,21 @@ impl Test {
 
     /// The `out_reads` value siw's perftest advertises for this test.
     pub fn out_reads(self) -> u32 {
-        match self {
-            Self::ReadBw | Self::ReadLat | Self::AtomicBw | Self::AtomicLat => 128,
-            _ => 1,
-        }
+        if self.reads() { 128 } else { 1 }
+    }
+
+    /// The test runs RDMA Reads or Atomics, whose outstanding number `-o` sets.
+    pub fn reads(self) -> bool {
+        matches!(
+            self,
+            Self::ReadBw | Self::ReadLat | Self::AtomicBw | Self::AtomicLat
+        )
     }
 
     /// The IRD/ORD to offer in MPA: what siw's perftest offers (0/0, or 128/128 for
     /// the read tests; we offer 16/16 for those).
     pub fn ird_ord(self) -> (u16, u16) {
-        match self {
-            Self::ReadBw | Self::ReadLat | Self::AtomicBw | Self::AtomicLat => (16, 16),
-            _ => (0, 0),
-        }
+        if self.reads() { (16, 16) } else { (0, 0) }
     }
 
     /// What a latency sample is divided by: perftest reports half the round trip of
@@ -323,6 +326,9 @@ pub struct Opts {
     pub inline_size: usize,
     /// `-q`: test connections (bandwidth tests).
     pub qps: usize,
+    /// `-o`: Reads or Atomics outstanding at once (read and atomic tests); `None`: the
+    /// test's default ([`Test::ird_ord`]).
+    pub outs: Option<u16>,
     /// `-e`: the latency tests wait for completion events instead of polling busily.
     pub events: bool,
     /// Port.
@@ -378,6 +384,7 @@ impl Opts {
             tx_depth: DEFAULT_TX_DEPTH,
             inline_size: 0,
             qps: 1,
+            outs: None,
             events: false,
             port: 18515,
             server: None,
@@ -437,6 +444,24 @@ impl Opts {
         o.tx_depth = cli.tx_depth;
         o.inline_size = cli.inline_size;
         o.qps = cli.qps;
+        o.outs = match cli.outs {
+            // perftest: 0 is the device's most; above it, the most, with a notice.
+            Some(0) | None => None,
+            Some(n) if n > MAX_OUTS => {
+                crate::errln!(
+                    "iwperf: -o {n} is above the {MAX_OUTS} outstanding reads this device \
+                     takes; using {MAX_OUTS}"
+                );
+                Some(MAX_OUTS)
+            }
+            n => n,
+        };
+        if cli.outs.is_some() && !test.reads() {
+            return Err(usage(
+                ErrorKind::ArgumentConflict,
+                "-o (outstanding reads) is for the read and atomic tests (as in perftest)".into(),
+            ));
+        }
         o.events = cli.events;
         o.port = cli.port;
         o.server = server;
@@ -536,13 +561,14 @@ impl Opts {
     }
 
     /// The message size of every round, one result line each: [`Self::sizes`], or with
-    /// `--run_infinitely` `-s` over and over until the run is interrupted.
+    /// `--run_infinitely` `-s` over and over; either until the run is interrupted.
     pub fn rounds(&self) -> Box<dyn Iterator<Item = usize> + Send> {
-        if self.infinitely {
-            Box::new(std::iter::repeat(self.size).take_while(|_| !super::interrupted()))
+        let sizes: Box<dyn Iterator<Item = usize> + Send> = if self.infinitely {
+            Box::new(std::iter::repeat(self.size))
         } else {
             Box::new(self.sizes().into_iter())
-        }
+        };
+        Box::new(sizes.take_while(|_| !super::interrupted()))
     }
 
     /// What an iwperf peer must run too.
@@ -573,7 +599,8 @@ impl Opts {
         self.sizes().into_iter().max().unwrap_or(self.size)
     }
 
-    /// The server's address (client role) or the listening address (server role).
+    /// The server's address (client role); the server role listens on
+    /// [`crate::listen::any_address`] instead.
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(
             self.server.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
@@ -581,9 +608,21 @@ impl Opts {
         )
     }
 
-    /// The device configuration: MPA revision 2, the test's IRD/ORD, CRC as asked.
+    /// The IRD/ORD offered in MPA: `-o N` as N/N, else the test's ([`Test::ird_ord`]).
+    pub fn ird_ord(&self) -> (u16, u16) {
+        self.outs.map_or_else(|| self.test.ird_ord(), |n| (n, n))
+    }
+
+    /// The `out_reads` of our address messages: `-o`, else what siw's perftest
+    /// advertises ([`Test::out_reads`]).
+    pub fn out_reads(&self) -> u32 {
+        self.outs.map_or_else(|| self.test.out_reads(), u32::from)
+    }
+
+    /// The device configuration: MPA revision 2, the IRD/ORD of [`Self::ird_ord`], CRC as
+    /// asked.
     pub fn device_config(&self) -> DeviceConfig {
-        let (ird, ord) = self.test.ird_ord();
+        let (ird, ord) = self.ird_ord();
         let cfg = DeviceConfig::default()
             .mpa_revision(2)
             .ird_ord(ird, ord)
@@ -602,6 +641,10 @@ impl Opts {
         }
     }
 }
+
+/// The most outstanding Reads or Atomics `-o` takes (siw's `max_qp_rd_atom`, which
+/// iwperf advertises by default as perftest on siw does).
+pub const MAX_OUTS: u16 = 128;
 
 /// The most test connections `-q` takes.
 pub const MAX_QPS: usize = 64;
@@ -644,6 +687,27 @@ mod tests {
         let all = parse("read_lat -a").unwrap().sizes();
         assert_eq!((all.len(), all.last()), (23, Some(&(1 << 23))));
         assert_eq!(Test::ReadLat.rtt_factor(), 1.0);
+    }
+
+    #[test]
+    fn outs_sets_the_outstanding_reads_as_perftest_does() {
+        let o = parse("read_bw -o 4").unwrap();
+        assert_eq!((o.ird_ord(), o.out_reads()), ((4, 4), 4));
+        let o = parse("atomic_lat --outs 2").unwrap();
+        assert_eq!(o.ird_ord(), (2, 2));
+        // Without -o (or -o 0: the device's most), the defaults.
+        for args in ["read_bw", "read_lat -o 0"] {
+            let o = parse(args).unwrap();
+            assert_eq!((o.ird_ord(), o.out_reads()), ((16, 16), 128), "{args}");
+        }
+        assert_eq!(parse("read_bw -o 1000").unwrap().ird_ord(), (128, 128));
+        let e = parse("write_bw -o 4").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains("-o (outstanding reads) is for the read"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -126,17 +126,17 @@ impl Printer {
     /// (stdout then holds only the result lines).
     pub fn info(&self, line: &str) {
         if self.bare() {
-            eprintln!("{line}");
+            crate::errln!("{line}");
         } else {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
 
     /// The rule and column header before the first result line.
     pub fn header(&self) {
         if !self.bare() {
-            println!("{RULE}");
-            println!("{}", self.header_text());
+            crate::outln!("{RULE}");
+            crate::outln!("{}", self.header_text());
         }
     }
 
@@ -156,7 +156,7 @@ impl Printer {
 
     /// Prints one result line.
     pub fn line(&self, o: &Outcome) {
-        println!("{}", self.line_text(o));
+        crate::outln!("{}", self.line_text(o));
     }
 
     /// The text of one result line (a JSON object with `--json`, one number with
@@ -215,7 +215,7 @@ impl Printer {
     /// The closing rule.
     pub fn footer(&self) {
         if !self.bare() {
-            println!("{RULE}");
+            crate::outln!("{RULE}");
         }
     }
 }

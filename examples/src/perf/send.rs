@@ -76,6 +76,11 @@ impl Inbox {
         Ok(())
     }
 
+    /// The memory the receives land in.
+    pub fn mr(&self) -> &Mr {
+        &self.mr
+    }
+
     /// The receives kept posted.
     pub fn depth(&self) -> usize {
         self.depth
@@ -174,6 +179,10 @@ where
         {
             break;
         }
+        if super::interrupted() {
+            // Ctrl-C: what arrived so far is the measurement.
+            break;
+        }
         let limit = if draining {
             DRAIN_IDLE
         } else if received == 0 {
@@ -188,6 +197,7 @@ where
                 draining = true;
                 continue;
             }
+            () = super::interrupt::wait() => continue,
             () = tokio::time::sleep(limit) => {
                 if draining {
                     break;

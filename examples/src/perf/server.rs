@@ -16,7 +16,7 @@ use super::msg::{BwReport, Dest};
 use super::opts::INFINITE_INTERVAL;
 use super::report::{self, Outcome, Printer, Timeline};
 use super::send::{self, Inbox, Until};
-use super::session::{ACCESS, Session};
+use super::session::Session;
 use super::{BUF_VA, Error, Opts, Test, latency};
 
 /// How long the server waits for the client to finish its test.
@@ -26,10 +26,7 @@ const TEST_WAIT: Duration = Duration::from_secs(3600);
 pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec<Outcome>, Error> {
     let s = Session::server(dev, listener, opts).await?;
     let p = Printer::new(opts);
-    if opts.infinitely && opts.bidirectional {
-        // Its own run goes on until interrupted too.
-        super::end_on_signal()?;
-    }
+    super::interrupt::watch(opts.infinitely)?;
     let out = match opts.test {
         _ if opts.bidirectional => super::duplex::run(opts, &s, &p).await,
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => passive(opts, &s, &p).await,
@@ -38,10 +35,7 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
             latency::run(opts, &s, &p).await
         }
     };
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => return Err(s.explain(e).await),
-    };
+    let out = s.finish(opts, out).await?;
     s.close(opts).await?;
     Ok(out)
 }
@@ -50,7 +44,7 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec
 async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     // A perftest client walks small messages over its cycle buffer: ours spans it.
     let len = s.peer_version.target_len(opts.buf_size());
-    let buf = s.pd.register_va(vec![0xa5; len], BUF_VA, ACCESS)?;
+    let buf = s.register(vec![0xa5; len], BUF_VA)?;
     let mine = s.dests(opts, &buf);
     s.exchange(opts, p, &mine).await?;
     let first = mine.first().copied().unwrap_or_default();
@@ -63,6 +57,8 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
             r?;
         }
         _ = s.first_end() => return Err("the client did not come to the end barrier".into()),
+        // The client measures: nothing to print here.
+        () = super::interrupt::wait() => return Ok(Vec::new()),
     }
     let mut parts: [Vec<u8>; 5] = Default::default();
     for part in &mut parts {
@@ -73,6 +69,14 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     }
     let rep = BwReport::decode(&parts).ok_or("a report message shorter than 8 octets")?;
     s.comm.xchg(&first.encode(), "closing barrier").await?;
+    let planned = opts.iters.saturating_mul(opts.qps as u64);
+    if opts.duration.is_none() && rep.iters < planned {
+        // An interrupted client ends its run early and reports what it measured.
+        crate::errln!(
+            "iwperf: the client ended the test early: {} of {planned} iterations",
+            rep.iters
+        );
+    }
     p.header();
     p.line(&Outcome::Bw(rep));
     p.footer();
@@ -85,6 +89,7 @@ pub(crate) fn inboxes(opts: &Opts, s: &Session) -> Result<Vec<Arc<Inbox>>, Error
     let mut inboxes = Vec::with_capacity(s.links.len());
     for link in &s.links {
         let inbox = Inbox::new(&s.pd, depth, opts.buf_size())?;
+        s.hold(inbox.mr());
         inbox.post_all(&link.qp)?;
         inboxes.push(Arc::new(inbox));
     }
@@ -204,7 +209,7 @@ pub(crate) fn test_wait(opts: &Opts) -> Duration {
 /// TCP read), so intervals between them say nothing about a peak rate: the receiver
 /// reports its average as the peak.
 pub(crate) fn receive_report(opts: &Opts, size: usize, tl: &Timeline) -> BwReport {
-    let mut rep = report::from_timeline(size, reported_iters(opts, tl), tl, opts.gbits);
+    let mut rep = report::from_timeline(size, reported_iters(tl), tl, opts.gbits);
     rep.bw_peak = rep.bw_avg;
     rep
 }
@@ -228,7 +233,13 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         let tl = if opts.duration.is_some() {
             // -D, --run_infinitely: the client's end barrier ends the receives.
             let end = async {
-                s.comm.recv("end barrier", test_wait(opts)).await?;
+                tokio::select! {
+                    r = s.comm.recv("end barrier", test_wait(opts)) => {
+                        r?;
+                    }
+                    // Ctrl-C here ends the receives too.
+                    () = super::interrupt::wait() => {}
+                }
                 let _ = stop_tx.send(true);
                 Ok::<_, Error>(())
             };
@@ -238,13 +249,20 @@ async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
         } else {
             round.await?
         };
+        if !opts.infinitely {
+            // (--run_infinitely printed its lines every interval.)
+            let rep = receive_report(opts, size, &tl);
+            p.line(&Outcome::Bw(rep));
+            out.push(Outcome::Bw(rep));
+        }
+        if super::interrupted() {
+            // Ctrl-C here: the client is still sending, no barrier to meet.
+            p.footer();
+            return Ok(out);
+        }
         if opts.infinitely {
-            // Its lines were printed every interval.
             break;
         }
-        let rep = receive_report(opts, size, &tl);
-        p.line(&Outcome::Bw(rep));
-        out.push(Outcome::Bw(rep));
         if opts.all_sizes {
             super::size_barrier(&s.comm, &first, "after").await?;
         }

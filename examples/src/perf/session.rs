@@ -3,15 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{Access, ConnectError, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, RemoteBuf, STag};
+use verbs::{
+    Access, ConnectError, Cq, Device, Listener, Mr, Pd, Qp, QpConfig, QpEnd, RemoteBuf, STag,
+};
 
 use super::comm::{Comm, Side};
 use super::msg::Dest;
+use super::report::Outcome;
 use super::report::{Printer, RULE};
-use super::{Error, Opts, check_settings, preamble, step};
+use super::{Error, Interrupted, Opts, check_settings, preamble, step};
 
 /// Pause between connection attempts the server refused.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
+/// How long an interrupted run waits for its connections' closes to be answered.
+const CLOSE_NOW_WAIT: Duration = Duration::from_secs(2);
 /// Waits longer than this are announced.
 const NOTICE_AFTER: Duration = Duration::from_secs(2);
 
@@ -65,11 +70,14 @@ pub struct Session {
     pub peer_version: super::Peer,
     /// Who the peer is, for the banner.
     pub peer: String,
+    /// The memory the peer may reach, kept registered until the session ends (see
+    /// [`Self::hold`]).
+    held: std::sync::Mutex<Vec<Mr>>,
 }
 
 impl Session {
     /// The first test connection to end, and how; pending while none has.
-    pub async fn first_end(&self) -> (usize, verbs::QpEnd) {
+    pub async fn first_end(&self) -> (usize, QpEnd) {
         let mut ends = tokio::task::JoinSet::new();
         for (n, l) in self.links.iter().enumerate() {
             let qp = l.qp.clone();
@@ -115,6 +123,7 @@ impl Session {
             links,
             peer_version,
             peer,
+            held: Default::default(),
         })
     }
 
@@ -151,14 +160,33 @@ impl Session {
             links,
             peer_version,
             peer,
+            held: Default::default(),
         })
+    }
+
+    /// Registers `data` at tagged offset `va` with [`ACCESS`], held as [`Self::hold`]
+    /// holds it.
+    pub fn register(&self, data: Vec<u8>, va: u64) -> Result<Mr, Error> {
+        let mr = self.pd.register_va(data, va, ACCESS)?;
+        self.hold(&mr);
+        Ok(mr)
+    }
+
+    /// Keeps `mr` registered until the session ends: the peer may reach it until the
+    /// connections close, and a run Ctrl-C ended returns (dropping its buffers) before
+    /// they do; the peer would meet an invalid STag instead of the close.
+    pub fn hold(&self, mr: &Mr) {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(mr.clone());
     }
 
     /// Our address message for `link`: `buf` at `offset` is where the peer's
     /// operations go.
     pub fn dest(opts: &Opts, link: &Link, buf: &Mr, offset: usize) -> Dest {
         Dest {
-            out_reads: opts.test.out_reads(),
+            out_reads: opts.out_reads(),
             qpn: link.qp.num().0,
             psn: 0x006a_a864,
             rkey: buf.stag().to_u32(),
@@ -175,14 +203,71 @@ impl Session {
             .collect()
     }
 
+    /// The end of a run whose test gave `out`: its result lines, or why not. A run that
+    /// Ctrl-C ended (not `--run_infinitely`) closes its connections at once, so that the
+    /// peer learns it, and is [`Interrupted`]; a failure is explained by the connection
+    /// that ended ([`Self::explain`]).
+    pub async fn finish(
+        &self,
+        opts: &Opts,
+        out: Result<Vec<Outcome>, Error>,
+    ) -> Result<Vec<Outcome>, Error> {
+        if super::interrupted() && !opts.infinitely {
+            if let Err(e) = &out {
+                tracing::debug!(%e, "after the interrupt");
+            }
+            self.close_now().await;
+            let lines = out.as_ref().map_or(0, Vec::len);
+            return Err(Interrupted { lines }.into());
+        }
+        match out {
+            Ok(out) => Ok(out),
+            Err(e) => Err(self.explain(e).await),
+        }
+    }
+
     /// `e`, a failed test, explained by the test connection that ended (the peer sent a
     /// Terminate, or went away) if one did within a second: that is what broke the run.
     /// A peer that goes away shows first as a flushed request, which names nothing
-    /// (through iwarpd the flush arrives before the end's cause).
+    /// (through iwarpd the flush arrives before the end's cause); a connection that
+    /// closed, or was lost, under a running test is the peer exiting or ending the test
+    /// early (an interrupted iwperf closes its connections).
     pub async fn explain(&self, e: Error) -> Error {
-        match tokio::time::timeout(Duration::from_secs(1), self.first_end()).await {
-            Ok((n, end)) => format!("test connection {n} ended: {end} (then: {e})").into(),
-            Err(_) => e,
+        let Ok((n, end)) = tokio::time::timeout(Duration::from_secs(1), self.first_end()).await
+        else {
+            return e;
+        };
+        let n = n + 1;
+        let left = match end {
+            QpEnd::Closed => {
+                format!("the peer ended the test early or exited: it closed test connection {n}")
+            }
+            QpEnd::ConnectionLost => format!(
+                "the peer exited, or the network to it failed: test connection {n} ended \
+                 without a close"
+            ),
+            end => return format!("test connection {n} ended: {end} (then: {e})").into(),
+        };
+        // What failed here (a flushed request, a receive that cannot come) follows from it.
+        tracing::debug!(%e, "after the peer left");
+        left.into()
+    }
+
+    /// Closes every connection now, waiting a moment at most for the peer's answers:
+    /// an interrupted run's end.
+    async fn close_now(&self) {
+        let qps: Vec<Qp> = self
+            .links
+            .iter()
+            .map(|l| l.qp.clone())
+            .chain(self.comm.qp().ok().cloned())
+            .collect();
+        for qp in &qps {
+            qp.disconnect();
+        }
+        let deadline = tokio::time::Instant::now() + CLOSE_NOW_WAIT;
+        for qp in &qps {
+            let _ = tokio::time::timeout_at(deadline, qp.closed()).await;
         }
     }
 
@@ -248,6 +333,10 @@ impl Session {
                 ""
             }
         ));
+        if opts.test.reads() {
+            // What bounds the Reads (Atomics) in flight: the ORD in force (`-o` offers it).
+            p.info(&format!(" Outstand reads: {ord}"));
+        }
         if framing.markers_tx || framing.markers_rx {
             p.info(&format!(" MPA: {framing}"));
         }
@@ -300,7 +389,8 @@ async fn connect(
     let addr = opts.socket_addr();
     let mut told = false;
     loop {
-        let res = step(opts.timeout, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
+        let limit = crate::connect_limit(opts.timeout);
+        let res = step(limit, what, dev.connect(pd, addr, cfg.clone(), b"")).await?;
         match res {
             Ok(c) => return Ok(c),
             Err(ConnectError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -314,7 +404,7 @@ async fn connect(
                 }
                 if !told && wait > NOTICE_AFTER {
                     // A long wait is announced instead of going quiet.
-                    eprintln!(
+                    crate::errln!(
                         "iwperf: nothing is listening at {addr} yet; retrying for up to {} s",
                         wait.as_secs()
                     );
@@ -323,7 +413,7 @@ async fn connect(
                 tracing::debug!(%e, "{what}: retrying");
                 tokio::time::sleep(CONNECT_RETRY).await;
             }
-            Err(e) => return Err(format!("{what}: {e}").into()),
+            Err(e) => return Err(format!("{what} at {addr}: {e}").into()),
         }
     }
 }

@@ -47,7 +47,7 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
     }
     let addr = opts.socket_addr();
     let conn = step(
-        opts.timeout,
+        crate::connect_limit(opts.timeout),
         "the connection",
         dev.connect(&pd, addr, cfg, b""),
     )
@@ -56,6 +56,7 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
     let qp = conn.qp;
     let (ird, ord) = qp.ird_ord();
     tracing::info!(%addr, ird, ord, "connected");
+    super::note_extensions(opts, &qp);
     if !opts.first_delay.is_zero() {
         // siw as the responder may miss an FPDU arriving right after its MPA Reply.
         tokio::time::sleep(opts.first_delay).await;
@@ -123,7 +124,7 @@ async fn ping_loop(
             stats.verified += 1;
         }
         if opts.verbose {
-            println!("ping data: {}", c_str(&got));
+            crate::outln!("ping data: {}", c_str(&got));
         }
         stats.pings += 1;
         ping += 1;

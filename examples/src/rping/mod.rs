@@ -17,7 +17,7 @@ pub mod client;
 pub mod opts;
 pub mod server;
 
-use verbs::{RemoteBuf, STag};
+use verbs::{Qp, RemoteBuf, STag};
 
 pub use client::run_client;
 pub use opts::{Opts, Role};
@@ -26,6 +26,21 @@ pub use server::serve;
 /// Boxed error of the rping roles.
 pub use crate::Error;
 pub(crate) use crate::step;
+
+/// Logs the extensions `qp` agreed to, and says on stderr when they are more than
+/// `--extensions` offered (through iwarpd, whose setting applies): that traffic is not
+/// all standard iWARP, and Wireshark shows its Read V2 messages as malformed.
+pub(crate) fn note_extensions(opts: &Opts, qp: &Qp) {
+    let agreed = qp.extensions();
+    tracing::info!(extensions = %agreed, "this stack's extensions agreed");
+    if (agreed & opts.extensions) != agreed {
+        crate::errln!(
+            "iwarp-rping: this connection uses this stack's extensions {agreed} (through \
+             iwarpd, the daemon's setting applies); Wireshark does not decode them: start \
+             iwarpd with --extensions none for standard iWARP traffic"
+        );
+    }
+}
 
 /// rping's `RPING_MSG_FMT` prefix (followed by the ping number and `": "`).
 pub const MSG_PREFIX: &str = "rdma-ping-";

@@ -1,9 +1,9 @@
 //! The rping-style command line of `iwarp-rping`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use verbs::{DeviceConfig, RtrFlags};
+use verbs::{DeviceConfig, Extensions, RtrFlags};
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
@@ -52,6 +52,9 @@ pub struct Opts {
     pub timeout: Duration,
     /// `--daemon PATH`: go through the local iwarpd at this control socket.
     pub daemon: Option<std::path::PathBuf>,
+    /// `--extensions LIST`: this stack's extensions offered and accepted; none by
+    /// default, so that the traffic is rping's, which Wireshark decodes.
+    pub extensions: Extensions,
 }
 
 impl Default for Opts {
@@ -71,13 +74,16 @@ impl Default for Opts {
             first_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(10),
             daemon: None,
+            extensions: Extensions::NONE,
         }
     }
 }
 
 /// What `--help` says after the flags.
 const AFTER_HELP: &str = "MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 as rping. \
-Interoperates with rping on Linux siw in both roles.";
+Interoperates with rping on Linux siw in both roles. The traffic is standard iWARP, which \
+Wireshark decodes: this stack's extensions (Read V2, Send with Immediate Data) are off \
+unless --extensions turns them on, and used only when both sides are this stack.";
 
 /// The command line as `clap` reads it (rping's flags; `-V` is rping's validate, so the
 /// version is `--version` only).
@@ -91,7 +97,7 @@ Interoperates with rping on Linux siw in both roles.";
     max_term_width = 100
 )]
 struct Cli {
-    /// Server: listen on ADDR:PORT (default 0.0.0.0).
+    /// Server: listen on ADDR:PORT (default [::], IPv6 and IPv4 clients alike).
     #[arg(short = 's', conflicts_with = "client")]
     server: bool,
     /// Client: connect to ADDR:PORT.
@@ -140,6 +146,10 @@ struct Cli {
     /// (IWARP_DEVICE=unix:PATH does the same; the daemon's MPA settings then apply).
     #[arg(long = "daemon", value_name = "PATH")]
     daemon: Option<std::path::PathBuf>,
+    /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
+    /// (through iwarpd, the daemon's setting applies).
+    #[arg(long = "extensions", value_name = "LIST", default_value = "none", value_parser = crate::args::extensions)]
+    extensions: Extensions,
     /// Print the version.
     #[arg(long = "version", action = clap::ArgAction::Version)]
     version: Option<bool>,
@@ -166,7 +176,7 @@ impl Opts {
             (_, Some(a)) => {
                 crate::args::host("-a", &a).map_err(|e| usage(ErrorKind::ValueValidation, &e))?
             }
-            (Role::Server, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            (Role::Server, None) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             (Role::Client, None) => {
                 return Err(usage(
                     ErrorKind::MissingRequiredArgument,
@@ -189,12 +199,24 @@ impl Opts {
             first_delay: Duration::from_millis(cli.first_delay),
             timeout: Duration::from_secs(cli.timeout),
             daemon: cli.daemon,
+            extensions: cli.extensions,
         })
     }
 
     /// The socket address to connect to or listen on.
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.addr, self.port)
+    }
+
+    /// The addresses the server tries to listen on, in turn: `-a`, or without it (or
+    /// with `-a ::`) `[::]` for IPv6 and IPv4 clients alike, then `0.0.0.0` on a host
+    /// without IPv6.
+    pub fn listen_addrs(&self) -> Vec<SocketAddr> {
+        if self.addr == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+            crate::listen::any_address(self.port).to_vec()
+        } else {
+            vec![self.socket_addr()]
+        }
     }
 
     /// The device settings: MPA revision 2 with the IRD/ORD block, IRD/ORD 1/1 (rping's
@@ -214,7 +236,8 @@ impl Opts {
                 },
             )
             .connect_timeout(self.timeout)
-            .mpa_timeout(self.timeout);
+            .mpa_timeout(self.timeout)
+            .extensions(self.extensions);
         match &self.daemon {
             Some(path) => cfg.daemon(path),
             None => cfg,

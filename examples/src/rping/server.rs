@@ -32,7 +32,7 @@ pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Ser
         stats.connections += 1;
         match result {
             Ok(()) => tracing::info!(%peer, "client done"),
-            Err(e) if opts.persistent => eprintln!("iwarp-rping: connection from {peer}: {e}"),
+            Err(e) if opts.persistent => crate::errln!("iwarp-rping: connection from {peer}: {e}"),
             Err(e) => return Err(e),
         }
         if !opts.persistent {
@@ -56,6 +56,7 @@ async fn serve_one(
         cfg = cfg.recv(recv_wr(&inbox, slot));
     }
     let qp = step(opts.timeout, "the accept", incoming.accept(&pd, cfg, b"")).await??;
+    super::note_extensions(opts, &qp);
     let result = ping_loop(opts, &qp, &cq, &inbox, &rdma, stats).await;
     qp.disconnect();
     let end = step(opts.timeout, "the disconnect", qp.closed()).await;
@@ -93,7 +94,7 @@ async fn ping_loop(
         .await??;
         let data = rdma.read(..len)?;
         if opts.verbose {
-            println!("server ping data: {}", c_str(&data));
+            crate::outln!("server ping data: {}", c_str(&data));
         }
         // rping's server Sends its (unused) 16-octet send buffer as the go-ahead.
         step(

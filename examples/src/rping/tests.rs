@@ -71,7 +71,10 @@ fn command_line() {
     assert!(e.mpa().crc && e.mpa().p2p);
 
     let s = Opts::parse(args("-s -p 9000 -P")).unwrap();
-    assert_eq!(s.socket_addr().to_string(), "0.0.0.0:9000");
+    let at: Vec<String> = s.listen_addrs().iter().map(|a| a.to_string()).collect();
+    assert_eq!(at, ["[::]:9000", "0.0.0.0:9000"], "both families");
+    let v4 = Opts::parse(args("-s -a 0.0.0.0 -p 9000")).unwrap();
+    assert_eq!(v4.listen_addrs(), [v4.socket_addr()]);
     assert!(s.persistent && !s.crc);
     assert_eq!(s.first_delay, Duration::from_millis(200));
     assert!(!s.device_config().mpa().crc, "CRC off unless --crc");

@@ -145,11 +145,8 @@ impl Side {
             .await??
             .wc;
         if !wc.is_ok() {
-            return Err(format!(
-                "receive failed: {:?} (Terminate {:?}); the connection is gone",
-                wc.status, wc.term
-            )
-            .into());
+            let failed = verbs::WcError::Failed(Box::new(wc));
+            return Err(format!("{failed}; the connection is gone").into());
         }
         let inbound = match wc.immediate {
             Some(v) => Inbound::Immediate(v),

@@ -77,13 +77,10 @@ pub async fn connect(device: &Device, addr: SocketAddr, messages: u64) -> Result
     side.run(&conn.qp).await
 }
 
-/// Both sides in this process, two devices over 127.0.0.1, each pushing `messages`.
-/// Returns the accepting side's and the connecting side's counters.
-pub async fn loopback(messages: u64) -> Result<(Stats, Stats), Error> {
-    let (a, b) = (
-        Device::open(DeviceConfig::default()).expect("open the device"),
-        Device::open(DeviceConfig::default()).expect("open the device"),
-    );
+/// Both sides in this process, two devices of `cfg` over 127.0.0.1, each pushing
+/// `messages`. Returns the accepting side's and the connecting side's counters.
+pub async fn loopback(cfg: &DeviceConfig, messages: u64) -> Result<(Stats, Stats), Error> {
+    let (a, b) = (Device::open(cfg.clone())?, Device::open(cfg.clone())?);
     let listener = a.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = listener.local_addr();
     let stats = tokio::try_join!(serve(&listener, &a, messages), connect(&b, addr, messages))?;
@@ -94,14 +91,22 @@ pub async fn loopback(messages: u64) -> Result<(Stats, Stats), Error> {
 
 /// Prints the counters of one side.
 pub fn print_summary(who: &str, s: &Stats) {
-    println!(
-        "{who}: pushed {} messages ({} octets; {} indicated by immediate data, {} by \
+    crate::outln!(
+        "{who}: pushed {} ({} octets; {} indicated by immediate data, {} by \
          BufferRDMAIndicate), received and verified {} ({} octets)",
-        s.sent, s.bytes_sent, s.idata, s.indicate_msgs, s.received, s.bytes_received
+        crate::words::count(s.sent, "message", "messages"),
+        s.bytes_sent,
+        s.idata,
+        s.indicate_msgs,
+        s.received,
+        s.bytes_received
     );
-    println!(
+    crate::outln!(
         "{who}: stalls: {} waiting for pool elements, {} for receive credits; {} \
          update/credit messages; {} writes into the flushed pool before its FlushReply",
-        s.element_stalls, s.credit_stalls, s.credit_msgs, s.writes_before_flush_reply
+        s.element_stalls,
+        s.credit_stalls,
+        s.credit_msgs,
+        s.writes_before_flush_reply
     );
 }

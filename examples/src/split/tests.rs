@@ -373,7 +373,9 @@ fn flush_ordering_and_credits_without_io() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_run_verifies_every_message() {
-    let (a, b) = super::loopback(60).await.unwrap();
+    let (a, b) = super::loopback(&verbs::DeviceConfig::default(), 60)
+        .await
+        .unwrap();
     for s in [a, b] {
         assert_eq!((s.sent, s.received), (60, 60));
         assert!(s.idata > 0, "immediate-data indications used");

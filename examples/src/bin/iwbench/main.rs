@@ -136,16 +136,16 @@ async fn main() {
 }
 
 async fn run(o: &Opts) -> Result<(), Error> {
-    println!(
+    examples::outln!(
         "iwbench: loopback, {} per bandwidth run in {} messages ({DEPTH} in flight) over a {} window, {} ping-pongs;",
         Size(o.total),
         Size(MSG),
         Size(o.window),
         o.pings
     );
-    println!(
-        "  each line is the median of {} rounds, run alternately with its TCP baseline",
-        o.rounds
+    examples::outln!(
+        "  each line is the median of {}, run alternately with its TCP baseline",
+        examples::words::count(o.rounds as u64, "round", "rounds")
     );
     // First, while the heap is fresh, so the memory per QP is not hidden by reuse.
     if o.runs("qps") {
@@ -235,14 +235,14 @@ async fn extensions(o: &Opts) -> Result<(), Error> {
     );
     bw_line("RDMA Read (RFC 5040)", &v1, gib, None);
     let gbit = gib * f64::from(1u32 << 30) * 8.0 / 1e9 / v2.wall.as_secs_f64().max(1e-9);
-    println!(
+    examples::outln!(
         "{:<28} {gbit:>9.2} Gbit/s   ratio to RFC 5040 Read {:.2}x",
         "RDMA Read V2, CRC on",
         v1.wall.as_secs_f64() / v2.wall.as_secs_f64().max(1e-9),
     );
     let (imm, two) = (median(imm).ok_or("no run")?, median(two).ok_or("no run")?);
     let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / o.pings as f64;
-    println!(
+    examples::outln!(
         "{:<28} {:>9.1} us   Send + Immediate Data {:.1} us   ratio {:.2}x  (busy-polling)",
         "Send with Immediate Data",
         us(&imm),
@@ -288,7 +288,7 @@ async fn registration(o: &Opts) -> Result<(), Error> {
     } else {
         "embedded"
     };
-    println!(
+    examples::outln!(
         "{:<28} {:>9.1} us   registered first {:.1} us   ratio {:.2}x  ({mode})",
         "register 64 KiB + Write, queued",
         us(&queued),
@@ -320,7 +320,7 @@ async fn migration(o: &Opts) -> Result<(), Error> {
         runs.push(meter.stop());
     }
     let run = median(runs).ok_or("no run")?;
-    println!(
+    examples::outln!(
         "{:<28} {:>9.1} us per move, a Write through it after each",
         "live migration of a domain",
         run.wall.as_secs_f64() * 1e6 / MOVES as f64,
@@ -332,7 +332,7 @@ async fn migration(o: &Opts) -> Result<(), Error> {
 fn pingpong_line(what: &str, o: &Opts, rdma: &Run, tcp: &Run, note: &str) {
     let n = o.pings as f64;
     let us = |d: Duration| d.as_secs_f64() * 1e6 / n;
-    println!(
+    examples::outln!(
         "{what:<28} {:>9.1} us   {}   TCP {:.1} us, {}   ratio {:.2}x  {note}{}",
         us(rdma.wall),
         cpu_text(rdma.cpu.map(us), "us"),
@@ -421,8 +421,8 @@ fn bw_line(what: &str, run: &Run, gib: f64, baseline: Option<(&Run, f64)>) {
     let gbit = gib * f64::from(1u32 << 30) * 8.0 / 1e9 / run.wall.as_secs_f64().max(1e-9);
     let cpu = cpu_text(run.cpu.map(|c| c.as_secs_f64() / gib), "s/GiB");
     match baseline {
-        None => println!("{what:<28} {gbit:>9.2} Gbit/s   {cpu}"),
-        Some((base, target)) => println!(
+        None => examples::outln!("{what:<28} {gbit:>9.2} Gbit/s   {cpu}"),
+        Some((base, target)) => examples::outln!(
             "{what:<28} {gbit:>9.2} Gbit/s   {cpu}   ratio {:.2}x  (target >= {target}x){}",
             base.wall.as_secs_f64() / run.wall.as_secs_f64().max(1e-9),
             cpu_ratio(run, base),
@@ -602,7 +602,7 @@ async fn qp_scale(n: usize) -> Result<(), Error> {
     };
     let user = per_qp(before, rss_kib());
     let kernel = per_qp(kernel_before, tcp_kernel_kib());
-    println!(
+    examples::outln!(
         "{:<28} {:>9.0} /s   {n} pairs in {:.2} s; memory per idle QP {user} (target <= 64 KiB), \
          kernel TCP buffers {kernel}",
         "QP setup (both sides)",

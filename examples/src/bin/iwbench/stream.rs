@@ -110,7 +110,7 @@ pub(super) async fn compare(o: &Opts) -> Result<(), Error> {
         let rate = |r: &Run| total as f64 / r.wall.as_secs_f64().max(1e-9);
         if chunk >= 4096 {
             let gbit = |r: &Run| rate(r) * 8.0 / 1e9;
-            println!(
+            examples::outln!(
                 "{what:<28} {:>9.2} Gbit/s   TcpStream {:.2} Gbit/s   ratio {:.2}x",
                 gbit(&rdma),
                 gbit(&tcp),
@@ -118,7 +118,7 @@ pub(super) async fn compare(o: &Opts) -> Result<(), Error> {
             );
         } else {
             let mps = |r: &Run| rate(r) / chunk as f64 / 1e6;
-            println!(
+            examples::outln!(
                 "{what:<28} {:>9.2} M writes/s   TcpStream {:.2} M writes/s   ratio {:.2}x",
                 mps(&rdma),
                 mps(&tcp),
@@ -135,7 +135,7 @@ pub(super) async fn compare(o: &Opts) -> Result<(), Error> {
     }
     let (rdma, tcp) = (median(rdma).ok_or("no run")?, median(tcp).ok_or("no run")?);
     let us = |r: &Run| r.wall.as_secs_f64() * 1e6 / o.pings as f64;
-    println!(
+    examples::outln!(
         "{:<28} {:>9.1} us   TcpStream {:.1} us   ratio {:.2}x",
         "byte stream ping-pong, 8 B",
         us(&rdma),

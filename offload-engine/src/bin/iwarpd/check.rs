@@ -173,8 +173,9 @@ impl Client {
         let octets = f64::from(count) * f64::from(size);
         println!(
             "RDMA Write + Read-back: {count} x {size} octets verified in {t:.3} s \
-             ({:.1} MiB/s each way, {window} in flight, rotating over {slots} slots)",
-            octets / t.max(1e-9) / f64::from(1 << 20)
+             ({:.1} MiB/s each way, {window} in flight, rotating over {slots} slot{})",
+            octets / t.max(1e-9) / f64::from(1 << 20),
+            if slots == 1 { "" } else { "s" }
         );
         Ok(())
     }
