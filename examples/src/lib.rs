@@ -67,6 +67,34 @@ pub fn connect_limit(timeout: Duration) -> Duration {
         .saturating_add(Duration::from_secs(5))
 }
 
+/// `e`, what failed in a run, explained by how `what` (a connection) ended, `end`: when a
+/// connection ends under a run, the request that shows it first (flushed, or a receive
+/// that cannot come) names nothing, and the end is the cause. A close or a lost
+/// connection is the peer exiting or ending the run early.
+pub fn end_explains(end: verbs::QpEnd, what: &str, e: &Error) -> String {
+    match end {
+        verbs::QpEnd::Closed => {
+            format!("the peer ended the test early or exited: it closed {what}")
+        }
+        verbs::QpEnd::ConnectionLost => {
+            format!("the peer exited, or the network to it failed: {what} ended without a close")
+        }
+        end => format!("{what} ended: {end} (then: {e})"),
+    }
+}
+
+/// `e`, a failed run on `qp`, explained by how `qp` ended ([`end_explains`]) if it ended
+/// within a second: the queue pair's end is what broke the run.
+pub async fn explain_end(qp: &verbs::Qp, e: Error) -> Error {
+    match tokio::time::timeout(Duration::from_secs(1), qp.closed()).await {
+        Ok(end) => {
+            tracing::debug!(%e, "after the connection ended");
+            end_explains(end, "the connection", &e).into()
+        }
+        Err(_) => e,
+    }
+}
+
 /// Awaits `fut` for at most `timeout`; past it the run fails naming `what` it waited for.
 pub async fn step<T>(
     timeout: Duration,

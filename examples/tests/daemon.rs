@@ -1081,18 +1081,27 @@ fn an_unprivileged_application_gets_no_privileged_port_through_iwarpd() {
     let _ = server.wait();
 }
 
-/// One application cannot take every descriptor and mapping iwarpd may use: past half of
-/// them it is refused by name, and another application still gets its regions. (Before,
-/// the first took all, and the second's registrations failed.)
+/// One user cannot take every descriptor and mapping iwarpd may use: past half of them
+/// it is refused by name, whichever of its applications asks, and an application of
+/// another user still gets its regions. (Before, the first took all, and the second's
+/// registrations failed; then the share was per application, and one user's two
+/// applications took it all between them.)
 #[test]
-fn one_application_takes_at_most_half_of_the_daemons_descriptors() {
-    // An open-file limit of 512: iwarpd may map 256 memory files, 128 for one application.
+fn one_user_takes_at_most_half_of_the_daemons_descriptors() {
+    use std::os::unix::fs::MetadataExt as _;
+    if std::fs::metadata("/proc/self").map_or(true, |m| m.uid() != 0) {
+        println!("SKIPPED: needs root (the other application runs as nobody)");
+        return;
+    }
+    // An open-file limit of 512: iwarpd may map 256 memory files, 128 for one user.
     let d = Iwarpd::start_with_nofile("share", 512);
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let sock = d.sock.to_str().unwrap();
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     // It holds until its standard input closes: at once for a null one.
-    let hold = |regions: &str, stdin: Stdio| {
+    let hold = |regions: &str, stdin: Stdio, nobody: bool| {
         let args = [
             "--connect",
             &addr,
@@ -1103,27 +1112,40 @@ fn one_application_takes_at_most_half_of_the_daemons_descriptors() {
             "--daemon",
             sock,
         ];
-        Command::new(QP_HOLD)
-            .args(args)
+        let mut cmd = if nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", QP_HOLD]);
+            c
+        } else {
+            Command::new(QP_HOLD)
+        };
+        cmd.args(args)
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
-    let greedy = finish(hold("300", Stdio::null()), Duration::from_secs(60));
+    let greedy = finish(hold("300", Stdio::null(), false), Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&greedy.stderr);
     assert!(!greedy.status.success(), "{greedy:?}");
     assert!(stderr.contains("half, its share"), "{stderr}");
-    // The greedy one exited; one that holds half keeps it while another registers.
-    let mut first = hold("120", Stdio::piped());
+    // The greedy one exited; one that holds most of its user's half keeps it: another
+    // application of the same user is refused, one of another user registers.
+    let mut first = hold("120", Stdio::piped(), false);
     let mut out = BufReader::new(first.stdout.take().unwrap());
     let mut lines = String::new();
     for _ in 0..2 {
         out.read_line(&mut lines).unwrap();
     }
     assert_eq!(lines, "ready 0\nregions 120\n");
-    let out2 = finish(hold("100", Stdio::null()), Duration::from_secs(60));
+    let same_user = finish(hold("100", Stdio::null(), false), Duration::from_secs(60));
+    assert!(!same_user.status.success(), "{same_user:?}");
+    assert!(
+        String::from_utf8_lossy(&same_user.stderr).contains("half, its share"),
+        "{same_user:?}"
+    );
+    let out2 = finish(hold("100", Stdio::null(), true), Duration::from_secs(60));
     assert!(out2.status.success(), "{out2:?}");
     assert!(String::from_utf8_lossy(&out2.stdout).contains("regions 100"));
     drop(first.stdin.take());

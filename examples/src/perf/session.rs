@@ -237,20 +237,9 @@ impl Session {
         else {
             return e;
         };
-        let n = n + 1;
-        let left = match end {
-            QpEnd::Closed => {
-                format!("the peer ended the test early or exited: it closed test connection {n}")
-            }
-            QpEnd::ConnectionLost => format!(
-                "the peer exited, or the network to it failed: test connection {n} ended \
-                 without a close"
-            ),
-            end => return format!("test connection {n} ended: {end} (then: {e})").into(),
-        };
         // What failed here (a flushed request, a receive that cannot come) follows from it.
-        tracing::debug!(%e, "after the peer left");
-        left.into()
+        tracing::debug!(%e, "after the connection ended");
+        crate::end_explains(end, &format!("test connection {}", n + 1), &e).into()
     }
 
     /// Closes every connection now, waiting a moment at most for the peer's answers:

@@ -62,7 +62,10 @@ pub async fn run_client(opts: &Opts) -> Result<ClientStats, Error> {
         tokio::time::sleep(opts.first_delay).await;
     }
     let mut stats = ClientStats::default();
-    let result = ping_loop(opts, &qp, &cq, &inbox, &source, &sink, &mut stats).await;
+    let result = match ping_loop(opts, &qp, &cq, &inbox, &source, &sink, &mut stats).await {
+        Err(e) => Err(crate::explain_end(&qp, e).await),
+        ok => ok,
+    };
     qp.disconnect();
     let end = step(opts.timeout, "the disconnect", qp.closed()).await;
     tracing::info!(?end, "closed");

@@ -57,7 +57,10 @@ async fn serve_one(
     }
     let qp = step(opts.timeout, "the accept", incoming.accept(&pd, cfg, b"")).await??;
     super::note_extensions(opts, &qp);
-    let result = ping_loop(opts, &qp, &cq, &inbox, &rdma, stats).await;
+    let result = match ping_loop(opts, &qp, &cq, &inbox, &rdma, stats).await {
+        Err(e) => Err(crate::explain_end(&qp, e).await),
+        ok => ok,
+    };
     qp.disconnect();
     let end = step(opts.timeout, "the disconnect", qp.closed()).await;
     tracing::info!(?end, "closed");
