@@ -83,15 +83,14 @@ pub fn end_explains(end: verbs::QpEnd, what: &str, e: &Error) -> String {
     }
 }
 
-/// `e`, a failed run on `qp`, explained by how `qp` ended ([`end_explains`]) if it ended
-/// within a second: the queue pair's end is what broke the run.
+/// `e`, a failed run on `qp`, explained by how `qp` ended if it ended within a second
+/// with a cause of its own (a Terminate, a timeout, its device going away): that is what
+/// broke the run. A close or a lost connection leaves `e` as it is, for the tool to name
+/// in its own terms (which step the peer left at).
 pub async fn explain_end(qp: &verbs::Qp, e: Error) -> Error {
     match tokio::time::timeout(Duration::from_secs(1), qp.closed()).await {
-        Ok(end) => {
-            tracing::debug!(%e, "after the connection ended");
-            end_explains(end, "the connection", &e).into()
-        }
-        Err(_) => e,
+        Ok(verbs::QpEnd::Closed | verbs::QpEnd::ConnectionLost) | Err(_) => e,
+        Ok(end) => end_explains(end, "the connection", &e).into(),
     }
 }
 
