@@ -4,7 +4,7 @@
 //! ```text
 //! iwarpd --listen 0.0.0.0:4791 [--config /etc/iwarpd.conf]     # serve
 //! iwarpd --listen 0.0.0.0:4791 --pcap /tmp/iwarpd.pcapng     # serve, capturing to pcapng
-//! iwarpd check HOST:4791 [--size 1M] [--count 64]               # exercise a daemon
+//! iwarpd check HOST[:4791] [--size 1M] [--count 64]             # exercise a daemon
 //! ```
 //!
 //! Served connections each get a zero-based region of `buffer_size` octets with remote
@@ -24,6 +24,8 @@ use tracing_subscriber::EnvFilter;
 // A binary's root is src/bin/iwarpd.rs, so its private modules are named by path.
 #[path = "iwarpd/check.rs"]
 mod check;
+#[path = "iwarpd/check_addr.rs"]
+mod check_addr;
 #[path = "iwarpd/cli.rs"]
 mod cli;
 #[path = "iwarpd/config.rs"]
@@ -32,6 +34,8 @@ mod config;
 mod handover;
 #[path = "iwarpd/metrics.rs"]
 mod metrics;
+#[path = "iwarpd/out.rs"]
+mod out;
 #[path = "iwarpd/proto.rs"]
 mod proto;
 #[path = "iwarpd/serve.rs"]
@@ -42,13 +46,14 @@ mod stat;
 use cli::{Args, Mode};
 
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = match Args::parse(argv.iter().cloned()) {
         Ok(a) => a,
         Err(e) => {
             // --help and --version print to stdout and exit 0; usage errors exit 2.
             let _ = e.print();
-            if let Some(hint) = cli::usage_hint(&e) {
-                eprintln!("\niwarpd: {hint}");
+            if let Some(hint) = cli::usage_hint(&e, cli::mode_word(&argv)) {
+                out::eline(&format!("\niwarpd: {hint}"));
             }
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
@@ -56,7 +61,7 @@ fn main() -> ExitCode {
     let cfg = match args.config() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("iwarpd: {e}");
+            out::eline(&format!("iwarpd: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -67,21 +72,21 @@ fn main() -> ExitCode {
         };
         return match stat::query(&path) {
             Ok(d) if json => {
-                println!("{}", stat::json(&d));
+                out::line(&stat::json(&d));
                 ExitCode::SUCCESS
             }
             Ok(d) => {
-                print!("{}", stat::table(&d, &path));
+                out::print(&stat::table(&d, &path));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("iwarpd stat: {e}");
+                out::eline(&format!("iwarpd stat: {e}"));
                 ExitCode::FAILURE
             }
         };
     }
     if args.mode == Mode::Serve && cfg.listen.is_none() && cfg.take_over.is_none() {
-        eprintln!("iwarpd: {}", serve::NO_LISTEN);
+        out::eline(&format!("iwarpd: {}", serve::NO_LISTEN));
         return ExitCode::from(2);
     }
     let default_log = match args.mode {
@@ -104,7 +109,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("iwarpd: cannot start the async runtime: {e}");
+            out::eline(&format!("iwarpd: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -125,7 +130,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("iwarpd: {e}");
+            out::eline(&format!("iwarpd: {e}"));
             ExitCode::FAILURE
         }
     }

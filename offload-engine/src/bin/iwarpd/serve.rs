@@ -2,7 +2,6 @@
 //! connection, and a clean shutdown on SIGINT/SIGTERM.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,8 +238,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     };
     // The one line on stdout, once everything serves: scripts and tests read the bound
     // address from it.
-    println!("listening on {local}");
-    let _ = std::io::stdout().flush();
+    crate::out::line(&format!("listening on {local}"));
     tracing::info!(
         addr = %local,
         buffer_size = cfg.buffer_size,
