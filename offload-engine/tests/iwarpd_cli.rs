@@ -135,3 +135,28 @@ fn check_takes_a_host_without_a_port_and_ipv6() {
         assert!(!all.contains("cannot resolve"), "check {host}: {all}");
     }
 }
+
+/// A misspelled key in the config file is named with its file and line, and with the key
+/// it most likely meant.
+#[test]
+fn a_misspelled_config_key_gets_a_did_you_mean() {
+    let path = std::env::temp_dir().join(format!("iwarpd-cli-typo-{}.conf", std::process::id()));
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:0\"\n# the buffer\nbufsize = \"1M\"\n",
+    )
+    .unwrap();
+    let out = Command::new(IWARPD)
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let want = format!(
+        "{} line 3: unknown setting `bufsize`; did you mean `buffer_size`?",
+        path.display()
+    );
+    assert!(err.contains(&want), "{err}");
+}

@@ -42,6 +42,8 @@ mod proto;
 mod serve;
 #[path = "iwarpd/stat.rs"]
 mod stat;
+#[path = "iwarpd/suggest.rs"]
+mod suggest;
 
 use cli::{Args, Mode};
 

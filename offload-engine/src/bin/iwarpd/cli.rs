@@ -349,8 +349,13 @@ pub(crate) fn usage_hint(err: &clap::Error, mode: Option<&str>) -> Option<String
         }
         ErrorKind::UnknownArgument if arg.starts_with("--") => {
             let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            let key = crate::config::canonical_key(name);
+            let guess = crate::suggest::nearest(&key, known.iter().copied())
+                .map(|k| format!(" did you mean --{}?", flag_of(k)))
+                .unwrap_or_default();
             Some(format!(
-                "unknown setting `{name}`: the settings are {} (iwarpd --help says what each means)",
+                "unknown setting `{name}`:{guess} the settings are {} (iwarpd --help says what \
+                 each means)",
                 known.join(", ")
             ))
         }

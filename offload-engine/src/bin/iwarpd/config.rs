@@ -500,8 +500,11 @@ impl Config {
                 }
             }
             _ => {
+                let guess = crate::suggest::nearest(&key, KEYS.iter().map(|(k, _)| *k))
+                    .map(|k| format!(" did you mean `{k}`?"))
+                    .unwrap_or_default();
                 return Err(err(format!(
-                    "unknown setting `{key}`; the known ones are: {}",
+                    "unknown setting `{key}`;{guess} the known ones are: {}",
                     known_keys()
                 )));
             }
@@ -748,6 +751,16 @@ mod tests {
         let e = load("\n\nbufsize = 1M\n").unwrap_err();
         assert_eq!(e.origin, "test.conf line 3");
         assert!(e.message.contains("unknown setting `bufsize`"), "{e}");
+        assert!(e.message.contains("did you mean `buffer_size`?"), "{e}");
+        let e = load("crc = true\nrecv_deph = 4\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "test.conf line 2: unknown setting `recv_deph`; did you mean `recv_depth`?"
+            ),
+            "{e}"
+        );
+        let e = load("colour = \"blue\"\n").unwrap_err();
+        assert!(!e.message.contains("did you mean"), "nothing near: {e}");
         assert!(
             e.message.contains("buffer_size"),
             "lists the known keys: {e}"
