@@ -37,7 +37,7 @@ pub(crate) struct CheckOpts {
 /// Runs the check, printing results on stdout.
 pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
     let addr = crate::check_addr::resolve(&opts.addr).await?;
-    let engine = Engine::new(cfg.engine()?);
+    let engine = Engine::new(cfg.engine_with(cfg.capture(false)?));
     let pd = engine.alloc_pd();
     let (send_cq, recv_cq) = (Cq::new(4096), Cq::new(4096));
     let mut init = QpInit::new(pd, &send_cq);

@@ -512,14 +512,29 @@ impl Config {
         Ok(())
     }
 
-    /// The engine settings, with the capture file created when `pcap` is set.
-    pub(crate) fn engine(&self) -> Result<EngineConfig, String> {
+    /// The capture `pcap` asks for, if any: the file created (truncated), or with
+    /// `append` continued (a successor goes on with the capture of the daemon before). Make
+    /// it once and give every engine of the process a clone ([`Self::engine_with`]): one
+    /// writer per file.
+    pub(crate) fn capture(&self, append: bool) -> Result<Option<CaptureTap>, String> {
+        let Some(path) = &self.pcap else {
+            return Ok(None);
+        };
+        let tap = if append {
+            CaptureTap::append(path)
+        } else {
+            CaptureTap::create(path)
+        };
+        tap.map(Some).map_err(|e| {
+            format!("cannot capture: {e} (check the `pcap` path, or leave `pcap` out)")
+        })
+    }
+
+    /// The engine settings, capturing to `tap` (from [`Self::capture`]).
+    pub(crate) fn engine_with(&self, tap: Option<CaptureTap>) -> EngineConfig {
         let mut cfg = self.engine_config();
-        if let Some(path) = &self.pcap {
-            let tap = CaptureTap::create(path).map_err(|e| format!("cannot capture: {e}"))?;
-            cfg.pcap = Some(tap);
-        }
-        Ok(cfg)
+        cfg.pcap = tap;
+        cfg
     }
 
     /// The engine settings these values ask for (without the capture file).

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use offload_engine::local::{LocalConfig, LocalService};
 use offload_engine::tpt::{Base, PdId};
 use offload_engine::{
-    Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc,
+    CaptureTap, Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots,
+    Srq, Wc,
 };
 use rdmap::{
     Access, Completion, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr,
@@ -38,12 +39,14 @@ pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.
      over with --take-over PATH)";
 
 /// Starts serving local applications on the control socket (`handed`: the one a daemon
-/// before handed over, else the `control` key's path), with an engine of their own (the
-/// remote-memory target's idle timeout does not apply to them). The task stops, and the
-/// socket file is removed, when the returned guard is dropped.
+/// before handed over, else the `control` key's path), with engines of their own (the
+/// remote-memory target's idle timeout does not apply to them) capturing to the daemon's
+/// one `tap`. The task stops, and the socket file is removed, when the returned guard is
+/// dropped.
 fn serve_local(
     cfg: &Config,
     handed: Option<std::os::unix::net::UnixListener>,
+    tap: Option<CaptureTap>,
 ) -> Result<Option<LocalGuard>, String> {
     let (path, explicit) = match &cfg.control {
         Control::Off => {
@@ -57,7 +60,7 @@ fn serve_local(
         Control::Default => (ipc::default_control_path(), false),
         Control::Path(p) => (p.clone(), true),
     };
-    let mut ecfg = cfg.engine()?;
+    let mut ecfg = cfg.engine_with(tap);
     ecfg.timeouts.idle = None;
     let limits = LocalConfig {
         max_clients: cfg.max_local_clients,
@@ -181,12 +184,17 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
-    let engine = Engine::new(cfg.engine()?);
+    // One capture writer for every engine of the daemon (the remote-memory target's and
+    // the local service's shards); a successor goes on with the file of the daemon before.
+    let tap = cfg.capture(cfg.take_over.is_some())?;
+    let engine = Engine::new(cfg.engine_with(tap.clone()));
     // A successor takes the listening socket and the connections of the daemon before.
     let (listener, resumed, local_service, predecessor) = match &cfg.take_over {
         Some(path) => {
-            let t =
-                handover::take_over(&engine, path, |control| serve_local(&cfg, control)).await?;
+            let t = handover::take_over(&engine, path, |control| {
+                serve_local(&cfg, control, tap.clone())
+            })
+            .await?;
             (t.listener, t.resumed, t.local, Some(t.link))
         }
         None => {
@@ -196,7 +204,12 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                     "cannot listen on {addr}: {e} (is the port in use, or the address not local?)"
                 )
             })?;
-            (listener, Vec::new(), serve_local(&cfg, None)?, None)
+            (
+                listener,
+                Vec::new(),
+                serve_local(&cfg, None, tap.clone())?,
+                None,
+            )
         }
     };
     let mut local_service = local_service;
