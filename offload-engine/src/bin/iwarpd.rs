@@ -38,6 +38,8 @@ mod metrics;
 mod out;
 #[path = "iwarpd/proto.rs"]
 mod proto;
+#[path = "iwarpd/qps.rs"]
+mod qps;
 #[path = "iwarpd/serve.rs"]
 mod serve;
 #[path = "iwarpd/stat.rs"]
@@ -67,25 +69,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Mode::Stat { json } = args.mode {
+    if let Mode::Stat { json, qps } = args.mode {
         let path = match &cfg.control {
             config::Control::Path(p) => p.clone(),
             _ => ipc::default_control_path(),
         };
-        return match stat::query(&path) {
-            Ok(d) if json => {
-                out::line(&stat::json(&d));
-                ExitCode::SUCCESS
-            }
-            Ok(d) => {
-                out::print(&stat::table(&d, &path));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                out::eline(&format!("iwarpd stat: {e}"));
-                ExitCode::FAILURE
-            }
-        };
+        return stat::run(&path, json, qps);
     }
     if args.mode == Mode::Serve && cfg.listen.is_none() && cfg.take_over.is_none() {
         out::eline(&format!("iwarpd: {}", serve::NO_LISTEN));

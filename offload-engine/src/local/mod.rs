@@ -21,6 +21,7 @@
 //!   nothing.
 
 mod files;
+mod listing;
 mod memory;
 mod moving;
 mod recvs;
@@ -28,6 +29,7 @@ mod servant;
 mod session;
 
 pub use crate::push_share::PushConfig;
+pub use listing::engine_counters;
 pub use moving::{MovingSession, SessionMover};
 
 use std::io;

@@ -177,6 +177,7 @@ impl Session {
             pid: Mutex::new(pid),
             uid,
         });
+        super::listing::enlist(&s);
         (s, writer)
     }
 }
@@ -596,6 +597,9 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 push_slots: l.push.slots,
                 ..s.engine.attrs()
             })
+        }
+        ref listing @ (Request::ServiceStats | Request::ListQps { .. }) => {
+            super::listing::answer(s, listing)
         }
         Request::Stats => {
             let own = {

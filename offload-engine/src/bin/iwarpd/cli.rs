@@ -64,11 +64,17 @@ enum Sub {
     /// Print the counters of the daemon serving local applications on the control
     /// socket (default: the `control` key's): applications, queue pairs, connections,
     /// FPDUs, payload octets per RDMAP opcode, Terminates sent and received, and the push
-    /// path's executions and discards by reason.
+    /// path's executions and discards by reason; for its local applications and its
+    /// built-in remote-memory service, as its metrics endpoint shows them.
     Stat {
-        /// One JSON object instead of a table.
+        /// One JSON object instead of a table (with --qps, an array of them).
         #[arg(long)]
         json: bool,
+        /// List every queue pair instead, one line each (as `rdma res show qp`): number,
+        /// service, state, local and peer address, the owning application's pid and uid,
+        /// counters.
+        #[arg(long)]
+        qps: bool,
         /// The config file and the control socket.
         #[command(flatten)]
         settings: Settings<StatScope>,
@@ -229,6 +235,8 @@ pub(crate) enum Mode {
     Stat {
         /// As JSON instead of a table.
         json: bool,
+        /// Every queue pair instead of the totals.
+        qps: bool,
     },
 }
 
@@ -267,9 +275,11 @@ impl Args {
                 Mode::Check { addr, size, count },
                 cli.settings.then(settings),
             ),
-            Some(Sub::Stat { json, settings }) => {
-                (Mode::Stat { json }, cli.settings.then(settings))
-            }
+            Some(Sub::Stat {
+                json,
+                qps,
+                settings,
+            }) => (Mode::Stat { json, qps }, cli.settings.then(settings)),
         };
         Ok(Self {
             mode,
@@ -427,12 +437,31 @@ mod tests {
     #[test]
     fn stat_mode_takes_json_and_the_control_path() {
         let a = parse("stat --json --control /tmp/x.sock").unwrap();
-        assert_eq!(a.mode, Mode::Stat { json: true });
+        assert_eq!(
+            a.mode,
+            Mode::Stat {
+                json: true,
+                qps: false
+            }
+        );
         assert_eq!(
             a.config().unwrap().control,
             crate::config::Control::Path("/tmp/x.sock".into())
         );
-        assert_eq!(parse("stat").unwrap().mode, Mode::Stat { json: false });
+        assert_eq!(
+            parse("stat").unwrap().mode,
+            Mode::Stat {
+                json: false,
+                qps: false
+            }
+        );
+        assert_eq!(
+            parse("stat --qps --json").unwrap().mode,
+            Mode::Stat {
+                json: true,
+                qps: true
+            }
+        );
         let a = parse("--control /tmp/y.sock stat").unwrap();
         assert_eq!(
             a.config().unwrap().control,
@@ -554,7 +583,7 @@ mod tests {
         stat.sort();
         assert_eq!(
             stat,
-            ["--config", "--control", "--help", "--json"],
+            ["--config", "--control", "--help", "--json", "--qps"],
             "stat --help"
         );
         // The daemon's lists every key.

@@ -141,6 +141,10 @@ impl LocalGuard {
     }
 }
 
+/// The built-in remote-memory service's name in the metrics (`service` label) and in
+/// `iwarpd stat`.
+pub(crate) const BUILT_IN_SERVICE: &str = "remote_memory";
+
 /// `metrics = ADDR`: serves the counters of the remote-memory service (`engine`) and of
 /// the local applications (`local`) at ADDR/metrics.
 async fn serve_metrics(
@@ -154,8 +158,8 @@ async fn serve_metrics(
         .map(LocalService::counters);
     let source: crate::metrics::Source = Arc::new(move || {
         let mut all = vec![(
-            "remote_memory",
-            crate::metrics::engine_counters(&engine.stats()),
+            BUILT_IN_SERVICE,
+            offload_engine::local::engine_counters(&engine.stats()),
         )];
         all.extend(local.as_ref().map(|l| ("local", l.read())));
         all
@@ -213,6 +217,11 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         }
     };
     let mut local_service = local_service;
+    // `iwarpd stat` (asked on the control socket) shows the built-in service too, with
+    // the numbers the metrics endpoint shows for it.
+    if let Some(service) = local_service.as_ref().and_then(LocalGuard::service) {
+        service.list_service(BUILT_IN_SERVICE, engine.clone());
+    }
     let local = listener.local_addr();
     let cfg = Arc::new(cfg);
     let (stop_tx, stop_rx) = watch::channel(false);
