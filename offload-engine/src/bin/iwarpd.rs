@@ -32,6 +32,8 @@ mod cli;
 mod config;
 #[path = "iwarpd/handover.rs"]
 mod handover;
+#[path = "iwarpd/inherit.rs"]
+mod inherit;
 #[path = "iwarpd/metrics.rs"]
 mod metrics;
 #[path = "iwarpd/out.rs"]
@@ -62,7 +64,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    let cfg = match args.config() {
+    let (cfg, given) = match args.config_given() {
         Ok(c) => c,
         Err(e) => {
             out::eline(&format!("iwarpd: {e}"));
@@ -84,13 +86,23 @@ fn main() -> ExitCode {
         Mode::Serve => "info",
         _ => "warn",
     };
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(cfg.log.as_deref().unwrap_or(default_log)));
-    tracing_subscriber::fmt()
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let by_env = from_env.is_some();
+    let filter =
+        from_env.unwrap_or_else(|| EnvFilter::new(cfg.log.as_deref().unwrap_or(default_log)));
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter_reloading();
+    let reload = logs.reload_handle();
+    logs.init();
+    // The `log` setting a successor takes over from the daemon before (RUST_LOG wins).
+    let set_log = move |log: &str| {
+        if let (false, Ok(filter)) = (by_env, EnvFilter::try_new(log)) {
+            let _ = reload.reload(filter);
+        }
+    };
     if args.mode == Mode::Serve {
         raise_descriptor_limit();
     }
@@ -114,7 +126,7 @@ fn main() -> ExitCode {
             rt.block_on(check::run(&cfg, &opts))
                 .map_err(|e| format!("check FAILED: {e}"))
         }
-        _ => rt.block_on(serve::run(cfg)),
+        _ => rt.block_on(serve::run(cfg, &given, &set_log)),
     };
     // Connection tasks that outlived the shutdown are not waited for.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));

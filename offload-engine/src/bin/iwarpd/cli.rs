@@ -289,7 +289,15 @@ impl Args {
     }
 
     /// The settings: defaults, then the config file, then the flags.
+    #[cfg(test)]
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
+        self.config_given().map(|(cfg, _)| cfg)
+    }
+
+    /// [`Self::config`], and the keys given in the config file or as flags, each with
+    /// its origin (`FILE line N`, `--flag`; a flag's after the file's line).
+    pub(crate) fn config_given(&self) -> Result<(Config, Vec<(String, String)>), ConfigError> {
+        let mut given = Vec::new();
         let mut cfg = Config::default();
         if let Some(path) = &self.config_file {
             let name = path.display().to_string();
@@ -297,7 +305,9 @@ impl Args {
                 origin: name.clone(),
                 message: format!("cannot read the config file ({e}): check the --config path"),
             })?;
-            if cfg.load_str(&text, &name)? == crate::config::Format::Unquoted {
+            let format = cfg.load_str(&text, &name)?;
+            given.extend(crate::config::keys_in_file(&text, &name));
+            if format == crate::config::Format::Unquoted {
                 crate::out::eline(&format!(
                     "iwarpd: {name} is in the unquoted form of earlier versions; it still \
                      works, but the config file is TOML now: put text values in quotes \
@@ -307,8 +317,9 @@ impl Args {
         }
         for (key, value, flag) in &self.overrides {
             cfg.set(key, value, flag)?;
+            given.push((key.clone(), flag.clone()));
         }
-        Ok(cfg)
+        Ok((cfg, given))
     }
 }
 

@@ -101,7 +101,7 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     (
         "control",
         "Unix socket local applications attach to (verbs with IWARP_DEVICE=unix:PATH), \
-         or `off`; default /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
+         `off`, or `default`: /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
     ),
     (
         "handover",
@@ -496,6 +496,7 @@ impl Config {
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,
+                    "default" => Control::Default,
                     path => Control::Path(PathBuf::from(path)),
                 }
             }
@@ -558,6 +559,31 @@ impl Config {
         // Posted receives must fit the receive queue.
         cfg.stream.rq_depth = cfg.stream.rq_depth.max(self.recv_depth as usize);
         cfg
+    }
+}
+
+/// The keys a config file's text sets, each with its origin (`FILE line N`), for a text
+/// that [`Config::load_str`] accepted.
+pub(crate) fn keys_in_file(text: &str, name: &str) -> Vec<(String, String)> {
+    type Entries = std::collections::BTreeMap<Spanned<String>, toml::Value>;
+    match toml::from_str::<Entries>(text) {
+        Ok(entries) => entries
+            .keys()
+            .map(|k| {
+                let line = line_of(text, k.span().start);
+                (canonical_key(k.get_ref()), format!("{name} line {line}"))
+            })
+            .collect(),
+        // The unquoted form of earlier versions.
+        Err(_) => text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, raw)| {
+                let line = raw.split_once('#').map_or(raw, |(before, _)| before);
+                let (key, _) = line.split_once('=')?;
+                Some((canonical_key(key), format!("{name} line {}", i + 1)))
+            })
+            .collect(),
     }
 }
 
@@ -746,6 +772,30 @@ mod tests {
         let e = load("recv_depth = 4\nrecv-depth = 8\n").unwrap_err();
         assert_eq!(e.origin, "test.conf line 2", "{e}");
         assert!(e.message.contains("already set on line 1"), "{e}");
+    }
+
+    #[test]
+    fn the_keys_a_file_sets_are_named_with_their_lines() {
+        let toml = "# c\ncrc = false\n\nbuffer-size = \"1M\"\n";
+        assert_eq!(
+            keys_in_file(toml, "a.conf"),
+            [
+                ("buffer_size".to_owned(), "a.conf line 4".to_owned()),
+                ("crc".to_owned(), "a.conf line 2".to_owned())
+            ]
+        );
+        let old = "listen = 0.0.0.0:1  # x\n# crc = true\nmax_qps = 3\n";
+        assert_eq!(
+            keys_in_file(old, "b.conf"),
+            [
+                ("listen".to_owned(), "b.conf line 1".to_owned()),
+                ("max_qps".to_owned(), "b.conf line 3".to_owned())
+            ]
+        );
+        assert_eq!(
+            load("control = default\n").unwrap().control,
+            Control::Default
+        );
     }
 
     #[test]

@@ -39,6 +39,16 @@ pub(crate) struct Endpoint {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl Endpoint {
+    /// Stops serving and returns once the listening socket is closed, so that a successor
+    /// can bind the port at once (dropping it closes the socket only when the runtime next
+    /// polls the aborted task).
+    pub(crate) async fn close(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.task.abort();

@@ -181,24 +181,87 @@ impl Drop for LocalGuard {
     }
 }
 
+/// The settings of a successor: `cfg` (its keys `given` on its command line or in its
+/// config file, with their origins), with the rest taken from the daemon before as the
+/// handover's `prelude` carries them; what differs is logged, and a `log` filter taken
+/// over applied (`set_log`).
+fn inherit_settings(
+    cfg: Config,
+    given: &[(String, String)],
+    prelude: &handover::Prelude,
+    set_log: &dyn Fn(&str),
+) -> Config {
+    let theirs = match &prelude.settings {
+        Some(Ok(theirs)) => theirs,
+        Some(Err(e)) => {
+            tracing::warn!(
+                "the daemon before sent settings this daemon cannot read ({e}): running with this daemon's own"
+            );
+            return cfg;
+        }
+        None => {
+            tracing::warn!(
+                "the daemon before sent no settings (a release before they were handed over): \
+                 running with this daemon's own"
+            );
+            return cfg;
+        }
+    };
+    let log_before = cfg.log.clone();
+    let (cfg, notes) = crate::inherit::take(cfg, given, theirs);
+    for note in &notes {
+        if note.is_warning() {
+            tracing::warn!("setting {note}");
+        } else {
+            tracing::info!("setting {note}");
+        }
+    }
+    if notes.is_empty() {
+        tracing::info!("settings: the same as the daemon before's");
+    }
+    if cfg.log != log_before
+        && let Some(log) = &cfg.log
+    {
+        set_log(log);
+    }
+    cfg
+}
+
 /// Runs the daemon until SIGINT or SIGTERM (or until it handed everything to a
-/// successor); `Err` says why it could not.
-pub(crate) async fn run(cfg: Config) -> Result<(), String> {
+/// successor); `Err` says why it could not. `given`: the keys given on the command line
+/// or in the config file, which a successor keeps over the daemon before's;
+/// `set_log`: applies a log filter taken over.
+pub(crate) async fn run(
+    cfg: Config,
+    given: &[(String, String)],
+    set_log: &dyn Fn(&str),
+) -> Result<(), String> {
     let mut sigterm =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
+    // A successor takes the listening socket and the settings of the daemon before first:
+    // its engines run with the settings it was not given itself.
+    let (cfg, prelude) = match cfg.take_over.clone() {
+        Some(path) => {
+            let prelude = handover::begin_take_over(&path).await?;
+            (
+                inherit_settings(cfg, given, &prelude, set_log),
+                Some(prelude),
+            )
+        }
+        None => (cfg, None),
+    };
     // One capture writer for every engine of the daemon (the remote-memory target's and
     // the local service's shards); a successor goes on with the file of the daemon before.
-    let tap = cfg.capture(cfg.take_over.is_some())?;
+    let tap = cfg.capture(prelude.is_some())?;
     let engine = Engine::new(cfg.engine_with(tap.clone()));
-    // A successor takes the listening socket and the connections of the daemon before.
-    let (listener, resumed, local_service, predecessor) = match &cfg.take_over {
-        Some(path) => {
-            let t = handover::take_over(&engine, path, |control| {
-                serve_local(&cfg, control, tap.clone())
-            })
-            .await?;
+    // A successor takes the connections of the daemon before.
+    let (listener, resumed, local_service, predecessor) = match prelude {
+        Some(prelude) => {
+            let t = prelude
+                .finish(&engine, |control| serve_local(&cfg, control, tap.clone()))
+                .await?;
             (t.listener, t.resumed, t.local, Some(t.link))
         }
         None => {
@@ -292,7 +355,8 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
             }
             Some(sock) = async { handovers.as_mut()?.next().await } => {
                 let control = local_service.as_ref().and_then(LocalGuard::socket);
-                let moving = match handover::Handover::begin(sock, &listener, control).await {
+                let settings = crate::inherit::encode(&cfg);
+                let moving = match handover::Handover::begin(sock, &listener, control, settings).await {
                     Ok(h) => {
                         // The successor accepts local applications from now on.
                         if let Some(local) = local_service.as_mut() {
@@ -341,7 +405,10 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         }
     };
     drop(handovers);
-    drop(metrics);
+    // Closed before the successor is told it may bind the port.
+    if let Some(metrics) = metrics {
+        metrics.close().await;
+    }
     if let Some((link, sessions_moved)) = successor {
         drop(link);
         // What did not move stays here and is served until it ends: local applications
