@@ -41,10 +41,11 @@ fn control_path(name: &str) -> String {
 fn a_closed_standard_output_ends_every_mode_quietly() {
     let sock = control_path("pipe");
     let d = Daemon::start(&["--control", &sock]);
-    let runs: [&[&str]; 6] = [
+    let runs: [&[&str]; 7] = [
         &["check", &d.addr, "--count", "2", "--size", "4K"],
         &["stat", "--json", "--control", &sock],
         &["stat", "--control", &sock],
+        &["stat", "--qps", "--control", &sock],
         &["--help"],
         &["check", "--help"],
         &["--version"],
