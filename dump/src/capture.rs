@@ -8,9 +8,11 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 use etherparse::{EtherType, NetSlice, SlicedPacket, TransportSlice};
-use pcap_file::DataLink;
-use pcap_file::pcap::PcapReader;
-use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, Endianness, PcapError};
+
+use crate::damage::{Damage, DamageKind, MAX_BLOCK_LEN, MAX_PACKET_LEN};
 
 /// Length of the Linux cooked v2 (SLL2) header; its first two octets are the EtherType.
 const SLL2_HEADER_LEN: usize = 20;
@@ -49,6 +51,9 @@ pub struct Capture {
     pub skipped: u64,
     /// TCP segments in capture order.
     pub segments: Vec<TcpSegment>,
+    /// Why the file could not be read to its end, if it could not (what was read before
+    /// is above).
+    pub damage: Option<Damage>,
 }
 
 /// Why a capture file could not be read.
@@ -70,45 +75,132 @@ impl CaptureError {
     }
 }
 
+impl Capture {
+    fn add(&mut self, link: DataLink, data: &[u8]) {
+        self.frames += 1;
+        match tcp_segment(link, data, self.frames) {
+            Some(segment) => self.segments.push(segment),
+            None => self.skipped += 1,
+        }
+    }
+
+    /// Reading stopped at `rest` (the unread end of `bytes`) for `error`.
+    fn stop(&mut self, bytes: &[u8], rest: &[u8], error: PcapError) {
+        let kind = match error {
+            PcapError::IncompleteBuffer => DamageKind::CutShort,
+            other => DamageKind::Corrupt(other.to_string()),
+        };
+        self.stop_for(bytes, rest, kind);
+    }
+
+    fn stop_for(&mut self, bytes: &[u8], rest: &[u8], kind: DamageKind) {
+        self.damage = Some(Damage {
+            kind,
+            offset: bytes.len() - rest.len(),
+            file_len: bytes.len(),
+            frames: self.frames,
+        });
+    }
+}
+
 /// Reads a pcap or pcapng capture held in memory (told apart by the first four octets).
 ///
-/// A read error after some packets (a cut-off file) keeps the packets read so far.
+/// A file that cannot be read to its end (cut short, or damaged after some packets)
+/// keeps the packets read so far and says why in [`Capture::damage`]; one that cannot be
+/// read at all is an error.
 pub fn read_capture(bytes: &[u8]) -> Result<Capture, CaptureError> {
-    let mut capture = Capture::default();
-    let add = |link: DataLink, data: &[u8], capture: &mut Capture| {
-        capture.frames += 1;
-        match tcp_segment(link, data, capture.frames) {
-            Some(segment) => capture.segments.push(segment),
-            None => capture.skipped += 1,
-        }
-    };
     if bytes.get(..4) == Some(&PCAPNG_MAGIC[..]) {
-        let mut reader =
-            PcapNgReader::new(bytes).map_err(|e| CaptureError(format!("pcapng: {e}")))?;
-        while let Some(Ok(block)) = reader.next_block() {
-            // The block borrows the reader: copy the packet out before asking for its
-            // interface.
-            let (iface, data): (usize, Vec<u8>) = match block {
-                Block::EnhancedPacket(p) => (
-                    usize::try_from(p.interface_id).unwrap_or(usize::MAX),
-                    p.data.into_owned(),
-                ),
-                Block::SimplePacket(p) => (0, p.data.into_owned()),
-                Block::Packet(p) => (usize::from(p.interface_id), p.data.into_owned()),
-                _ => continue,
-            };
-            let link = reader.interfaces().get(iface).map(|i| i.linktype);
-            add(
-                link.unwrap_or(DataLink::Unknown(u32::MAX)),
-                &data,
-                &mut capture,
-            );
-        }
+        read_pcapng(bytes)
     } else {
-        let mut reader = PcapReader::new(bytes).map_err(|e| CaptureError(format!("pcap: {e}")))?;
-        let link = reader.header().datalink;
-        while let Some(Ok(packet)) = reader.next_packet() {
-            add(link, &packet.data, &mut capture);
+        read_pcap(bytes)
+    }
+}
+
+fn read_pcapng(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let mut capture = Capture::default();
+    let (mut rest, mut parser) =
+        PcapNgParser::new(bytes).map_err(|e| CaptureError(format!("pcapng: {e}")))?;
+    while !rest.is_empty() {
+        if let Some(why) = block_too_large(rest, parser.section().endianness) {
+            capture.stop_for(bytes, rest, DamageKind::Corrupt(why));
+            break;
+        }
+        // The block borrows the parser's input only: copy the packet out before asking
+        // for its interface.
+        let (next, data): (&[u8], Option<(u32, Vec<u8>)>) = match parser.next_block(rest) {
+            Ok((next, Block::EnhancedPacket(p))) => {
+                (next, Some((p.interface_id, p.data.into_owned())))
+            }
+            Ok((next, Block::SimplePacket(p))) => (next, Some((0, p.data.into_owned()))),
+            Ok((next, Block::Packet(p))) => {
+                (next, Some((u32::from(p.interface_id), p.data.into_owned())))
+            }
+            Ok((next, _)) => (next, None),
+            Err(e) => {
+                capture.stop(bytes, rest, e);
+                break;
+            }
+        };
+        if let Some((iface, data)) = data {
+            let link = usize::try_from(iface)
+                .ok()
+                .and_then(|i| parser.interfaces().get(i))
+                .map(|i| i.linktype);
+            capture.add(link.unwrap_or(DataLink::Unknown(u32::MAX)), &data);
+        }
+        rest = next;
+    }
+    Ok(capture)
+}
+
+/// The complaint about the block at the start of `rest` if its total length is beyond
+/// what any writer produces ([`MAX_BLOCK_LEN`]), as tshark words it.
+fn block_too_large(rest: &[u8], section: Endianness) -> Option<String> {
+    let len: [u8; 4] = rest.get(4..8)?.try_into().ok()?;
+    // A new section says its byte order with its magic.
+    let big = if rest.get(..4) == Some(&PCAPNG_MAGIC[..]) {
+        rest.get(8..12)? == [0x1a, 0x2b, 0x3c, 0x4d]
+    } else {
+        section == Endianness::Big
+    };
+    let len = if big {
+        u32::from_be_bytes(len)
+    } else {
+        u32::from_le_bytes(len)
+    };
+    (len > MAX_BLOCK_LEN)
+        .then(|| format!("pcapng: total block length {len} is too large (> {MAX_BLOCK_LEN})"))
+}
+
+fn read_pcap(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let mut capture = Capture::default();
+    let (mut rest, parser) =
+        PcapParser::new(bytes).map_err(|e| CaptureError(format!("pcap: {e}")))?;
+    let header = parser.header();
+    while !rest.is_empty() {
+        // The record's captured length, in the file's byte order.
+        if let Some(len) = rest.get(8..12).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+            let len = match header.endianness {
+                Endianness::Big => u32::from_be_bytes(len),
+                Endianness::Little => u32::from_le_bytes(len),
+            };
+            if len > MAX_PACKET_LEN {
+                let why = format!(
+                    "pcap: File has {len}-byte packet, bigger than maximum of {MAX_PACKET_LEN}"
+                );
+                capture.stop_for(bytes, rest, DamageKind::Corrupt(why));
+                break;
+            }
+        }
+        match parser.next_packet(rest) {
+            Ok((next, packet)) => {
+                capture.add(header.datalink, &packet.data);
+                rest = next;
+            }
+            Err(e) => {
+                capture.stop(bytes, rest, e);
+                break;
+            }
         }
     }
     Ok(capture)
@@ -208,6 +300,103 @@ mod tests {
         assert!(tcp_segment(DataLink::Unknown(147), &[0; 64], 1).is_none());
         let ip = tcp_over_ipv4(b"abcdef");
         assert!(tcp_segment(DataLink::RAW, &ip[..ip.len() - 3], 1).is_none());
+    }
+
+    /// A pcapng file of `n` Ethernet frames, each a TCP segment; with the offsets of the
+    /// blocks' ends.
+    fn pcapng(n: usize) -> (Vec<u8>, Vec<usize>) {
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![],
+        })
+        .unwrap();
+        let mut ends = vec![w.get_ref().len()];
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x08, 0x00]);
+        eth.extend_from_slice(&tcp_over_ipv4(&[7; 100]));
+        for _ in 0..n {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: std::time::Duration::ZERO,
+                original_len: eth.len() as u32,
+                data: eth.clone().into(),
+                options: vec![],
+            })
+            .unwrap();
+            ends.push(w.get_ref().len());
+        }
+        (w.into_inner(), ends)
+    }
+
+    #[test]
+    fn a_whole_file_reads_without_damage() {
+        let (file, _) = pcapng(5);
+        let c = read_capture(&file).unwrap();
+        assert_eq!((c.frames, c.segments.len(), c.damage), (5, 5, None));
+    }
+
+    #[test]
+    fn a_file_cut_short_keeps_what_was_read_and_says_where() {
+        let (file, ends) = pcapng(5);
+        // Cut inside the fourth packet's block.
+        let cut = ends[3] + 10;
+        let c = read_capture(&file[..cut]).unwrap();
+        assert_eq!(c.frames, 3);
+        let d = c.damage.expect("cut short");
+        assert_eq!(
+            (d.kind, d.offset, d.file_len, d.frames),
+            (DamageKind::CutShort, ends[3], cut, 3)
+        );
+        // Classic pcap too.
+        let mut pcap = Vec::new();
+        {
+            use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+            let header = PcapHeader {
+                datalink: DataLink::RAW,
+                ..PcapHeader::default()
+            };
+            let mut w = PcapWriter::with_header(&mut pcap, header).unwrap();
+            let ip = tcp_over_ipv4(b"abc");
+            for _ in 0..2 {
+                w.write_packet(&PcapPacket::new(
+                    std::time::Duration::ZERO,
+                    ip.len() as u32,
+                    &ip,
+                ))
+                .unwrap();
+            }
+        }
+        let c = read_capture(&pcap[..pcap.len() - 1]).unwrap();
+        assert_eq!(c.frames, 1);
+        assert_eq!(c.damage.unwrap().kind, DamageKind::CutShort);
+    }
+
+    #[test]
+    fn a_block_length_no_writer_makes_is_corruption() {
+        let (mut file, ends) = pcapng(4);
+        // Two writers truncating one file: another block's octets where a length is due.
+        file[ends[2] + 4..ends[2] + 8].copy_from_slice(&1_861_917_376u32.to_le_bytes());
+        let c = read_capture(&file).unwrap();
+        assert_eq!(c.frames, 2);
+        let d = c.damage.unwrap();
+        assert_eq!(d.offset, ends[2]);
+        assert_eq!(
+            d.kind,
+            DamageKind::Corrupt(
+                "pcapng: total block length 1861917376 is too large (> 16777216)".into()
+            )
+        );
+        // A trailer that does not repeat the length.
+        let (mut file, ends) = pcapng(4);
+        file[ends[2] - 4] ^= 4;
+        let d = read_capture(&file).unwrap().damage.unwrap();
+        assert!(matches!(d.kind, DamageKind::Corrupt(_)), "{d:?}");
+        assert_eq!(d.frames, 1);
     }
 
     #[test]

@@ -21,13 +21,14 @@
 //! |---|---|
 //! | 0 ([`report::EXIT_OK`]) | no violation, no warning |
 //! | 1 ([`report::EXIT_VIOLATION`]) | at least one protocol violation |
-//! | 2 ([`report::EXIT_USAGE`]) | bad arguments or unreadable capture |
+//! | 2 ([`report::EXIT_USAGE`], [`report::EXIT_READ_ERROR`]) | bad arguments, or a capture that cannot be read to its end (cut short, damaged): what was read is reported, and why it stopped |
 //! | 3 ([`report::EXIT_WARNING`]) | no violation, but warnings: data missing from the capture, a stream that cannot be framed, a Terminate message, a partial FPDU at the end |
 #![forbid(unsafe_code)]
 
 pub mod analyzer;
 pub mod capture;
 pub mod checks;
+pub mod damage;
 pub mod decode;
 pub mod finding;
 pub mod framing;
@@ -39,10 +40,17 @@ pub use capture::{Capture, CaptureError, TcpSegment, read_capture};
 pub use finding::{Check, Dir, Finding, Severity};
 pub use report::Report;
 
-/// Analyzes a capture held in memory; `verbose` keeps the per-FPDU listing.
+/// Analyzes a capture held in memory; `verbose` keeps the per-FPDU listing. A capture
+/// that cannot be read to its end is analyzed as far as it was read, and the report says
+/// why it stopped ([`Report::read_error`], exit status [`report::EXIT_READ_ERROR`]).
 pub fn analyze_bytes(bytes: &[u8], verbose: bool) -> Result<Report, CaptureError> {
     let capture = read_capture(bytes)?;
-    Ok(analyze_segments(&capture.segments, capture.frames, verbose))
+    let mut report = analyze_segments(&capture.segments, capture.frames, verbose);
+    if let Some(damage) = capture.damage {
+        report.read_error = Some(damage.to_string());
+        report.exit_code = report::EXIT_READ_ERROR;
+    }
+    Ok(report)
 }
 
 /// Analyzes TCP segments (capture order); `frames` is the number of frames in the file.

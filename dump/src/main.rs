@@ -28,8 +28,9 @@ struct Cli {
 }
 
 const AFTER_HELP: &str = "\
-Exit status: 0 clean, 1 violation found, 2 usage/read error, 3 warnings only
-(missing data, unframable stream, Terminate seen, partial FPDU at the end).";
+Exit status: 0 clean, 1 violation found, 2 usage/read error (a capture cut short or damaged
+is reported as far as it was read, and exits 2), 3 warnings only (missing data, unframable
+stream, Terminate seen, partial FPDU at the end).";
 
 fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX))
@@ -51,7 +52,7 @@ fn main() -> ExitCode {
     let report: Report = match iwarp_dump::analyze_file(&file, verbose) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("iwarp-dump: {e}");
+            let _ = writeln!(io::stderr(), "iwarp-dump: {e}");
             return exit(EXIT_USAGE);
         }
     };
@@ -59,20 +60,24 @@ fn main() -> ExitCode {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => s + "\n",
             Err(e) => {
-                eprintln!("iwarp-dump: JSON: {e}");
+                let _ = writeln!(io::stderr(), "iwarp-dump: JSON: {e}");
                 return exit(EXIT_USAGE);
             }
         }
     } else {
         report.render(verbose)
     };
+    // As tshark and capinfos do: what was read, then the reason reading stopped.
+    if let Some(e) = &report.read_error {
+        let _ = writeln!(io::stderr(), "iwarp-dump: {}: {e}", file.display());
+    }
     match io::stdout().lock().write_all(text.as_bytes()) {
         // A reader that stopped early (`iwarp-dump FILE -v | head`) is not an error: stop
         // quietly, as Unix tools do, with the analysis's own status.
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
         Err(e) => {
-            eprintln!("iwarp-dump: cannot write the report: {e}");
+            let _ = writeln!(io::stderr(), "iwarp-dump: cannot write the report: {e}");
             return exit(EXIT_USAGE);
         }
     }

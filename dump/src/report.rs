@@ -15,6 +15,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_VIOLATION: i32 = 1;
 /// Exit status: bad usage or unreadable file.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status: the capture could not be read to its end (cut short, or damaged): as
+/// tshark and capinfos, a read error, whatever the part read showed.
+pub const EXIT_READ_ERROR: i32 = EXIT_USAGE;
 /// Exit status: no violation, but the analysis is incomplete (warnings: data missing from
 /// the capture, unframable stream, Terminate seen, partial FPDU at the end).
 pub const EXIT_WARNING: i32 = 3;
@@ -211,6 +214,10 @@ pub struct Report {
     pub connections: Vec<ConnectionReport>,
     /// Findings by severity.
     pub finding_counts: FindingCounts,
+    /// Why the capture could not be read to its end, if it could not: the analysis
+    /// covers the frames before that point only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_error: Option<String>,
     /// The exit status the tool returns (see the `EXIT_*` constants).
     pub exit_code: i32,
 }
@@ -252,6 +259,7 @@ impl Report {
             opcodes,
             connections,
             finding_counts: counts,
+            read_error: None,
             exit_code,
         }
     }
@@ -273,6 +281,9 @@ impl Report {
             self.fpdus
         );
         let _ = writeln!(s, "  opcodes: {}", opcode_list(&self.opcodes));
+        if let Some(e) = &self.read_error {
+            let _ = writeln!(s, "  READ ERROR: {e}");
+        }
         let c = self.finding_counts;
         let _ = writeln!(
             s,

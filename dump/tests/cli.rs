@@ -72,3 +72,35 @@ fn usage_errors_name_the_flag_and_help_and_version_exit_zero() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit status: 0 clean"));
 }
+
+/// A capture cut short (a writer stopped in the middle of a packet) is analyzed as far as
+/// it reads, and said to be cut short, as tshark and capinfos say it: on stderr, in the
+/// report, and by exit status 2, never "findings: none" with status 0.
+#[test]
+fn a_capture_cut_short_is_a_read_error() {
+    let path = std::env::temp_dir().join(format!("iwarp-dump-cut-{}.pcap", std::process::id()));
+    long_capture(&path);
+    let whole = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &whole[..whole.len() - 5]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_iwarp-dump"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(iwarp_dump::report::EXIT_READ_ERROR),
+        "{stderr}\n{stdout}"
+    );
+    assert!(
+        stderr.contains("appears to have been cut short in the middle of a packet"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("READ ERROR"), "{stdout}");
+    assert!(
+        stdout.contains("Total: "),
+        "what was read is reported: {stdout}"
+    );
+}

@@ -29,6 +29,13 @@ use rdmap::RecvWr;
 use crate::codec::{Malformed, Reader, put_addr, put_blob};
 use crate::wqe::{RQE_SIZE, decode_rqe, encode_rqe};
 
+mod listing;
+
+pub use listing::{
+    LOCAL_SERVICE, MAX_QPS_PER_PAGE, MAX_SERVICE_NAME, QpListing, QpPage, QpStateCode,
+    ServiceCounters,
+};
+
 /// The protocol version this build speaks.
 pub const VERSION: u16 = 7;
 /// Octets of the header.
@@ -94,6 +101,10 @@ pub mod func {
     pub const REG_MR_AT: u16 = 0x0018;
     /// The device's limits and settings (what `ibv_query_device` answers).
     pub const QUERY_DEVICE: u16 = 0x0019;
+    /// The counters of the daemon's other services (its built-in remote-memory target).
+    pub const SERVICE_STATS: u16 = 0x001a;
+    /// A page of every queue pair the daemon holds, whoever's (`iwarpd stat --qps`).
+    pub const LIST_QPS: u16 = 0x001b;
     /// Set in a reply's function code.
     pub const REPLY: u16 = 0x8000;
     /// Event: a connection request arrived on a listener.
@@ -309,6 +320,13 @@ pub enum Request {
     Stats,
     /// The device's limits and settings.
     QueryDevice,
+    /// The counters of the daemon's services other than the local applications'.
+    ServiceStats,
+    /// The daemon's queue pairs numbered above `after`, a page of them.
+    ListQps {
+        /// The last number of the page before (0 for the first page).
+        after: u32,
+    },
     /// Creates a shared receive queue of at least `depth` entries.
     CreateSrq {
         /// Entries wanted (the daemon rounds up to a power of two).
@@ -382,6 +400,8 @@ impl Request {
             Self::ModifyQp { .. } => func::MODIFY_QP,
             Self::Stats => func::STATS,
             Self::QueryDevice => func::QUERY_DEVICE,
+            Self::ServiceStats => func::SERVICE_STATS,
+            Self::ListQps { .. } => func::LIST_QPS,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
             Self::AllocMw { .. } => func::ALLOC_MW,
@@ -399,7 +419,11 @@ impl Request {
         let mut out = start(self.func(), txn);
         match self {
             Self::Open { pid } => out.put_u32_le(*pid),
-            Self::AllocPd | Self::Stats | Self::ReserveStag | Self::QueryDevice => {}
+            Self::AllocPd
+            | Self::Stats
+            | Self::ReserveStag
+            | Self::QueryDevice
+            | Self::ServiceStats => {}
             Self::DeallocPd { pd } => out.put_u32_le(*pd),
             Self::RegMr {
                 pd,
@@ -426,7 +450,8 @@ impl Request {
             | Self::CreateSrq { depth: n }
             | Self::DestroySrq { srq: n }
             | Self::DeallocMw { stag: n }
-            | Self::Invalidate { stag: n } => out.put_u32_le(*n),
+            | Self::Invalidate { stag: n }
+            | Self::ListQps { after: n } => out.put_u32_le(*n),
             Self::AllocMw { pd, kind } => {
                 out.put_u32_le(*pd);
                 out.put_u8(*kind);
@@ -502,6 +527,10 @@ impl Request {
             func::ALLOC_PD => Self::AllocPd,
             func::STATS => Self::Stats,
             func::QUERY_DEVICE => Self::QueryDevice,
+            func::SERVICE_STATS => Self::ServiceStats,
+            func::LIST_QPS => Self::ListQps {
+                after: r.u32("after")?,
+            },
             func::DEALLOC_PD => Self::DeallocPd { pd: r.u32("pd")? },
             func::REG_MR => {
                 let (pd, access, va, len) = read_region(&mut r)?;
@@ -1015,6 +1044,10 @@ pub enum Reply {
         /// Entries its ring holds.
         depth: u32,
     },
+    /// The counters of the daemon's other services.
+    ServiceStats(Vec<ServiceCounters>),
+    /// A page of the daemon's queue pairs.
+    QpList(QpPage),
 }
 
 /// Reply error codes.
@@ -1118,15 +1151,9 @@ impl Reply {
             }
             Self::QpCounters(c) => c.put(&mut out),
             Self::Device(a) => a.put(&mut out),
-            Self::Stats(d) => {
-                out.put_u32_le(d.queue_pairs);
-                out.put_u32_le(d.memory_entries);
-                out.put_u32_le(d.clients);
-                out.put_u32_le(d.device_queue_pairs);
-                out.put_u64_le(d.connections);
-                out.put_u64_le(d.connections_closed);
-                d.totals.put(&mut out);
-            }
+            Self::Stats(d) => d.put(&mut out),
+            Self::ServiceStats(services) => listing::put_services(&mut out, services),
+            Self::QpList(page) => listing::put_page(&mut out, page),
         }
         finish(out)
     }
@@ -1191,15 +1218,9 @@ impl Reply {
             }),
             func::QUERY_QP => Self::QpCounters(Counters::read(&mut r)?),
             func::QUERY_DEVICE => Self::Device(DeviceAttrs::read(&mut r)?),
-            func::STATS => Self::Stats(DeviceCounters {
-                queue_pairs: r.u32("queue pairs")?,
-                memory_entries: r.u32("memory entries")?,
-                clients: r.u32("clients")?,
-                device_queue_pairs: r.u32("queue pairs")?,
-                connections: r.u64("connections")?,
-                connections_closed: r.u64("connections")?,
-                totals: Counters::read(&mut r)?,
-            }),
+            func::STATS => Self::Stats(DeviceCounters::read(&mut r)?),
+            func::SERVICE_STATS => Self::ServiceStats(listing::read_services(&mut r)?),
+            func::LIST_QPS => Self::QpList(listing::read_page(&mut r)?),
             _ => Self::Done,
         };
         if !r.is_empty() {
@@ -1512,6 +1533,8 @@ mod tests {
             },
             Request::Stats,
             Request::QueryDevice,
+            Request::ServiceStats,
+            Request::ListQps { after: 77 },
             Request::CreateSrq { depth: 100 },
             Request::DestroySrq { srq: 7 },
             Request::AllocMw { pd: 1, kind: 2 },

@@ -29,7 +29,7 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::fs::File;
 use std::hash::BuildHasher as _;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -65,8 +65,16 @@ const EPB_OUTBOUND: u32 = 0b10;
 
 /// A pcapng capture of every connection of the engines it is given to (through
 /// [`EngineConfig::pcap`](crate::EngineConfig::pcap)). Cheap to clone; clones write to the
-/// same file. Packets are flushed to the file as they are written, so the file can be read
-/// while the engine runs. A write error is logged once, then the tap stops writing.
+/// same file through one writer, so give every engine of a program a clone of one tap:
+/// two taps made with [`create`](Self::create) on one path truncate each other's file.
+/// Packets are flushed to the file as they are written, so the file can be read while
+/// the engine runs. A write error is logged once, then the tap stops writing.
+///
+/// The file is opened for appending, and whole blocks reach it in one write each, so
+/// blocks never interleave even when another process appends to the same file (an
+/// upgraded daemon's successor, made with [`append`](Self::append)): each tap writes a
+/// section of its own with the same interface, so a reader decodes every packet
+/// whichever section it falls in.
 #[derive(Clone)]
 pub struct CaptureTap {
     inner: Arc<Inner>,
@@ -78,8 +86,14 @@ struct Inner {
 }
 
 struct Sink {
-    writer: Option<PcapNgWriter<Box<dyn Write + Send>>>,
+    /// Whole pcapng blocks not written to `out` yet.
+    blocks: Option<PcapNgWriter<Vec<u8>>>,
+    /// Where they go.
+    out: Box<dyn Write + Send>,
 }
+
+/// Buffered blocks beyond this are written at once, without waiting for a flush.
+const FLUSH_AT: usize = 1 << 20;
 
 impl fmt::Debug for CaptureTap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -94,10 +108,26 @@ impl CaptureTap {
     /// interface headers.
     pub fn create(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
-        let file = File::create(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("capture file {}: {e}", path.display()))
-        })?;
-        Self::build(Box::new(BufWriter::new(file)), Some(path.to_owned()))
+        let file = Self::open(path)?;
+        file.set_len(0).map_err(|e| named(path, e))?;
+        Self::build(Box::new(file), Some(path.to_owned()))
+    }
+
+    /// Opens the pcapng file at `path` to add to it (creating it if there is none): the
+    /// capture goes on after what the file holds, in a section of its own. This is how a
+    /// process that takes over from another (an upgraded daemon) continues that one's
+    /// capture without cutting it off.
+    pub fn append(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        Self::build(Box::new(Self::open(path)?), Some(path.to_owned()))
+    }
+
+    fn open(path: &Path) -> io::Result<File> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| named(path, e))
     }
 
     /// A tap writing pcapng to `writer` (for example an in-memory buffer).
@@ -105,7 +135,7 @@ impl CaptureTap {
         Self::build(Box::new(writer), None)
     }
 
-    fn build(writer: Box<dyn Write + Send>, path: Option<PathBuf>) -> io::Result<Self> {
+    fn build(out: Box<dyn Write + Send>, path: Option<PathBuf>) -> io::Result<Self> {
         let section = SectionHeaderBlock {
             options: vec![
                 SectionHeaderOption::UserApplication(Cow::Borrowed(
@@ -119,7 +149,8 @@ impl CaptureTap {
             ],
             ..SectionHeaderBlock::default()
         };
-        let mut writer = PcapNgWriter::with_section_header(writer, section).map_err(pcap_err)?;
+        let mut blocks =
+            PcapNgWriter::with_section_header(Vec::new(), section).map_err(pcap_err)?;
         let interface = InterfaceDescriptionBlock {
             linktype: DataLink::ETHERNET,
             snaplen: 0,
@@ -129,29 +160,29 @@ impl CaptureTap {
                 InterfaceDescriptionOption::IfTsResol(9),
             ],
         };
-        writer.write_pcapng_block(interface).map_err(pcap_err)?;
-        writer.get_mut().flush()?;
+        blocks.write_pcapng_block(interface).map_err(pcap_err)?;
+        let mut sink = Sink {
+            blocks: Some(blocks),
+            out,
+        };
+        sink.flush()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
-                sink: Mutex::new(Sink {
-                    writer: Some(writer),
-                }),
+                sink: Mutex::new(sink),
             }),
         })
     }
 
-    /// The file it writes, when made by [`create`](Self::create).
+    /// The file it writes, when made by [`create`](Self::create) or
+    /// [`append`](Self::append).
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
     }
 
     /// Flushes buffered packets to the file.
     pub fn flush(&self) -> io::Result<()> {
-        match &mut self.sink().writer {
-            Some(w) => w.get_mut().flush(),
-            None => Ok(()),
-        }
+        self.sink().flush()
     }
 
     fn sink(&self) -> std::sync::MutexGuard<'_, Sink> {
@@ -172,18 +203,25 @@ impl CaptureTap {
             options: vec![EnhancedPacketOption::Flags(flags)],
         };
         let mut sink = self.sink();
-        if let Some(w) = &mut sink.writer
-            && let Err(e) = w.write_pcapng_block(block)
-        {
+        let Some(w) = &mut sink.blocks else {
+            return;
+        };
+        let written = match w.write_pcapng_block(block) {
+            Ok(_) if w.get_ref().len() >= FLUSH_AT => sink.flush(),
+            Ok(_) => Ok(()),
+            Err(e) => Err(pcap_err(e)),
+        };
+        if let Err(e) = written {
             tracing::warn!(path = ?self.inner.path, error = %e, "capture tap stopped");
-            sink.writer = None;
+            sink.blocks = None;
         }
     }
 
     fn flush_quietly(&self) {
-        if let Err(e) = self.flush() {
+        let mut sink = self.sink();
+        if let Err(e) = sink.flush() {
             tracing::warn!(path = ?self.inner.path, error = %e, "capture tap stopped");
-            self.sink().writer = None;
+            sink.blocks = None;
         }
     }
 
@@ -200,6 +238,28 @@ impl CaptureTap {
             initiator,
         )))
     }
+}
+
+impl Sink {
+    /// Writes the buffered blocks to the file in one write: whole blocks, never a part of
+    /// one, so another writer appending to the file cannot split a block.
+    fn flush(&mut self) -> io::Result<()> {
+        let Some(w) = &mut self.blocks else {
+            return Ok(());
+        };
+        let buf = w.get_mut();
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let written = self.out.write_all(buf).and_then(|()| self.out.flush());
+        buf.clear();
+        written
+    }
+}
+
+/// `e` with the file's name in it.
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("capture file {}: {e}", path.display()))
 }
 
 fn pcap_err(e: pcap_file::PcapError) -> io::Error {

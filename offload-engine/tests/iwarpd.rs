@@ -316,12 +316,13 @@ fn refused_handshakes_are_warned_a_few_at_a_time() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-/// A message as large as the daemon's buffer has one place there: the line says "1 slot".
+/// A message as large as the daemon's buffer has one place there: the line says so, not
+/// "rotating over 1 slots".
 #[test]
 fn check_counts_one_slot_in_the_singular() {
     let d = Daemon::start(&["--buffer-size", "256K"]);
     let out = check(&[&d.addr, "--size", "256K", "--count", "2"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("rotating over 1 slot)"), "{stdout}");
+    assert!(stdout.contains("all in one slot of the remote buffer"), "{stdout}");
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! iwarpd --listen 0.0.0.0:4791 [--config /etc/iwarpd.conf]     # serve
 //! iwarpd --listen 0.0.0.0:4791 --pcap /tmp/iwarpd.pcapng     # serve, capturing to pcapng
-//! iwarpd check HOST:4791 [--size 1M] [--count 64]               # exercise a daemon
+//! iwarpd check HOST[:4791] [--size 1M] [--count 64]             # exercise a daemon
 //! ```
 //!
 //! Served connections each get a zero-based region of `buffer_size` octets with remote
@@ -24,77 +24,85 @@ use tracing_subscriber::EnvFilter;
 // A binary's root is src/bin/iwarpd.rs, so its private modules are named by path.
 #[path = "iwarpd/check.rs"]
 mod check;
+#[path = "iwarpd/check_addr.rs"]
+mod check_addr;
 #[path = "iwarpd/cli.rs"]
 mod cli;
 #[path = "iwarpd/config.rs"]
 mod config;
 #[path = "iwarpd/handover.rs"]
 mod handover;
+#[path = "iwarpd/inherit.rs"]
+mod inherit;
 #[path = "iwarpd/metrics.rs"]
 mod metrics;
+#[path = "iwarpd/out.rs"]
+mod out;
 #[path = "iwarpd/proto.rs"]
 mod proto;
+#[path = "iwarpd/qps.rs"]
+mod qps;
 #[path = "iwarpd/serve.rs"]
 mod serve;
 #[path = "iwarpd/stat.rs"]
 mod stat;
+#[path = "iwarpd/suggest.rs"]
+mod suggest;
 
 use cli::{Args, Mode};
 
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args_os()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = match Args::parse(argv.iter().cloned()) {
         Ok(a) => a,
         Err(e) => {
             // --help and --version print to stdout and exit 0; usage errors exit 2.
             let _ = e.print();
-            if let Some(hint) = cli::usage_hint(&e) {
-                eprintln!("\niwarpd: {hint}");
+            if let Some(hint) = cli::usage_hint(&e, cli::mode_word(&argv)) {
+                out::eline(&format!("\niwarpd: {hint}"));
             }
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    let cfg = match args.config() {
+    let (cfg, given) = match args.config_given() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("iwarpd: {e}");
+            out::eline(&format!("iwarpd: {e}"));
             return ExitCode::from(2);
         }
     };
-    if let Mode::Stat { json } = args.mode {
+    if let Mode::Stat { json, qps } = args.mode {
         let path = match &cfg.control {
             config::Control::Path(p) => p.clone(),
             _ => ipc::default_control_path(),
         };
-        return match stat::query(&path) {
-            Ok(d) if json => {
-                println!("{}", stat::json(&d));
-                ExitCode::SUCCESS
-            }
-            Ok(d) => {
-                print!("{}", stat::table(&d, &path));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("iwarpd stat: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return stat::run(&path, json, qps);
     }
     if args.mode == Mode::Serve && cfg.listen.is_none() && cfg.take_over.is_none() {
-        eprintln!("iwarpd: {}", serve::NO_LISTEN);
+        out::eline(&format!("iwarpd: {}", serve::NO_LISTEN));
         return ExitCode::from(2);
     }
     let default_log = match args.mode {
         Mode::Serve => "info",
         _ => "warn",
     };
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(cfg.log.as_deref().unwrap_or(default_log)));
-    tracing_subscriber::fmt()
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let by_env = from_env.is_some();
+    let filter =
+        from_env.unwrap_or_else(|| EnvFilter::new(cfg.log.as_deref().unwrap_or(default_log)));
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter_reloading();
+    let reload = logs.reload_handle();
+    logs.init();
+    // The `log` setting a successor takes over from the daemon before (RUST_LOG wins).
+    let set_log = move |log: &str| {
+        if let (false, Ok(filter)) = (by_env, EnvFilter::try_new(log)) {
+            let _ = reload.reload(filter);
+        }
+    };
     if args.mode == Mode::Serve {
         raise_descriptor_limit();
     }
@@ -104,7 +112,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("iwarpd: cannot start the async runtime: {e}");
+            out::eline(&format!("iwarpd: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -118,14 +126,14 @@ fn main() -> ExitCode {
             rt.block_on(check::run(&cfg, &opts))
                 .map_err(|e| format!("check FAILED: {e}"))
         }
-        _ => rt.block_on(serve::run(cfg)),
+        _ => rt.block_on(serve::run(cfg, &given, &set_log)),
     };
     // Connection tasks that outlived the shutdown are not waited for.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("iwarpd: {e}");
+            out::eline(&format!("iwarpd: {e}"));
             ExitCode::FAILURE
         }
     }

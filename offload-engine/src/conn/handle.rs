@@ -129,6 +129,12 @@ impl Qp {
         self.shared.num
     }
 
+    /// The addresses of its connection, this end's and the peer's (`None` once the
+    /// connection ended and its socket is closed).
+    pub fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        self.shared.lock().io.addrs()
+    }
+
     /// The current state.
     pub fn state(&self) -> QpState {
         self.shared.lock().stream.state()

@@ -58,6 +58,12 @@ impl Io {
         self.sock.is_some()
     }
 
+    /// This end's address and the peer's, while the socket is there.
+    pub(crate) fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        let sock = self.sock.as_deref()?;
+        Some((sock.local_addr().ok()?, sock.peer_addr().ok()?))
+    }
+
     /// One non-blocking read into `rx` through tokio's readiness (the driver's read).
     pub(crate) fn read(&mut self, rx: &mut BytesMut) -> io::Result<Read> {
         let Some(sock) = self.sock.as_deref() else {

@@ -22,6 +22,7 @@
 
 mod admit;
 mod files;
+mod listing;
 mod logs;
 mod memory;
 mod moving;
@@ -31,6 +32,7 @@ mod session;
 mod users;
 
 pub use crate::push_share::PushConfig;
+pub use listing::engine_counters;
 pub use moving::{MovingSession, SessionMover};
 
 use std::io;
@@ -144,6 +146,8 @@ struct Device {
     limits: LocalConfig,
     /// Every session, by the user it runs as.
     users: users::Users,
+    /// The daemon's other services, listed by `iwarpd stat`.
+    services: listing::Services,
     /// Sessions that can be asked to move to a successor daemon.
     movers: moving::Movers,
     /// How many memory files the daemon may map for its clients.
@@ -273,6 +277,7 @@ impl LocalService {
             share: Arc::new(crate::push_share::PushShare::new(cfg.push.clone())),
             limits: cfg,
             users: users::Users::default(),
+            services: listing::Services::default(),
             movers: moving::Movers::default(),
             files: files::FileBudget::read(),
         });

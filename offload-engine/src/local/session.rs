@@ -672,6 +672,9 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
                 ..s.engine.attrs()
             })
         }
+        ref listing @ (Request::ServiceStats | Request::ListQps { .. }) => {
+            super::listing::answer(s, listing)
+        }
         Request::Stats => {
             let own = {
                 let o = s.objs();

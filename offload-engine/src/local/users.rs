@@ -187,6 +187,15 @@ impl Users {
         (mine, all)
     }
 
+    /// Every session now.
+    pub(super) fn sessions(&self) -> Vec<Arc<Session>> {
+        self.lock()
+            .by_serial
+            .values()
+            .filter_map(|v| v.session.upgrade())
+            .collect()
+    }
+
     /// Sessions that opened the device now.
     pub(super) fn opened(&self) -> usize {
         self.lock().by_serial.values().filter(|v| v.opened).count()

@@ -269,3 +269,62 @@ fn create_writes_a_readable_file() {
     assert_eq!(n, 6);
     assert!(format!("{tap:?}").contains("tap-unit"));
 }
+
+/// Packets read back from a pcapng file: (sections, enhanced packet blocks). Every block
+/// must parse to the end of the file.
+fn sections_and_packets(data: &[u8]) -> (usize, usize) {
+    let mut reader = PcapNgReader::new(data).unwrap();
+    let (mut sections, mut packets) = (1, 0);
+    while let Some(b) = reader.next_block() {
+        match b.expect("every block parses") {
+            Block::SectionHeader(_) => sections += 1,
+            Block::EnhancedPacket(p) => {
+                assert_eq!(p.interface_id, 0, "the tap's one interface");
+                packets += 1;
+            }
+            _ => {}
+        }
+    }
+    (sections, packets)
+}
+
+/// A second tap appending to a file another tap still writes (a daemon and its
+/// successor) adds a section; the blocks of both stay whole, whatever their order.
+#[test]
+fn a_tap_appending_to_a_file_another_writes_keeps_every_block_whole() {
+    let path = std::env::temp_dir().join(format!("tap-append-{}.pcapng", std::process::id()));
+    let first = CaptureTap::create(&path).unwrap();
+    let mut a = Tap(Some(ConnTap::open(
+        first,
+        addr("10.0.0.1:1"),
+        addr("10.0.0.2:2"),
+        1460,
+        true,
+    )));
+    a.sent(b"before the second tap");
+    let second = CaptureTap::append(&path).unwrap();
+    let mut b = Tap(Some(ConnTap::open(
+        second,
+        addr("10.0.0.1:3"),
+        addr("10.0.0.2:4"),
+        1460,
+        true,
+    )));
+    // Interleaved: the first tap writes after the second one's section header.
+    for i in 0..50 {
+        a.sent(&[i; 700]);
+        b.received(&[i; 900]);
+    }
+    drop((a, b));
+    let data = std::fs::read(&path).unwrap();
+    // Three packets of handshake, 51 and 50 of data, the FIN and its ACK: per connection.
+    assert_eq!(
+        sections_and_packets(&data),
+        (2, (3 + 51 + 2) + (3 + 50 + 2))
+    );
+    // Created again, the file starts over.
+    drop(CaptureTap::create(&path).unwrap());
+    let data = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(sections_and_packets(&data), (1, 0));
+}

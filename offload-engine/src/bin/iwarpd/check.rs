@@ -3,7 +3,6 @@
 //! error is an `Err` naming the cause.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,6 +12,7 @@ use offload_engine::{ConnectError, Cq, Engine, Qp, QpEnd, QpInit};
 use rdmap::{Access, Completion, Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge};
 
 use crate::config::Config;
+use crate::out;
 use crate::proto::ServiceInfo;
 
 /// How long one completion may take before the daemon counts as unresponsive.
@@ -26,7 +26,7 @@ const LOCAL: Access = Access::LOCAL_READ.union(Access::LOCAL_WRITE);
 /// What to check.
 #[derive(Clone, Debug)]
 pub(crate) struct CheckOpts {
-    /// The daemon, `HOST:PORT`.
+    /// The daemon, `HOST[:PORT]` (4791 when left out).
     pub(crate) addr: String,
     /// Octets per RDMA Write/Read.
     pub(crate) size: Option<u32>,
@@ -36,8 +36,8 @@ pub(crate) struct CheckOpts {
 
 /// Runs the check, printing results on stdout.
 pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
-    let addr = resolve(&opts.addr).await?;
-    let engine = Engine::new(cfg.engine()?);
+    let addr = crate::check_addr::resolve(&opts.addr).await?;
+    let engine = Engine::new(cfg.engine_with(cfg.capture(false)?));
     let pd = engine.alloc_pd();
     let (send_cq, recv_cq) = (Cq::new(4096), Cq::new(4096));
     let mut init = QpInit::new(pd, &send_cq);
@@ -60,7 +60,7 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
         )
     })?;
     let (ird, ord) = qp.ird_ord();
-    println!(
+    out::line(&format!(
         "connected to {addr} ({}): remote buffer stag {} len {}, {} receive credits of {} \
          octets, IRD/ORD {ird}/{ord}",
         qp.num(),
@@ -68,7 +68,7 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
         info.remote.len,
         info.credits,
         info.recv_size
-    );
+    ));
     let size = match opts.size {
         Some(n) if n > info.remote.len => {
             return Err(format!(
@@ -100,17 +100,8 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
         Ok(end) => return Err(format!("the connection did not close gracefully: {end}")),
         Err(_) => return Err("the graceful close did not finish in time".into()),
     }
-    println!("check passed");
+    out::line("check passed");
     Ok(())
-}
-
-async fn resolve(addr: &str) -> Result<SocketAddr, String> {
-    let mut addrs = tokio::net::lookup_host(addr).await.map_err(|e| {
-        format!("cannot resolve `{addr}`: {e} (write HOST:PORT, e.g. 127.0.0.1:4791)")
-    })?;
-    addrs
-        .next()
-        .ok_or_else(|| format!("`{addr}` resolves to no address"))
 }
 
 /// The connected client side.
@@ -171,12 +162,16 @@ impl Client {
         }
         let t = start.elapsed().as_secs_f64();
         let octets = f64::from(count) * f64::from(size);
-        println!(
+        let rotating = if slots == 1 {
+            "all in one slot of the remote buffer".to_owned()
+        } else {
+            format!("rotating over {slots} slots of the remote buffer")
+        };
+        out::line(&format!(
             "RDMA Write + Read-back: {count} x {size} octets verified in {t:.3} s \
-             ({:.1} MiB/s each way, {window} in flight, rotating over {slots} slot{})",
-            octets / t.max(1e-9) / f64::from(1 << 20),
-            if slots == 1 { "" } else { "s" }
-        );
+             ({:.1} MiB/s each way, {window} in flight, {rotating})",
+            octets / t.max(1e-9) / f64::from(1 << 20)
+        ));
         Ok(())
     }
 
@@ -259,12 +254,12 @@ impl Client {
             self.finish_echo(m, rx, &mut scratch, &recv).await?;
         }
         let t = start.elapsed().as_secs_f64();
-        println!(
+        out::line(&format!(
             "Send + echo: {count} x {msg} octets verified in {t:.3} s ({:.0} messages/s, \
              {:.1} MiB/s each way, {window} in flight)",
             f64::from(count) / t.max(1e-9),
             f64::from(count) * f64::from(msg) / t.max(1e-9) / f64::from(1 << 20)
-        );
+        ));
         Ok(())
     }
 

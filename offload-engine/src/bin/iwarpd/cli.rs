@@ -1,6 +1,8 @@
 //! The command line, parsed by `clap`: the modes are derived subcommands, and every
-//! config key is also a flag generated from [`KEYS`] (`--buffer-size 1M`, `--crc=false`,
-//! before or after the mode), applied over the config file by [`Config::set`].
+//! config key is also a flag generated from [`KEYS`] (`--buffer-size 1M`, `--crc=false`),
+//! applied over the config file by [`Config::set`]. Before the mode every key is a flag;
+//! after it, only the keys the mode uses ([`CHECK_KEYS`], [`STAT_KEYS`]), so that
+//! `iwarpd check --help` lists only what a check uses.
 
 use std::path::PathBuf;
 
@@ -35,7 +37,7 @@ struct Cli {
     mode: Option<Sub>,
     /// The config file and every setting.
     #[command(flatten)]
-    settings: Settings,
+    settings: Settings<Daemon>,
 }
 
 /// The modes besides serving.
@@ -45,7 +47,8 @@ enum Sub {
     /// verified, then N Sends whose echoes are verified; prints throughput. Exits 1 on any
     /// mismatch or error.
     Check {
-        /// The daemon's address, HOST:PORT.
+        /// The daemon's address: HOST or HOST:PORT (port 4791 when left out); IPv6 as
+        /// [::1] or [::1]:PORT.
         addr: String,
         /// Octets per Write and Read (K, M, G suffixes), at most the peer's buffer
         /// [default: 1M, or the peer's buffer if smaller].
@@ -54,15 +57,27 @@ enum Sub {
         /// Rounds of each test.
         #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
         count: u32,
+        /// The config file and the settings of the check's own connection.
+        #[command(flatten)]
+        settings: Settings<CheckScope>,
     },
     /// Print the counters of the daemon serving local applications on the control
     /// socket (default: the `control` key's): applications, queue pairs, connections,
     /// FPDUs, payload octets per RDMAP opcode, Terminates sent and received, and the push
-    /// path's executions and discards by reason.
+    /// path's executions and discards by reason; for its local applications and its
+    /// built-in remote-memory service, as its metrics endpoint shows them.
     Stat {
-        /// One JSON object instead of a table.
+        /// One JSON object instead of a table (with --qps, an array of them).
         #[arg(long)]
         json: bool,
+        /// List every queue pair instead, one line each (as `rdma res show qp`): number,
+        /// service, state, local and peer address, the owning application's pid and uid,
+        /// counters.
+        #[arg(long)]
+        qps: bool,
+        /// The config file and the control socket.
+        #[command(flatten)]
+        settings: Settings<StatScope>,
     },
 }
 
@@ -74,13 +89,66 @@ fn check_size(value: &str) -> Result<u32, String> {
         .ok_or_else(|| "expected 1 to 4294967295 octets, e.g. --size 1M".to_owned())
 }
 
-/// `--config FILE` and a flag for every config key; global, so they go before or after
-/// the mode.
+/// Which config keys a command takes as flags.
+trait Scope {
+    /// Its keys, in [`KEYS`] order; `None`: every key.
+    const KEYS: Option<&'static [&'static str]>;
+
+    /// Whether `key` is one of its flags.
+    fn takes(key: &str) -> bool {
+        Self::KEYS.is_none_or(|keys| keys.contains(&key))
+    }
+}
+
+/// The daemon: every key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Settings {
+struct Daemon;
+
+impl Scope for Daemon {
+    const KEYS: Option<&'static [&'static str]> = None;
+}
+
+/// `iwarpd check`: the settings of its one connection, its log and its capture.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct CheckScope;
+
+/// The keys `iwarpd check` takes.
+pub(crate) const CHECK_KEYS: &[&str] = &[
+    "crc",
+    "markers",
+    "large_fpdus",
+    "extensions",
+    "mpa_revision",
+    "ird",
+    "ord",
+    "p2p",
+    "connect_timeout",
+    "log",
+    "pcap",
+];
+
+impl Scope for CheckScope {
+    const KEYS: Option<&'static [&'static str]> = Some(CHECK_KEYS);
+}
+
+/// `iwarpd stat`: where the daemon is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct StatScope;
+
+/// The keys `iwarpd stat` takes.
+pub(crate) const STAT_KEYS: &[&str] = &["control"];
+
+impl Scope for StatScope {
+    const KEYS: Option<&'static [&'static str]> = Some(STAT_KEYS);
+}
+
+/// `--config FILE` and a flag for every config key of scope `S`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Settings<S> {
     config_file: Option<PathBuf>,
     /// (key, value, flag) for every key given, in [`KEYS`] order.
     overrides: Vec<(String, String, String)>,
+    scope: std::marker::PhantomData<S>,
 }
 
 /// The flag of config key `key`: `buffer_size` is `--buffer-size` (`--buffer_size` too).
@@ -88,21 +156,24 @@ fn flag_of(key: &str) -> String {
     key.replace('_', "-")
 }
 
-impl clap::Args for Settings {
+/// The keys of scope `S`, with what each means.
+fn keys_of<S: Scope>() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    KEYS.iter().filter(|(key, _)| S::takes(key))
+}
+
+impl<S: Scope + Clone + Send + Sync + 'static> clap::Args for Settings<S> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         let config = Arg::new("config")
             .long("config")
             .value_name("FILE")
             .value_parser(clap::value_parser!(PathBuf))
-            .global(true)
             .help("The config file (TOML): settings under the flags given here");
-        KEYS.iter().fold(cmd.arg(config), |cmd, &(key, help)| {
+        keys_of::<S>().fold(cmd.arg(config), |cmd, &(key, help)| {
             let flag = flag_of(key);
             let mut arg = Arg::new(key)
                 .long(flag.clone())
                 .value_name("VALUE")
                 .action(ArgAction::Set)
-                .global(true)
                 .help(help);
             if flag != key {
                 arg = arg.alias(key);
@@ -116,10 +187,9 @@ impl clap::Args for Settings {
     }
 }
 
-impl FromArgMatches for Settings {
+impl<S: Scope> FromArgMatches for Settings<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let overrides = KEYS
-            .iter()
+        let overrides = keys_of::<S>()
             .filter_map(|&(key, _)| {
                 let value = m.get_one::<String>(key)?;
                 Some((key.to_owned(), value.clone(), format!("--{}", flag_of(key))))
@@ -128,12 +198,22 @@ impl FromArgMatches for Settings {
         Ok(Self {
             config_file: m.get_one::<PathBuf>("config").cloned(),
             overrides,
+            scope: std::marker::PhantomData,
         })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
+    }
+}
+
+impl<S> Settings<S> {
+    /// These settings, then `later`'s over them (a mode's flags over the daemon's).
+    fn then<T>(self, later: Settings<T>) -> (Option<PathBuf>, Vec<(String, String, String)>) {
+        let mut overrides = self.overrides;
+        overrides.extend(later.overrides);
+        (later.config_file.or(self.config_file), overrides)
     }
 }
 
@@ -155,6 +235,8 @@ pub(crate) enum Mode {
     Stat {
         /// As JSON instead of a table.
         json: bool,
+        /// Every queue pair instead of the totals.
+        qps: bool,
     },
 }
 
@@ -179,20 +261,43 @@ impl Args {
         T: Into<std::ffi::OsString> + Clone,
     {
         let cli = Cli::try_parse_from(args)?;
-        let mode = match cli.mode {
-            None => Mode::Serve,
-            Some(Sub::Check { addr, size, count }) => Mode::Check { addr, size, count },
-            Some(Sub::Stat { json }) => Mode::Stat { json },
+        let (mode, (config_file, overrides)) = match cli.mode {
+            None => (
+                Mode::Serve,
+                cli.settings.then(Settings::<Daemon>::default()),
+            ),
+            Some(Sub::Check {
+                addr,
+                size,
+                count,
+                settings,
+            }) => (
+                Mode::Check { addr, size, count },
+                cli.settings.then(settings),
+            ),
+            Some(Sub::Stat {
+                json,
+                qps,
+                settings,
+            }) => (Mode::Stat { json, qps }, cli.settings.then(settings)),
         };
         Ok(Self {
             mode,
-            config_file: cli.settings.config_file,
-            overrides: cli.settings.overrides,
+            config_file,
+            overrides,
         })
     }
 
     /// The settings: defaults, then the config file, then the flags.
+    #[cfg(test)]
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
+        self.config_given().map(|(cfg, _)| cfg)
+    }
+
+    /// [`Self::config`], and the keys given in the config file or as flags, each with
+    /// its origin (`FILE line N`, `--flag`; a flag's after the file's line).
+    pub(crate) fn config_given(&self) -> Result<(Config, Vec<(String, String)>), ConfigError> {
+        let mut given = Vec::new();
         let mut cfg = Config::default();
         if let Some(path) = &self.config_file {
             let name = path.display().to_string();
@@ -200,25 +305,37 @@ impl Args {
                 origin: name.clone(),
                 message: format!("cannot read the config file ({e}): check the --config path"),
             })?;
-            if cfg.load_str(&text, &name)? == crate::config::Format::Unquoted {
-                eprintln!(
+            let format = cfg.load_str(&text, &name)?;
+            given.extend(crate::config::keys_in_file(&text, &name));
+            if format == crate::config::Format::Unquoted {
+                crate::out::eline(&format!(
                     "iwarpd: {name} is in the unquoted form of earlier versions; it still \
                      works, but the config file is TOML now: put text values in quotes \
                      (listen = \"0.0.0.0:4791\", buffer_size = \"4M\")"
-                );
+                ));
             }
         }
         for (key, value, flag) in &self.overrides {
             cfg.set(key, value, flag)?;
+            given.push((key.clone(), flag.clone()));
         }
-        Ok(cfg)
+        Ok((cfg, given))
     }
 }
 
+/// The mode a command line asks for (`check`, `stat`), if any: its first word that names
+/// one.
+pub(crate) fn mode_word(args: &[std::ffi::OsString]) -> Option<&'static str> {
+    args.iter()
+        .skip(1)
+        .find_map(|a| ["check", "stat"].into_iter().find(|m| a.as_os_str() == *m))
+}
+
 /// Where a rejected argument belongs, in the user's words, for the usage errors clap
-/// cannot know: a mode's flag given to another mode, an address given without
-/// `--listen`, a setting that does not exist.
-pub(crate) fn usage_hint(err: &clap::Error) -> Option<String> {
+/// cannot know: a mode's flag given to another mode, a daemon's setting given to a mode
+/// (`mode`: the one asked for), an address given without `--listen`, a setting that does
+/// not exist.
+pub(crate) fn usage_hint(err: &clap::Error, mode: Option<&str>) -> Option<String> {
     let arg = match err.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => s.clone(),
         _ => match err.get(ContextKind::InvalidSubcommand) {
@@ -235,10 +352,31 @@ pub(crate) fn usage_hint(err: &clap::Error) -> Option<String> {
         ErrorKind::UnknownArgument if name == "size" || name == "count" => Some(format!(
             "--{name} belongs to check mode: iwarpd check ADDR --{name} N"
         )),
+        ErrorKind::UnknownArgument
+            if arg.starts_with("--") && mode.is_some() && describe_flag(name).is_some() =>
+        {
+            let mode = mode.unwrap_or_default();
+            let takes = if mode == "stat" {
+                STAT_KEYS
+            } else {
+                CHECK_KEYS
+            };
+            let flags: Vec<String> = takes.iter().map(|k| format!("--{}", flag_of(k))).collect();
+            Some(format!(
+                "--{name} is a setting of the daemon, not of `iwarpd {mode}`, which takes \
+                 --config and {} (iwarpd {mode} --help says what each means)",
+                flags.join(", ")
+            ))
+        }
         ErrorKind::UnknownArgument if arg.starts_with("--") => {
             let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            let key = crate::config::canonical_key(name);
+            let guess = crate::suggest::nearest(&key, known.iter().copied())
+                .map(|k| format!(" did you mean --{}?", flag_of(k)))
+                .unwrap_or_default();
             Some(format!(
-                "unknown setting `{name}`: the settings are {} (iwarpd --help says what each means)",
+                "unknown setting `{name}`:{guess} the settings are {} (iwarpd --help says what \
+                 each means)",
                 known.join(", ")
             ))
         }
@@ -255,11 +393,32 @@ pub(crate) fn usage_hint(err: &clap::Error) -> Option<String> {
     }
 }
 
-/// The full `--help` text (for the tests).
+/// The config key a flag name (`buffer-size`, `buffer_size`) stands for, if any.
+fn describe_flag(name: &str) -> Option<&'static str> {
+    let key = crate::config::canonical_key(name);
+    KEYS.iter().find(|(k, _)| *k == key).map(|(k, _)| *k)
+}
+
+/// The full `--help` text (for the tests): the daemon's, or a mode's.
+#[cfg(test)]
+fn help_of(mode: Option<&str>) -> String {
+    use clap::CommandFactory as _;
+    let mut cmd = Cli::command();
+    cmd.build();
+    match mode {
+        None => cmd.render_long_help().to_string(),
+        Some(m) => cmd
+            .find_subcommand_mut(m)
+            .expect("a mode")
+            .render_long_help()
+            .to_string(),
+    }
+}
+
+/// The daemon's `--help` text (for the tests).
 #[cfg(test)]
 fn help() -> String {
-    use clap::CommandFactory as _;
-    Cli::command().render_long_help().to_string()
+    help_of(None)
 }
 
 #[cfg(test)]
@@ -273,7 +432,11 @@ mod tests {
     fn hint(s: &str) -> String {
         let e = parse(s).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
-        usage_hint(&e).unwrap_or_else(|| e.to_string())
+        let args: Vec<std::ffi::OsString> = std::iter::once("iwarpd")
+            .chain(s.split_whitespace())
+            .map(Into::into)
+            .collect();
+        usage_hint(&e, mode_word(&args)).unwrap_or_else(|| e.to_string())
     }
 
     #[test]
@@ -285,12 +448,31 @@ mod tests {
     #[test]
     fn stat_mode_takes_json_and_the_control_path() {
         let a = parse("stat --json --control /tmp/x.sock").unwrap();
-        assert_eq!(a.mode, Mode::Stat { json: true });
+        assert_eq!(
+            a.mode,
+            Mode::Stat {
+                json: true,
+                qps: false
+            }
+        );
         assert_eq!(
             a.config().unwrap().control,
             crate::config::Control::Path("/tmp/x.sock".into())
         );
-        assert_eq!(parse("stat").unwrap().mode, Mode::Stat { json: false });
+        assert_eq!(
+            parse("stat").unwrap().mode,
+            Mode::Stat {
+                json: false,
+                qps: false
+            }
+        );
+        assert_eq!(
+            parse("stat --qps --json").unwrap().mode,
+            Mode::Stat {
+                json: true,
+                qps: true
+            }
+        );
         let a = parse("--control /tmp/y.sock stat").unwrap();
         assert_eq!(
             a.config().unwrap().control,
@@ -384,6 +566,64 @@ mod tests {
         assert!(
             help.contains("octets of remote-accessible memory"),
             "{help}"
+        );
+    }
+
+    /// The long flags a `--help` text lists (its lines that start with a flag).
+    fn flags_in(help: &str) -> Vec<String> {
+        help.lines()
+            .filter(|l| l.trim_start().starts_with('-'))
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+            .map(|w| w.trim_end_matches(',').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn each_mode_lists_only_its_own_options() {
+        let mut got = flags_in(&help_of(Some("check")));
+        let mut want: Vec<String> = ["--size", "--count", "--config"]
+            .into_iter()
+            .map(String::from)
+            .chain(CHECK_KEYS.iter().map(|k| format!("--{}", flag_of(k))))
+            .chain(["--help".into()])
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "check --help");
+        let mut stat = flags_in(&help_of(Some("stat")));
+        stat.sort();
+        assert_eq!(
+            stat,
+            ["--config", "--control", "--help", "--json", "--qps"],
+            "stat --help"
+        );
+        // The daemon's lists every key.
+        let daemon = flags_in(&help());
+        for (key, _) in KEYS {
+            assert!(
+                daemon.contains(&format!("--{}", flag_of(key))),
+                "--help lacks {key}"
+            );
+        }
+        // A mode's own settings after it, the daemon's before it.
+        let a = parse("check h --crc false --log debug").unwrap();
+        assert!(!a.config().unwrap().crc);
+        let a = parse("--control /tmp/a.sock stat --control /tmp/b.sock").unwrap();
+        assert_eq!(
+            a.config().unwrap().control,
+            crate::config::Control::Path("/tmp/b.sock".into()),
+            "the mode's flag wins"
+        );
+        let e = hint("check h --buffer-size 1M");
+        assert!(
+            e.contains("--buffer-size is a setting of the daemon"),
+            "{e}"
+        );
+        assert!(e.contains("--crc"), "{e}");
+        let e = hint("stat --crc false");
+        assert!(
+            e.contains("not of `iwarpd stat`, which takes --config and --control"),
+            "{e}"
         );
     }
 }

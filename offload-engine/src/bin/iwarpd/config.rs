@@ -101,7 +101,7 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     (
         "control",
         "Unix socket local applications attach to (verbs with IWARP_DEVICE=unix:PATH), \
-         or `off`; default /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
+         `off`, or `default`: /run/iwarpd.sock as root, else $XDG_RUNTIME_DIR/iwarpd.sock",
     ),
     (
         "handover",
@@ -541,12 +541,16 @@ impl Config {
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,
+                    "default" => Control::Default,
                     path => Control::Path(PathBuf::from(path)),
                 }
             }
             _ => {
+                let guess = crate::suggest::nearest(&key, KEYS.iter().map(|(k, _)| *k))
+                    .map(|k| format!(" did you mean `{k}`?"))
+                    .unwrap_or_default();
                 return Err(err(format!(
-                    "unknown setting `{key}`; the known ones are: {}",
+                    "unknown setting `{key}`;{guess} the known ones are: {}",
                     known_keys()
                 )));
             }
@@ -554,14 +558,29 @@ impl Config {
         Ok(())
     }
 
-    /// The engine settings, with the capture file created when `pcap` is set.
-    pub(crate) fn engine(&self) -> Result<EngineConfig, String> {
+    /// The capture `pcap` asks for, if any: the file created (truncated), or with
+    /// `append` continued (a successor goes on with the capture of the daemon before). Make
+    /// it once and give every engine of the process a clone ([`Self::engine_with`]): one
+    /// writer per file.
+    pub(crate) fn capture(&self, append: bool) -> Result<Option<CaptureTap>, String> {
+        let Some(path) = &self.pcap else {
+            return Ok(None);
+        };
+        let tap = if append {
+            CaptureTap::append(path)
+        } else {
+            CaptureTap::create(path)
+        };
+        tap.map(Some).map_err(|e| {
+            format!("cannot capture: {e} (check the `pcap` path, or leave `pcap` out)")
+        })
+    }
+
+    /// The engine settings, capturing to `tap` (from [`Self::capture`]).
+    pub(crate) fn engine_with(&self, tap: Option<CaptureTap>) -> EngineConfig {
         let mut cfg = self.engine_config();
-        if let Some(path) = &self.pcap {
-            let tap = CaptureTap::create(path).map_err(|e| format!("cannot capture: {e}"))?;
-            cfg.pcap = Some(tap);
-        }
-        Ok(cfg)
+        cfg.pcap = tap;
+        cfg
     }
 
     /// The engine settings these values ask for (without the capture file).
@@ -585,6 +604,31 @@ impl Config {
         // Posted receives must fit the receive queue.
         cfg.stream.rq_depth = cfg.stream.rq_depth.max(self.recv_depth as usize);
         cfg
+    }
+}
+
+/// The keys a config file's text sets, each with its origin (`FILE line N`), for a text
+/// that [`Config::load_str`] accepted.
+pub(crate) fn keys_in_file(text: &str, name: &str) -> Vec<(String, String)> {
+    type Entries = std::collections::BTreeMap<Spanned<String>, toml::Value>;
+    match toml::from_str::<Entries>(text) {
+        Ok(entries) => entries
+            .keys()
+            .map(|k| {
+                let line = line_of(text, k.span().start);
+                (canonical_key(k.get_ref()), format!("{name} line {line}"))
+            })
+            .collect(),
+        // The unquoted form of earlier versions.
+        Err(_) => text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, raw)| {
+                let line = raw.split_once('#').map_or(raw, |(before, _)| before);
+                let (key, _) = line.split_once('=')?;
+                Some((canonical_key(key), format!("{name} line {}", i + 1)))
+            })
+            .collect(),
     }
 }
 
@@ -776,6 +820,30 @@ mod tests {
     }
 
     #[test]
+    fn the_keys_a_file_sets_are_named_with_their_lines() {
+        let toml = "# c\ncrc = false\n\nbuffer-size = \"1M\"\n";
+        assert_eq!(
+            keys_in_file(toml, "a.conf"),
+            [
+                ("buffer_size".to_owned(), "a.conf line 4".to_owned()),
+                ("crc".to_owned(), "a.conf line 2".to_owned())
+            ]
+        );
+        let old = "listen = 0.0.0.0:1  # x\n# crc = true\nmax_qps = 3\n";
+        assert_eq!(
+            keys_in_file(old, "b.conf"),
+            [
+                ("listen".to_owned(), "b.conf line 1".to_owned()),
+                ("max_qps".to_owned(), "b.conf line 3".to_owned())
+            ]
+        );
+        assert_eq!(
+            load("control = default\n").unwrap().control,
+            Control::Default
+        );
+    }
+
+    #[test]
     fn an_empty_file_keeps_the_defaults() {
         assert_eq!(load("\n# nothing\n   \n").unwrap(), Config::default());
     }
@@ -793,6 +861,16 @@ mod tests {
         let e = load("\n\nbufsize = 1M\n").unwrap_err();
         assert_eq!(e.origin, "test.conf line 3");
         assert!(e.message.contains("unknown setting `bufsize`"), "{e}");
+        assert!(e.message.contains("did you mean `buffer_size`?"), "{e}");
+        let e = load("crc = true\nrecv_deph = 4\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "test.conf line 2: unknown setting `recv_deph`; did you mean `recv_depth`?"
+            ),
+            "{e}"
+        );
+        let e = load("colour = \"blue\"\n").unwrap_err();
+        assert!(!e.message.contains("did you mean"), "nothing near: {e}");
         assert!(
             e.message.contains("buffer_size"),
             "lists the known keys: {e}"

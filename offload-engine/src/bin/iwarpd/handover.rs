@@ -9,7 +9,9 @@
 //! 1. successor: `HELLO` ("iWHO" and the version);
 //! 2. daemon: `REFUSED` (why, as text), or `LISTENER` with the listening socket (its body:
 //!    the highest STag index the daemon handed out, 4 octets LE, which the successor
-//!    keeps, with a margin, for the entries that will move in), then `CONTROL` with the
+//!    keeps, with a margin, for the entries that will move in; then the daemon's running
+//!    settings, which the successor takes where it was not given its own: `inherit.rs`;
+//!    a successor of an earlier release reads the first 4 octets only), then `CONTROL` with the
 //!    control socket of local applications if it serves them; it stops accepting on
 //!    both, and the successor starts; the daemon answers the connection requests it had
 //!    begun to read (for up to [`DRAIN`]), so they move with the rest;
@@ -315,6 +317,7 @@ impl Handover {
         sock: UnixStream,
         listener: &offload_engine::Listener,
         control: Option<BorrowedFd<'_>>,
+        settings: Vec<u8>,
     ) -> Result<Self, String> {
         let this = Self {
             sock: Arc::new(sock),
@@ -336,9 +339,9 @@ impl Handover {
         };
         let fd = dup(listener.socket(), "listening socket")?;
         let high = offload_engine::tpt::index_high_water();
-        this.say(LISTENER, high.to_le_bytes().to_vec(), vec![fd])
-            .await
-            .map_err(failed)?;
+        let mut body = high.to_le_bytes().to_vec();
+        body.extend(settings);
+        this.say(LISTENER, body, vec![fd]).await.map_err(failed)?;
         // The successor accepts from now on.
         listener.stop_accepting();
         if let Some(control) = control {
@@ -530,16 +533,22 @@ pub(crate) struct TakenOver {
     pub(crate) link: UnixStream,
 }
 
-/// The successor's side: takes the listening socket, the control socket (on which
-/// `serve_local` starts the local service), every connection and every local
-/// application's session from the daemon whose handover socket is `path`.
-pub(crate) async fn take_over(
-    engine: &Engine,
-    path: &Path,
-    serve_local: impl FnOnce(
-        Option<std::os::unix::net::UnixListener>,
-    ) -> Result<Option<LocalGuard>, String>,
-) -> Result<TakenOver, String> {
+/// A take-over begun: the daemon before answered, stopped accepting and handed its
+/// listening socket over, with its running settings. [`Prelude::finish`] takes the rest
+/// on an engine made with those settings.
+pub(crate) struct Prelude {
+    sock: Arc<UnixStream>,
+    listener: OwnedFd,
+    /// What the daemon before said of its settings: `None` if it said nothing (an
+    /// earlier release), `Err` if they cannot be read.
+    pub(crate) settings: Option<Result<Vec<(String, String)>, String>>,
+    /// The handover socket, in messages.
+    path: String,
+}
+
+/// The successor's side, first half: asks the daemon whose handover socket is `path` for
+/// its listening socket and settings.
+pub(crate) async fn begin_take_over(path: &Path) -> Result<Prelude, String> {
     let p = path.display().to_string();
     let sock = UnixStream::connect(path).map_err(|e| {
         format!(
@@ -552,12 +561,9 @@ pub(crate) async fn take_over(
     blocking(move || send(&s, HELLO, HELLO_BODY, &[]))
         .await
         .map_err(fail)?;
-    let next = || {
-        let s = Arc::clone(&sock);
-        blocking(move || recv(&s))
-    };
+    let s = Arc::clone(&sock);
     let m = expect(
-        next().await.map_err(fail)?,
+        blocking(move || recv(&s)).await.map_err(fail)?,
         LISTENER,
         "the listening socket",
     )
@@ -567,11 +573,59 @@ pub(crate) async fn take_over(
         let high = u32::from_le_bytes(high.try_into().expect("4 octets"));
         offload_engine::tpt::hold_indices_through(high.saturating_add(INDEX_MARGIN));
     }
-    let fd = m
+    let settings = m
+        .body
+        .get(4..)
+        .filter(|rest| !rest.is_empty())
+        .map(crate::inherit::decode);
+    let listener = m
         .fds
         .into_iter()
         .next()
         .ok_or("the listening socket did not come")?;
+    Ok(Prelude {
+        sock,
+        listener,
+        settings,
+        path: p,
+    })
+}
+
+impl Prelude {
+    /// The second half: listens on the socket handed over with `engine`, and takes the
+    /// control socket (on which `serve_local` starts the local service), every
+    /// connection and every local application's session.
+    pub(crate) async fn finish(
+        self,
+        engine: &Engine,
+        serve_local: impl FnOnce(
+            Option<std::os::unix::net::UnixListener>,
+        ) -> Result<Option<LocalGuard>, String>,
+    ) -> Result<TakenOver, String> {
+        let Self {
+            sock,
+            listener: fd,
+            path: p,
+            ..
+        } = self;
+        take_rest(engine, sock, fd, &p, serve_local).await
+    }
+}
+
+/// [`Prelude::finish`].
+async fn take_rest(
+    engine: &Engine,
+    sock: Arc<UnixStream>,
+    fd: OwnedFd,
+    p: &str,
+    serve_local: impl FnOnce(
+        Option<std::os::unix::net::UnixListener>,
+    ) -> Result<Option<LocalGuard>, String>,
+) -> Result<TakenOver, String> {
+    let next = || {
+        let s = Arc::clone(&sock);
+        blocking(move || recv(&s))
+    };
     let listener = engine
         .listen_on_std(std::net::TcpListener::from(fd))
         .map_err(|e| format!("cannot listen on the socket handed over: {e}"))?;

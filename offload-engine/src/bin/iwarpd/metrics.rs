@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use ipc::control::DeviceCounters;
 use ipc::qpseg::Discard;
-use offload_engine::EngineStats;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,25 +31,22 @@ const MAX_SCRAPES: usize = 8;
 /// One scrape's numbers: each service's counters, by the name of its `service` label.
 pub(crate) type Source = Arc<dyn Fn() -> Vec<(&'static str, DeviceCounters)> + Send + Sync>;
 
-/// An engine's counters in the shape of the local service's.
-pub(crate) fn engine_counters(st: &EngineStats) -> DeviceCounters {
-    let mut d = DeviceCounters {
-        connections: st.connections,
-        connections_closed: st.connections_closed,
-        device_queue_pairs: u32::try_from(st.queue_pairs).unwrap_or(u32::MAX),
-        ..DeviceCounters::default()
-    };
-    d.totals.set_traffic(&st.traffic);
-    d.totals.set_push(&st.push);
-    d
-}
-
 /// The metrics endpoint serving; dropping it closes the listening socket (scrapes under
 /// way finish).
 pub(crate) struct Endpoint {
     /// The bound address (port 0 picks one).
     pub(crate) addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl Endpoint {
+    /// Stops serving and returns once the listening socket is closed, so that a successor
+    /// can bind the port at once (dropping it closes the socket only when the runtime next
+    /// polls the aborted task).
+    pub(crate) async fn close(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
 }
 
 impl Drop for Endpoint {

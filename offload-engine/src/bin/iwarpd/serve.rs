@@ -2,7 +2,6 @@
 //! connection, and a clean shutdown on SIGINT/SIGTERM.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,8 @@ use bytes::Bytes;
 use offload_engine::local::{LocalConfig, LocalService};
 use offload_engine::tpt::{Base, PdId};
 use offload_engine::{
-    Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc,
+    CaptureTap, Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots,
+    Srq, Wc,
 };
 use rdmap::{
     Access, Completion, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr,
@@ -39,12 +39,14 @@ pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.
      over with --take-over PATH)";
 
 /// Starts serving local applications on the control socket (`handed`: the one a daemon
-/// before handed over, else the `control` key's path), with an engine of their own (the
-/// remote-memory target's idle timeout does not apply to them). The task stops, and the
-/// socket file is removed, when the returned guard is dropped.
+/// before handed over, else the `control` key's path), with engines of their own (the
+/// remote-memory target's idle timeout does not apply to them) capturing to the daemon's
+/// one `tap`. The task stops, and the socket file is removed, when the returned guard is
+/// dropped.
 fn serve_local(
     cfg: &Config,
     handed: Option<std::os::unix::net::UnixListener>,
+    tap: Option<CaptureTap>,
 ) -> Result<Option<LocalGuard>, String> {
     let (path, explicit) = match &cfg.control {
         Control::Off => {
@@ -58,7 +60,7 @@ fn serve_local(
         Control::Default => (ipc::default_control_path(), false),
         Control::Path(p) => (p.clone(), true),
     };
-    let mut ecfg = cfg.engine()?;
+    let mut ecfg = cfg.engine_with(tap);
     ecfg.timeouts.idle = None;
     let limits = LocalConfig {
         max_clients: cfg.max_local_clients,
@@ -144,6 +146,10 @@ impl LocalGuard {
     }
 }
 
+/// The built-in remote-memory service's name in the metrics (`service` label) and in
+/// `iwarpd stat`.
+pub(crate) const BUILT_IN_SERVICE: &str = "remote_memory";
+
 /// `metrics = ADDR`: serves the counters of the remote-memory service (`engine`) and of
 /// the local applications (`local`) at ADDR/metrics.
 async fn serve_metrics(
@@ -157,8 +163,8 @@ async fn serve_metrics(
         .map(LocalService::counters);
     let source: crate::metrics::Source = Arc::new(move || {
         let mut all = vec![(
-            "remote_memory",
-            crate::metrics::engine_counters(&engine.stats()),
+            BUILT_IN_SERVICE,
+            offload_engine::local::engine_counters(&engine.stats()),
         )];
         all.extend(local.as_ref().map(|l| ("local", l.read())));
         all
@@ -180,19 +186,87 @@ impl Drop for LocalGuard {
     }
 }
 
+/// The settings of a successor: `cfg` (its keys `given` on its command line or in its
+/// config file, with their origins), with the rest taken from the daemon before as the
+/// handover's `prelude` carries them; what differs is logged, and a `log` filter taken
+/// over applied (`set_log`).
+fn inherit_settings(
+    cfg: Config,
+    given: &[(String, String)],
+    prelude: &handover::Prelude,
+    set_log: &dyn Fn(&str),
+) -> Config {
+    let theirs = match &prelude.settings {
+        Some(Ok(theirs)) => theirs,
+        Some(Err(e)) => {
+            tracing::warn!(
+                "the daemon before sent settings this daemon cannot read ({e}): running with this daemon's own"
+            );
+            return cfg;
+        }
+        None => {
+            tracing::warn!(
+                "the daemon before sent no settings (a release before they were handed over): \
+                 running with this daemon's own"
+            );
+            return cfg;
+        }
+    };
+    let log_before = cfg.log.clone();
+    let (cfg, notes) = crate::inherit::take(cfg, given, theirs);
+    for note in &notes {
+        if note.is_warning() {
+            tracing::warn!("setting {note}");
+        } else {
+            tracing::info!("setting {note}");
+        }
+    }
+    if notes.is_empty() {
+        tracing::info!("settings: the same as the daemon before's");
+    }
+    if cfg.log != log_before
+        && let Some(log) = &cfg.log
+    {
+        set_log(log);
+    }
+    cfg
+}
+
 /// Runs the daemon until SIGINT or SIGTERM (or until it handed everything to a
-/// successor); `Err` says why it could not.
-pub(crate) async fn run(cfg: Config) -> Result<(), String> {
+/// successor); `Err` says why it could not. `given`: the keys given on the command line
+/// or in the config file, which a successor keeps over the daemon before's;
+/// `set_log`: applies a log filter taken over.
+pub(crate) async fn run(
+    cfg: Config,
+    given: &[(String, String)],
+    set_log: &dyn Fn(&str),
+) -> Result<(), String> {
     let mut sigterm =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
-    let engine = Engine::new(cfg.engine()?);
-    // A successor takes the listening socket and the connections of the daemon before.
-    let (listener, resumed, local_service, predecessor) = match &cfg.take_over {
+    // A successor takes the listening socket and the settings of the daemon before first:
+    // its engines run with the settings it was not given itself.
+    let (cfg, prelude) = match cfg.take_over.clone() {
         Some(path) => {
-            let t =
-                handover::take_over(&engine, path, |control| serve_local(&cfg, control)).await?;
+            let prelude = handover::begin_take_over(&path).await?;
+            (
+                inherit_settings(cfg, given, &prelude, set_log),
+                Some(prelude),
+            )
+        }
+        None => (cfg, None),
+    };
+    // One capture writer for every engine of the daemon (the remote-memory target's and
+    // the local service's shards); a successor goes on with the file of the daemon before.
+    let tap = cfg.capture(prelude.is_some())?;
+    let engine = Engine::new(cfg.engine_with(tap.clone()));
+    // A successor takes the connections of the daemon before.
+    let (listener, resumed, local_service, predecessor) = match prelude {
+        Some(prelude) => {
+            let t = prelude
+                .finish(&engine, |control| serve_local(&cfg, control, tap.clone()))
+                .await?;
             (t.listener, t.resumed, t.local, Some(t.link))
         }
         None => {
@@ -202,10 +276,20 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
                     "cannot listen on {addr}: {e} (is the port in use, or the address not local?)"
                 )
             })?;
-            (listener, Vec::new(), serve_local(&cfg, None)?, None)
+            (
+                listener,
+                Vec::new(),
+                serve_local(&cfg, None, tap.clone())?,
+                None,
+            )
         }
     };
     let mut local_service = local_service;
+    // `iwarpd stat` (asked on the control socket) shows the built-in service too, with
+    // the numbers the metrics endpoint shows for it.
+    if let Some(service) = local_service.as_ref().and_then(LocalGuard::service) {
+        service.list_service(BUILT_IN_SERVICE, engine.clone());
+    }
     let local = listener.local_addr();
     let cfg = Arc::new(cfg);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -244,8 +328,7 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
     };
     // The one line on stdout, once everything serves: scripts and tests read the bound
     // address from it.
-    println!("listening on {local}");
-    let _ = std::io::stdout().flush();
+    crate::out::line(&format!("listening on {local}"));
     tracing::info!(
         addr = %local,
         buffer_size = cfg.buffer_size,
@@ -277,7 +360,8 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
             }
             Some(sock) = async { handovers.as_mut()?.next().await } => {
                 let control = local_service.as_ref().and_then(LocalGuard::socket);
-                let moving = match handover::Handover::begin(sock, &listener, control).await {
+                let settings = crate::inherit::encode(&cfg);
+                let moving = match handover::Handover::begin(sock, &listener, control, settings).await {
                     Ok(h) => {
                         // The successor accepts local applications from now on.
                         if let Some(local) = local_service.as_mut() {
@@ -326,7 +410,10 @@ pub(crate) async fn run(cfg: Config) -> Result<(), String> {
         }
     };
     drop(handovers);
-    drop(metrics);
+    // Closed before the successor is told it may bind the port.
+    if let Some(metrics) = metrics {
+        metrics.close().await;
+    }
     if let Some((link, sessions_moved)) = successor {
         drop(link);
         // What did not move stays here and is served until it ends: local applications

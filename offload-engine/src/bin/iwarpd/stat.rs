@@ -1,11 +1,16 @@
 //! `iwarpd stat`: asks a running daemon for its counters on the control socket, as a local
-//! application would (Open, then Stats), and prints them as a table or as JSON.
+//! application would (Open, then Stats and ServiceStats), and prints them as a table or as
+//! JSON: its local applications' and its built-in service's, as its metrics endpoint
+//! shows them.
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::process::ExitCode;
 
 use ipc::channel::{Inbox, send_all};
-use ipc::control::{Counters, DeviceCounters, OPCODES, Reply, Request, func, reply_fds};
+use ipc::control::{
+    DeviceCounters, OPCODES, Reply, Request, ServiceCounters, error, func, reply_fds,
+};
 use ipc::qpseg::Discard;
 
 /// The RDMAP opcodes' names, by value.
@@ -28,64 +33,144 @@ pub(crate) const OPCODE_NAMES: [&str; OPCODES] = [
     "send_se_invalidate_imm",
 ];
 
-/// Asks the daemon at `path` for its counters.
-pub(crate) fn query(path: &Path) -> Result<DeviceCounters, String> {
-    let sock = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "cannot reach iwarpd at {}: {e}. Is it running with this control socket? \
-             Pass the one it serves with --control PATH",
-            path.display()
-        )
-    })?;
-    call(
-        &sock,
-        path,
-        &Request::Open {
+/// A running daemon's counters: its local applications' (the service on the control
+/// socket), then its other services' (the built-in remote-memory target).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// The local service's.
+    pub(crate) local: DeviceCounters,
+    /// The other services', by name.
+    pub(crate) services: Vec<ServiceCounters>,
+}
+
+/// A connection to the daemon's control socket, opened as a local application's.
+pub(crate) struct Link<'a> {
+    sock: UnixStream,
+    path: &'a Path,
+    txn: u64,
+}
+
+impl<'a> Link<'a> {
+    /// Connects to the daemon at `path` and opens the device.
+    pub(crate) fn open(path: &'a Path) -> Result<Self, String> {
+        let sock = UnixStream::connect(path).map_err(|e| {
+            format!(
+                "cannot reach iwarpd at {}: {e}. Is it running with this control socket? \
+                 Pass the one it serves with --control PATH",
+                path.display()
+            )
+        })?;
+        let mut link = Self { sock, path, txn: 0 };
+        link.call(&Request::Open {
             pid: std::process::id(),
-        },
-        1,
-    )?;
-    match call(&sock, path, &Request::Stats, 2)? {
+        })?;
+        Ok(link)
+    }
+
+    /// Sends `req` and returns its reply; a reply that is an error is `Err` with its text.
+    pub(crate) fn call(&mut self, req: &Request) -> Result<Reply, String> {
+        match self.ask(req)? {
+            Reply::Error { text, .. } => Err(self.failed(text)),
+            r => Ok(r),
+        }
+    }
+
+    /// Sends `req` and returns its reply, errors included.
+    pub(crate) fn ask(&mut self, req: &Request) -> Result<Reply, String> {
+        use std::os::fd::AsFd;
+        self.txn += 1;
+        let txn = self.txn;
+        send_all(self.sock.as_fd(), &req.encode(txn), &[])
+            .map_err(|e| self.failed(e.to_string()))?;
+        let mut inbox = Inbox::new();
+        loop {
+            while let Some(msg) = inbox
+                .next(|h, body| reply_fds(h.func, body))
+                .map_err(|e| self.failed(format!("{e:?}")))?
+            {
+                let h = msg.header;
+                if h.func & func::REPLY == 0 || h.txn != txn {
+                    continue;
+                }
+                return Reply::decode(h.func & !func::REPLY, &msg.body).map_err(|m| {
+                    self.failed(format!(
+                        "a reply this iwarpd cannot read ({m}): is it another version?"
+                    ))
+                });
+            }
+            inbox
+                .recv(&self.sock)
+                .map_err(|e| self.failed(format!("{e:?}")))?;
+        }
+    }
+
+    fn failed(&self, e: String) -> String {
+        format!("iwarpd at {}: {e}", self.path.display())
+    }
+}
+
+/// Asks the daemon at `path` for its counters.
+pub(crate) fn query(path: &Path) -> Result<Counters, String> {
+    let mut link = Link::open(path)?;
+    let local = match link.call(&Request::Stats)? {
         // The query itself is not an application.
-        Reply::Stats(d) => Ok(DeviceCounters {
+        Reply::Stats(d) => DeviceCounters {
             clients: d.clients.saturating_sub(1),
             ..d
-        }),
-        other => Err(format!(
-            "iwarpd at {} answered Stats with {other:?}",
-            path.display()
-        )),
-    }
-}
-
-fn call(sock: &UnixStream, path: &Path, req: &Request, txn: u64) -> Result<Reply, String> {
-    use std::os::fd::AsFd;
-    let failed = |e: String| format!("iwarpd at {}: {e}", path.display());
-    send_all(sock.as_fd(), &req.encode(txn), &[]).map_err(|e| failed(e.to_string()))?;
-    let mut inbox = Inbox::new();
-    loop {
-        while let Some(msg) = inbox
-            .next(|h, body| reply_fds(h.func, body))
-            .map_err(|e| failed(format!("{e:?}")))?
-        {
-            let h = msg.header;
-            if h.func & func::REPLY == 0 || h.txn != txn {
-                continue;
-            }
-            return match Reply::decode(h.func & !func::REPLY, &msg.body) {
-                Ok(Reply::Error { text, .. }) => Err(failed(text)),
-                Ok(r) => Ok(r),
-                Err(m) => Err(failed(format!(
-                    "a reply this iwarpd cannot read ({m}): is it another version?"
-                ))),
-            };
+        },
+        other => {
+            return Err(link.failed(format!("it answered Stats with {other:?}")));
         }
-        inbox.recv(sock).map_err(|e| failed(format!("{e:?}")))?;
+    };
+    let services = match link.ask(&Request::ServiceStats)? {
+        Reply::ServiceStats(s) => s,
+        // A daemon from before it has no such request: its local service alone.
+        Reply::Error {
+            code: error::MALFORMED,
+            ..
+        } => Vec::new(),
+        Reply::Error { text, .. } => return Err(link.failed(text)),
+        other => {
+            return Err(link.failed(format!("it answered ServiceStats with {other:?}")));
+        }
+    };
+    Ok(Counters { local, services })
+}
+
+/// `iwarpd stat [--json] [--qps]` against the daemon at `path`: prints, and says how it
+/// went in the exit status (1: the daemon could not be asked).
+pub(crate) fn run(path: &Path, json: bool, qps: bool) -> ExitCode {
+    let text = if qps {
+        crate::qps::query(path).map(|q| {
+            if json {
+                crate::qps::json(&q) + "\n"
+            } else {
+                crate::qps::table(&q, path)
+            }
+        })
+    } else {
+        query(path).map(|c| {
+            if json {
+                self::json(&c) + "\n"
+            } else {
+                table(&c, path)
+            }
+        })
+    };
+    match text {
+        Ok(text) => {
+            crate::out::print(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            crate::out::eline(&format!("iwarpd stat: {e}"));
+            ExitCode::FAILURE
+        }
     }
 }
 
-/// The counters as one JSON object (stable keys, for scripts).
-pub(crate) fn json(d: &DeviceCounters) -> String {
+/// One service's counters as a JSON object (stable keys, for scripts).
+fn service_json(d: &DeviceCounters) -> serde_json::Map<String, serde_json::Value> {
     let t = &d.totals;
     let per_op = |v: &[u64; OPCODES]| -> serde_json::Map<String, serde_json::Value> {
         OPCODE_NAMES
@@ -98,8 +183,7 @@ pub(crate) fn json(d: &DeviceCounters) -> String {
         .iter()
         .map(|r| (r.name().to_owned(), t.push_discards[r.index()].into()))
         .collect();
-    serde_json::json!({
-        "clients": d.clients,
+    let v = serde_json::json!({
         "queue_pairs": d.device_queue_pairs,
         "connections": d.connections,
         "connections_closed": d.connections_closed,
@@ -115,48 +199,86 @@ pub(crate) fn json(d: &DeviceCounters) -> String {
             "sq_executed": t.sq_executed,
             "discards": discards,
         },
-    })
-    .to_string()
+    });
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
 }
 
-/// The counters as a table for people.
-pub(crate) fn table(d: &DeviceCounters, path: &Path) -> String {
-    let t: &Counters = &d.totals;
-    let mut s = format!("iwarpd at {}\n", path.display());
-    s += &format!("  applications attached  {}\n", d.clients);
-    s += &format!("  queue pairs now        {}\n", d.device_queue_pairs);
-    s += &format!(
+/// The counters as one JSON object (stable keys, for scripts): the local service's at
+/// the top, with `clients`, and each other service's under `services`.
+pub(crate) fn json(c: &Counters) -> String {
+    let mut top = service_json(&c.local);
+    top.insert("clients".into(), c.local.clients.into());
+    let services: serde_json::Map<String, serde_json::Value> = c
+        .services
+        .iter()
+        .map(|s| (s.name.clone(), service_json(&s.counters).into()))
+        .collect();
+    top.insert("services".into(), services.into());
+    serde_json::Value::Object(top).to_string()
+}
+
+/// One service's counters as lines of a table, under a heading.
+fn service_table(s: &mut String, d: &DeviceCounters) {
+    let t: &ipc::control::Counters = &d.totals;
+    s.push_str(&format!(
+        "  queue pairs now        {}\n",
+        d.device_queue_pairs
+    ));
+    s.push_str(&format!(
         "  connections            {} opened, {} closed\n",
         d.connections, d.connections_closed
-    );
-    s += &format!(
+    ));
+    s.push_str(&format!(
         "  FPDUs                  {} sent, {} received\n",
         t.fpdus_sent, t.fpdus_received
-    );
-    s += &format!(
+    ));
+    s.push_str(&format!(
         "  Terminates             {} sent, {} received\n",
         t.terminates_sent, t.terminates_received
-    );
-    s += "  payload octets by opcode        sent        received\n";
+    ));
+    s.push_str("  payload octets by opcode        sent        received\n");
     for (i, name) in OPCODE_NAMES.iter().enumerate() {
         if t.octets_sent[i] + t.octets_received[i] > 0 {
-            s += &format!(
+            s.push_str(&format!(
                 "    {name:<20} {:>15} {:>15}\n",
                 t.octets_sent[i], t.octets_received[i]
-            );
+            ));
         }
     }
     let discarded: u64 = t.push_discards.iter().sum();
-    s += &format!(
+    s.push_str(&format!(
         "  push path              {} executed from pushed messages, {} from the send queue, \
          {discarded} discarded\n",
         t.pushed, t.sq_executed
-    );
+    ));
     for r in Discard::ALL {
         let n = t.push_discards[r.index()];
         if n > 0 {
-            s += &format!("    discarded: {:<16} {n}\n", r.name());
+            s.push_str(&format!("    discarded: {:<16} {n}\n", r.name()));
         }
+    }
+}
+
+/// The counters as a table for people: the local applications', then each other
+/// service's.
+pub(crate) fn table(c: &Counters, path: &Path) -> String {
+    let mut s = format!("iwarpd at {}\n", path.display());
+    s.push_str(&format!(
+        "local applications (service local)\n  applications attached  {}\n",
+        c.local.clients
+    ));
+    service_table(&mut s, &c.local);
+    for svc in &c.services {
+        let what = if svc.name == crate::serve::BUILT_IN_SERVICE {
+            "built-in remote-memory service"
+        } else {
+            "service"
+        };
+        s.push_str(&format!("{what} (service {})\n", svc.name));
+        service_table(&mut s, &svc.counters);
     }
     s
 }
@@ -174,7 +296,17 @@ mod tests {
         };
         d.totals.octets_sent[3] = 8;
         d.totals.push_discards[Discard::FlowControl.index()] = 1;
-        let j: serde_json::Value = serde_json::from_str(&json(&d)).unwrap();
+        let c = Counters {
+            local: d,
+            services: vec![ServiceCounters {
+                name: "remote_memory".into(),
+                counters: DeviceCounters {
+                    connections: 3,
+                    ..DeviceCounters::default()
+                },
+            }],
+        };
+        let j: serde_json::Value = serde_json::from_str(&json(&c)).unwrap();
         assert_eq!(
             (j["clients"].as_u64(), j["connections"].as_u64()),
             (Some(2), Some(5))
@@ -184,5 +316,17 @@ mod tests {
         assert_eq!(j["octets_sent"].as_object().map(|o| o.len()), Some(OPCODES));
         assert_eq!(j["push"]["discards"]["flow_control"].as_u64(), Some(1));
         assert_eq!(j["push"]["executed"].as_u64(), Some(0));
+        let rm = &j["services"]["remote_memory"];
+        assert_eq!(rm["connections"].as_u64(), Some(3));
+        assert_eq!(
+            rm["octets_sent"].as_object().map(|o| o.len()),
+            Some(OPCODES)
+        );
+        let t = table(&c, Path::new("/x.sock"));
+        assert!(
+            t.contains("built-in remote-memory service (service remote_memory)"),
+            "{t}"
+        );
+        assert!(t.contains("connections            3 opened"), "{t}");
     }
 }
