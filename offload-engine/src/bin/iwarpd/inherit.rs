@@ -62,6 +62,11 @@ pub(crate) fn value_of(cfg: &Config, key: &str) -> Option<String> {
         ),
         "local_threads" => Some(cfg.local_threads.to_string()),
         "max_local_clients" => Some(cfg.max_local_clients.to_string()),
+        "max_local_clients_per_user" => Some(cfg.max_local_clients_per_user.to_string()),
+        "max_local_qps" => Some(cfg.max_local_qps.to_string()),
+        "max_local_mrs" => Some(cfg.max_local_mrs.to_string()),
+        "max_local_mrs_total" => Some(cfg.max_local_mrs_total.to_string()),
+        "max_registered" => Some(cfg.max_registered.to_string()),
         "max_queue_depth" => Some(cfg.max_queue_depth.to_string()),
         _ => None,
     }
