@@ -1,190 +1,18 @@
 //! Daemon mode with real processes: an `iwarpd` serving local applications on a control
 //! socket, and `iwperf` / `iwarp-rping` processes attached to it with `--daemon`.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
-/// iwperf's flag for a client started right after its server: keep trying while the
-/// server is not listening yet.
-const CONNECT_WAIT: &str = "--connect-wait";
-const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
-const KV: &str = env!("CARGO_BIN_EXE_kv");
-const QP_HOLD: &str = env!("CARGO_BIN_EXE_qp-hold");
-const DEMO: &str = env!("CARGO_BIN_EXE_demo");
-
-/// The iwarpd binary of this build, brought up to date once per test run (cargo builds
-/// only this package's binaries for its tests; a stale iwarpd would test old code).
-fn iwarpd_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = Path::new(IWPERF).parent().unwrap().to_owned();
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "-q", "-p", "offload-engine", "--bin", "iwarpd"]);
-            if dir.ends_with("release") {
-                cmd.arg("--release");
-            }
-            assert!(cmd.status().unwrap().success(), "build iwarpd");
-            dir.join("iwarpd")
-        })
-        .clone()
-}
-
-/// A running iwarpd serving local applications at `sock`; killed on drop.
-struct Iwarpd {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Iwarpd {
-    fn start(name: &str) -> Self {
-        Self::start_on(None, "127.0.0.1", name, &[])
-    }
-
-    /// An iwarpd listening on `addr` inside network namespace `ns` (its control socket is
-    /// a file, reachable from every namespace).
-    fn start_on(ns: Option<&str>, addr: &str, name: &str, extra: &[&str]) -> Self {
-        Self::start_with(
-            command(ns, &iwarpd_bin().to_string_lossy()),
-            addr,
-            name,
-            extra,
-        )
-    }
-
-    /// An iwarpd whose open-file limit (soft and hard) is `nofile`.
-    fn start_with_nofile(name: &str, nofile: u32) -> Self {
-        let mut sh = Command::new("sh");
-        sh.args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
-            .arg(iwarpd_bin());
-        Self::start_with(sh, "127.0.0.1", name, &[])
-    }
-
-    /// `cmd` (iwarpd, or what runs it) started as an iwarpd listening on `addr`.
-    fn start_with(mut cmd: Command, addr: &str, name: &str, extra: &[&str]) -> Self {
-        let sock = std::env::temp_dir().join(format!("iwarpd-{}-{name}.sock", std::process::id()));
-        let mut child = cmd
-            .args(["--listen", &format!("{addr}:0"), "--control"])
-            .arg(&sock)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start iwarpd");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("listening on"), "{line:?}");
-        let start = Instant::now();
-        while !sock.exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "no control socket"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, sock }
-    }
-
-    /// The names of the daemon's threads.
-    fn threads(&self) -> Vec<String> {
-        let dir = format!("/proc/{}/task", self.child.id());
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .map(|n| n.trim().to_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Shared-memory regions the daemon has mapped now (its clients' regions).
-    fn mapped_regions(&self) -> usize {
-        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.child.id())).unwrap();
-        maps.lines().filter(|l| l.contains("iwarp-region")).count()
-    }
-}
-
-impl Drop for Iwarpd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `bin`, run inside network namespace `ns` if one is given.
-fn command(ns: Option<&str>, bin: &str) -> Command {
-    match ns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, bin]);
-            c
-        }
-        None => Command::new(bin),
-    }
-}
-
-fn spawn_in(ns: Option<&str>, bin: &str, args: &[&str]) -> Child {
-    command(ns, bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {bin}: {e}"))
-}
-
-fn spawn(bin: &str, args: &[&str]) -> Child {
-    Command::new(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {bin}: {e}"))
-}
-
-fn finish(child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    let mut child = child;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "did not finish within {limit:?}: stdout {} stderr {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what}: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
-}
+use common::*;
 
 #[test]
 fn iwperf_pairs_and_rping_run_through_one_daemon() {
-    let d = Iwarpd::start("tools");
+    let d = Iwarpd::start("tools", &[]);
     let sock = d.sock.to_str().unwrap();
     let mut pairs = Vec::new();
     // send_bw's server posts 512 receives of 64 KiB: deeper than iwarpd's default.
@@ -269,7 +97,7 @@ fn ipv6_runs_through_the_daemon() {
         println!("SKIPPED: this host has no IPv6 loopback");
         return;
     }
-    let d = Iwarpd::start("ipv6");
+    let d = Iwarpd::start("ipv6", &[]);
     let sock = d.sock.to_str().unwrap();
     let p = port();
     let common = [
@@ -402,7 +230,7 @@ fn exits_by_itself(d: &mut Iwarpd, what: &str) {
 
 #[test]
 fn a_client_killed_with_sigkill_ends_its_connection_and_frees_its_memory() {
-    let d = Iwarpd::start("sigkill");
+    let d = Iwarpd::start("sigkill", &[]);
     let sock = d.sock.to_str().unwrap();
     let before = d.mapped_regions();
     let p = port();
@@ -496,7 +324,7 @@ fn a_daemon_that_goes_away_is_named_in_the_error() {
     );
 
     // A daemon killed under a running client: the client's error names the socket.
-    let d = Iwarpd::start("restart");
+    let d = Iwarpd::start("restart", &[]);
     let sock = d.sock.clone();
     let p = port();
     let server = spawn(
@@ -549,7 +377,7 @@ fn local_threads_sets_the_shards_that_serve_applications() {
 
 #[test]
 fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
-    let d = Iwarpd::start("stale");
+    let d = Iwarpd::start("stale", &[]);
     let sock = d.sock.to_str().unwrap().to_owned();
     // A second daemon told to use the same socket refuses, naming it.
     let out = finish(
@@ -573,7 +401,7 @@ fn a_live_control_socket_is_kept_and_a_stale_one_replaced() {
     d.child.kill().unwrap();
     d.child.wait().unwrap();
     assert!(Path::new(&sock).exists(), "a stale socket file");
-    let d2 = Iwarpd::start("stale");
+    let d2 = Iwarpd::start("stale", &[]);
     rping(&sock, "3");
     drop(d2);
 }
@@ -714,7 +542,7 @@ fn daemons_on_both_hosts_upgrade_in_turn_under_a_verified_loop_across_a_veth() {
 /// The kv example runs unchanged through the daemon, chosen by flag and by environment.
 #[test]
 fn kv_runs_through_the_daemon() {
-    let d = Iwarpd::start("kv");
+    let d = Iwarpd::start("kv", &[]);
     let sock = d.sock.to_str().unwrap();
     let by_flag = finish(spawn(KV, &["--daemon", sock]), Duration::from_secs(60));
     ok(&by_flag, "kv --daemon");
@@ -963,7 +791,7 @@ fn an_upgrade_moves_attached_applications_with_their_connections() {
 /// embedded: nothing is listening there, in the user's words (not "invalid request").
 #[test]
 fn a_refused_connect_through_the_daemon_reads_as_it_does_embedded() {
-    let d = Iwarpd::start("refused");
+    let d = Iwarpd::start("refused", &[]);
     let sock = d.sock.to_str().unwrap();
     let p = port();
     let out = finish(rping_client(sock, &p, &["1"]), Duration::from_secs(20));
@@ -1050,7 +878,7 @@ fn an_unprivileged_application_gets_no_privileged_port_through_iwarpd() {
         return;
     }
     use std::os::unix::fs::PermissionsExt as _;
-    let d = Iwarpd::start("privport");
+    let d = Iwarpd::start("privport", &[]);
     std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let sock = d.sock.to_str().unwrap();
     let as_nobody = |args: &[&str]| {
@@ -1094,7 +922,7 @@ fn one_user_takes_at_most_half_of_the_daemons_descriptors() {
         return;
     }
     // An open-file limit of 512: iwarpd may map 256 memory files, 128 for one user.
-    let d = Iwarpd::start_with_nofile("share", 512);
+    let d = Iwarpd::with("share").nofile(512).start();
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let sock = d.sock.to_str().unwrap();

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::raw::{Raw, RawQp, sealed_memfd};
-use common::{Daemon, Held, IWPERF, RPING, finish, port, shown, spawn_as_nobody};
+use common::{Held, IWPERF, Iwarpd, RPING, port, shown, spawn_as_nobody, try_finish};
 use ipc::control::{Event, Reply, Request, end, error};
 use ipc::qpseg::{RQE_SIZE, SQE_SIZE};
 use rdmap::{Payload, RemoteBuf, SendFlags, SendOp, SendWr};
@@ -50,7 +50,7 @@ struct Honest {
 }
 
 impl Honest {
-    fn start(d: &Daemon) -> Self {
+    fn start(d: &Iwarpd) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let sock = d.sock().to_owned();
         let pair = |server: Vec<String>, client: Vec<String>, bin: &'static str| {
@@ -68,13 +68,13 @@ impl Honest {
                     let srv = spawn_as_nobody(bin, &strs(&s));
                     std::thread::sleep(Duration::from_millis(200));
                     let cli = spawn_as_nobody(bin, &strs(&c));
-                    match finish(cli, Duration::from_secs(60)) {
+                    match try_finish(cli, Duration::from_secs(60)) {
                         Ok(out) if out.status.success() => runs += 1,
                         Ok(out) | Err(out) => {
                             failures.push(format!("{bin} client: {}", shown(&out)))
                         }
                     }
-                    match finish(srv, Duration::from_secs(20)) {
+                    match try_finish(srv, Duration::from_secs(20)) {
                         Ok(out) if out.status.success() => {}
                         Ok(out) | Err(out) => {
                             failures.push(format!("{bin} server: {}", shown(&out)))
@@ -171,7 +171,7 @@ fn ended(raw: &mut Raw, qp: u32) -> u8 {
 }
 
 /// One case against the daemon, which must hold what it held before (`base`) after it.
-type Case = fn(&Daemon, &Held);
+type Case = fn(&Iwarpd, &Held);
 
 #[test]
 fn a_hostile_local_client_takes_nothing_from_the_others() {
@@ -180,10 +180,9 @@ fn a_hostile_local_client_takes_nothing_from_the_others() {
     }
     // A connect's MPA exchange may take 5 minutes here: what ends one early is the
     // client going away, not a timeout.
-    let d = Daemon::start(
+    let d = Iwarpd::start(
         "hostile",
         &["--max-local-mrs", "20000", "--connect-timeout", "300"],
-        None,
     );
     let honest = Honest::start(&d);
     // The honest loops' own use is part of the daemon's baseline.
@@ -209,7 +208,7 @@ fn a_hostile_local_client_takes_nothing_from_the_others() {
 
 /// Finding 1: a client that sends Connect (or Accept) and leaves before the reply leaves
 /// no queue pair, memory file, socket or connection behind.
-fn abandoned_connects_and_accepts_leave_nothing(d: &Daemon, base: &Held) {
+fn abandoned_connects_and_accepts_leave_nothing(d: &Iwarpd, base: &Held) {
     for _ in 0..20 {
         let mut raw = Raw::open(&d.sock);
         let pd = raw.pd();
@@ -218,7 +217,7 @@ fn abandoned_connects_and_accepts_leave_nothing(d: &Daemon, base: &Held) {
                 pd,
                 srq: 0,
                 depths: ipc::control::QueueDepths { sq: 16, rq: 16 },
-                addr: d.addr,
+                addr: d.socket_addr(),
                 private: Default::default(),
                 recvs: Vec::new(),
             },
@@ -309,11 +308,11 @@ fn abandoned_connects_and_accepts_leave_nothing(d: &Daemon, base: &Held) {
 
 /// Finding 2: send entries whose staged payload claims 4 GiB are refused before anything
 /// is allocated for them: the daemon's peak memory barely moves.
-fn staged_claims_are_checked_before_allocation(d: &Daemon, base: &Held) {
+fn staged_claims_are_checked_before_allocation(d: &Iwarpd, base: &Held) {
     let before = d.held().peak;
     let mut raw = Raw::open(&d.sock);
     let pd = raw.pd();
-    let qp = raw.connect(pd, 0, d.addr);
+    let qp = raw.connect(pd, 0, d.socket_addr());
     let dst = target(&qp);
     let mut entries = Vec::new();
     for id in 0..3 {
@@ -333,7 +332,7 @@ fn staged_claims_are_checked_before_allocation(d: &Daemon, base: &Held) {
 
 /// Finding 3: a sparse 32 TiB memory file registered again and again is refused by name
 /// before it is mapped: the daemon's address space stays as it was.
-fn registered_memory_is_bounded(d: &Daemon, base: &Held) {
+fn registered_memory_is_bounded(d: &Iwarpd, base: &Held) {
     let before = d.held().vm;
     let mut raw = Raw::open(&d.sock);
     let pd = raw.pd();
@@ -369,11 +368,11 @@ fn registered_memory_is_bounded(d: &Daemon, base: &Held) {
 /// Finding 4: a client that posts signaled Writes and never takes a completion is ended
 /// with the completion-overrun error once its ring and the backlog its requests allow
 /// are full; the daemon's memory does not grow with it.
-fn a_client_that_takes_no_completions_is_ended(d: &Daemon, base: &Held) {
+fn a_client_that_takes_no_completions_is_ended(d: &Iwarpd, base: &Held) {
     let before = d.held().peak;
     let mut raw = Raw::open(&d.sock);
     let pd = raw.pd();
-    let qp = raw.connect(pd, 0, d.addr);
+    let qp = raw.connect(pd, 0, d.socket_addr());
     let dst = target(&qp);
     let start = Instant::now();
     let mut id = 0;
@@ -419,7 +418,7 @@ fn raw_event(raw: &mut Raw) -> Option<u8> {
 /// (here `--max-local-mrs 20000`): a second session of the same user is refused once the
 /// first holds it all, while the honest user beside goes on. The keys of the STags handed
 /// out are random, and the daemon's memory goes back once they are freed.
-fn stag_indices_are_shared_by_user_with_random_keys(d: &Daemon, base: &Held) {
+fn stag_indices_are_shared_by_user_with_random_keys(d: &Iwarpd, base: &Held) {
     let mut a = Raw::open(&d.sock);
     let pd = a.pd();
     let mut keys = [0u32; 256];
@@ -456,7 +455,7 @@ fn stag_indices_are_shared_by_user_with_random_keys(d: &Daemon, base: &Held) {
 /// Findings 8 and 10: garbage on control sockets, requests before Open, a registration
 /// without its memory file, and a shared receive queue full of entries that do not decode
 /// are each answered, and logged a few lines at a time, not a line each.
-fn garbage_is_answered_and_logged_at_a_bounded_rate(d: &Daemon, base: &Held) {
+fn garbage_is_answered_and_logged_at_a_bounded_rate(d: &Iwarpd, base: &Held) {
     let lines = d.log_lines();
     // A request before Open: an error reply, then the daemon closes.
     let mut early = Raw::attach(&d.sock).unwrap();
@@ -501,7 +500,7 @@ fn garbage_is_answered_and_logged_at_a_bounded_rate(d: &Daemon, base: &Held) {
         ipc::srq::SrqSegment::map(std::fs::File::from(fds.into_iter().next().unwrap()), depth)
             .unwrap();
     while ring.push(&[0xff; RQE_SIZE]) {}
-    let qp = raw.connect(pd, srq, d.addr);
+    let qp = raw.connect(pd, srq, d.socket_addr());
     let send = SendWr {
         wr_id: 1,
         op: SendOp::Send {
@@ -532,16 +531,15 @@ fn one_user_gets_half_of_the_daemon_and_silent_connections_lock_nobody_out() {
     if skip() {
         return;
     }
-    let d = Daemon::start(
-        "share",
-        &[
+    let d = Iwarpd::with("share")
+        .args(&[
             "--max-local-clients",
             "64",
             "--max-local-clients-per-user",
             "8",
-        ],
-        Some(512),
-    );
+        ])
+        .nofile(512)
+        .start();
     let base = d.held();
     let (mut a, mut b) = (Raw::open(&d.sock), Raw::open(&d.sock));
     let (pd_a, pd_b) = (a.pd(), b.pd());
@@ -648,9 +646,9 @@ fn one_user_gets_half_of_the_daemon_and_silent_connections_lock_nobody_out() {
             "-V",
         ],
     );
-    let out = finish(client, Duration::from_secs(60)).unwrap_or_else(|o| o);
+    let out = try_finish(client, Duration::from_secs(60)).unwrap_or_else(|o| o);
     assert!(out.status.success(), "honest rping: {}", shown(&out));
-    let _ = finish(server, Duration::from_secs(20));
+    let _ = try_finish(server, Duration::from_secs(20));
     more.clear();
     drop((a, b, ninth, silent));
     d.settles(&base, SLACK, "the share and silent connections");

@@ -3,11 +3,11 @@
 //! daemon, on the local service's shard engines) all go to one file through one writer,
 //! and tshark, capinfos and iwarp-dump read the whole file.
 
-mod iwarpd_common;
+mod common;
 
 use std::process::Command;
 
-use iwarpd_common::*;
+use common::*;
 
 /// `capinfos -c FILE`'s packet count, or `None` without capinfos.
 fn capinfos_packets(file: &str) -> Option<u64> {

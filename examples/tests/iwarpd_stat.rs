@@ -2,14 +2,14 @@
 //! metrics endpoint's for the local applications and the built-in service alike, and
 //! `--qps` lists every queue pair with its owner, as `rdma res show qp` does.
 
-mod iwarpd_common;
+mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout};
 use std::time::{Duration, Instant};
 
-use iwarpd_common::*;
+use common::*;
 
 /// The metrics endpoint's address, from the daemon's log.
 fn metrics_addr(d: &Iwarpd) -> String {
@@ -95,7 +95,10 @@ fn numbers<'a>(
 
 #[test]
 fn stat_shows_what_the_metrics_endpoint_shows_for_both_services() {
-    let d = Iwarpd::start("stat-metrics", &["--metrics", "127.0.0.1:0"]);
+    let d = Iwarpd::with("stat-metrics")
+        .args(&["--metrics", "127.0.0.1:0"])
+        .log("info")
+        .start();
     let metrics = metrics_addr(&d);
     iwarpd(&["check", &d.addr, "--count", "8", "--size", "64K"]);
     rping_through(d.sock(), "10");

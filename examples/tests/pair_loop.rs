@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, IWPERF, finish, port, shown, spawn};
+use common::{IWPERF, Iwarpd, port, shown, spawn, try_finish};
 
 #[test]
 fn iwperf_pairs_through_one_daemon_never_lose_a_connection() {
@@ -16,7 +16,7 @@ fn iwperf_pairs_through_one_daemon_never_lose_a_connection() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(60);
-    let d = Daemon::start("pairs", &[], None);
+    let d = Iwarpd::start("pairs", &[]);
     let sock = d.sock().to_owned();
     // Two pairs at a time, each on its own thread.
     let runners: Vec<_> = (0..2)
@@ -33,8 +33,8 @@ fn iwperf_pairs_through_one_daemon_never_lose_a_connection() {
                         IWPERF,
                         &[&args[..], &["--connect-wait", "10", "127.0.0.1"]].concat(),
                     );
-                    let c = finish(client, Duration::from_secs(60));
-                    let s = finish(server, Duration::from_secs(30));
+                    let c = try_finish(client, Duration::from_secs(60));
+                    let s = try_finish(server, Duration::from_secs(30));
                     for (what, out) in [("client", c), ("server", s)] {
                         match out {
                             Ok(o) if o.status.success() => {}

@@ -324,5 +324,8 @@ fn check_counts_one_slot_in_the_singular() {
     let out = check(&[&d.addr, "--size", "256K", "--count", "2"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("all in one slot of the remote buffer"), "{stdout}");
+    assert!(
+        stdout.contains("all in one slot of the remote buffer"),
+        "{stdout}"
+    );
 }
