@@ -1,38 +1,24 @@
 //! `iwperf send_lat --imm` between two real processes: this stack's Send with Immediate
 //! Data when both agree, and a plain-words refusal when the peer turned it off.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
+use std::process::{Child, Output};
+use std::time::Duration;
 
-fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Child {
-    // A client started right after its server keeps trying while it is not listening
-    // yet (the server ignores the flag).
-    Command::new(IWPERF)
-        .args(args)
-        .args(["--connect-wait", "10"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start iwperf")
+use common::{IWPERF, port, try_finish};
+
+/// iwperf with `args`; a client started right after its server keeps trying while it is
+/// not listening yet (the server ignores the flag).
+fn spawn<S: AsRef<str>>(args: &[S]) -> Child {
+    let mut a: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    a.extend(["--connect-wait", "10"]);
+    common::spawn(IWPERF, &a)
 }
 
-fn finish(mut child: Child) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
+/// Its output once it exits (killed after 60 s).
+fn finish(child: Child) -> Output {
+    try_finish(child, Duration::from_secs(60)).unwrap_or_else(|o| o)
 }
 
 /// Runs a server with `server` flags and a client with `client` flags; their outputs.

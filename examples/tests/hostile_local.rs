@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::raw::{Raw, RawQp, sealed_memfd};
+use common::raw::{Raw, RawQp, connect_request, sealed_memfd};
 use common::{Held, IWPERF, Iwarpd, RPING, port, shown, spawn_as_nobody, try_finish};
 use ipc::control::{Event, Reply, Request, end, error};
 use ipc::qpseg::{RQE_SIZE, SQE_SIZE};
@@ -212,17 +212,7 @@ fn abandoned_connects_and_accepts_leave_nothing(d: &Iwarpd, base: &Held) {
     for _ in 0..20 {
         let mut raw = Raw::open(&d.sock);
         let pd = raw.pd();
-        raw.send(
-            &Request::Connect {
-                pd,
-                srq: 0,
-                depths: ipc::control::QueueDepths { sq: 16, rq: 16 },
-                addr: d.socket_addr(),
-                private: Default::default(),
-                recvs: Vec::new(),
-            },
-            &[],
-        );
+        raw.send(&connect_request(pd, 0, d.socket_addr()), &[]);
         drop(raw);
     }
     // Accept: a listener of the hostile client, a connection request from another of
@@ -240,17 +230,7 @@ fn abandoned_connects_and_accepts_leave_nothing(d: &Iwarpd, base: &Held) {
         };
         let mut asker = Raw::open(&d.sock);
         let apd = asker.pd();
-        let connecting = asker.send(
-            &Request::Connect {
-                pd: apd,
-                srq: 0,
-                depths: ipc::control::QueueDepths { sq: 16, rq: 16 },
-                addr,
-                private: Default::default(),
-                recvs: Vec::new(),
-            },
-            &[],
-        );
+        let connecting = asker.send(&connect_request(apd, 0, addr), &[]);
         let Some(Event::Incoming {
             listener: l, id, ..
         }) = listener.event()
@@ -279,17 +259,7 @@ fn abandoned_connects_and_accepts_leave_nothing(d: &Iwarpd, base: &Held) {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut raw = Raw::open(&d.sock);
     let pd = raw.pd();
-    raw.send(
-        &Request::Connect {
-            pd,
-            srq: 0,
-            depths: ipc::control::QueueDepths { sq: 16, rq: 16 },
-            addr: silent.local_addr().unwrap(),
-            private: Default::default(),
-            recvs: Vec::new(),
-        },
-        &[],
-    );
+    raw.send(&connect_request(pd, 0, silent.local_addr().unwrap()), &[]);
     let (mut conn, _) = silent.accept().unwrap();
     drop(raw);
     conn.set_read_timeout(Some(Duration::from_secs(20)))

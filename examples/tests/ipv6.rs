@@ -2,14 +2,15 @@
 //! `::1`, and the servers' default listener (`[::]`) takes IPv6 and IPv4 clients alike.
 //! (Through iwarpd: `daemon.rs`.) On a host without IPv6 each test prints `SKIPPED`.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
-const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
+use common::{IWPERF, QP_HOLD, RPING, spawn};
+
 const SPLIT: &str = env!("CARGO_BIN_EXE_split");
-const QP_HOLD: &str = env!("CARGO_BIN_EXE_qp-hold");
 
 /// A free port on both loopbacks, or `None` (and a SKIPPED line) without IPv6.
 fn port() -> Option<String> {
@@ -18,16 +19,6 @@ fn port() -> Option<String> {
         return None;
     };
     Some(v6.local_addr().ok()?.port().to_string())
-}
-
-fn spawn(bin: &str, args: &[&str]) -> Child {
-    Command::new(bin)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the tool")
 }
 
 /// A server process, killed if the test ends (or fails) before it exits by itself.
@@ -54,28 +45,14 @@ impl Drop for Server {
 }
 
 /// Its output once it exits (killed after 60 s); it must have succeeded.
-fn succeeds(mut child: Child, what: &str) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
-    assert!(
-        out.status.success(),
-        "{what}: {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn succeeds(child: Child, what: &str) -> Output {
+    let out = common::try_finish(child, Duration::from_secs(60)).unwrap_or_else(|o| o);
+    common::ok(&out, what);
     out
 }
 
 fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::text(&out.stdout)
 }
 
 /// An iwperf server with no address takes a client at `::1` and one at `127.0.0.1`,

@@ -1,38 +1,24 @@
 //! perftest's flags between two real `iwperf` processes, with perftest's meaning:
 //! `-q N` counts every queue pair's iterations, `-o N` sets the outstanding Reads.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const IWPERF: &str = env!("CARGO_BIN_EXE_iwperf");
+use std::process::{Child, Command, Output};
+use std::time::Duration;
 
+use common::{IWPERF, port, try_finish};
+
+/// iwperf with `args`; a client started right after its server keeps trying while it is
+/// not listening yet (the server ignores the flag).
 fn spawn(args: &[String]) -> Child {
-    // A client started right after its server keeps trying while it is not listening
-    // yet (the server ignores the flag).
-    Command::new(IWPERF)
-        .args(args)
-        .args(["--connect-wait", "10"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start iwperf")
+    let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+    a.extend(["--connect-wait", "10"]);
+    common::spawn(IWPERF, &a)
 }
 
-fn finish(mut child: Child) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port().to_string()
+/// Its output once it exits (killed after 60 s).
+fn finish(child: Child) -> Output {
+    try_finish(child, Duration::from_secs(60)).unwrap_or_else(|o| o)
 }
 
 /// Runs `server` and `client` flags (the test first) against each other; both must

@@ -1,35 +1,19 @@
 //! `iwarp-rping` between two real processes: what each prints.
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-const RPING: &str = env!("CARGO_BIN_EXE_iwarp-rping");
+use common::{RPING, port, try_finish};
 
 fn spawn(args: &[&str]) -> Child {
-    Command::new(RPING)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start iwarp-rping")
+    common::spawn(RPING, args)
 }
 
 /// Its output once it exits (killed after 60 s).
-fn finish(mut child: Child) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port().to_string()
+fn finish(child: Child) -> Output {
+    try_finish(child, Duration::from_secs(60)).unwrap_or_else(|o| o)
 }
 
 /// Runs a server and a client of `count` pings at `addr` (the server on `bind`), with
@@ -66,7 +50,7 @@ fn pair(bind: &str, addr: &str, count: &str, extra: &[&str]) -> (Output, Output)
 }
 
 fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::text(&out.stdout)
 }
 
 #[test]

@@ -145,14 +145,7 @@ impl Raw {
     /// Connects a queue pair of `pd` to `addr` (on `srq`, 0 for none) and maps its
     /// rings.
     pub fn connect(&mut self, pd: u32, srq: u32, addr: SocketAddr) -> RawQp {
-        let (reply, fds) = self.call(&Request::Connect {
-            pd,
-            srq,
-            depths: QueueDepths { sq: 16, rq: 16 },
-            addr,
-            private: Default::default(),
-            recvs: Vec::new(),
-        });
+        let (reply, fds) = self.call(&connect_request(pd, srq, addr));
         let Reply::Qp(info) = reply else {
             panic!("Connect: {reply:?}");
         };
@@ -165,6 +158,19 @@ impl Raw {
             to_daemon: Doorbell::from_fd(fds.next().unwrap()),
             to_client: Doorbell::from_fd(fds.next().unwrap()),
         }
+    }
+}
+
+/// The request connecting a queue pair of `pd` (on `srq`, 0 for none) to `addr`, queues
+/// 16 deep.
+pub fn connect_request(pd: u32, srq: u32, addr: SocketAddr) -> Request {
+    Request::Connect {
+        pd,
+        srq,
+        depths: QueueDepths { sq: 16, rq: 16 },
+        addr,
+        private: Default::default(),
+        recvs: Vec::new(),
     }
 }
 

@@ -78,6 +78,20 @@ struct Members {
     unopened: VecDeque<(u64, Arc<Notify>)>,
 }
 
+impl Members {
+    /// Lists `s`; its serial.
+    fn insert(&mut self, s: &Arc<Session>, opened: bool) -> u64 {
+        self.next += 1;
+        let member = Member {
+            user: user_of(s.uid),
+            opened,
+            session: Arc::downgrade(s),
+        };
+        self.by_serial.insert(self.next, member);
+        self.next
+    }
+}
+
 impl std::fmt::Debug for Users {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Users").finish_non_exhaustive()
@@ -93,16 +107,7 @@ impl Users {
     /// to go because newer ones are waiting (past [`MAX_UNOPENED`], the oldest goes).
     pub(super) fn join(&self, s: &Arc<Session>) -> (u64, Arc<Notify>) {
         let mut m = self.lock();
-        m.next += 1;
-        let serial = m.next;
-        m.by_serial.insert(
-            serial,
-            Member {
-                user: user_of(s.uid),
-                opened: false,
-                session: Arc::downgrade(s),
-            },
-        );
+        let serial = m.insert(s, false);
         let go = Arc::new(Notify::new());
         m.unopened.push_back((serial, go.clone()));
         while m.unopened.len() > MAX_UNOPENED {
@@ -115,18 +120,7 @@ impl Users {
 
     /// Lists a session moved in from a daemon before: it opened the device there.
     pub(super) fn join_opened(&self, s: &Arc<Session>) -> u64 {
-        let mut m = self.lock();
-        m.next += 1;
-        let serial = m.next;
-        m.by_serial.insert(
-            serial,
-            Member {
-                user: user_of(s.uid),
-                opened: true,
-                session: Arc::downgrade(s),
-            },
-        );
-        serial
+        self.lock().insert(s, true)
     }
 
     /// The session `serial` opens the device, if its user and the daemon are within
