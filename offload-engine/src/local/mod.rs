@@ -148,8 +148,6 @@ struct Device {
     users: users::Users,
     /// The daemon's other services, listed by `iwarpd stat`.
     services: listing::Services,
-    /// Sessions that can be asked to move to a successor daemon.
-    movers: moving::Movers,
     /// How many memory files the daemon may map for its clients.
     files: files::FileBudget,
 }
@@ -278,7 +276,6 @@ impl LocalService {
             limits: cfg,
             users: users::Users::default(),
             services: listing::Services::default(),
-            movers: moving::Movers::default(),
             files: files::FileBudget::read(),
         });
         let mut threads = Vec::new();
@@ -324,7 +321,7 @@ impl LocalService {
     /// The sessions attached now, to move to a successor daemon one by one
     /// ([`SessionMover::pack`]).
     pub fn sessions(&self) -> Vec<SessionMover> {
-        self.device.movers.all()
+        self.device.users.movers()
     }
 
     /// Makes ready, on one of the shards, a session a daemon before packed

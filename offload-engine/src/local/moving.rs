@@ -23,7 +23,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ipc::push::PushRegion;
@@ -615,39 +615,5 @@ impl StagedSession {
         );
         let member = session::Membership { serial, go: None };
         session::serve(s, control, writer, member)
-    }
-}
-
-/// Sessions that can be asked to move, by serial.
-#[derive(Debug, Default)]
-pub(super) struct Movers(Mutex<(u64, HashMap<u64, mpsc::Sender<Ask>>)>);
-
-impl Movers {
-    /// Lists a session; its serial, to strike it off.
-    pub(super) fn enlist(&self, ask: mpsc::Sender<Ask>) -> u64 {
-        let mut m = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.0 += 1;
-        let serial = m.0;
-        m.1.insert(serial, ask);
-        serial
-    }
-
-    pub(super) fn strike(&self, serial: u64) {
-        let mut m = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.1.remove(&serial);
-    }
-
-    pub(super) fn all(&self) -> Vec<SessionMover> {
-        let m = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.1.values().cloned().map(SessionMover).collect()
     }
 }

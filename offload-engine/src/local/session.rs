@@ -129,7 +129,6 @@ impl Objects {
     /// What the client holds of what the daemon bounds (see [`admit`](super::admit)).
     pub(super) fn usage(&self) -> Usage {
         Usage {
-            sessions: 0,
             files: self.files(),
             qps: self.qps.len() + self.connecting,
             entries: self.mrs.len() + self.mws.len(),
@@ -261,9 +260,9 @@ pub(super) async fn serve(
     member: Membership,
 ) {
     let (ask, mut asks) = mpsc::channel(1);
-    let mover = s.device.movers.enlist(ask);
+    s.device.users.set_mover(member.serial, Some(ask));
     let why = read_loop(&s, &stream, &mut asks, &member).await;
-    s.device.movers.strike(mover);
+    s.device.users.set_mover(member.serial, None);
     let (pid, uid) = (s.pid, s.uid);
     let moved = matches!(why, Ended::Moved);
     match why {

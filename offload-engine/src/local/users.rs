@@ -6,12 +6,16 @@
 //! Nothing is counted twice or left behind: a user's usage is the sum of what its live
 //! sessions' objects hold now ([`Objects::usage`](super::session::Objects::usage)), so a
 //! session that ends gives everything back by ending.
+//!
+//! The registry ([`Users`]) is the daemon's one list of its sessions: what limits are
+//! summed over, what an upgrade asks to move, and whose each queue pair is in a listing.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
+use super::moving::{Ask, SessionMover};
 use super::session::Session;
 
 /// Sessions that have not opened the device yet, at most: past this many the oldest is
@@ -22,8 +26,6 @@ pub(super) const MAX_UNOPENED: usize = 128;
 /// What one client or user holds of what the daemon bounds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Usage {
-    /// Sessions that opened the device.
-    pub(super) sessions: usize,
     /// Memory files and sockets the daemon holds for it (see
     /// [`FileBudget`](super::files::FileBudget)).
     pub(super) files: usize,
@@ -41,7 +43,6 @@ pub(super) struct Usage {
 
 impl Usage {
     fn add(&mut self, o: &Self) {
-        self.sessions += o.sessions;
         self.files += o.files;
         self.qps += o.qps;
         self.entries += o.entries;
@@ -62,6 +63,8 @@ struct Member {
     user: u32,
     opened: bool,
     session: Weak<Session>,
+    /// What asks it to move to a successor daemon, while it can be asked.
+    mover: Option<mpsc::Sender<Ask>>,
 }
 
 /// Every session of the daemon (all shards), by serial.
@@ -86,6 +89,7 @@ impl Members {
             user: user_of(s.uid),
             opened,
             session: Arc::downgrade(s),
+            mover: None,
         };
         self.by_serial.insert(self.next, member);
         self.next
@@ -163,22 +167,37 @@ impl Users {
     /// What `user`'s sessions hold now, and what every session holds. Takes each
     /// session's lock in turn: never call it holding one.
     pub(super) fn usage(&self, user: u32) -> (Usage, Usage) {
-        let sessions: Vec<(u32, bool, Arc<Session>)> = self
+        let sessions: Vec<(u32, Arc<Session>)> = self
             .lock()
             .by_serial
             .values()
-            .filter_map(|v| Some((v.user, v.opened, v.session.upgrade()?)))
+            .filter_map(|v| Some((v.user, v.session.upgrade()?)))
             .collect();
         let (mut mine, mut all) = (Usage::default(), Usage::default());
-        for (u, opened, s) in sessions {
-            let mut held = s.objs().usage();
-            held.sessions = usize::from(opened);
+        for (u, s) in sessions {
+            let held = s.objs().usage();
             all.add(&held);
             if u == user {
                 mine.add(&held);
             }
         }
         (mine, all)
+    }
+
+    /// The session `serial` can be asked to move (`Some`), or no longer can.
+    pub(super) fn set_mover(&self, serial: u64, ask: Option<mpsc::Sender<Ask>>) {
+        if let Some(v) = self.lock().by_serial.get_mut(&serial) {
+            v.mover = ask;
+        }
+    }
+
+    /// The sessions that can be asked to move now.
+    pub(super) fn movers(&self) -> Vec<SessionMover> {
+        self.lock()
+            .by_serial
+            .values()
+            .filter_map(|v| Some(SessionMover(v.mover.clone()?)))
+            .collect()
     }
 
     /// Every session now.
