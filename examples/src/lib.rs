@@ -15,6 +15,9 @@
 //! * `iwbench`: the stack against raw TCP on the same loopback, in the same run, with the
 //!   ratios. `iwbench --smoke` runs it for a moment.
 //!
+//! * `quickstart`: the README's quick start, a client of an iwarpd's built-in service
+//!   (connect, register, RDMA Write, Read back, Send and its echo).
+//!
 //! * `kv`: a small key-value store (RDMA Write plus a Send notification).
 //!
 //! * `split`: seed 002's split-model driver with its push-push messaging (see [`split`]).
