@@ -5,11 +5,11 @@
 //! The README shows the program whole, so the text there is the file's, character for
 //! character.
 
-mod iwarpd_common;
+mod common;
 
 use std::process::Command;
 
-use iwarpd_common::*;
+use common::*;
 
 const QUICKSTART: &str = env!("CARGO_BIN_EXE_quickstart");
 

@@ -233,7 +233,7 @@ impl Device {
     pub async fn listen(&self, addr: impl ToSocketAddrs) -> io::Result<Listener> {
         let mut last = None;
         let mut bound = None;
-        for a in tokio::net::lookup_host(addr).await? {
+        for a in lookup(addr).await? {
             let got = match &self.backend {
                 Backend::Embedded(e) => e
                     .listen(a)
@@ -282,7 +282,7 @@ impl Device {
         self.check_pd(pd)?;
         let mut last = None;
         let mut connected = None;
-        for a in tokio::net::lookup_host(addr).await? {
+        for a in lookup(addr).await? {
             let got = match &self.backend {
                 Backend::Embedded(e) => e
                     .connect(a, qp.to_init(pd.engine_id())?, private_data)
@@ -624,6 +624,26 @@ impl Incoming {
             IncomingInner::Answered => unreachable!("an Incoming is answered once"),
         }
     }
+}
+
+/// The addresses `addr` resolves to; a failure says what form an address takes (tokio's
+/// own words, "invalid socket address", name neither the form nor the port).
+pub(crate) async fn lookup(
+    addr: impl ToSocketAddrs,
+) -> io::Result<impl Iterator<Item = SocketAddr>> {
+    tokio::net::lookup_host(addr).await.map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: give an address with its port, as IP:PORT, HOST:PORT or [IPv6]:PORT \
+                     (iWARP listeners usually use port 4791)"
+                ),
+            )
+        } else {
+            e
+        }
+    })
 }
 
 /// The error for a host name that resolved to no address.

@@ -288,3 +288,20 @@ fn reversed_ranges_are_out_of_bounds() {
         "empty at the end is fine"
     );
 }
+
+/// An address without its port (`192.0.2.20`, as a user types a host) says what form an
+/// address takes; tokio's own words were only "invalid socket address".
+#[tokio::test]
+async fn an_address_without_its_port_says_what_an_address_looks_like() {
+    let dev = Device::open(DeviceConfig::default().embedded()).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(4);
+    let e = dev
+        .connect(&pd, "192.0.2.20", QpConfig::new(&cq), b"")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("IP:PORT") && e.contains("4791"), "{e}");
+    let e = dev.listen("localhost").await.unwrap_err().to_string();
+    assert!(e.contains("HOST:PORT"), "{e}");
+}

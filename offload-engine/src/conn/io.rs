@@ -61,7 +61,12 @@ impl Io {
     /// This end's address and the peer's, while the socket is there.
     pub(crate) fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
         let sock = self.sock.as_deref()?;
-        Some((sock.local_addr().ok()?, sock.peer_addr().ok()?))
+        // A dual-stack listener's IPv4 connections read as IPv4, as their peers know them.
+        let canonical = crate::dual_stack::canonical;
+        Some((
+            canonical(sock.local_addr().ok()?),
+            canonical(sock.peer_addr().ok()?),
+        ))
     }
 
     /// One non-blocking read into `rx` through tokio's readiness (the driver's read).
