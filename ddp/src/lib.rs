@@ -16,11 +16,9 @@
 //!   plus the control octet ([`wire::control`]).
 //! * [`SegmentRepr`]: parse any DDP header at the start of an MPA ULPDU, dispatching
 //!   on the T bit.
-//! * [`Segmenter`]: cut one message into segments of at most `max_payload` octets
-//!   (RFC 5041 §5.2).
-//! * [`check_tagged_range`] / [`check_untagged`]: the receive-side validation of
-//!   RFC 5041 §7.2, each failure being a [`DdpError`] that carries its Terminate
-//!   error type and code.
+//! * [`tagged_offset`] / [`check_untagged`]: the receive-side validation of RFC 5041
+//!   §7.2, each failure being a [`DdpError`] that carries its Terminate error type and
+//!   code. (Segmentation is the sender's, in `rdmap`'s transmit path.)
 //! * [`STag`] and [`Access`]: the steering tag and the access rights shared by the
 //!   memory-management layers above.
 //!
@@ -49,7 +47,6 @@
 mod access;
 mod error;
 mod segment;
-mod segmenter;
 mod stag;
 mod validate;
 pub mod wire;
@@ -57,9 +54,8 @@ pub mod wire;
 pub use access::Access;
 pub use error::DdpError;
 pub use segment::SegmentRepr;
-pub use segmenter::{Segmenter, Span, max_payload};
 pub use stag::STag;
-pub use validate::{check_tagged_range, check_untagged, tagged_offset};
+pub use validate::{check_untagged, tagged_offset};
 pub use wire::tagged::{TaggedPacket, TaggedRepr};
 pub use wire::untagged::{UntaggedPacket, UntaggedRepr};
 
