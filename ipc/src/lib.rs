@@ -23,6 +23,7 @@
 pub mod channel;
 mod codec;
 pub mod control;
+mod doorbell;
 pub mod push;
 pub mod qpseg;
 pub mod srq;

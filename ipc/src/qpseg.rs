@@ -21,9 +21,9 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
+pub use crate::doorbell::{AsyncDoorbell, Doorbell};
 use bytes::{BufMut, BytesMut};
 use shm::Segment;
-pub use shm::{AsyncDoorbell, Doorbell};
 
 use crate::codec::{Malformed, Reader};
 

@@ -41,9 +41,9 @@
 //! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
 //! pointers to memory they own), the two slice constructions in the views (under the
 //! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
-//! references into a segment (bounds and alignment checked), and registering a
-//! [`Doorbell`]'s eventfd with tokio (the descriptor is owned by what is registered). Each block has its `SAFETY:`
-//! comment.
+//! references into a segment (bounds and alignment checked), and (with the `tokio` feature)
+//! registering an owned descriptor with tokio's reactor ([`register_readable`]). Each
+//! block has its `SAFETY:` comment.
 //!
 //! Memory files cross process boundaries sealed: [`Region::alloc`] and
 //! [`Segment::create`] seal theirs against resizing, and [`Region::map`] and
@@ -63,12 +63,14 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use bytes::BytesMut;
 use memmap2::{MmapOptions, MmapRaw};
 
-mod doorbell;
+#[cfg(feature = "tokio")]
+mod async_fd;
 mod held;
 mod sealed;
 mod segment;
 
-pub use doorbell::{AsyncDoorbell, Doorbell};
+#[cfg(feature = "tokio")]
+pub use async_fd::register_readable;
 pub use held::memory_files;
 pub use segment::Segment;
 

@@ -23,7 +23,7 @@ use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId}
 use super::logs::{CLIENT_OTHER, RING_GARBAGE, limited};
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
 use crate::push_share::{PdPush, PushShare, pushed_octets};
-use shm::AsyncDoorbell;
+use ipc::qpseg::AsyncDoorbell;
 use tokio::sync::Notify;
 
 use crate::{Cq, Qp};

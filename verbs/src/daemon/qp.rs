@@ -730,7 +730,7 @@ const POLLED_PUMP: std::time::Duration = std::time::Duration::from_millis(1);
 
 async fn pump(
     shared: Arc<Shared>,
-    bell: shm::AsyncDoorbell,
+    bell: ipc::qpseg::AsyncDoorbell,
     client: Arc<Client>,
     mut end: watch::Receiver<Option<QpEnd>>,
 ) {

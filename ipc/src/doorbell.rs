@@ -2,10 +2,9 @@
 //! for a tokio task to sleep on it.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::event::EventfdFlags;
-use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 /// An eventfd (non-blocking, close-on-exec): [`ring`](Self::ring) adds one, a sleeper
@@ -36,24 +35,19 @@ impl Doorbell {
 
     /// Consumes the rings so far; never blocks.
     pub fn drain(&self) {
-        let mut b = [0u8; 8];
-        let _ = rustix::io::read(&self.fd, &mut b);
+        drain(&self.fd);
     }
 
     /// Registers it with the current tokio runtime, to sleep on.
     pub fn into_async(self) -> io::Result<AsyncDoorbell> {
-        // SAFETY: the `AsyncFd` owns the `Doorbell`, which owns its `OwnedFd`: the
-        // descriptor stays open and the same for as long as the `AsyncFd` lives, and
-        // `as_raw_fd` always returns it (tokio's condition for registering it).
-        let fd = unsafe { AsyncFd::register_with_interest(self, Interest::READABLE) };
-        fd.map(AsyncDoorbell).map_err(io::Error::from)
+        shm::register_readable(self.fd).map(AsyncDoorbell)
     }
 }
 
-impl AsRawFd for Doorbell {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
+/// Consumes an eventfd's count; never blocks.
+fn drain(fd: &OwnedFd) {
+    let mut b = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut b);
 }
 
 impl AsFd for Doorbell {
@@ -64,7 +58,7 @@ impl AsFd for Doorbell {
 
 /// A [`Doorbell`] a tokio task can wait on.
 #[derive(Debug)]
-pub struct AsyncDoorbell(AsyncFd<Doorbell>);
+pub struct AsyncDoorbell(AsyncFd<OwnedFd>);
 
 impl AsFd for AsyncDoorbell {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -80,7 +74,7 @@ impl AsyncDoorbell {
     /// Cancel safe: a ring that arrives while nobody waits is kept in the counter.
     pub async fn wait(&self) -> io::Result<()> {
         let mut g = self.0.readable().await?;
-        g.get_inner().drain();
+        drain(g.get_inner());
         g.clear_ready();
         Ok(())
     }
