@@ -784,60 +784,44 @@ pub struct QpInfo {
     pub framing: rdmap::Framing,
 }
 
-/// The counters of a queue pair, or their sum over a device: the traffic, and seed 000's
-/// push path. On the wire: 47 little-endian u64s in the order of the fields (arrays
-/// element by element).
+/// The counters of a queue pair, or their sum over a device: its traffic (the stream's
+/// own [`StreamStats`](rdmap::StreamStats)) and seed 000's push path
+/// ([`PushCounters`](crate::qpseg::PushCounters)). One struct for the engine, the control
+/// protocol and the library alike. On the wire: 47 little-endian u64s, the traffic's
+/// fields then the push path's, in the order of their fields (arrays element by element).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// FPDUs sent.
-    pub fpdus_sent: u64,
-    /// FPDUs received.
-    pub fpdus_received: u64,
-    /// Payload octets placed.
-    pub bytes_placed: u64,
-    /// Payload octets sent from registered memory without a copy.
-    pub bytes_sent_in_place: u64,
-    /// Payload octets read from the socket straight into registered memory.
-    pub bytes_received_in_place: u64,
-    /// DDP payload octets sent per RDMAP opcode (0x0..=0xB).
-    pub octets_sent: [u64; OPCODES],
-    /// DDP payload octets received per RDMAP opcode.
-    pub octets_received: [u64; OPCODES],
-    /// Terminates sent.
-    pub terminates_sent: u64,
-    /// Terminates received.
-    pub terminates_received: u64,
-    /// Requests executed from pushed messages.
-    pub pushed: u64,
-    /// Requests executed from the send queue.
-    pub sq_executed: u64,
-    /// Pushed messages discarded, by reason ([`Discard::ALL`](crate::qpseg::Discard::ALL) order).
-    pub push_discards: [u64; 6],
+    /// FPDUs, octets per opcode, octets placed in place, Terminates.
+    pub traffic: rdmap::StreamStats,
+    /// Requests executed from pushed messages and from the send queue, and discards by
+    /// reason.
+    pub push: crate::qpseg::PushCounters,
 }
 
-/// The RDMAP opcodes counted: 0x0 to 0xB.
+/// The RDMAP opcodes counted: 0x0 to 0xF.
 pub const OPCODES: usize = rdmap::OPCODES;
 
 impl Counters {
     /// The counters in wire order.
     fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        let (t, p) = (&self.traffic, &self.push);
         [
-            self.fpdus_sent,
-            self.fpdus_received,
-            self.bytes_placed,
-            self.bytes_sent_in_place,
-            self.bytes_received_in_place,
+            t.fpdus_sent,
+            t.fpdus_received,
+            t.bytes_placed,
+            t.bytes_sent_in_place,
+            t.bytes_received_in_place,
         ]
         .into_iter()
-        .chain(self.octets_sent)
-        .chain(self.octets_received)
+        .chain(t.octets_sent)
+        .chain(t.octets_received)
         .chain([
-            self.terminates_sent,
-            self.terminates_received,
-            self.pushed,
-            self.sq_executed,
+            t.terminates_sent,
+            t.terminates_received,
+            p.executed,
+            p.sq_path,
         ])
-        .chain(self.push_discards)
+        .chain(p.discards)
     }
 
     fn put(&self, out: &mut BytesMut) {
@@ -847,45 +831,29 @@ impl Counters {
     }
 
     fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let mut c = Self {
-            fpdus_sent: r.u64("counter")?,
-            fpdus_received: r.u64("counter")?,
-            bytes_placed: r.u64("counter")?,
-            bytes_sent_in_place: r.u64("counter")?,
-            bytes_received_in_place: r.u64("counter")?,
-            ..Self::default()
-        };
-        for w in c.octets_sent.iter_mut().chain(c.octets_received.iter_mut()) {
-            *w = r.u64("counter")?;
-        }
-        c.terminates_sent = r.u64("counter")?;
-        c.terminates_received = r.u64("counter")?;
-        c.pushed = r.u64("counter")?;
-        c.sq_executed = r.u64("counter")?;
-        for w in &mut c.push_discards {
+        let mut c = Self::default();
+        let (t, p) = (&mut c.traffic, &mut c.push);
+        for w in [
+            &mut t.fpdus_sent,
+            &mut t.fpdus_received,
+            &mut t.bytes_placed,
+            &mut t.bytes_sent_in_place,
+            &mut t.bytes_received_in_place,
+        ]
+        .into_iter()
+        .chain(t.octets_sent.iter_mut())
+        .chain(t.octets_received.iter_mut())
+        .chain([
+            &mut t.terminates_sent,
+            &mut t.terminates_received,
+            &mut p.executed,
+            &mut p.sq_path,
+        ])
+        .chain(p.discards.iter_mut())
+        {
             *w = r.u64("counter")?;
         }
         Ok(c)
-    }
-
-    /// The traffic counters of `s`; the push counters stay as they are.
-    pub fn set_traffic(&mut self, s: &rdmap::StreamStats) {
-        self.fpdus_sent = s.fpdus_sent;
-        self.fpdus_received = s.fpdus_received;
-        self.bytes_placed = s.bytes_placed;
-        self.bytes_sent_in_place = s.bytes_sent_in_place;
-        self.bytes_received_in_place = s.bytes_received_in_place;
-        self.octets_sent = s.octets_sent;
-        self.octets_received = s.octets_received;
-        self.terminates_sent = s.terminates_sent;
-        self.terminates_received = s.terminates_received;
-    }
-
-    /// The push counters of `p`; the traffic counters stay as they are.
-    pub fn set_push(&mut self, p: &crate::qpseg::PushCounters) {
-        self.pushed = p.executed;
-        self.sq_executed = p.sq_path;
-        self.push_discards = p.discards;
     }
 }
 
@@ -1410,12 +1378,10 @@ mod tests {
 
     #[test]
     fn counters_are_47_words_in_field_order() {
-        let c = Counters {
-            fpdus_sent: 0x0102,
-            octets_sent: std::array::from_fn(|i| i as u64),
-            push_discards: [0, 0, 0, 0, 0, 0x55],
-            ..Counters::default()
-        };
+        let mut c = Counters::default();
+        c.traffic.fpdus_sent = 0x0102;
+        c.traffic.octets_sent = std::array::from_fn(|i| i as u64);
+        c.push.discards = [0, 0, 0, 0, 0, 0x55];
         let m = Reply::QpCounters(c).encode(func::QUERY_QP, 1);
         // After the status (0: success).
         let body = &m[HEADER_LEN + 2..];
@@ -1652,11 +1618,12 @@ mod tests {
             (func::CONNECT, Reply::Qp(info)),
             (
                 func::QUERY_QP,
-                Reply::QpCounters(Counters {
-                    fpdus_sent: 1,
-                    octets_received: [7; OPCODES],
-                    push_discards: [1, 2, 3, 4, 5, 6],
-                    ..Counters::default()
+                Reply::QpCounters({
+                    let mut c = Counters::default();
+                    c.traffic.fpdus_sent = 1;
+                    c.traffic.octets_received = [7; OPCODES];
+                    c.push.discards = [1, 2, 3, 4, 5, 6];
+                    c
                 }),
             ),
             (
@@ -1666,9 +1633,10 @@ mod tests {
                     memory_entries: 2,
                     clients: 3,
                     connections: 9,
-                    totals: Counters {
-                        terminates_received: 4,
-                        ..Counters::default()
+                    totals: {
+                        let mut c = Counters::default();
+                        c.traffic.terminates_received = 4;
+                        c
                     },
                     ..DeviceCounters::default()
                 }),

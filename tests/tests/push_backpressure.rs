@@ -77,9 +77,9 @@ async fn provoke_d4(dev: Device) {
             })
             .unwrap();
         let st = conn.qp.stats();
-        if st.push_discards[1] > 0 {
+        if st.push.discards[1] > 0 {
             // Only the first Send, before the Read, was executed from its pushed copy.
-            assert_eq!(st.pushed, 1, "{st:?}");
+            assert_eq!(st.push.executed, 1, "{st:?}");
             break;
         }
         assert!(

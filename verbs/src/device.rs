@@ -132,9 +132,6 @@ impl Device {
         match &self.backend {
             Backend::Embedded(e) => {
                 let st = e.stats();
-                let mut c = ipc::control::Counters::default();
-                c.set_traffic(&st.traffic);
-                c.set_push(&st.push);
                 let live = e.qps().len();
                 DeviceStats {
                     queue_pairs: live,
@@ -143,7 +140,10 @@ impl Device {
                     all_queue_pairs: live,
                     connections: st.connections,
                     connections_closed: st.connections_closed,
-                    totals: QpStats::from(&c),
+                    totals: QpStats {
+                        traffic: st.traffic,
+                        push: st.push,
+                    },
                 }
             }
             Backend::Daemon(c) => match c.call(&Request::Stats) {
@@ -154,7 +154,7 @@ impl Device {
                     all_queue_pairs: d.device_queue_pairs as usize,
                     connections: d.connections,
                     connections_closed: d.connections_closed,
-                    totals: QpStats::from(&d.totals),
+                    totals: d.totals,
                 },
                 _ => DeviceStats::default(),
             },

@@ -137,6 +137,7 @@ pub use cq::{Cq, CqError, Srq, Wc};
 pub use daemon::DaemonError;
 pub use device::{Connected, Device, DeviceStats, Incoming, Listener};
 pub use error::{DaemonWhy, MemError, WcError};
+pub use ipc::qpseg::PushCounters;
 pub use migrate::{MigrateError, Migrated};
 pub use mr::Mr;
 pub use mw::Mw;
@@ -150,7 +151,8 @@ pub use types::{MwType, PdId};
 pub use mpa::{ConnectError, Extensions, Framing, Refused, RtrFlags};
 pub use rdmap::{
     Access, Completion, FastReg, Payload, PostError, QpEnd, QpNum, QpState, RecvWr, RemoteBuf,
-    SGL_INLINE, STag, SendFlags, SendOp, SendWr, Sge, Sgl, TermCode, WcOpcode, WcStatus, WrId,
+    SGL_INLINE, STag, SendFlags, SendOp, SendWr, Sge, Sgl, StreamStats, TermCode, WcOpcode,
+    WcStatus, WrId,
 };
 
 /// The `bytes` crate, re-exported so applications need no direct dependency for

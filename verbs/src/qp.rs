@@ -15,44 +15,13 @@ use crate::mr::Mr;
 use crate::pd::Pd;
 use rdmap::{QpEnd, QpNum};
 
-/// A queue pair's counters, from [`Qp::stats`].
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QpStats {
-    /// FPDUs transmitted.
-    pub fpdus_sent: u64,
-    /// FPDUs received.
-    pub fpdus_received: u64,
-    /// Payload octets placed into local memory.
-    pub bytes_placed: u64,
-    /// Payload octets sent straight from registered memory, with no copy (large enough
-    /// segments, from 4 KiB, of Sends, Writes and Read Responses without MPA markers).
-    pub bytes_sent_in_place: u64,
-    /// Payload octets read from the socket straight into registered memory, with no copy
-    /// (RDMA Writes from 8 KiB on connections without CRC or markers).
-    pub bytes_received_in_place: u64,
-    /// DDP payload octets sent per RDMAP opcode, indexed by the opcode's value (0x0 RDMA
-    /// Write, 0x1 Read Request, 0x2 Read Response, 0x3..=0x6 the Sends, 0x7 Terminate,
-    /// 0x8/0x9 Immediate Data, 0xA/0xB Atomic Request/Response, 0xC..=0xF the Sends with
-    /// Immediate Data of this stack's extension): [`OPCODE_NAMES`].
-    pub octets_sent: [u64; 16],
-    /// DDP payload octets received per RDMAP opcode, in segments that passed validation.
-    pub octets_received: [u64; 16],
-    /// Terminate messages sent.
-    pub terminates_sent: u64,
-    /// Terminate messages received.
-    pub terminates_received: u64,
-    /// Requests executed from pushed messages (seed 000's push path; by iwarpd, or by
-    /// the embedded engine from its in-process region).
-    pub pushed: u64,
-    /// Requests executed from the send queue.
-    pub sq_executed: u64,
-    /// Pushed messages discarded (their requests then ran from the send queue), by
-    /// reason, in the order of [`PUSH_DISCARD_REASONS`].
-    pub push_discards: [u64; 6],
-}
+/// A queue pair's counters, from [`Qp::stats`]: its traffic (`stats.traffic`: FPDUs,
+/// octets per RDMAP opcode, octets moved in place, Terminates) and seed 000's push path
+/// (`stats.push`: requests executed from pushed messages and from the send queue, and
+/// discards by reason). The same struct iwarpd sends on its control socket.
+pub type QpStats = ipc::control::Counters;
 
-/// The RDMAP opcodes of [`QpStats::octets_sent`] and [`QpStats::octets_received`], in
+/// The RDMAP opcodes of a [`QpStats`]'s `traffic.octets_sent` and `traffic.octets_received`, in
 /// order (the names Wireshark's iwarp-rdmap dissector shows, and this stack's extension's).
 pub const OPCODE_NAMES: [&str; 16] = [
     "Write",
@@ -73,26 +42,7 @@ pub const OPCODE_NAMES: [&str; 16] = [
     "Send with SE, Invalidate and Immediate Data",
 ];
 
-impl From<&ipc::control::Counters> for QpStats {
-    fn from(c: &ipc::control::Counters) -> Self {
-        Self {
-            fpdus_sent: c.fpdus_sent,
-            fpdus_received: c.fpdus_received,
-            bytes_placed: c.bytes_placed,
-            bytes_sent_in_place: c.bytes_sent_in_place,
-            bytes_received_in_place: c.bytes_received_in_place,
-            octets_sent: c.octets_sent,
-            octets_received: c.octets_received,
-            terminates_sent: c.terminates_sent,
-            terminates_received: c.terminates_received,
-            pushed: c.pushed,
-            sq_executed: c.sq_executed,
-            push_discards: c.push_discards,
-        }
-    }
-}
-
-/// The reasons of [`QpStats::push_discards`], in order: the twin request was not at the
+/// The reasons of a [`QpStats`]'s `push.discards`, in order: the twin request was not at the
 /// head of the send queue (or one was part-way through transmission), the connection was
 /// back-pressured, no tracking entry was free, the push share had no transmit credit, the
 /// message named a queue pair outside its domain, the message was malformed.
@@ -200,12 +150,10 @@ impl QpImpl {
     }
     fn counters(&self) -> ipc::control::Counters {
         match self {
-            Self::Embedded(q) => {
-                let mut c = ipc::control::Counters::default();
-                c.set_traffic(&q.stats());
-                c.set_push(&q.push_counters());
-                c
-            }
+            Self::Embedded(q) => ipc::control::Counters {
+                traffic: q.stats(),
+                push: q.push_counters(),
+            },
             Self::Daemon(q) => q.counters(),
         }
     }
@@ -344,7 +292,7 @@ impl Qp {
     /// Its counters. Through iwarpd this asks the daemon (a round trip on the control
     /// socket).
     pub fn stats(&self) -> QpStats {
-        QpStats::from(&self.inner.qp.counters())
+        self.inner.qp.counters()
     }
 
     /// The current state: [`QpState::Rts`] while connected.

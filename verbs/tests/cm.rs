@@ -158,7 +158,7 @@ async fn host_names_resolve_for_listen_and_connect() {
     let sqp = accepting.await.unwrap();
     assert_eq!(conn.qp.state(), QpState::Rts);
     assert_eq!(client.device.stats().queue_pairs, 1);
-    assert_eq!(conn.qp.stats().fpdus_sent, 0);
+    assert_eq!(conn.qp.stats().traffic.fpdus_sent, 0);
     conn.qp.disconnect();
     assert_eq!(sqp.closed().await, QpEnd::Closed);
 }

@@ -147,7 +147,7 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
     let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next()).await??;
     assert_eq!(wc.wc.wr_id, 63);
     assert!(ccq.is_empty());
-    assert!(qp.stats().fpdus_sent > 64);
+    assert!(qp.stats().traffic.fpdus_sent > 64);
     Ok(())
 }
 
@@ -495,25 +495,32 @@ async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(),
             assert!(!wc.push_discarded || push);
         }
         let st = conn.qp.stats();
-        let discards: u64 = st.push_discards.iter().sum();
+        let discards: u64 = st.push.discards.iter().sum();
         if path.is_none() && !push {
             // Embedded with the push path off: nothing decides, nothing is counted.
-            assert_eq!((st.pushed, st.sq_executed, discards), (0, 0, 0), "{st:?}");
+            assert_eq!(
+                (st.push.executed, st.push.sq_path, discards),
+                (0, 0, 0),
+                "{st:?}"
+            );
             continue;
         }
         assert_eq!(
-            st.pushed + st.sq_executed,
+            st.push.executed + st.push.sq_path,
             100,
             "each request ran once: {st:?}"
         );
         if push {
-            assert!(st.pushed > 50, "small sends and writes were pushed: {st:?}");
+            assert!(
+                st.push.executed > 50,
+                "small sends and writes were pushed: {st:?}"
+            );
             assert_eq!(
-                st.sq_executed, discards,
+                st.push.sq_path, discards,
                 "only discarded pushes took the queue: {st:?}"
             );
         } else {
-            assert_eq!((st.pushed, discards), (0, 0), "{st:?}");
+            assert_eq!((st.push.executed, discards), (0, 0), "{st:?}");
         }
     }
     Ok(())
@@ -592,9 +599,9 @@ async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(),
     }
     assert_eq!(got, expect, "every Send arrived once, in post order");
     let st = qp.stats();
-    assert_eq!(st.pushed + st.sq_executed, 200, "{st:?}");
+    assert_eq!(st.push.executed + st.push.sq_path, 200, "{st:?}");
     assert_eq!(
-        st.push_discards[0], flagged,
+        st.push.discards[0], flagged,
         "not-at-head discards flagged: {st:?}"
     );
     assert!(
@@ -701,11 +708,15 @@ async fn every_push_discarded(
         flagged += u64::from(wc.push_discarded);
     }
     let st = conn.qp.stats();
-    assert_eq!((st.pushed, st.sq_executed), (0, 20), "{name}: {st:?}");
-    assert!(st.push_discards[reason] > 0, "{name}: {st:?}");
+    assert_eq!(
+        (st.push.executed, st.push.sq_path),
+        (0, 20),
+        "{name}: {st:?}"
+    );
+    assert!(st.push.discards[reason] > 0, "{name}: {st:?}");
     assert_eq!(
         flagged,
-        st.push_discards.iter().sum::<u64>(),
+        st.push.discards.iter().sum::<u64>(),
         "{name}: {st:?}"
     );
     Ok(())

@@ -45,20 +45,29 @@ async fn read_of_a_stale_stag_fails_with_status_and_terminate() {
     // The counters saw it: one Read Request out, one Terminate each way, and the queue
     // pair counted in its device's totals.
     let (cs, ss) = (c.qp.stats(), s.qp.stats());
-    assert_eq!((cs.terminates_received, ss.terminates_sent), (1, 1));
-    assert_eq!((cs.terminates_sent, ss.terminates_received), (0, 0));
     assert_eq!(
-        cs.octets_sent[1], 16,
+        (cs.traffic.terminates_received, ss.traffic.terminates_sent),
+        (1, 1)
+    );
+    assert_eq!(
+        (cs.traffic.terminates_sent, ss.traffic.terminates_received),
+        (0, 0)
+    );
+    assert_eq!(
+        cs.traffic.octets_sent[1], 16,
         "one Read V2 Request (both sides agreed): 16 octets, no sink"
     );
-    assert_eq!(ss.octets_received[1], 16);
+    assert_eq!(ss.traffic.octets_received[1], 16);
     assert_eq!(
-        ss.octets_sent[7], cs.octets_received[7],
+        ss.traffic.octets_sent[7], cs.traffic.octets_received[7],
         "the Terminate's octets"
     );
     assert_eq!(verbs::OPCODE_NAMES[7], "Terminate");
     let d = c.host.device.stats();
-    assert_eq!((d.connections, d.totals.terminates_received), (1, 1));
+    assert_eq!(
+        (d.connections, d.totals.traffic.terminates_received),
+        (1, 1)
+    );
 
     // The queue pair is dead: later requests complete as flushed.
     let err = c.qp.send(Bytes::from_static(b"late")).await.unwrap_err();

@@ -123,7 +123,7 @@ async fn send_imm_refused(c: &Side, s: &Side) {
     sent.unwrap();
     let got = got.unwrap();
     assert_eq!((got.byte_len, got.immediate), (3, None));
-    assert_eq!(c.qp.stats().octets_sent[0xC..], [0; 4]);
+    assert_eq!(c.qp.stats().traffic.octets_sent[0xC..], [0; 4]);
 }
 
 #[tokio::test]

@@ -96,12 +96,17 @@ async fn a_buffer_filled_in_place_is_sent_from_there() {
     assert_eq!((got.wc.wr_id, got.wc.byte_len), (1, LEN as u32));
     assert_eq!(&inbox.view(..).unwrap()[..], &pattern(LEN, 4)[..]);
     // The counters saw it: FPDUs out of the client, every octet placed at the server.
-    assert!(c.qp.stats().fpdus_sent >= 1, "{:?}", c.qp.stats());
-    assert_eq!(s.qp.stats().bytes_placed, LEN as u64, "{:?}", s.qp.stats());
-    assert!(s.qp.stats().fpdus_received >= 1);
+    assert!(c.qp.stats().traffic.fpdus_sent >= 1, "{:?}", c.qp.stats());
+    assert_eq!(
+        s.qp.stats().traffic.bytes_placed,
+        LEN as u64,
+        "{:?}",
+        s.qp.stats()
+    );
+    assert!(s.qp.stats().traffic.fpdus_received >= 1);
     // Sent from the region itself: no copy in between.
     assert_eq!(
-        c.qp.stats().bytes_sent_in_place,
+        c.qp.stats().traffic.bytes_sent_in_place,
         LEN as u64,
         "{:?}",
         c.qp.stats()

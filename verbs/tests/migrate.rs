@@ -155,8 +155,14 @@ async fn a_domain_migrates_ten_times_under_a_verified_loop() {
     assert_eq!(s.qp.state(), QpState::Rts);
     assert_eq!(c.qp.state(), QpState::Rts);
     let (cs, ss) = (c.qp.stats(), s.qp.stats());
-    assert_eq!((cs.terminates_sent, cs.terminates_received), (0, 0));
-    assert_eq!((ss.terminates_sent, ss.terminates_received), (0, 0));
+    assert_eq!(
+        (cs.traffic.terminates_sent, cs.traffic.terminates_received),
+        (0, 0)
+    );
+    assert_eq!(
+        (ss.traffic.terminates_sent, ss.traffic.terminates_received),
+        (0, 0)
+    );
     assert_eq!(peer.device.stats().connections, 1);
     assert_eq!(a.stats().connections + b.stats().connections, 1);
 

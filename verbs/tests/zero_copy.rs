@@ -53,7 +53,7 @@ async fn memory_that_changes_while_it_is_sent_keeps_every_fpdu_valid() {
     let st = c.qp.stats();
     // (The last segment of each message, under 512 octets, is copied.)
     assert!(
-        st.bytes_sent_in_place >= 2 * 40 * (LEN as u64 - 512),
+        st.traffic.bytes_sent_in_place >= 2 * 40 * (LEN as u64 - 512),
         "{st:?}"
     );
     c.qp.write(Bytes::from_static(b"still up"), target.remote().slice(0, 8))
@@ -98,8 +98,8 @@ async fn without_crc_large_writes_are_read_straight_into_memory() {
     // How much goes straight to memory depends on how the reads fall (a read that ends
     // 8 KiB or more before the end of a Write's segment); the 64 KiB segments of the
     // 1 MiB Write make some certain. The rdmap tests pin the exact behaviour.
-    assert!(st.bytes_received_in_place > 0, "{st:?}");
-    assert_eq!(st.bytes_placed, total + 5 * 4, "{st:?}");
+    assert!(st.traffic.bytes_received_in_place > 0, "{st:?}");
+    assert_eq!(st.traffic.bytes_placed, total + 5 * 4, "{st:?}");
 }
 
 /// A gather list over two regions: each segment that lies inside one element goes out in
@@ -125,5 +125,9 @@ async fn a_gather_list_over_two_regions_arrives_in_order() {
     let view = inbox.view(..).unwrap();
     assert!(view[..20_000] == pattern(20_000, 1)[..]);
     assert!(view[20_000..] == pattern(30_000, 2)[..]);
-    assert!(c.qp.stats().bytes_sent_in_place > 0, "{:?}", c.qp.stats());
+    assert!(
+        c.qp.stats().traffic.bytes_sent_in_place > 0,
+        "{:?}",
+        c.qp.stats()
+    );
 }

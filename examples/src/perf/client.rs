@@ -37,14 +37,14 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
         "the engine"
     };
     for (i, link) in s.links.iter().enumerate() {
-        let st = link.qp.stats();
-        if st.pushed + st.sq_executed == 0 {
+        let st = link.qp.stats().push;
+        if st.executed + st.sq_path == 0 {
             // The push path is off: nothing to say.
             continue;
         }
         let discards: Vec<String> = verbs::PUSH_DISCARD_REASONS
             .iter()
-            .zip(st.push_discards)
+            .zip(st.discards)
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
@@ -52,8 +52,8 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             "iwperf: QP {}: {who} ran {} from pushed messages, {} from the send \
              queue; push discards: {}",
             i + 1,
-            crate::words::count(st.pushed, "request", "requests"),
-            st.sq_executed,
+            crate::words::count(st.executed, "request", "requests"),
+            st.sq_path,
             if discards.is_empty() {
                 "none".to_owned()
             } else {

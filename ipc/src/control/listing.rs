@@ -252,10 +252,11 @@ mod tests {
             peer: "[::1]:7".parse().unwrap(),
             pid: Some(0x0a0b),
             uid: None,
-            counters: Counters {
-                fpdus_sent: 3,
-                push_discards: [0, 0, 0, 0, 0, 9],
-                ..Counters::default()
+            counters: {
+                let mut c = Counters::default();
+                c.traffic.fpdus_sent = 3;
+                c.push.discards = [0, 0, 0, 0, 0, 9];
+                c
             },
         };
         let page = QpPage {

@@ -54,8 +54,8 @@ pub fn engine_counters(st: &EngineStats) -> DeviceCounters {
         device_queue_pairs: u32::try_from(st.queue_pairs).unwrap_or(u32::MAX),
         ..DeviceCounters::default()
     };
-    d.totals.set_traffic(&st.traffic);
-    d.totals.set_push(&st.push);
+    d.totals.traffic = st.traffic;
+    d.totals.push = st.push;
     d
 }
 
@@ -106,9 +106,10 @@ fn page(device: &Arc<Device>, after: u32) -> QpPage {
         .map(|(service, qp)| {
             let (local, peer) = qp.addrs().unwrap_or((unknown, unknown));
             let owner = owners.get(&qp.num().0).copied();
-            let mut counters = Counters::default();
-            counters.set_traffic(&qp.stats());
-            counters.set_push(&qp.push_counters());
+            let counters = Counters {
+                traffic: qp.stats(),
+                push: qp.push_counters(),
+            };
             QpListing {
                 num: qp.num().0,
                 service: service.to_owned(),

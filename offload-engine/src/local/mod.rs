@@ -169,8 +169,8 @@ impl Device {
             d.connections_closed += st.connections_closed;
             traffic.add(&st.traffic);
         }
-        d.totals.set_traffic(&traffic);
-        d.totals.set_push(&self.share.totals());
+        d.totals.traffic = traffic;
+        d.totals.push = self.share.totals();
         d
     }
 }

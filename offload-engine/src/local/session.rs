@@ -619,9 +619,10 @@ async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: Vec<OwnedFd>
         Request::QueryQp { qp } => match s.objs().qps.get(&qp) {
             Some(sv) => {
                 // The push counters are in the queue pair's segment, which the client reads.
-                let mut c = Counters::default();
-                c.set_traffic(&sv.qp.stats());
-                Reply::QpCounters(c)
+                Reply::QpCounters(Counters {
+                    traffic: sv.qp.stats(),
+                    ..Counters::default()
+                })
             }
             None => not_found("queue pair", qp),
         },

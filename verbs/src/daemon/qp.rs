@@ -433,7 +433,7 @@ impl DaemonQp {
             Ok(Reply::QpCounters(c)) => c,
             _ => ipc::control::Counters::default(),
         };
-        c.set_push(&self.push_counters());
+        c.push = self.push_counters();
         c
     }
 

@@ -217,17 +217,21 @@ pub(crate) fn render(services: &[(&'static str, DeviceCounters)]) -> String {
         closed.get_or_create(&s).inc_by(d.connections_closed);
         open.get_or_create(&s).set(i64::from(d.device_queue_pairs));
         apps.get_or_create(&s).set(i64::from(d.clients));
-        fpdus_tx.get_or_create(&s).inc_by(t.fpdus_sent);
-        fpdus_rx.get_or_create(&s).inc_by(t.fpdus_received);
-        placed.get_or_create(&s).inc_by(t.bytes_placed);
-        terms_tx.get_or_create(&s).inc_by(t.terminates_sent);
-        terms_rx.get_or_create(&s).inc_by(t.terminates_received);
-        pushed.get_or_create(&s).inc_by(t.pushed);
-        sq.get_or_create(&s).inc_by(t.sq_executed);
+        fpdus_tx.get_or_create(&s).inc_by(t.traffic.fpdus_sent);
+        fpdus_rx.get_or_create(&s).inc_by(t.traffic.fpdus_received);
+        placed.get_or_create(&s).inc_by(t.traffic.bytes_placed);
+        terms_tx.get_or_create(&s).inc_by(t.traffic.terminates_sent);
+        terms_rx
+            .get_or_create(&s)
+            .inc_by(t.traffic.terminates_received);
+        pushed.get_or_create(&s).inc_by(t.push.executed);
+        sq.get_or_create(&s).inc_by(t.push.sq_path);
         for (i, opcode) in OPCODE_NAMES.iter().enumerate() {
             let l = ServiceOpcode { service, opcode };
-            octets_tx.get_or_create(&l).inc_by(t.octets_sent[i]);
-            octets_rx.get_or_create(&l).inc_by(t.octets_received[i]);
+            octets_tx.get_or_create(&l).inc_by(t.traffic.octets_sent[i]);
+            octets_rx
+                .get_or_create(&l)
+                .inc_by(t.traffic.octets_received[i]);
         }
         for r in Discard::ALL {
             let l = ServiceReason {
@@ -236,7 +240,7 @@ pub(crate) fn render(services: &[(&'static str, DeviceCounters)]) -> String {
             };
             discards
                 .get_or_create(&l)
-                .inc_by(t.push_discards[r.index()]);
+                .inc_by(t.push.discards[r.index()]);
         }
     }
     let mut text = String::new();
@@ -305,9 +309,9 @@ mod tests {
             connections_closed: 4,
             ..DeviceCounters::default()
         };
-        local.totals.fpdus_sent = 11;
-        local.totals.octets_sent[0] = 4096;
-        local.totals.push_discards[Discard::ALL[1].index()] = 5;
+        local.totals.traffic.fpdus_sent = 11;
+        local.totals.traffic.octets_sent[0] = 4096;
+        local.totals.push.discards[Discard::ALL[1].index()] = 5;
         let text = render(&[
             ("local", local),
             ("remote_memory", DeviceCounters::default()),

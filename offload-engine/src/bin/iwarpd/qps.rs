@@ -49,7 +49,10 @@ pub(crate) fn query(path: &Path) -> Result<Vec<QpListing>, String> {
 /// Payload octets sent and received, over every opcode.
 fn octets(q: &QpListing) -> (u64, u64) {
     let c = &q.counters;
-    (c.octets_sent.iter().sum(), c.octets_received.iter().sum())
+    (
+        c.traffic.octets_sent.iter().sum(),
+        c.traffic.octets_received.iter().sum(),
+    )
 }
 
 /// An address, or `-` where the connection has none any more.
@@ -90,12 +93,12 @@ pub(crate) fn table(qps: &[QpListing], path: &Path) -> String {
                 addr(q.peer),
                 or_dash(q.pid),
                 or_dash(q.uid),
-                c.fpdus_sent.to_string(),
-                c.fpdus_received.to_string(),
+                c.traffic.fpdus_sent.to_string(),
+                c.traffic.fpdus_received.to_string(),
                 tx.to_string(),
                 rx.to_string(),
-                c.terminates_sent.to_string(),
-                c.terminates_received.to_string(),
+                c.traffic.terminates_sent.to_string(),
+                c.traffic.terminates_received.to_string(),
             ]
         })
         .collect();
@@ -152,13 +155,13 @@ pub(crate) fn json(qps: &[QpListing]) -> String {
                 "peer": q.peer.to_string(),
                 "pid": q.pid,
                 "uid": q.uid,
-                "fpdus_sent": c.fpdus_sent,
-                "fpdus_received": c.fpdus_received,
+                "fpdus_sent": c.traffic.fpdus_sent,
+                "fpdus_received": c.traffic.fpdus_received,
                 "octets_sent": tx,
                 "octets_received": rx,
-                "bytes_placed": c.bytes_placed,
-                "terminates_sent": c.terminates_sent,
-                "terminates_received": c.terminates_received,
+                "bytes_placed": c.traffic.bytes_placed,
+                "terminates_sent": c.traffic.terminates_sent,
+                "terminates_received": c.traffic.terminates_received,
             })
         })
         .collect();
@@ -179,10 +182,11 @@ mod tests {
             peer: "127.0.0.1:50000".parse().unwrap(),
             pid,
             uid: pid.map(|_| 1000),
-            counters: Counters {
-                fpdus_sent: 7,
-                octets_sent: [1; ipc::control::OPCODES],
-                ..Counters::default()
+            counters: {
+                let mut c = Counters::default();
+                c.traffic.fpdus_sent = 7;
+                c.traffic.octets_sent = [1; ipc::control::OPCODES];
+                c
             },
         }
     }

@@ -181,22 +181,22 @@ fn service_json(d: &DeviceCounters) -> serde_json::Map<String, serde_json::Value
     };
     let discards: serde_json::Map<String, serde_json::Value> = Discard::ALL
         .iter()
-        .map(|r| (r.name().to_owned(), t.push_discards[r.index()].into()))
+        .map(|r| (r.name().to_owned(), t.push.discards[r.index()].into()))
         .collect();
     let v = serde_json::json!({
         "queue_pairs": d.device_queue_pairs,
         "connections": d.connections,
         "connections_closed": d.connections_closed,
-        "fpdus_sent": t.fpdus_sent,
-        "fpdus_received": t.fpdus_received,
-        "bytes_placed": t.bytes_placed,
-        "octets_sent": per_op(&t.octets_sent),
-        "octets_received": per_op(&t.octets_received),
-        "terminates_sent": t.terminates_sent,
-        "terminates_received": t.terminates_received,
+        "fpdus_sent": t.traffic.fpdus_sent,
+        "fpdus_received": t.traffic.fpdus_received,
+        "bytes_placed": t.traffic.bytes_placed,
+        "octets_sent": per_op(&t.traffic.octets_sent),
+        "octets_received": per_op(&t.traffic.octets_received),
+        "terminates_sent": t.traffic.terminates_sent,
+        "terminates_received": t.traffic.terminates_received,
         "push": {
-            "executed": t.pushed,
-            "sq_executed": t.sq_executed,
+            "executed": t.push.executed,
+            "sq_executed": t.push.sq_path,
             "discards": discards,
         },
     });
@@ -233,29 +233,29 @@ fn service_table(s: &mut String, d: &DeviceCounters) {
     ));
     s.push_str(&format!(
         "  FPDUs                  {} sent, {} received\n",
-        t.fpdus_sent, t.fpdus_received
+        t.traffic.fpdus_sent, t.traffic.fpdus_received
     ));
     s.push_str(&format!(
         "  Terminates             {} sent, {} received\n",
-        t.terminates_sent, t.terminates_received
+        t.traffic.terminates_sent, t.traffic.terminates_received
     ));
     s.push_str("  payload octets by opcode        sent        received\n");
     for (i, name) in OPCODE_NAMES.iter().enumerate() {
-        if t.octets_sent[i] + t.octets_received[i] > 0 {
+        if t.traffic.octets_sent[i] + t.traffic.octets_received[i] > 0 {
             s.push_str(&format!(
                 "    {name:<20} {:>15} {:>15}\n",
-                t.octets_sent[i], t.octets_received[i]
+                t.traffic.octets_sent[i], t.traffic.octets_received[i]
             ));
         }
     }
-    let discarded: u64 = t.push_discards.iter().sum();
+    let discarded: u64 = t.push.discards.iter().sum();
     s.push_str(&format!(
         "  push path              {} executed from pushed messages, {} from the send queue, \
          {discarded} discarded\n",
-        t.pushed, t.sq_executed
+        t.push.executed, t.push.sq_path
     ));
     for r in Discard::ALL {
-        let n = t.push_discards[r.index()];
+        let n = t.push.discards[r.index()];
         if n > 0 {
             s.push_str(&format!("    discarded: {:<16} {n}\n", r.name()));
         }
@@ -294,8 +294,8 @@ mod tests {
             connections: 5,
             ..DeviceCounters::default()
         };
-        d.totals.octets_sent[3] = 8;
-        d.totals.push_discards[Discard::FlowControl.index()] = 1;
+        d.totals.traffic.octets_sent[3] = 8;
+        d.totals.push.discards[Discard::FlowControl.index()] = 1;
         let c = Counters {
             local: d,
             services: vec![ServiceCounters {
