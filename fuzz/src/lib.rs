@@ -30,6 +30,8 @@ mod input;
 mod pair;
 mod rings;
 mod run;
+#[cfg(test)]
+mod seeds;
 pub mod servant;
 
 pub use connect::{Setup, connect};

@@ -33,7 +33,8 @@
 //! | 10 | | takes the completions in the ring |
 //! | 11 | | rings the doorbell without waiting |
 //!
-//! Send entry `fix` bits: 0 a shape that decodes more often (opcode % 13, known flags,
+//! A Delay (opcode 10) written by op 0 or 4 waits at most a millisecond. Send entry `fix`
+//! bits: 0 a shape that decodes more often (opcode % 13, known flags,
 //! payload kind % 4, gather count % 11); 1 the remote buffer in the peer's region; 2 the
 //! gather entries in the client's region; 3 payload lengths and the staged range inside
 //! their limits; 4 signaled; 5 the region of a Bind or RegisterSend is the client's; 6
@@ -47,7 +48,10 @@
 //! taken and retired everything published, or the queue pair has ended; a queue pair
 //! that ended (the `QpEnded` event), did not settle in time, or was written to outside
 //! its entries is destroyed, and the next input gets a new one. Every completion the
-//! daemon writes into an untouched ring decodes. Every [`HONEST_EVERY`] inputs the honest
+//! daemon writes into an untouched ring decodes. A queue pair is destroyed without
+//! waiting (its DestroyQp can take the daemon's 5 s when a long Delay holds its send
+//! queue), and the next one made on the next of [`SESSIONS`] sessions of the hostile
+//! client; the session's answer is awaited when its turn comes again. Every [`HONEST_EVERY`] inputs the honest
 //! queue pair does an RDMA Write and a Read back of 512 octets, which must complete with
 //! success and return the octets written. Every [`RESOURCES_EVERY`] inputs the process's
 //! descriptors and memory files and the queue pairs of the daemon and of the peer must
@@ -84,6 +88,8 @@ use crate::rings::layout::{
     SQ_DONE, SQ_PROD, SRQ_CONS, SRQ_PROD,
 };
 
+/// Sessions of the hostile client, used in turn.
+pub const SESSIONS: usize = 3;
 /// Operations of one input, at most.
 pub const MAX_OPS: usize = 32;
 /// Send and receive queue depths the queue pairs ask for.
@@ -93,11 +99,19 @@ const SRQ_DEPTH: u32 = 16;
 /// Octets of the client's registered region.
 const LOCAL: u32 = 64 << 10;
 /// How long the daemon may take to take and retire an input's requests before the queue
-/// pair counts as stuck (a Delay, a Read the peer never answers, a full send queue).
-const SETTLE: Duration = Duration::from_millis(200);
+/// pair counts as stuck (a Delay, receives no message consumes, a full send queue) and is
+/// replaced. Requests that can complete do so within a millisecond or two on loopback;
+/// a queue pair replaced too early costs one more connect (about a millisecond), one
+/// waited for too long costs the whole wait, and a fuzzed Delay is common.
+const SETTLE: Duration = Duration::from_millis(20);
 /// How long to wait for the end of a queue pair whose segment the input wrote outside
-/// its entries (what "settled" means is then unknown; it is replaced anyway).
-const TAINTED_SETTLE: Duration = Duration::from_millis(20);
+/// its entries (what "settled" means is then unknown; it is replaced anyway): long
+/// enough for the servant's next turn to meet the garbage.
+const TAINTED_SETTLE: Duration = Duration::from_millis(2);
+/// How long a DestroyQp is waited for (taking the last completions meanwhile) before the
+/// next session is used: it is usually answered within a millisecond; one that takes
+/// longer (a long Delay holds the queue pair) is checked when its session's turn comes.
+const DESTROY_DRAIN: Duration = Duration::from_millis(50);
 /// Inputs between two checks of the honest queue pair.
 pub const HONEST_EVERY: u64 = 64;
 /// Inputs between two resource checks.
@@ -119,6 +133,11 @@ struct Client {
     push_slots: u32,
     srq: u32,
     srq_seg: Segment,
+    /// An input wrote the shared receive queue's indices or octets: it is replaced
+    /// before the session is used again.
+    srq_tainted: bool,
+    /// A DestroyQp sent and not answered yet: its transaction, the queue pair, when.
+    destroying: Option<(u64, u32, Instant)>,
 }
 
 /// A connected queue pair, its segment mapped twice (raw octets, and `ipc`'s view for
@@ -198,6 +217,14 @@ impl Qp {
             }
         }
     }
+
+    /// Makes room in a completion ring whose indices the input scribbled on, as a client
+    /// that wants its completions would: its consumer index back to the producer's.
+    fn unjam(&self) {
+        if self.tainted && self.view.cq_pop().is_err() {
+            self.set(QP_WORDS[6], self.word(QP_WORDS[5]));
+        }
+    }
 }
 
 impl Client {
@@ -231,6 +258,8 @@ impl Client {
             push_slots,
             srq,
             srq_seg,
+            srq_tainted: false,
+            destroying: None,
         }
     }
 
@@ -289,12 +318,54 @@ impl Client {
         }
     }
 
-    /// Destroys queue pair `id`: the daemon must answer (within the bound) that it did.
+    /// Asks the daemon to destroy queue pair `id`; [`Self::ready`] waits for the answer.
     fn destroy(&mut self, id: u32) {
-        let (r, _) = self.raw.call(&Request::DestroyQp { qp: id });
-        assert_eq!(r, Reply::Done, "DestroyQp {id}");
-        // Its end and any event before it are of no use now.
-        while self.raw.event().is_some() {}
+        assert!(self.destroying.is_none());
+        let txn = self.raw.send(&Request::DestroyQp { qp: id }, &[]);
+        trace(format_args!("DestroyQp {id} sent"));
+        self.destroying = Some((txn, id, Instant::now()));
+    }
+
+    /// True if the daemon answered the DestroyQp under way (checked as [`Self::ready`]
+    /// checks it), or none is.
+    fn destroyed(&mut self) -> bool {
+        let Some((txn, id, sent)) = self.destroying else {
+            return true;
+        };
+        let Some((r, _)) = self.raw.try_reply(txn) else {
+            return false;
+        };
+        assert_eq!(r, Reply::Done, "DestroyQp");
+        trace(format_args!(
+            "DestroyQp {id} answered {:?} after it was sent",
+            sent.elapsed()
+        ));
+        self.destroying = None;
+        true
+    }
+
+    /// Makes the session ready for a queue pair: the daemon must have answered its last
+    /// DestroyQp (within the bound) that it did, and a scribbled shared receive queue is
+    /// replaced.
+    fn ready(&mut self) {
+        if let Some((txn, id, sent)) = self.destroying.take() {
+            let t = Instant::now();
+            let (r, _) = self.raw.reply(txn, "DestroyQp");
+            assert_eq!(r, Reply::Done, "DestroyQp");
+            trace(format_args!(
+                "DestroyQp {id} answered {:?} after it was sent (waited {:?})",
+                sent.elapsed(),
+                t.elapsed()
+            ));
+            // The ends of the queue pairs gone are of no use now.
+            while self.raw.event().is_some() {}
+        }
+        if self.srq_tainted {
+            self.srq_tainted = false;
+            let (r, _) = self.raw.call(&Request::DestroySrq { srq: self.srq });
+            assert_eq!(r, Reply::Done, "DestroySrq");
+            (self.srq, self.srq_seg) = Self::create_srq(&mut self.raw);
+        }
     }
 
     /// Writes `entry` into a push slot as the library publishes one: the first FREE
@@ -325,6 +396,14 @@ impl Client {
         let st =
             state.unwrap_or_else(|| ((w.load(Ordering::Relaxed) >> 2).wrapping_add(1) << 2) | 2);
         w.store(st, Ordering::Release);
+    }
+}
+
+/// With `IWARP_FUZZ_TRACE=1`, what the harness does and how long it waits, on stderr.
+fn trace(what: std::fmt::Arguments<'_>) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("IWARP_FUZZ_TRACE").is_some_and(|v| v == "1")) {
+        eprintln!("iwarpd_servant: {what}");
     }
 }
 
@@ -390,13 +469,18 @@ pub struct Harness {
     _service: LocalService,
     path: PathBuf,
     peer: Peer,
+    /// The hostile client whose queue pair is under test.
     fuzz: Client,
+    /// Its other sessions, in turn: a queue pair's DestroyQp can take seconds (its
+    /// graceful close waits for its send queue, a fuzzed Delay included, up to the
+    /// daemon's 5 s), during which its session answers nothing else; the next queue
+    /// pair is made on the next session meanwhile.
+    others: std::collections::VecDeque<Client>,
     qp: Option<Qp>,
     honest: Client,
     honest_qp: Qp,
     next_tag: u64,
     fresh: bool,
-    srq_tainted: bool,
     baseline: Option<(usize, usize)>,
     /// What happened so far.
     pub tally: Tally,
@@ -415,7 +499,9 @@ impl Harness {
     /// Starts the daemon's local service on a socket of this process's, the peer and both
     /// clients.
     pub fn start() -> Self {
-        let path = std::env::temp_dir().join(format!("iwarp-fuzz-{}.sock", std::process::id()));
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("iwarp-fuzz-{}-{n}.sock", std::process::id()));
         let cfg = LocalConfig {
             max_queue_depth: 64,
             ..LocalConfig::default()
@@ -424,6 +510,7 @@ impl Harness {
             .expect("iwarpd's local service");
         let peer = Peer::start();
         let fuzz = Client::open(&path);
+        let others = (1..SESSIONS).map(|_| Client::open(&path)).collect();
         let mut honest = Client::open(&path);
         let honest_qp = honest.connect(peer.honest_addr, u64::MAX, false, 0);
         let mut h = Self {
@@ -431,12 +518,12 @@ impl Harness {
             path,
             peer,
             fuzz,
+            others,
             qp: None,
             honest,
             honest_qp,
             next_tag: 1,
             fresh: std::env::var_os("IWARP_FUZZ_FRESH").is_some_and(|v| v == "1"),
-            srq_tainted: false,
             baseline: None,
             tally: Tally::default(),
         };
@@ -470,6 +557,7 @@ impl Harness {
                 break;
             }
         }
+        let t = Instant::now();
         let outcome = match outcome {
             Some(o) => o,
             None => {
@@ -477,6 +565,7 @@ impl Harness {
                 self.settle()
             }
         };
+        trace(format_args!("{outcome:?} in {:?}", t.elapsed()));
         let qp = self.qp.as_mut().expect("a queue pair");
         qp.drain();
         self.tally.inputs += 1;
@@ -507,6 +596,7 @@ impl Harness {
     /// One operation; `Some` once the queue pair ended or stuck (the rest is skipped).
     fn op(&mut self, input: &mut Input<'_>) -> Option<Outcome> {
         let op = input.u8();
+        trace(format_args!("op {}", op % 12));
         match op % 12 {
             0 => {
                 let fix = input.u8();
@@ -597,7 +687,7 @@ impl Harness {
                     let v = input.index(qp.word(QP_WORDS[which]));
                     qp.set(QP_WORDS[which], v);
                 } else {
-                    self.srq_tainted = true;
+                    self.fuzz.srq_tainted = true;
                     let at = if which == QP_WORDS.len() {
                         SRQ_PROD
                     } else {
@@ -621,7 +711,7 @@ impl Harness {
                     }
                     1 => &self.fuzz.push,
                     _ => {
-                        self.srq_tainted = true;
+                        self.fuzz.srq_tainted = true;
                         &self.fuzz.srq_seg
                     }
                 };
@@ -689,6 +779,13 @@ impl Harness {
             e[1] &= 0x6f;
             e[2] %= 4;
             e[3] %= 11;
+        }
+        if e[0] == 10 {
+            // A Delay of at most a millisecond: a longer one holds the queue pair, and its
+            // DestroyQp, for up to the daemon's 5 s, and the fuzzer soon makes them the
+            // rule. (Octets written anywhere, op 6, can still make a long one.)
+            let ns = get64(e, 40) % (1 << 20);
+            e[40..48].copy_from_slice(&ns.to_le_bytes());
         }
         if fix & 2 != 0 {
             le32(e, 16, peer.stag.to_u32());
@@ -769,24 +866,34 @@ impl Harness {
         }
     }
 
-    /// Destroys the queue pair under test (the next input connects a new one), and
-    /// replaces the shared receive queue if an input wrote its indices or octets.
+    /// Destroys the queue pair under test (the next input connects a new one, on the
+    /// next session).
     fn drop_qp(&mut self) {
-        if let Some(qp) = self.qp.take() {
-            self.tally.completions += qp.completions;
+        if let Some(mut qp) = self.qp.take() {
+            trace(format_args!(
+                "queue pair {} (tag {}) tainted {}, cq_prod {} cq_cons {}",
+                qp.id,
+                qp.tag,
+                qp.tainted,
+                qp.word(QP_WORDS[5]),
+                qp.word(QP_WORDS[6])
+            ));
             self.fuzz.destroy(qp.id);
+            // The servant delivers the last completions before it lets go, and waits (up
+            // to the daemon's 5 s) for room in the ring: take them meanwhile, for a while.
+            let until = Instant::now() + DESTROY_DRAIN;
+            while Instant::now() < until && !self.fuzz.destroyed() {
+                qp.unjam();
+                qp.drain();
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            self.tally.completions += qp.completions;
+            if let Some(next) = self.others.pop_front() {
+                let this = std::mem::replace(&mut self.fuzz, next);
+                self.others.push_back(this);
+            }
         }
-        if self.srq_tainted {
-            self.srq_tainted = false;
-            let (r, _) = self
-                .fuzz
-                .raw
-                .call(&Request::DestroySrq { srq: self.fuzz.srq });
-            assert_eq!(r, Reply::Done, "DestroySrq");
-            let (srq, seg) = Client::create_srq(&mut self.fuzz.raw);
-            self.fuzz.srq = srq;
-            self.fuzz.srq_seg = seg;
-        }
+        self.fuzz.ready();
     }
 
     /// The honest queue pair writes 512 octets to its region at the peer and reads them
@@ -1056,6 +1163,19 @@ mod tests {
         with(|h| h.honest_check());
     }
 
+    /// The seeds run clean, and the honest queue pair still works after them.
+    #[test]
+    fn the_seeds_run_clean() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        let t0 = tally();
+        for (_, input) in crate::seeds::servant() {
+            run_servant(&input);
+        }
+        let t1 = tally();
+        assert!(t1.settled >= t0.settled + 5, "{t0:?} {t1:?}");
+        with(|h| h.honest_check());
+    }
+
     /// Writing the daemon's own index words is garbage it survives: the queue pair ends
     /// or is replaced, and the control path still answers.
     #[test]
@@ -1071,5 +1191,76 @@ mod tests {
             h.honest_check();
             h.resources();
         });
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    /// What each outcome costs (run with `--release -- --ignored --nocapture`): a queue
+    /// pair that settles, one that ends (replaced: destroy and connect), one whose
+    /// indices were written (replaced after `TAINTED_SETTLE`).
+    #[test]
+    #[ignore]
+    fn cost_of_each_outcome() {
+        let mut h = Harness::start();
+        let mut garbage = vec![0, 0, 0];
+        garbage.extend([0xff; 256]);
+        // Op 0, no fix-ups: opcode 10 (Delay), 2^32 nanoseconds at octet 40 of the entry,
+        // cut to under a millisecond by the harness.
+        let mut delay = vec![0, 0, 0, 10];
+        delay.extend([0; 43]);
+        delay.push(1);
+        let cases: [(&str, Vec<u8>); 4] = [
+            ("nothing", vec![0]),
+            ("an entry that does not decode", garbage),
+            ("a parked word written", vec![0, 5, 7, 3]),
+            ("a Delay (made short)", delay),
+        ];
+        for (name, input) in cases {
+            let t = Instant::now();
+            for _ in 0..20 {
+                h.run(&input);
+            }
+            eprintln!("{name}: {:?} per input, {:?}", t.elapsed() / 20, h.tally);
+        }
+    }
+
+    /// Where a corpus's time goes (`FUZZ_CORPUS=corpus/iwarpd_servant`, run with
+    /// `--release -- --ignored --nocapture`): each input's time, by outcome.
+    #[test]
+    #[ignore]
+    fn corpus_costs() {
+        let Some(dir) = std::env::var_os("FUZZ_CORPUS") else {
+            return;
+        };
+        let mut h = Harness::start();
+        let mut by: std::collections::BTreeMap<&str, (u32, Duration)> = Default::default();
+        let mut slow = Vec::new();
+        for f in std::fs::read_dir(dir).expect("corpus") {
+            let path = f.expect("entry").path();
+            let input = std::fs::read(&path).expect("read");
+            let before = h.tally;
+            let t = Instant::now();
+            h.run(&input);
+            let d = t.elapsed();
+            let k = if h.tally.ended > before.ended {
+                "ended"
+            } else if h.tally.stuck > before.stuck {
+                "stuck or written"
+            } else {
+                "settled"
+            };
+            let e = by.entry(k).or_default();
+            e.0 += 1;
+            e.1 += d;
+            slow.push((d, path));
+        }
+        slow.sort();
+        for (d, p) in slow.iter().rev().take(5) {
+            eprintln!("slow: {d:?} {}", p.display());
+        }
+        eprintln!("{by:?}\n{:?}", h.tally);
     }
 }

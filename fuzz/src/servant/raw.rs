@@ -3,7 +3,7 @@
 //! can send. Every wait is bounded: a daemon that does not answer in time is a hang, and
 //! the harness panics saying so.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -24,6 +24,8 @@ pub struct Raw {
     txn: u64,
     /// Events that came while a reply was awaited.
     events: VecDeque<Event>,
+    /// Replies that came while another was awaited, by transaction.
+    replies: HashMap<u64, (Reply, Vec<OwnedFd>)>,
 }
 
 /// A message from the daemon.
@@ -42,6 +44,7 @@ impl Raw {
             inbox: Inbox::new(),
             txn: 0,
             events: VecDeque::new(),
+            replies: HashMap::new(),
         };
         match r
             .call(&Request::Open {
@@ -90,6 +93,20 @@ impl Raw {
         }
     }
 
+    /// The reply to transaction `txn` if it is here (events and other replies on the way
+    /// are kept).
+    pub fn try_reply(&mut self, txn: u64) -> Option<(Reply, Vec<OwnedFd>)> {
+        loop {
+            if let Some(r) = self.replies.remove(&txn) {
+                return Some(r);
+            }
+            match self.poll()? {
+                Msg::Reply(t, r, fds) => drop(self.replies.insert(t, (*r, fds))),
+                Msg::Event(ev) => self.events.push_back(ev),
+            }
+        }
+    }
+
     /// The reply to transaction `txn` (events on the way are kept for [`Self::event`]).
     ///
     /// # Panics
@@ -98,18 +115,14 @@ impl Raw {
     pub fn reply(&mut self, txn: u64, what: &str) -> (Reply, Vec<OwnedFd>) {
         let until = Instant::now() + REPLY_WAIT;
         loop {
-            match self.poll() {
-                Some(Msg::Reply(t, r, fds)) if t == txn => return (*r, fds),
-                Some(Msg::Reply(..)) => {}
-                Some(Msg::Event(ev)) => self.events.push_back(ev),
-                None => {
-                    assert!(
-                        Instant::now() < until,
-                        "iwarpd did not answer {what} within {REPLY_WAIT:?}"
-                    );
-                    std::thread::sleep(Duration::from_micros(50));
-                }
+            if let Some(r) = self.try_reply(txn) {
+                return r;
             }
+            assert!(
+                Instant::now() < until,
+                "iwarpd did not answer {what} within {REPLY_WAIT:?}"
+            );
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 
@@ -132,7 +145,7 @@ impl Raw {
         loop {
             match self.poll()? {
                 Msg::Event(ev) => return Some(ev),
-                Msg::Reply(..) => {}
+                Msg::Reply(t, r, fds) => drop(self.replies.insert(t, (*r, fds))),
             }
         }
     }
