@@ -109,7 +109,9 @@ impl Peer {
     }
 
     /// Sends `n` messages of `len` octets on the connection tagged `tag` (if it is
-    /// still there), with `flags` (bit 0 solicited, bit 1 with immediate data).
+    /// still there), with `flags` (bit 0 solicited, bit 1 with immediate data). The peer
+    /// is the MPA Responder: what it posts goes out once the queue pair under test has
+    /// sent its first message.
     pub fn send(&self, tag: u64, n: u32, len: u32, flags: u8) {
         let Some(qp) = lock(&self.conns).get(&tag).cloned() else {
             return;
@@ -152,6 +154,7 @@ async fn accept_loop(l: Arc<Listener>, side: Side, conns: Arc<Mutex<HashMap<u64,
         let cq = Cq::new(4096);
         let init = QpInit {
             recvs: (0..RECVS).map(|i| recv(side, i)).collect(),
+            push: false,
             ..QpInit::new(side.pd, &cq)
         };
         let conns = conns.clone();
