@@ -78,7 +78,7 @@ use ipc::push::SLOT_SIZE;
 use ipc::qpseg::{Doorbell, Geometry, QpSegment, RQE_SIZE, SQE_SIZE, Side};
 use ipc::wqe::{INLINE_MAX, decode_cqe, encode_sqe, set_inline};
 use offload_engine::EngineConfig;
-use offload_engine::local::{LocalConfig, LocalService};
+use iwarpd::local::{LocalConfig, LocalService};
 use rdmap::{Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
 use shm::Segment;
 
