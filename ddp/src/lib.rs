@@ -54,7 +54,7 @@ pub mod wire;
 pub use access::Access;
 pub use error::DdpError;
 pub use segment::SegmentRepr;
-pub use stag::STag;
+pub use stag::{Base, STag};
 pub use validate::{check_untagged, tagged_offset};
 pub use wire::tagged::{TaggedPacket, TaggedRepr};
 pub use wire::untagged::{UntaggedPacket, UntaggedRepr};

@@ -91,6 +91,27 @@ impl fmt::UpperHex for STag {
     }
 }
 
+/// How the tagged offsets of a region are formed (RFC 5040 section 2.3: a tagged
+/// buffer is addressed from its virtual address or from zero).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Base {
+    /// Virtual-address based: the first octet has tagged offset `va`, the region covers
+    /// `[va, va + len)`. `va + len` must fit in a `u64` (at most 2^64 - 1).
+    Va(u64),
+    /// Zero based: the region covers tagged offsets `[0, len)`.
+    ZeroBased,
+}
+
+impl Base {
+    /// The tagged offset of the first octet.
+    pub const fn start(self) -> u64 {
+        match self {
+            Self::Va(va) => va,
+            Self::ZeroBased => 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,12 +12,12 @@ use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
 use crate::conn::{Home, Io, Qp, QpNum, QpPush, Shared, State};
-use crate::cq::Cq;
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
 use crate::push_share::{PdPush, PushShare};
 use crate::timeouts::Timeouts;
 use crate::tpt::{PdId, QpId, Tpt};
+use cq::Cq;
 use ipc::push::PushRegion;
 use mpa::ConnectError;
 

@@ -27,11 +27,11 @@ use std::sync::Arc;
 use rdmap::{QpNum, SnapshotError};
 
 use crate::conn::QpImage;
-use crate::cq::Cq;
 use crate::engine::Srq;
 use crate::migrate::{MigrateError, Migrated, ParkedPd};
 use crate::tpt::{PdId, QpId, Storage, TptError};
 use crate::{Engine, Qp};
+use cq::Cq;
 
 /// The first octets of a domain image: its format.
 const FORMAT: &[u8; 8] = b"iWPDimg1";

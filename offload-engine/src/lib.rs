@@ -25,7 +25,6 @@
 
 mod cm;
 mod conn;
-mod cq;
 mod cqp;
 mod dual_stack;
 mod engine;
@@ -40,8 +39,8 @@ mod timeouts;
 pub mod tpt;
 
 pub use cm::{Incoming, Listener};
-pub use conn::{CompletionFuture, NOTIFY_BIT, Qp, QpEnd, QpNum, Waiters};
-pub use cq::{Cq, CqError, Wc};
+pub use conn::{Qp, QpEnd, QpNum};
+pub use cq::{CompletionFuture, Cq, CqError, NOTIFY_BIT, Waiters, Wc};
 pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq, SrqFeed};
 pub use handover::{ExportedPd, ImportError, ImportQueues, Imported, StagedPd};
 pub use log_limit::LogLimit;

@@ -82,7 +82,7 @@ pub mod testing;
 pub mod wire;
 mod work;
 
-pub use ddp::{Access, STag};
+pub use ddp::{Access, Base, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
 pub use mpa::{Extensions, Framing, Refused};
 pub use qp::{QpEnd, QpNum};

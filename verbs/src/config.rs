@@ -1,11 +1,12 @@
 //! [`DeviceConfig`]: the settings a [`Device`](crate::Device) is opened with.
 
-use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use mpa::RtrFlags;
+use mpa::{MpaConfig, RtrFlags};
+#[cfg(feature = "embedded")]
 use offload_engine::{CaptureTap, EngineConfig};
+use rdmap::StreamConfig;
 
 /// Settings of a [`Device`](crate::Device): the engine's configuration, with setters for
 /// the knobs applications change most.
@@ -28,11 +29,44 @@ use offload_engine::{CaptureTap, EngineConfig};
 /// Values are checked when they are used: an MPA revision other than 1 or 2 or an IRD/ORD
 /// above 0x3FFF fails [`Device::connect`](crate::Device::connect) with
 /// [`ConnectError::Invalid`](crate::ConnectError::Invalid).
-#[derive(Clone, Debug, Default)]
+///
+/// Through iwarpd, the daemon's settings apply to the connection, and only the queue
+/// depths and [`push`](Self::push) are this application's. The settings of the engine
+/// alone (timeouts, socket options, capture, push resources) exist with the `embedded`
+/// feature.
+#[derive(Clone, Debug)]
 pub struct DeviceConfig {
+    mpa: MpaConfig,
+    stream: StreamConfig,
+    /// The rest of what the embedded engine is built from.
+    #[cfg(feature = "embedded")]
     engine: EngineConfig,
     daemon: Option<Daemon>,
     no_push: bool,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        #[cfg(feature = "embedded")]
+        let (mpa, stream, engine) = {
+            let e = EngineConfig::default();
+            (e.mpa.clone(), e.stream.clone(), e)
+        };
+        #[cfg(not(feature = "embedded"))]
+        let (mpa, stream) = (MpaConfig::default(), {
+            let mut s = StreamConfig::default();
+            s.mulpdu = mpa::MAX_ULPDU;
+            s
+        });
+        Self {
+            mpa,
+            stream,
+            #[cfg(feature = "embedded")]
+            engine,
+            daemon: None,
+            no_push: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -49,14 +83,8 @@ impl DeviceConfig {
 
     /// What MPA asks for on every connection (revision, CRC, markers, IRD/ORD,
     /// peer-to-peer RTR, handshake timeout), read-only: the setters below change it.
-    pub fn mpa(&self) -> &mpa::MpaConfig {
-        &self.engine.mpa
-    }
-
-    /// The engine configuration, read-only (inside the crate: tests).
-    #[cfg(test)]
-    pub(crate) fn engine(&self) -> &EngineConfig {
-        &self.engine
+    pub fn mpa(&self) -> &MpaConfig {
+        &self.mpa
     }
 
     /// Run through the local `iwarpd` listening on the control socket `path` (daemon
@@ -74,6 +102,7 @@ impl DeviceConfig {
     /// to rule it out).
     pub fn push(mut self, on: bool) -> Self {
         self.no_push = !on;
+        #[cfg(feature = "embedded")]
         if !on {
             self.engine.push = None;
         } else if self.engine.push.is_none() {
@@ -87,6 +116,7 @@ impl DeviceConfig {
     /// most octets of transmit credit set aside for pushed traffic (refilled at 4 GiB/s).
     /// A push that finds none left is discarded and its request runs from the send
     /// queue. Defaults: 256 and 1 MiB. Through iwarpd the daemon's settings apply.
+    #[cfg(feature = "embedded")]
     pub fn push_resources(mut self, tracking: usize, credit_octets: u64) -> Self {
         let p = self.engine.push.get_or_insert_with(Default::default);
         p.tracking = tracking;
@@ -119,27 +149,31 @@ impl DeviceConfig {
     pub(crate) fn queue_depths_wanted(&self) -> ipc::control::QueueDepths {
         let at_most = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         ipc::control::QueueDepths {
-            sq: at_most(self.engine.stream.sq_depth),
-            rq: at_most(self.engine.stream.rq_depth),
+            sq: at_most(self.stream.sq_depth),
+            rq: at_most(self.stream.rq_depth),
         }
     }
 
     /// The engine configuration, by value (what the embedded engine is built from).
+    #[cfg(feature = "embedded")]
     pub(crate) fn into_engine(self) -> EngineConfig {
-        self.engine
+        let mut engine = self.engine;
+        engine.mpa = self.mpa;
+        engine.stream = self.stream;
+        engine
     }
 
     /// Ask the peer for CRC32c on every FPDU (MPA C bit; default on). A peer that asks
     /// for CRC gets it either way.
     pub fn crc(mut self, on: bool) -> Self {
-        self.engine.mpa.crc = on;
+        self.mpa.crc = on;
         self
     }
 
     /// Ask the peer to insert MPA markers in what it sends to us (M bit; default off,
     /// because siw rejects it). Markers a peer asks for are always honoured.
     pub fn markers(mut self, on: bool) -> Self {
-        self.engine.mpa.markers = on;
+        self.mpa.markers = on;
         self
     }
 
@@ -150,7 +184,7 @@ impl DeviceConfig {
     /// 1500-octet path an FPDU then carries up to 64 KiB instead of 1.4 KiB, with one header,
     /// one CRC call and one gather entry each. Hardware RNICs expect segment-sized FPDUs.
     pub fn large_fpdus(mut self, on: bool) -> Self {
-        self.engine.mpa.large_fpdus = on;
+        self.mpa.large_fpdus = on;
         self
     }
 
@@ -159,48 +193,49 @@ impl DeviceConfig {
     /// that Linux siw and hardware RNICs ignore; an extension is used on a connection only
     /// when the peer is this stack and agreed ([`Qp::extensions`](crate::Qp::extensions)).
     pub fn extensions(mut self, set: crate::Extensions) -> Self {
-        self.engine.mpa.extensions = set;
+        self.mpa.extensions = set;
         self
     }
 
     /// The MPA revision sent: 2 (RFC 6581, the default) or 1 (RFC 5044).
     pub fn mpa_revision(mut self, rev: u8) -> Self {
-        self.engine.mpa.rev = rev;
+        self.mpa.rev = rev;
         self
     }
 
     /// The inbound and outbound RDMA Read/Atomic limits offered in MPA revision 2
     /// (14 bits each; 0x3FFF means "no limit negotiated"). Default 16 and 16.
     pub fn ird_ord(mut self, ird: u16, ord: u16) -> Self {
-        self.engine.mpa.ird = ird;
-        self.engine.mpa.ord = ord;
+        self.mpa.ird = ird;
+        self.mpa.ord = ord;
         self
     }
 
     /// Peer-to-peer mode (RFC 6581): as the initiator, ask for a ready-to-receive message
     /// of one of the `rtr` types; as the responder, accept those types. Default off.
     pub fn p2p(mut self, on: bool, rtr: RtrFlags) -> Self {
-        self.engine.mpa.p2p = on;
-        self.engine.mpa.rtr = rtr;
+        self.mpa.p2p = on;
+        self.mpa.rtr = rtr;
         self
     }
 
     /// The largest ULPDU this side sends (at least 128). The engine uses the smaller of
     /// this and what the connection's MSS allows. Default: no limit but the MSS.
     pub fn mulpdu(mut self, mulpdu: u16) -> Self {
-        self.engine.stream.mulpdu = mulpdu.max(128);
+        self.stream.mulpdu = mulpdu.max(128);
         self
     }
 
     /// Send- and receive-queue depths of every queue pair (default 256 each). A post to a
     /// full queue fails with [`PostError::QueueFull`](crate::PostError::QueueFull).
     pub fn queue_depths(mut self, sq: usize, rq: usize) -> Self {
-        self.engine.stream.sq_depth = sq;
-        self.engine.stream.rq_depth = rq;
+        self.stream.sq_depth = sq;
+        self.stream.rq_depth = rq;
         self
     }
 
     /// How long a TCP connect may take (default 10 s).
+    #[cfg(feature = "embedded")]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.engine.connect_timeout = timeout;
         self
@@ -209,13 +244,14 @@ impl DeviceConfig {
     /// How long to wait for the peer's MPA Request or Reply (default 10 s; a listener
     /// waits at most 5 s for a Request).
     pub fn mpa_timeout(mut self, timeout: Duration) -> Self {
-        self.engine.mpa.timeout = timeout;
+        self.mpa.timeout = timeout;
         self
     }
 
     /// End a connection on which nothing moved for `timeout` while nothing was
     /// outstanding (default `None`: a quiet connection stays up). Its queue pair then
     /// ends with [`QpEnd::TimedOut`](crate::QpEnd::TimedOut).
+    #[cfg(feature = "embedded")]
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.engine.timeouts.idle = timeout;
         self
@@ -225,6 +261,7 @@ impl DeviceConfig {
     /// a partial FPDU received, a request not complete, a response owed, octets TCP has
     /// not taken (default 60 s; `None`: never). The queue pair ends in Error with
     /// [`QpEnd::TimedOut`](crate::QpEnd::TimedOut) and its work is flushed.
+    #[cfg(feature = "embedded")]
     pub fn stall_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.engine.timeouts.stall = timeout;
         self
@@ -232,6 +269,7 @@ impl DeviceConfig {
 
     /// The most connections a listener holds in the MPA handshake at once, and the most
     /// of those from one IP address (defaults 256 and 64); more are closed at once.
+    #[cfg(feature = "embedded")]
     pub fn pending_handshakes(mut self, total: usize, per_address: usize) -> Self {
         self.engine.max_pending_handshakes = total.max(1);
         self.engine.max_pending_per_address = per_address.max(1);
@@ -242,6 +280,7 @@ impl DeviceConfig {
     /// [`Pd::register_queued`](crate::Pd::register_queued) before it is done (embedded
     /// engine): emulates a slower control path, to see work requests wait for it. None by
     /// default.
+    #[cfg(feature = "embedded")]
     pub fn registration_delay(mut self, delay: Duration) -> Self {
         self.engine.registration_delay = delay;
         self
@@ -250,12 +289,13 @@ impl DeviceConfig {
     /// How long a graceful close may take before the connection counts as lost (default
     /// 10 s).
     pub fn close_timeout(mut self, timeout: Duration) -> Self {
-        self.engine.stream.close_timeout = timeout;
+        self.stream.close_timeout = timeout;
         self
     }
 
     /// Kernel socket buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`); `None` keeps the system
     /// default.
+    #[cfg(feature = "embedded")]
     pub fn socket_buffers(mut self, send: Option<usize>, recv: Option<usize>) -> Self {
         self.engine.socket.send_buffer = send;
         self.engine.socket.recv_buffer = recv;
@@ -263,6 +303,7 @@ impl DeviceConfig {
     }
 
     /// TCP_NODELAY (default on).
+    #[cfg(feature = "embedded")]
     pub fn nodelay(mut self, on: bool) -> Self {
         self.engine.socket.nodelay = on;
         self
@@ -272,13 +313,14 @@ impl DeviceConfig {
     /// truncated if it exists), for Wireshark/tshark: synthesized Ethernet/IP/TCP headers
     /// around the exact MPA octets sent and received (see
     /// the crate docs of `offload-engine`). Fails if the file cannot be created.
-    pub fn pcap(mut self, path: impl AsRef<Path>) -> io::Result<Self> {
+    #[cfg(feature = "embedded")]
+    pub fn pcap(mut self, path: impl AsRef<Path>) -> std::io::Result<Self> {
         self.engine.pcap = Some(CaptureTap::create(path)?);
         Ok(self)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "embedded"))]
 mod tests {
     use super::*;
 
@@ -297,7 +339,7 @@ mod tests {
             .close_timeout(Duration::from_millis(7))
             .socket_buffers(Some(1 << 20), None)
             .nodelay(false);
-        let e = cfg.engine();
+        let e = cfg.into_engine();
         assert!(!e.mpa.crc && e.mpa.markers && e.mpa.p2p);
         assert_eq!((e.mpa.rev, e.mpa.ird, e.mpa.ord), (1, 3, 4));
         assert_eq!(e.mpa.rtr, RtrFlags::SEND);
@@ -314,7 +356,8 @@ mod tests {
     fn pcap_creates_the_capture_file() {
         let path = std::env::temp_dir().join(format!("verbs-pcap-{}.pcapng", std::process::id()));
         let cfg = DeviceConfig::new().pcap(&path).unwrap();
-        let tap = cfg.engine().pcap.as_ref().expect("a tap");
+        let e = cfg.into_engine();
+        let tap = e.pcap.as_ref().expect("a tap");
         assert_eq!(tap.path(), Some(path.as_path()));
         let head = std::fs::read(&path).unwrap();
         std::fs::remove_file(&path).ok();
@@ -325,7 +368,7 @@ mod tests {
                 .pcap("/nonexistent-dir/x.pcapng")
                 .is_err()
         );
-        assert!(DeviceConfig::new().engine().pcap.is_none());
+        assert!(DeviceConfig::new().into_engine().pcap.is_none());
     }
 
     #[test]

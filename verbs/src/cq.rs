@@ -1,75 +1,24 @@
 //! [`Cq`], [`Wc`] and [`Srq`]: completion queues, work completions and shared receive
 //! queues as applications see them, whatever backend runs the engine.
 
-use std::fmt;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use rdmap::{Completion, PostError, RecvWr};
+use rdmap::{PostError, RecvWr};
 
-use rdmap::QpNum;
-
-/// A work completion: what finished and how, and the queue pair it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wc {
-    /// The queue pair that produced it.
-    pub qp: QpNum,
-    /// What finished, and how.
-    pub wc: Completion,
-}
-
-impl From<offload_engine::Wc> for Wc {
-    fn from(w: offload_engine::Wc) -> Self {
-        Self { qp: w.qp, wc: w.wc }
-    }
-}
-
-/// Why a completion queue cannot deliver.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CqError {
-    /// More completions arrived than the queue holds; completions were lost, so the queue
-    /// (like a hardware CQ) is in error. Create it deeper, or poll it more often.
-    Overrun {
-        /// The queue's depth.
-        depth: usize,
-    },
-}
-
-impl From<offload_engine::CqError> for CqError {
-    fn from(e: offload_engine::CqError) -> Self {
-        match e {
-            offload_engine::CqError::Overrun { depth } => Self::Overrun { depth },
-            _ => Self::Overrun { depth: 0 },
-        }
-    }
-}
-
-impl fmt::Display for CqError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Overrun { depth } => write!(
-                f,
-                "completion queue overrun: more than {depth} completions were pending; \
-                 create the CQ with a larger depth or poll it more often"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CqError {}
+pub use cq::{CqError, Wc};
 
 /// A completion queue ([`Device::create_cq`](crate::Device::create_cq)). Cheap to clone;
 /// clones share the queue. One CQ may serve many queue pairs.
 #[derive(Clone, Debug)]
 pub struct Cq {
-    pub(crate) inner: offload_engine::Cq,
+    pub(crate) inner: cq::Cq,
 }
 
 impl Cq {
     pub(crate) fn new(depth: usize) -> Self {
         Self {
-            inner: offload_engine::Cq::new(depth),
+            inner: cq::Cq::new(depth),
         }
     }
 
@@ -80,7 +29,7 @@ impl Cq {
 
     /// Moves up to `max` completions into `out` without waiting; returns how many.
     pub fn poll(&self, out: &mut Vec<Wc>, max: usize) -> Result<usize, CqError> {
-        Ok(self.inner.poll_with(max, |w| out.push(w.into()))?)
+        self.inner.poll_with(max, |w| out.push(w))
     }
 
     /// The next completion, waiting for one.
@@ -94,9 +43,7 @@ impl Cq {
 
     /// Polls for the next completion (the `poll_*` twin of [`next`](Self::next)).
     pub fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Result<Wc, CqError>> {
-        self.inner
-            .poll_next(cx)
-            .map(|r| r.map(Wc::from).map_err(CqError::from))
+        self.inner.poll_next(cx)
     }
 
     /// The completions as a [`Stream`].
@@ -145,6 +92,7 @@ pub struct Srq {
 /// The queue behind an [`Srq`].
 #[derive(Clone, Debug)]
 pub(crate) enum SrqImpl {
+    #[cfg(feature = "embedded")]
     Embedded {
         queue: offload_engine::Srq,
         depth: usize,
@@ -153,6 +101,7 @@ pub(crate) enum SrqImpl {
 }
 
 impl Srq {
+    #[cfg(feature = "embedded")]
     pub(crate) fn embedded(depth: usize) -> Self {
         Self {
             inner: SrqImpl::Embedded {
@@ -166,10 +115,9 @@ impl Srq {
     /// work request id with the top bit set (reserved, as on queue pairs).
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             SrqImpl::Embedded { queue, depth } => {
-                if wr.wr_id & offload_engine::NOTIFY_BIT != 0 {
-                    return Err(PostError::ReservedWrId);
-                }
+                cq::check_wr_id(wr.wr_id)?;
                 if queue.len() >= *depth {
                     return Err(PostError::QueueFull);
                 }
@@ -183,6 +131,7 @@ impl Srq {
     /// Receive buffers not yet taken.
     pub fn len(&self) -> usize {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             SrqImpl::Embedded { queue, .. } => queue.len(),
             SrqImpl::Daemon(q) => q.len(),
         }

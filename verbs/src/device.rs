@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ipc::control::{Reply, Request};
+#[cfg(feature = "embedded")]
 use offload_engine::Engine;
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Mutex as AsyncMutex;
@@ -47,9 +48,22 @@ pub struct DeviceStats {
 #[derive(Clone, Debug)]
 pub(crate) enum Backend {
     /// In this process.
+    #[cfg(feature = "embedded")]
     Embedded(Engine),
     /// In the local `iwarpd`.
     Daemon(Arc<Client>),
+}
+
+/// What a program built without the engine is told when nothing names an iwarpd.
+#[cfg(not(feature = "embedded"))]
+fn no_engine() -> String {
+    format!(
+        "this program was built without an engine of its own (verbs without its `embedded` \
+         feature), so it runs through an iwarpd: start one (`iwarpd --listen 0.0.0.0:4791`) \
+         and set IWARP_DEVICE=unix (its default socket, {}) or IWARP_DEVICE=unix:PATH; or \
+         build with verbs' default features to run the engine in this process",
+        ipc::default_control_path().display()
+    )
 }
 
 /// An RDMA device: the entry point of the API. Cheap to clone; clones share the device.
@@ -89,7 +103,10 @@ impl Device {
                 cfg.push_enabled(),
                 cfg.queue_depths_wanted(),
             )?),
+            #[cfg(feature = "embedded")]
             None => Backend::Embedded(Engine::new(cfg.into_engine())),
+            #[cfg(not(feature = "embedded"))]
+            None => return Err(DaemonError::NoSuchDevice(no_engine())),
         };
         Ok(Self { backend })
     }
@@ -99,8 +116,10 @@ impl Device {
     }
 
     /// The embedded engine, if the device is one.
+    #[cfg(feature = "embedded")]
     pub(crate) fn engine(&self) -> Option<&Engine> {
         match &self.backend {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => Some(e),
             Backend::Daemon(_) => None,
         }
@@ -109,6 +128,7 @@ impl Device {
     /// The control socket of the iwarpd this device goes through, if it does.
     pub fn daemon_path(&self) -> Option<&std::path::Path> {
         match &self.backend {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(_) => None,
             Backend::Daemon(c) => Some(c.path()),
         }
@@ -130,6 +150,7 @@ impl Device {
     /// attached to it), asked for on the control socket.
     pub fn stats(&self) -> DeviceStats {
         match &self.backend {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
                 let st = e.stats();
                 let live = e.qps().len();
@@ -165,6 +186,7 @@ impl Device {
     /// error if it cannot be asked.
     pub fn query(&self) -> Result<crate::DeviceAttr, DaemonError> {
         match &self.backend {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => Ok(crate::DeviceAttr::new("embedded".into(), &e.attrs())),
             Backend::Daemon(c) => match c.call(&Request::QueryDevice)? {
                 Reply::Device(a) => {
@@ -183,6 +205,7 @@ impl Device {
     /// True if `other` is this device (or a clone of it).
     pub fn same_device(&self, other: &Self) -> bool {
         match (&self.backend, &other.backend) {
+            #[cfg(feature = "embedded")]
             (Backend::Embedded(a), Backend::Embedded(b)) => Arc::ptr_eq(a.tpt(), b.tpt()),
             (Backend::Daemon(a), Backend::Daemon(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -213,6 +236,7 @@ impl Device {
     /// call fails if the daemon cannot be reached or refuses.
     pub fn create_srq(&self, depth: usize) -> Result<Srq, crate::MemError> {
         match &self.backend {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(_) => Ok(Srq::embedded(depth)),
             Backend::Daemon(c) => match DaemonSrq::create(c, depth) {
                 Ok(q) => Ok(Srq {
@@ -235,6 +259,7 @@ impl Device {
         let mut bound = None;
         for a in lookup(addr).await? {
             let got = match &self.backend {
+                #[cfg(feature = "embedded")]
                 Backend::Embedded(e) => e
                     .listen(a)
                     .await
@@ -284,13 +309,14 @@ impl Device {
         let mut connected = None;
         for a in lookup(addr).await? {
             let got = match &self.backend {
+                #[cfg(feature = "embedded")]
                 Backend::Embedded(e) => e
                     .connect(a, qp.to_init(pd.engine_id())?, private_data)
                     .await
                     .map(|(inner, private)| (Qp::new(inner, pd.clone()), private)),
                 Backend::Daemon(c) => {
                     let req = Request::Connect {
-                        pd: pd.engine_id().get(),
+                        pd: pd.id().0,
                         srq: daemon_srq(c, &qp)?,
                         depths: c.depths(),
                         addr: a,
@@ -323,6 +349,7 @@ impl Device {
     ///
     /// Cancel safe: the disconnects are started at the first poll and go on regardless.
     pub async fn shutdown(&self) {
+        #[cfg(feature = "embedded")]
         if let Backend::Embedded(e) = &self.backend {
             e.shutdown().await;
         }
@@ -360,6 +387,7 @@ pub struct Listener {
 
 #[derive(Clone, Debug)]
 enum ListenerInner {
+    #[cfg(feature = "embedded")]
     Embedded(Arc<offload_engine::Listener>),
     Daemon(Arc<DaemonListener>),
 }
@@ -439,6 +467,7 @@ impl Listener {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             ListenerInner::Embedded(l) => l.local_addr(),
             ListenerInner::Daemon(l) => l.addr,
         }
@@ -452,6 +481,7 @@ impl Listener {
     /// Cancel safe: a request is handed out only when this future returns it.
     pub async fn accept(&self) -> io::Result<Incoming> {
         let inner = match &self.inner {
+            #[cfg(feature = "embedded")]
             ListenerInner::Embedded(l) => IncomingInner::Embedded(Box::new(l.accept().await?)),
             ListenerInner::Daemon(l) => {
                 let ev = l.events.lock().await.recv().await.ok_or_else(|| {
@@ -495,6 +525,7 @@ pub struct Incoming {
 
 #[derive(Debug)]
 enum IncomingInner {
+    #[cfg(feature = "embedded")]
     Embedded(Box<offload_engine::Incoming>),
     Daemon(DaemonIncoming),
     /// Taken by `accept` or `reject`.
@@ -525,6 +556,7 @@ impl Incoming {
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             IncomingInner::Embedded(i) => i.peer_addr(),
             IncomingInner::Daemon(d) => d.ev.peer,
             IncomingInner::Answered => unreachable!("an answered Incoming is gone"),
@@ -534,6 +566,7 @@ impl Incoming {
     /// The peer's private data.
     pub fn private_data(&self) -> &Bytes {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             IncomingInner::Embedded(i) => i.private_data(),
             IncomingInner::Daemon(d) => &d.ev.private,
             IncomingInner::Answered => unreachable!("an answered Incoming is gone"),
@@ -544,6 +577,7 @@ impl Incoming {
     /// reported (`None`); the negotiated values are on the queue pair.
     pub fn peer_ird_ord(&self) -> (Option<u16>, Option<u16>) {
         match &self.inner {
+            #[cfg(feature = "embedded")]
             IncomingInner::Embedded(i) => i.peer_ird_ord(),
             IncomingInner::Daemon(_) | IncomingInner::Answered => (None, None),
         }
@@ -571,6 +605,7 @@ impl Incoming {
         self.device.check_pd(pd)?;
         let mut this = self;
         match &mut this.inner {
+            #[cfg(feature = "embedded")]
             IncomingInner::Embedded(_) => {
                 let init = qp.to_init(pd.engine_id())?;
                 let IncomingInner::Embedded(inc) =
@@ -587,7 +622,7 @@ impl Incoming {
                 let client = d.client.clone();
                 let req = Request::Accept {
                     incoming: d.ev.id,
-                    pd: pd.engine_id().get(),
+                    pd: pd.id().0,
                     srq,
                     depths: client.depths(),
                     private: Bytes::copy_from_slice(private_data),
@@ -609,6 +644,7 @@ impl Incoming {
     pub async fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
         let mut this = self;
         match std::mem::replace(&mut this.inner, IncomingInner::Answered) {
+            #[cfg(feature = "embedded")]
             IncomingInner::Embedded(inc) => inc.reject(private_data).await,
             IncomingInner::Daemon(mut d) => {
                 d.answered = true;

@@ -3,8 +3,11 @@
 
 use std::fmt;
 
+#[cfg(feature = "embedded")]
 use offload_engine::tpt::TptError;
-use rdmap::{Access, AccessError, Completion, PostError, STag, TermCode, WcOpcode, WcStatus};
+#[cfg(feature = "embedded")]
+use rdmap::AccessError;
+use rdmap::{Access, Completion, PostError, STag, TermCode, WcOpcode, WcStatus};
 
 /// Why a memory operation (register, read, write, deregister, bind, invalidate) failed.
 /// A failed operation changes nothing.
@@ -90,6 +93,7 @@ pub enum DaemonWhy {
 
 impl MemError {
     /// The error for a failed access at `offset` of the region `stag`.
+    #[cfg(feature = "embedded")]
     pub(crate) fn access(
         stag: STag,
         offset: u64,
@@ -115,6 +119,7 @@ impl MemError {
     }
 
     /// The error for a failed TPT verb on `stag`.
+    #[cfg(feature = "embedded")]
     pub(crate) fn tpt(op: &'static str, stag: STag, error: TptError) -> Self {
         match error {
             TptError::NoSuchStag(_) | TptError::StaleStag { .. } | TptError::NotValid(_) => {

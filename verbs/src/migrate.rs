@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+#[cfg(feature = "embedded")]
 use offload_engine::MigrateError as EngineError;
 use rdmap::{QpNum, QpState};
 
@@ -45,13 +46,17 @@ impl fmt::Display for MigrateError {
                  one of these devices is iwarpd"
             ),
             Self::SameDevice => write!(f, "the protection domain is on that device already"),
-            // The engine's words for what both say alike.
-            Self::NotConnected { qp, state } => EngineError::NotConnected {
-                qp: *qp,
-                state: *state,
-            }
-            .fmt(f),
-            Self::Busy(qp) => EngineError::Busy(*qp).fmt(f),
+            Self::NotConnected { qp, state } => write!(
+                f,
+                "queue pair {} is {state:?}, not connected: only connected or ended queue \
+                 pairs move; wait until it has closed, then migrate",
+                qp.0
+            ),
+            Self::Busy(qp) => write!(
+                f,
+                "queue pair {} is being moved by another migration: wait for it to finish",
+                qp.0
+            ),
             Self::NoRoom => write!(
                 f,
                 "the destination device's memory table is full: free regions there first"
@@ -71,6 +76,7 @@ impl fmt::Display for MigrateError {
 
 impl std::error::Error for MigrateError {}
 
+#[cfg(feature = "embedded")]
 impl From<EngineError> for MigrateError {
     fn from(e: EngineError) -> Self {
         match e {
@@ -119,6 +125,17 @@ impl Pd {
     /// Cancel safe: dropped before it finished, nothing has moved and every queue pair
     /// goes on where it was.
     pub async fn migrate(&self, to: &Device) -> Result<Migrated, MigrateError> {
+        #[cfg(not(feature = "embedded"))]
+        {
+            let _ = to;
+            Err(MigrateError::NotEmbedded)
+        }
+        #[cfg(feature = "embedded")]
+        self.migrate_embedded(to).await
+    }
+
+    #[cfg(feature = "embedded")]
+    async fn migrate_embedded(&self, to: &Device) -> Result<Migrated, MigrateError> {
         let from = self.device();
         let (Some(source), Some(dest)) = (from.engine(), to.engine()) else {
             return Err(MigrateError::NotEmbedded);

@@ -4,10 +4,9 @@ use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use offload_engine::tpt::Storage;
 use rdmap::{Access, FastReg, RemoteBuf, STag, SendOp, Sge};
+use shm::Region;
 use shm::{View, ViewMut};
 
 use crate::device::Backend;
@@ -28,7 +27,7 @@ struct State {
 struct Inner {
     pd: Pd,
     /// The octets, which the application reaches in place.
-    mem: Arc<Storage>,
+    mem: Arc<Region>,
     state: Mutex<State>,
     /// `Some(max_len)` for a region allocated for fast registration.
     fast_reg: Option<usize>,
@@ -52,6 +51,7 @@ impl Drop for Inner {
         let stag = self.state().stag;
         // The storage is freed once work in flight lets go of it.
         match self.pd.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
                 if let Err(e) = e.tpt().deregister(stag) {
                     tracing::debug!(%stag, error = %e, "region not deregistered on drop");
@@ -112,7 +112,7 @@ impl fmt::Debug for Mr {
 }
 
 impl Mr {
-    pub(crate) fn new(pd: Pd, stag: STag, to: u64, access: Access, mem: Arc<Storage>) -> Self {
+    pub(crate) fn new(pd: Pd, stag: STag, to: u64, access: Access, mem: Arc<Region>) -> Self {
         let state = State {
             stag,
             to,
@@ -122,7 +122,7 @@ impl Mr {
         Self::with(pd, state, None, mem)
     }
 
-    pub(crate) fn new_fast_reg(pd: Pd, stag: STag, mem: Arc<Storage>) -> Self {
+    pub(crate) fn new_fast_reg(pd: Pd, stag: STag, mem: Arc<Region>) -> Self {
         let state = State {
             stag,
             to: 0,
@@ -133,7 +133,7 @@ impl Mr {
         Self::with(pd, state, Some(max_len), mem)
     }
 
-    fn with(pd: Pd, state: State, fast_reg: Option<usize>, mem: Arc<Storage>) -> Self {
+    fn with(pd: Pd, state: State, fast_reg: Option<usize>, mem: Arc<Region>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 pd,
@@ -300,43 +300,35 @@ impl Mr {
     /// Fills `dst` from the octets at `offset`.
     pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
         let s = self.check(offset, dst.len())?;
-        if self.direct(&s) {
-            self.check_live(&s, offset, Access::LOCAL_READ)?;
-            return self
-                .inner
-                .mem
-                .read_at(offset, dst)
-                .map_err(|e| self.out_of_range(e));
+        #[cfg(feature = "embedded")]
+        if let Some(tpt) = self.table(&s) {
+            let to = s.to.wrapping_add(offset as u64);
+            return tpt
+                .read(self.pd().engine_id(), s.stag, to, dst)
+                .map_err(|e| self.access_error(&s, offset, dst.len(), e));
         }
-        self.tpt()
-            .read(
-                self.pd().engine_id(),
-                s.stag,
-                s.to.wrapping_add(offset as u64),
-                dst,
-            )
-            .map_err(|e| self.access_error(&s, offset, dst.len(), e))
+        self.check_live(&s, offset, Access::LOCAL_READ)?;
+        self.inner
+            .mem
+            .read_at(offset, dst)
+            .map_err(|e| self.out_of_range(e))
     }
 
     /// Copies `data` into the region at `offset`. Needs [`Access::LOCAL_WRITE`].
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
         let s = self.check(offset, data.len())?;
-        if self.direct(&s) {
-            self.check_live(&s, offset, Access::LOCAL_WRITE)?;
-            return self
-                .inner
-                .mem
-                .write_at(offset, data)
-                .map_err(|e| self.out_of_range(e));
+        #[cfg(feature = "embedded")]
+        if let Some(tpt) = self.table(&s) {
+            let to = s.to.wrapping_add(offset as u64);
+            return tpt
+                .write(self.pd().engine_id(), s.stag, to, data)
+                .map_err(|e| self.access_error(&s, offset, data.len(), e));
         }
-        self.tpt()
-            .write(
-                self.pd().engine_id(),
-                s.stag,
-                s.to.wrapping_add(offset as u64),
-                data,
-            )
-            .map_err(|e| self.access_error(&s, offset, data.len(), e))
+        self.check_live(&s, offset, Access::LOCAL_WRITE)?;
+        self.inner
+            .mem
+            .write_at(offset, data)
+            .map_err(|e| self.out_of_range(e))
     }
 
     /// Deregisters the region and returns its memory to the system.
@@ -359,28 +351,30 @@ impl Mr {
         if self.inner.gone.swap(true, Ordering::AcqRel) {
             return Err(MemError::Invalid { stag: s.stag });
         }
-        let daemon = match self.pd().home().backend() {
-            Backend::Daemon(c) => Some(Arc::clone(c)),
-            Backend::Embedded(_) => None,
-        };
-        if let Some(c) = daemon {
-            let req = Request::DeregMr {
-                stag: s.stag.to_u32(),
-            };
-            return match c.call_async(&req).await {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    self.inner.gone.store(false, Ordering::Release);
-                    Err(self.pd().home().daemon_mem_error("deregister", &e))
+        let backend = self.pd().home().backend().clone();
+        match backend {
+            Backend::Daemon(c) => {
+                let req = Request::DeregMr {
+                    stag: s.stag.to_u32(),
+                };
+                match c.call_async(&req).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        self.inner.gone.store(false, Ordering::Release);
+                        Err(self.pd().home().daemon_mem_error("deregister", &e))
+                    }
                 }
-            };
+            }
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(e) => {
+                if let Err(e) = e.tpt().deregister(s.stag) {
+                    self.inner.gone.store(false, Ordering::Release);
+                    return Err(MemError::tpt("deregister", s.stag, e));
+                }
+                quiesce(&self.inner.mem).await;
+                Ok(())
+            }
         }
-        if let Err(e) = self.tpt().deregister(s.stag) {
-            self.inner.gone.store(false, Ordering::Release);
-            return Err(MemError::tpt("deregister", s.stag, e));
-        }
-        quiesce(&self.inner.mem).await;
-        Ok(())
     }
 
     /// A fast registration of this region (allocated by [`Pd::alloc_fast_reg_mr`]) for
@@ -465,16 +459,17 @@ impl Mr {
     ///
     /// Cancel safe.
     pub async fn registered(&self) -> Result<(), MemError> {
-        let stag = self.stag();
+        #[cfg(feature = "embedded")]
         let engine = self.pd().home().engine().cloned();
-        let Some(engine) = engine else {
-            return self.daemon_registered().await;
-        };
-        if engine.registered(stag).await {
-            Ok(())
-        } else {
-            Err(MemError::Invalid { stag })
+        #[cfg(feature = "embedded")]
+        if let Some(engine) = engine {
+            let stag = self.stag();
+            return match engine.registered(stag).await {
+                true => Ok(()),
+                false => Err(MemError::Invalid { stag }),
+            };
         }
+        self.daemon_registered().await
     }
 
     /// [`registered`](Self::registered) through iwarpd: the answer to the registration
@@ -507,22 +502,15 @@ impl Mr {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// The embedded engine's table (only called on an embedded device).
-    fn tpt(&self) -> Arc<offload_engine::tpt::Tpt> {
-        match self.pd().home().engine() {
-            Some(e) => Arc::clone(e.tpt()),
-            None => unreachable!("daemon-mode regions never reach the embedded table"),
-        }
-    }
-
-    /// True if local copies go straight to the memory, checked here: through iwarpd, and
-    /// while the region's queued registration is not done (the table refuses every
-    /// access until then, but the octets are the application's).
-    fn direct(&self, s: &State) -> bool {
-        match self.pd().home().engine() {
-            None => true,
-            Some(e) => e.tpt().has_pending() && e.tpt().is_pending(s.stag),
-        }
+    /// The embedded engine's table, when local copies of this region go through it:
+    /// always on an embedded device, except while a queued registration of the region is
+    /// pending there. `None`: the copy goes straight to the memory (through iwarpd, or
+    /// pending), checked here.
+    #[cfg(feature = "embedded")]
+    fn table(&self, s: &State) -> Option<Arc<offload_engine::tpt::Tpt>> {
+        let home = self.pd().home();
+        let tpt = home.engine()?.tpt();
+        (!(tpt.has_pending() && tpt.is_pending(s.stag))).then(|| Arc::clone(tpt))
     }
 
     /// Through iwarpd, local copies check what the daemon's table would: the region is
@@ -555,6 +543,7 @@ impl Mr {
         Ok(s)
     }
 
+    #[cfg(feature = "embedded")]
     fn access_error(
         &self,
         s: &State,
@@ -604,14 +593,15 @@ pub(crate) fn span(range: &impl RangeBounds<usize>, len: usize) -> (usize, usize
 /// Waits until `mem` has no reference but the region's own (the work in flight that had
 /// passed the TPT's checks is done). Yields to the runtime between tries, then backs off to
 /// short sleeps.
-async fn quiesce(mem: &Arc<Storage>) {
+#[cfg(feature = "embedded")]
+async fn quiesce(mem: &Arc<Region>) {
     let mut tries = 0u32;
     while Arc::strong_count(mem) > 1 {
         tries = tries.saturating_add(1);
         if tries < 64 {
             tokio::task::yield_now().await;
         } else {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 }
@@ -631,7 +621,7 @@ mod tests {
 
     #[tokio::test]
     async fn quiesce_waits_for_work_in_flight() {
-        let storage = Arc::new(Storage::adopt(vec![1u8, 2, 3]));
+        let storage = Arc::new(Region::adopt(vec![1u8, 2, 3]));
         let in_flight = Arc::clone(&storage);
         let waiter = tokio::spawn(async move { quiesce(&storage).await });
         for _ in 0..10 {

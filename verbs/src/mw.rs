@@ -59,6 +59,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let stag = self.lock().stag;
         match self.pd.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
                 if let Err(e) = e.tpt().dealloc_mw(stag) {
                     tracing::debug!(%stag, error = %e, "window not deallocated on drop");
@@ -164,6 +165,7 @@ impl Mw {
         let sge = self.check(&state, MwType::One, mr, range, access)?;
         let pd = &self.inner.pd;
         let stag = match pd.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => e
                 .tpt()
                 .bind_mw(
@@ -227,6 +229,7 @@ impl Mw {
         let mut state = self.inner.lock();
         let device = self.inner.pd.home();
         match device.backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => e
                 .tpt()
                 .invalidate_local(state.stag)

@@ -18,7 +18,7 @@ use crate::mw::Mw;
 use crate::qp::Qp;
 
 /// The outcome of a request whose completion was routed to `rx`.
-async fn finish(rx: offload_engine::CompletionFuture) -> Result<Completion, WcError> {
+async fn finish(rx: cq::CompletionFuture) -> Result<Completion, WcError> {
     let wc = rx.await;
     if wc.is_ok() {
         Ok(wc)

@@ -1,11 +1,11 @@
 //! [`Pd`]: a protection domain, and the verbs that create memory in it.
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use ipc::control::{Reply, Request};
-use offload_engine::tpt::{Base, Storage, TptError};
-use rdmap::{Access, STag};
+use rdmap::{Access, Base, STag};
+use shm::Region;
 
 use crate::daemon::DaemonError;
 use crate::device::{Backend, Device};
@@ -17,7 +17,7 @@ use crate::types::{MwType, PdId};
 struct Inner {
     /// The device it is on now ([`Pd::migrate`] moves it).
     device: RwLock<Device>,
-    id: offload_engine::tpt::PdId,
+    id: u32,
     /// Through iwarpd: the domain's push region (seed 000), if the daemon gave one.
     push: Option<Arc<ipc::push::PushRegion>>,
 }
@@ -31,12 +31,13 @@ impl Drop for Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .backend()
         {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
-                if let Err(e) = e.tpt().dealloc_pd(self.id) {
+                if let Err(e) = e.tpt().dealloc_pd(offload_engine::tpt::PdId::new(self.id)) {
                     tracing::debug!(pd = %self.id, error = %e, "protection domain not deallocated");
                 }
             }
-            Backend::Daemon(c) => c.tell(&Request::DeallocPd { pd: self.id.get() }),
+            Backend::Daemon(c) => c.tell(&Request::DeallocPd { pd: self.id }),
         }
     }
 }
@@ -59,7 +60,8 @@ impl Pd {
     /// if it refuses (a limit, no memory).
     pub(crate) fn new(device: Device) -> Result<Self, MemError> {
         let (id, push) = match device.backend() {
-            Backend::Embedded(e) => (e.alloc_pd(), None),
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(e) => (e.alloc_pd().get(), None),
             Backend::Daemon(c) => match c.call_with(&Request::AllocPd, &[]) {
                 Ok((Reply::Pd { pd, push_slots }, mut fds)) => {
                     let push = fds.pop().and_then(|fd| {
@@ -67,7 +69,7 @@ impl Pd {
                             .map_err(|e| tracing::warn!(error = %e, "push region not mapped"))
                             .ok()
                     });
-                    (offload_engine::tpt::PdId::new(pd), push.map(Arc::new))
+                    (pd, push.map(Arc::new))
                 }
                 Ok((other, _)) => {
                     let e = DaemonError::Refused(format!(
@@ -89,7 +91,7 @@ impl Pd {
 
     /// The domain's number, unique within its device.
     pub fn id(&self) -> PdId {
-        PdId(self.inner.id.get())
+        PdId(self.inner.id)
     }
 
     /// Through iwarpd, the domain's push region.
@@ -97,9 +99,10 @@ impl Pd {
         self.inner.push.as_ref()
     }
 
-    /// The domain as the engine numbers it.
+    /// The domain as the embedded engine names it.
+    #[cfg(feature = "embedded")]
     pub(crate) fn engine_id(&self) -> offload_engine::tpt::PdId {
-        self.inner.id
+        offload_engine::tpt::PdId::new(self.inner.id)
     }
 
     /// The device it belongs to (another one after [`migrate`](Self::migrate)).
@@ -117,7 +120,8 @@ impl Pd {
     }
 
     /// Its device, for a migration to change.
-    pub(crate) fn home_mut(&self) -> RwLockWriteGuard<'_, Device> {
+    #[cfg(feature = "embedded")]
+    pub(crate) fn home_mut(&self) -> std::sync::RwLockWriteGuard<'_, Device> {
         self.inner
             .device
             .write()
@@ -141,7 +145,7 @@ impl Pd {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
-        self.register_at(Storage::adopt(data), Base::ZeroBased, access)
+        self.register_at(Region::adopt(data), Base::ZeroBased, access)
     }
 
     /// Registers `data` (without copying it, as [`register`](Self::register)) as a region
@@ -151,7 +155,7 @@ impl Pd {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
-        self.register_at(Storage::adopt(data), Base::Va(va), access)
+        self.register_at(Region::adopt(data), Base::Va(va), access)
     }
 
     /// Allocates and registers a zero-based region of `len` zeroed octets: a page-aligned
@@ -169,13 +173,14 @@ impl Pd {
         const OP: &str = "alloc_fast_reg_mr";
         let mem = Arc::new(alloc(max_len)?);
         let stag = match self.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => e
                 .tpt()
                 .alloc_fast_reg_region(self.engine_id(), mem.clone())
                 .map_err(|e| MemError::tpt(OP, STag::default(), e))?,
             Backend::Daemon(_) => {
                 let req = Request::AllocFastRegMr {
-                    pd: self.engine_id().get(),
+                    pd: self.id().0,
                     len: mem.len() as u64,
                 };
                 let fds: Vec<_> = mem.fd().into_iter().collect();
@@ -214,6 +219,7 @@ impl Pd {
     /// invalidated by the peer's Send with Invalidate.
     pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
         let stag = match self.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => e
                 .tpt()
                 .alloc_mw(self.engine_id(), ty.into())
@@ -224,7 +230,7 @@ impl Pd {
                     MwType::Two => 2,
                 };
                 let req = Request::AllocMw {
-                    pd: self.engine_id().get(),
+                    pd: self.id().0,
                     kind,
                 };
                 self.daemon_stag("alloc_mw", &req, &[])?
@@ -254,7 +260,7 @@ impl Pd {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
-        self.register_with(Storage::adopt(data), Base::ZeroBased, access, true)
+        self.register_with(Region::adopt(data), Base::ZeroBased, access, true)
     }
 
     /// Allocates a zero-based region of `len` zeroed octets as [`alloc_mr`](Self::alloc_mr)
@@ -264,13 +270,13 @@ impl Pd {
         self.register_with(alloc(len)?, Base::ZeroBased, access, true)
     }
 
-    fn register_at(&self, mem: Storage, base: Base, access: Access) -> Result<Mr, MemError> {
+    fn register_at(&self, mem: Region, base: Base, access: Access) -> Result<Mr, MemError> {
         self.register_with(mem, base, access, false)
     }
 
     fn register_with(
         &self,
-        mem: Storage,
+        mem: Region,
         base: Base,
         access: Access,
         queued: bool,
@@ -278,6 +284,7 @@ impl Pd {
         let access = access | Access::LOCAL_READ;
         let mut registration = None;
         let stag = match self.home().backend() {
+            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
                 let mem = Arc::new(mem);
                 let pd = self.engine_id();
@@ -295,7 +302,7 @@ impl Pd {
                     _ => None,
                 };
                 let req = Request::RegMr {
-                    pd: self.engine_id().get(),
+                    pd: self.id().0,
                     access: u32::from(access.bits()),
                     va,
                     len: mem.len() as u64,
@@ -357,7 +364,7 @@ impl Pd {
 /// Memory iwarpd can map: `mem` itself if it is a memory file, else a copy of it in one
 /// (memory handed over with `register` lives in this process only, so through the daemon
 /// it is copied once, at registration, and the region is the copy).
-fn shared(mem: Storage) -> Result<Storage, MemError> {
+fn shared(mem: Region) -> Result<Region, MemError> {
     if mem.fd().is_some() || mem.is_empty() {
         return Ok(mem);
     }
@@ -369,7 +376,6 @@ fn shared(mem: Storage) -> Result<Storage, MemError> {
 }
 
 /// `len` zeroed octets of shared memory.
-fn alloc(len: usize) -> Result<Storage, MemError> {
-    Storage::alloc(len)
-        .map_err(|_| MemError::tpt("alloc_mr", STag::default(), TptError::NoMemory { len }))
+fn alloc(len: usize) -> Result<Region, MemError> {
+    Region::alloc(len).map_err(|_| MemError::NoMemory { len })
 }

@@ -5,12 +5,15 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use ipc::control::QpChange;
+#[cfg(feature = "embedded")]
 use offload_engine::QpInit;
 use rdmap::{Extensions, Framing, PostError, QpState, RecvWr, SendWr};
 
 use crate::daemon::qp::DaemonQp;
 
-use crate::cq::{Cq, Srq, SrqImpl};
+#[cfg(feature = "embedded")]
+use crate::cq::SrqImpl;
+use crate::cq::{Cq, Srq};
 use crate::mr::Mr;
 use crate::pd::Pd;
 use rdmap::{QpEnd, QpNum};
@@ -104,6 +107,7 @@ impl QpConfig {
 
     /// The engine's queue pair settings; an error if the shared receive queue is not the
     /// embedded engine's.
+    #[cfg(feature = "embedded")]
     pub(crate) fn to_init(
         &self,
         pd: offload_engine::tpt::PdId,
@@ -112,6 +116,7 @@ impl QpConfig {
         init.recv_cq = self.recv_cq.inner.clone();
         init.srq = match self.srq.as_ref().map(|s| &s.inner) {
             None => None,
+            #[cfg(feature = "embedded")]
             Some(SrqImpl::Embedded { queue, .. }) => Some(queue.clone()),
             Some(SrqImpl::Daemon(_)) => return Err(other_device_srq()),
         };
@@ -131,6 +136,7 @@ pub(crate) fn other_device_srq() -> crate::ConnectError {
 
 /// The queue pair behind a [`Qp`]: in this process's engine, or in iwarpd.
 pub(crate) enum QpImpl {
+    #[cfg(feature = "embedded")]
     Embedded(offload_engine::Qp),
     Daemon(DaemonQp),
 }
@@ -138,6 +144,7 @@ pub(crate) enum QpImpl {
 macro_rules! either {
     ($qp:expr, $q:ident => $e:expr) => {
         match $qp {
+            #[cfg(feature = "embedded")]
             QpImpl::Embedded($q) => $e,
             QpImpl::Daemon($q) => $e,
         }
@@ -150,6 +157,7 @@ impl QpImpl {
     }
     fn counters(&self) -> ipc::control::Counters {
         match self {
+            #[cfg(feature = "embedded")]
             Self::Embedded(q) => ipc::control::Counters {
                 traffic: q.stats(),
                 push: q.push_counters(),
@@ -174,6 +182,7 @@ impl QpImpl {
     }
     fn modify(&self, change: QpChange) {
         match self {
+            #[cfg(feature = "embedded")]
             Self::Embedded(q) => match change {
                 QpChange::IncomingRdma(on) => q.set_incoming_rdma(on),
                 QpChange::DrainOnLocalFailure(on) => q.set_drain_on_local_failure(on),
@@ -194,16 +203,10 @@ impl QpImpl {
     fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         either!(self, q => q.post_recv(wr))
     }
-    pub(crate) fn post_send_notify(
-        &self,
-        wr: SendWr,
-    ) -> Result<offload_engine::CompletionFuture, PostError> {
+    pub(crate) fn post_send_notify(&self, wr: SendWr) -> Result<cq::CompletionFuture, PostError> {
         either!(self, q => q.post_send_notify(wr))
     }
-    pub(crate) fn post_recv_notify(
-        &self,
-        wr: RecvWr,
-    ) -> Result<offload_engine::CompletionFuture, PostError> {
+    pub(crate) fn post_recv_notify(&self, wr: RecvWr) -> Result<cq::CompletionFuture, PostError> {
         either!(self, q => q.post_recv_notify(wr))
     }
     fn disconnect(&self) {
@@ -266,6 +269,7 @@ impl fmt::Debug for Qp {
 }
 
 impl Qp {
+    #[cfg(feature = "embedded")]
     pub(crate) fn new(qp: offload_engine::Qp, pd: Pd) -> Self {
         Self::with(QpImpl::Embedded(qp), pd)
     }
@@ -327,10 +331,7 @@ impl Qp {
     }
 
     /// Posts `wr` (made signaled) with its completion routed to the returned future.
-    pub(crate) fn post_notify(
-        &self,
-        wr: SendWr,
-    ) -> Result<offload_engine::CompletionFuture, PostError> {
+    pub(crate) fn post_notify(&self, wr: SendWr) -> Result<cq::CompletionFuture, PostError> {
         self.inner.qp.post_send_notify(wr)
     }
 

@@ -35,7 +35,7 @@ pub struct SsqCompletion {
 struct Slot {
     wr_id: u64,
     qp: QpNum,
-    done: offload_engine::CompletionFuture,
+    done: cq::CompletionFuture,
 }
 
 /// A shared send queue of a fixed depth for any number of connected queue pairs.

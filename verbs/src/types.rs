@@ -25,6 +25,7 @@ pub enum MwType {
     Two,
 }
 
+#[cfg(feature = "embedded")]
 impl From<MwType> for offload_engine::tpt::MwType {
     fn from(t: MwType) -> Self {
         match t {

@@ -8,9 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{
-    Cq, Extensions, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus,
-};
+use verbs::{Cq, Mr, Payload, Qp, QpState, RemoteBuf, SendFlags, SendOp, SendWr, Wc, WcStatus};
 
 use super::bw::atomic_op;
 use super::opts::{ATOMIC_SIZE, AtomicOp};
@@ -362,15 +360,8 @@ pub async fn send(
 ) -> Result<Intervals, Error> {
     let size = run.size;
     let lim = run.lim;
+    // Negotiated: Session::client and Session::server refuse --imm without it.
     let imm = run.imm;
-    if imm && !qp.extensions().contains(Extensions::SEND_IMMEDIATE) {
-        return Err(
-            "--imm needs Send with Immediate Data, which the peer did not agree to: \
-                    run it with --imm too, without --extensions, or with one that lists \
-                    send_imm (Linux siw and hardware RNICs have no such extension)"
-                .into(),
-        );
-    }
     let wait = |seen: u64| async move {
         let Some(wc) = completion(lim, qp, cq, "the peer's Send", seen).await? else {
             return Ok(false);

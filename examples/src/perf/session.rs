@@ -114,6 +114,7 @@ impl Session {
             });
             first_delay(opts).await;
         }
+        check_extensions(opts, &links)?;
         comm.xchg(&Dest::SYNC, "barrier").await?;
         let peer = opts.socket_addr().to_string();
         Ok(Self {
@@ -152,6 +153,7 @@ impl Session {
             let qp = step(opts.timeout, &what, incoming.accept(&pd, cfg, b"")).await??;
             links.push(Link { qp, cq, recv_cq });
         }
+        check_extensions(opts, &links)?;
         comm.xchg(&Dest::SYNC, "barrier").await?;
         Ok(Self {
             dev: dev.clone(),
@@ -411,4 +413,20 @@ async fn first_delay(opts: &Opts) {
     if !opts.first_delay.is_zero() {
         tokio::time::sleep(opts.first_delay).await;
     }
+}
+
+/// Refuses a run whose options need an extension a test connection did not negotiate,
+/// as soon as the connections are up: each side says so in its own words, before a side
+/// that stops first closes what the other still waits on.
+fn check_extensions(opts: &Opts, links: &[Link]) -> Result<(), Error> {
+    let agreed = |e| links.iter().all(|l| l.qp.extensions().contains(e));
+    if opts.imm && !agreed(verbs::Extensions::SEND_IMMEDIATE) {
+        return Err(
+            "--imm needs Send with Immediate Data, which the peer did not agree to: \
+                    run it with --imm too, without --extensions, or with one that lists \
+                    send_imm (Linux siw and hardware RNICs have no such extension)"
+                .into(),
+        );
+    }
+    Ok(())
 }

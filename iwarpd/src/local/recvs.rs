@@ -8,7 +8,8 @@
 //! - [`ClientSrq`]: a client's shared receive queue, a ring of its own.
 //!
 //! Entries are copied out and decoded before use; receives taken this way get daemon ids
-//! of their own (a top bit set; a servant's own ids count up from 0 and never reach it),
+//! of their own (bit 62 or 61 set; a servant's own ids count up from 0 and never reach
+//! them, and bit 63 is the engine's, for requests whose completion goes to a future),
 //! mapped back to the client's when they complete.
 
 use std::collections::HashMap;
@@ -23,9 +24,11 @@ use super::logs::{SRQ_GARBAGE, limited};
 use offload_engine::SrqFeed;
 
 /// Set in the daemon ids of receives taken from a shared receive queue.
-pub(super) const SRQ_ID: u64 = 1 << 63;
+pub(super) const SRQ_ID: u64 = 1 << 61;
 /// Set in the daemon ids of receives taken from a queue pair's ring on demand.
 pub(super) const RQ_ID: u64 = 1 << 62;
+// The engine routes completions with NOTIFY_BIT to futures: these ids stay below it.
+const _: () = assert!((SRQ_ID | RQ_ID) & offload_engine::NOTIFY_BIT == 0);
 
 /// Receives taken on demand and not yet complete.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]

@@ -4,17 +4,12 @@
 use std::cell::Cell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr, WrId};
+use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr};
 use tokio::sync::{Notify, watch};
 
 use super::io::Read;
 use super::state::State;
-use super::waiters::{CompletionFuture, Waiters};
-use crate::cq::Cq;
-
-/// Work request ids with this bit set are reserved for requests whose completion goes to
-/// a future ([`Qp::post_send_notify`]); applications use ids below it.
-pub const NOTIFY_BIT: WrId = 1 << 63;
+use cq::{CompletionFuture, Cq, Waiters, check_wr_id};
 
 thread_local! {
     /// The completions one delivery hands out: a vector kept per thread and swapped with
@@ -94,17 +89,16 @@ impl Shared {
     fn deliver(&self, batch: &mut Vec<Completion>) {
         // A completion whose future took it leaves the batch (it is a few plain words:
         // the clone copies, it does not allocate).
-        batch
-            .retain(|wc| wc.wr_id & NOTIFY_BIT == 0 || self.waiters.complete(wc.clone()).is_some());
+        batch.retain(|wc| self.waiters.route(wc.clone()).is_some());
         if self.send_cq.same_queue(&self.recv_cq) {
-            self.send_cq.push_batch(self.num, batch.drain(..));
+            self.send_cq.deliver(self.num, batch.drain(..));
         } else {
             let recv = &self.recv_cq;
-            self.send_cq.push_batch(
+            self.send_cq.deliver(
                 self.num,
                 batch.iter().filter(|wc| wc.queue == Queue::Send).cloned(),
             );
-            recv.push_batch(
+            recv.deliver(
                 self.num,
                 batch.drain(..).filter(|wc| wc.queue == Queue::Recv),
             );
@@ -212,9 +206,7 @@ impl Qp {
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
-        if wr.wr_id & NOTIFY_BIT != 0 {
-            return Err(PostError::ReservedWrId);
-        }
+        check_wr_id(wr.wr_id)?;
         self.post_one(wr)
     }
 
@@ -252,9 +244,7 @@ impl Qp {
         let posted = self.locked(|st| {
             let post = || {
                 for wr in wrs {
-                    if wr.wr_id & NOTIFY_BIT != 0 {
-                        return Err(PostError::ReservedWrId);
-                    }
+                    check_wr_id(wr.wr_id)?;
                     if st.must_hold(&wr) {
                         st.hold(wr)?;
                     } else {
@@ -276,9 +266,7 @@ impl Qp {
 
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
-        if wr.wr_id & NOTIFY_BIT != 0 {
-            return Err(PostError::ReservedWrId);
-        }
+        check_wr_id(wr.wr_id)?;
         self.locked(|st| (st.stream.post_recv(wr), false))
     }
 

@@ -17,8 +17,8 @@ use super::handle::Shared;
 use super::io::Io;
 use super::migrate::Parked;
 use super::state::{Home, State};
-use crate::cq::Cq;
 use crate::pcap::Tap;
+use cq::Cq;
 
 /// One queue pair of a domain crossing to another process.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -35,18 +35,16 @@ mod migrate;
 mod push;
 mod push_slots;
 mod state;
-mod waiters;
 
 pub(crate) use driver::spawn;
+pub use handle::Qp;
 pub(crate) use handle::Shared;
-pub use handle::{NOTIFY_BIT, Qp};
 pub(crate) use image::{Prepared as PreparedQp, QpImage};
 pub(crate) use io::Io;
 pub(crate) use migrate::{ParkError, Parked};
 pub(crate) use push_slots::QpPush;
 pub use rdmap::{QpEnd, QpNum};
 pub(crate) use state::{Home, State};
-pub use waiters::{CompletionFuture, Waiters};
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.
 pub(crate) fn now() -> std::time::Instant {

@@ -75,25 +75,7 @@ impl fmt::Display for QpId {
     }
 }
 
-/// How the tagged offsets of a region are formed.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Base {
-    /// Virtual-address based: the first octet has tagged offset `va`, the region covers
-    /// `[va, va + len)`. `va + len` must fit in a `u64` (at most 2^64 - 1).
-    Va(u64),
-    /// Zero based: the region covers tagged offsets `[0, len)`.
-    ZeroBased,
-}
-
-impl Base {
-    /// The tagged offset of the first octet.
-    pub const fn start(self) -> u64 {
-        match self {
-            Self::Va(va) => va,
-            Self::ZeroBased => 0,
-        }
-    }
-}
+pub use ddp::Base;
 
 /// The type of a memory window.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -118,7 +118,7 @@ impl Registration {
 /// The control connection to the local `iwarpd`.
 pub(crate) struct Client {
     /// This process's regions by STag, to copy a small gather list into a pushed message.
-    regions: Mutex<HashMap<u32, (std::sync::Weak<offload_engine::tpt::Storage>, u64)>>,
+    regions: Mutex<HashMap<u32, (std::sync::Weak<shm::Region>, u64)>>,
     /// The library's push policy is on (seed 000).
     push: bool,
     /// The queue depths every queue pair asks for.
@@ -219,12 +219,7 @@ impl Client {
     }
 
     /// Records a region this process registered (for pushing small gather lists inline).
-    pub(crate) fn remember_region(
-        &self,
-        stag: rdmap::STag,
-        mem: &Arc<offload_engine::tpt::Storage>,
-        base: u64,
-    ) {
+    pub(crate) fn remember_region(&self, stag: rdmap::STag, mem: &Arc<shm::Region>, base: u64) {
         let mut r = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
         r.retain(|_, (w, _)| w.strong_count() > 0);
         r.insert(stag.to_u32(), (Arc::downgrade(mem), base));

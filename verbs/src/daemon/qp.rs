@@ -11,13 +11,13 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use cq::{CompletionFuture, Cq, NOTIFY_BIT, Waiters, check_wr_id};
 use ipc::control::{QpInfo, QueueDepths, Reply, Request};
 use ipc::push::PushRegion;
 use ipc::qpseg::{Doorbell, QpSegment, Side};
 use ipc::wqe::{
     EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_pushed, set_inline,
 };
-use offload_engine::{CompletionFuture, Cq, NOTIFY_BIT, Waiters};
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
     SendWr, WcOpcode, WcStatus, WrId,
@@ -71,22 +71,6 @@ struct Routes {
     recv_cq: Cq,
     /// Requests of the async methods (the engine's slab: no allocation per request).
     waiters: Arc<Waiters>,
-}
-
-impl Routes {
-    /// Hands a completion of an async method's request to its future (`None`), or gives
-    /// it back for a completion queue.
-    fn notify(&self, wc: Completion) -> Option<Completion> {
-        if wc.wr_id & NOTIFY_BIT == 0 {
-            return Some(wc);
-        }
-        // A completion no live request is waiting for (its future was dropped and it
-        // already came) is never a completion queue's.
-        if let Some(stale) = self.waiters.complete(wc) {
-            tracing::debug!(wr_id = stale.wr_id, "completion of a forgotten request");
-        }
-        None
-    }
 }
 
 /// Completions on their way to the application's queues, kept between drains so that
@@ -177,7 +161,7 @@ impl Shared {
             if wc.queue == Queue::Recv && wc.wr_id & NOTIFY_BIT != 0 {
                 self.outstanding().received(wc.wr_id);
             }
-            let Some(wc) = self.routes.notify(wc) else {
+            let Some(wc) = self.routes.waiters.route(wc) else {
                 continue;
             };
             match wc.queue {
@@ -228,7 +212,7 @@ impl Shared {
             );
         let (mut sends, mut recvs) = (Vec::new(), Vec::new());
         for wc in flushed {
-            let Some(wc) = self.routes.notify(wc) else {
+            let Some(wc) = self.routes.waiters.route(wc) else {
                 continue;
             };
             match wc.queue {
@@ -661,7 +645,7 @@ impl DaemonQp {
     }
 
     fn complete_locally(&self, wc: Completion) {
-        let Some(wc) = self.shared.routes.notify(wc) else {
+        let Some(wc) = self.shared.routes.waiters.route(wc) else {
             return;
         };
         let cq = match wc.queue {
@@ -672,9 +656,7 @@ impl DaemonQp {
     }
 
     pub(crate) fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
-        if wr.wr_id & NOTIFY_BIT != 0 {
-            return Err(PostError::ReservedWrId);
-        }
+        check_wr_id(wr.wr_id)?;
         self.push_recv(wr)
     }
 

@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use cq::check_wr_id;
 use ipc::control::{Reply, Request};
 use ipc::srq::SrqSegment;
 use ipc::wqe::{EncodeError, encode_rqe};
-use offload_engine::NOTIFY_BIT;
 use rdmap::{PostError, RecvWr};
 
 use super::{Client, DaemonError};
@@ -66,9 +66,7 @@ impl DaemonSrq {
     }
 
     pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result<(), PostError> {
-        if wr.wr_id & NOTIFY_BIT != 0 {
-            return Err(PostError::ReservedWrId);
-        }
+        check_wr_id(wr.wr_id)?;
         let e = encode_rqe(wr).map_err(|e| match e {
             EncodeError::TooManyEntries { max } => PostError::TooManySges { max },
             EncodeError::NoStagingRoom => PostError::QueueFull,

@@ -10,7 +10,7 @@ use rdmap::Completion;
 use smallvec::SmallVec;
 use tokio::sync::Notify;
 
-use crate::QpNum;
+use rdmap::QpNum;
 
 /// A work completion as the application sees it: the stream's completion plus the queue
 /// pair it belongs to.
@@ -221,19 +221,14 @@ impl Cq {
     /// Adds a completion (the engine's side).
     #[cfg(test)]
     pub(crate) fn push(&self, wc: Wc) {
-        self.push_batch(wc.qp, std::iter::once(wc.wc));
+        self.deliver(wc.qp, std::iter::once(wc.wc));
     }
 
-    /// Adds completions of queue pair `qp` produced elsewhere: by an engine in another
-    /// process (daemon mode, where the library moves them from shared memory into the
-    /// application's queue). In order, under one lock, waking the waiters once.
+    /// Adds completions of queue pair `qp`, in order, under one lock, and wakes the
+    /// waiters once: the engine's completions of one step, or those an engine in another
+    /// process wrote into shared memory (daemon mode, where the library moves them into the
+    /// application's queue).
     pub fn deliver(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {
-        self.push_batch(qp, wcs);
-    }
-
-    /// Adds the completions of one step of queue pair `qp`, in order, under one lock, and
-    /// wakes the waiters once (the engine's side).
-    pub(crate) fn push_batch(&self, qp: QpNum, wcs: impl Iterator<Item = Completion>) {
         let (fire, wakers) = {
             let mut ring = self.lock();
             let (mut any, mut fire) = (false, false);

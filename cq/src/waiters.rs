@@ -1,10 +1,9 @@
-//! Requests whose completion goes to a future ([`Qp::post_send_notify`](super::Qp::post_send_notify)):
-//! a slab of slots reused from one request to the next, so the per-request futures of the
+//! Requests whose completion goes to a future (the async methods of a queue pair): a slab of slots reused from one request to the next, so the per-request futures of the
 //! async API allocate nothing once the slab has grown to the most requests in flight.
 //! The engine's queue pairs use it, and so does a queue pair run by a local daemon
 //! (`verbs`' daemon mode), whose completions come out of shared memory instead.
 //!
-//! A request's work request id names its slot: [`NOTIFY_BIT`](super::NOTIFY_BIT), a 31-bit
+//! A request's work request id names its slot: [`NOTIFY_BIT`](crate::NOTIFY_BIT), a 31-bit
 //! generation (bumped each time the slot is reused, so a stale id never matches) and the
 //! 32-bit slot index.
 
@@ -15,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 
 use rdmap::{Completion, WrId};
 
-use super::handle::NOTIFY_BIT;
+use crate::NOTIFY_BIT;
 
 #[derive(Debug)]
 enum Slot {
@@ -69,8 +68,23 @@ impl Waiters {
         NOTIFY_BIT | (u64::from(entry.0) << 32) | u64::from(index)
     }
 
+    /// The one rule by which both backends route a completion: one of a request posted
+    /// with a future (its id has [`NOTIFY_BIT`]) goes to that future, and `None` comes
+    /// back; any other comes back, for a completion queue. A completion with the bit that
+    /// no live request waits for (its future was dropped, or the id is stale) is dropped:
+    /// it is never a completion queue's.
+    pub fn route(&self, wc: Completion) -> Option<Completion> {
+        if wc.wr_id & NOTIFY_BIT == 0 {
+            return Some(wc);
+        }
+        if let Some(stale) = self.complete(wc) {
+            tracing::debug!(wr_id = stale.wr_id, "completion of a forgotten request");
+        }
+        None
+    }
+
     /// Hands `wc` to its future; gives it back if no live slot has its id.
-    pub fn complete(&self, wc: Completion) -> Option<Completion> {
+    fn complete(&self, wc: Completion) -> Option<Completion> {
         let (index, generation) = split(wc.wr_id);
         let mut s = self.lock();
         let Some((g, slot)) = s.slots.get_mut(index) else {
@@ -167,9 +181,8 @@ impl Waiters {
     }
 }
 
-/// The completion of one request posted with
-/// [`Qp::post_send_notify`](super::Qp::post_send_notify) or
-/// [`Qp::post_recv_notify`](super::Qp::post_recv_notify).
+/// The completion of one request registered with [`Waiters::register`] (a queue pair's
+/// `post_send_notify` or `post_recv_notify`).
 ///
 /// # Cancel safety
 ///
@@ -230,5 +243,22 @@ mod tests {
         assert_eq!(c & 0xFFFF_FFFF, a & 0xFFFF_FFFF);
         w.forget(c);
         assert_eq!(w.lock().slots.len(), 1, "one slot served every request");
+    }
+
+    #[test]
+    fn route_gives_back_only_what_is_a_queues() {
+        let w = Waiters::default();
+        assert_eq!(
+            w.route(wc(7)).map(|c| c.wr_id),
+            Some(7),
+            "an application's id"
+        );
+        let a = w.register();
+        assert!(w.route(wc(a)).is_none(), "to its future");
+        assert!(
+            w.route(wc(a)).is_none(),
+            "a stale id is dropped, not a queue's"
+        );
+        assert!(w.route(wc(NOTIFY_BIT | 0xFFFF)).is_none(), "no such slot");
     }
 }
