@@ -24,6 +24,7 @@ pub mod channel;
 mod codec;
 pub mod control;
 mod doorbell;
+mod layout;
 pub mod push;
 pub mod qpseg;
 pub mod srq;
