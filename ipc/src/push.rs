@@ -194,6 +194,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_slot_is_its_header_then_the_entry_at_the_abis_offsets() {
+        assert_eq!(SLOT_SIZE, 320);
+        let d = PushRegion::create(3).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = PushRegion::map(file, 3).unwrap();
+        let octets = |at: usize, n: usize| {
+            let mut b = vec![0u8; n];
+            d.seg.read(at, &mut b);
+            b
+        };
+        // Slot 1 from octet 320: claimed, WRITING (generation 0).
+        assert_eq!(c.claim(1), Some(1));
+        assert_eq!(octets(320, 4), [1, 0, 0, 0]);
+        // Published: generation 1, READY; the queue pair at 4, the index at 8, the entry
+        // at 64.
+        c.publish(1, 0x0a0b_0c0d, 0x0102_0304, &[0xee; SQE_SIZE]);
+        #[rustfmt::skip]
+        let head: &[u8] = &[
+            0x06, 0, 0, 0,
+            0x0d, 0x0c, 0x0b, 0x0a,
+            0x04, 0x03, 0x02, 0x01,
+        ];
+        assert_eq!(octets(320, 12), head);
+        assert!(octets(320 + 12, 52).iter().all(|&b| b == 0));
+        assert_eq!(octets(320 + 64, SQE_SIZE), [0xee; SQE_SIZE]);
+        assert!(octets(0, 320).iter().all(|&b| b == 0));
+        assert!(octets(640, 320).iter().all(|&b| b == 0));
+        let mut seen = Vec::new();
+        d.ready(|_| true, |s| seen.push((s.slot, s.state, s.qp, s.sq_index)));
+        assert_eq!(seen, [(1, 0x06, 0x0a0b_0c0d, 0x0102_0304)]);
+        assert!(d.any_ready() && d.any_ready_for(0x0a0b_0c0d) && !d.any_ready_for(1));
+        // Freed: generation 2, FREE; claimed again: generation 2, WRITING.
+        d.free(1, 0x06);
+        assert_eq!(octets(320, 4), [0x08, 0, 0, 0]);
+        assert_eq!(c.claim(1), Some(1));
+        assert_eq!(octets(320, 4), [0x09, 0, 0, 0]);
+    }
+
+    #[test]
     fn slots_are_claimed_once_published_read_and_freed() {
         let d = PushRegion::create(2).unwrap();
         let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());

@@ -535,6 +535,85 @@ mod tests {
         (c, d)
     }
 
+    /// `N` octets of `seg` from `at`.
+    fn octets<const N: usize>(seg: &Segment, at: usize) -> [u8; N] {
+        let mut b = [0u8; N];
+        seg.read(at, &mut b);
+        b
+    }
+
+    #[test]
+    fn the_header_words_and_the_rings_are_where_the_abi_puts_them() {
+        let geo = Geometry {
+            sq_depth: 2,
+            rq_depth: 2,
+            cq_depth: 4,
+            staging: 64,
+        };
+        assert_eq!(geo.len(), 4096 + 2 * 256 + 2 * 256 + 4 * 64 + 64);
+        let (c, d) = pair(geo);
+        // Send queue: produced at 0, taken at 64, retired at 128; entry i at
+        // 4096 + (i % 2) * 256.
+        c.sq_write(0, &[0xa1; SQE_SIZE]);
+        c.sq_write(1, &[0xa2; SQE_SIZE]);
+        c.sq_publish(2);
+        d.sq_take();
+        d.sq_retire(1);
+        c.sq_write(0, &[0xa3; SQE_SIZE]);
+        c.sq_publish(1);
+        assert_eq!(octets::<4>(&d.seg, 0), [3, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 64), [1, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 128), [1, 0, 0, 0]);
+        assert_eq!(octets::<SQE_SIZE>(&d.seg, 4096), [0xa3; SQE_SIZE]);
+        assert_eq!(octets::<SQE_SIZE>(&d.seg, 4096 + 256), [0xa2; SQE_SIZE]);
+        // Receive queue: produced at 192, consumed at 256, entries from 4096 + 512.
+        assert!(c.rq_push(&[0xb1; RQE_SIZE]));
+        assert!(c.rq_push(&[0xb2; RQE_SIZE]));
+        assert_eq!(d.rq_pop(), Ok(Some([0xb1; RQE_SIZE])));
+        assert_eq!(octets::<4>(&d.seg, 192), [2, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 256), [1, 0, 0, 0]);
+        assert_eq!(
+            octets::<RQE_SIZE>(&c.seg, 4096 + 512 + 256),
+            [0xb2; RQE_SIZE]
+        );
+        // Completion queue: produced at 320, consumed at 384, entries from 4096 + 1024.
+        for v in 1..=3u8 {
+            assert!(d.cq_push(&[v; CQE_SIZE]));
+        }
+        assert_eq!(c.cq_pop(), Ok(Some([1; CQE_SIZE])));
+        assert_eq!(octets::<4>(&c.seg, 320), [3, 0, 0, 0]);
+        assert_eq!(octets::<4>(&c.seg, 384), [1, 0, 0, 0]);
+        assert_eq!(octets::<CQE_SIZE>(&c.seg, 4096 + 1024 + 128), [3; CQE_SIZE]);
+        // Staging from 4096 + 1024 + 256.
+        c.stage(8, b"staged");
+        assert_eq!(&octets::<6>(&d.seg, 4096 + 1280 + 8), b"staged");
+        // Parked: the daemon's word at 448, the client's at 512.
+        d.park(Side::Daemon);
+        c.park(Side::Client);
+        assert_eq!(octets::<4>(&c.seg, 448), [1, 0, 0, 0]);
+        assert_eq!(octets::<4>(&c.seg, 512), [1, 0, 0, 0]);
+        // Push counters: discards so far at 576 (u32); from 640, u64 each: executed, send
+        // queue path, then discards in Discard::ALL order.
+        d.count_discard(Discard::Security);
+        d.count_discard(Discard::Security);
+        d.count_discard(Discard::NotAtHead);
+        d.count_executed(5, 0x0102);
+        assert_eq!(octets::<4>(&c.seg, 576), [3, 0, 0, 0]);
+        let mut want = [0u8; 64];
+        want[0] = 5;
+        want[8..10].copy_from_slice(&[0x02, 0x01]);
+        want[16] = 1;
+        want[16 + 4 * 8] = 2;
+        assert_eq!(octets::<64>(&c.seg, 640), want);
+        // Nothing else of the header page was written.
+        let mut header = octets::<4096>(&c.seg, 0);
+        for at in [0, 64, 128, 192, 256, 320, 384, 448, 512, 576] {
+            header[at..at + 4].fill(0);
+        }
+        header[640..704].fill(0);
+        assert!(header.iter().all(|&b| b == 0));
+    }
+
     #[test]
     fn rings_move_entries_across_two_mappings_and_wrap() {
         let geo = Geometry {

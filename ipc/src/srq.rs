@@ -111,6 +111,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_indices_and_the_entries_are_where_the_abi_puts_them() {
+        assert_eq!(SrqSegment::size_for(2), 4096 + 2 * 256);
+        let d = SrqSegment::create(2).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = SrqSegment::map(file, 2).unwrap();
+        assert!(c.push(&[1; RQE_SIZE]));
+        assert!(c.push(&[2; RQE_SIZE]));
+        assert_eq!(d.pop(), Ok(Some([1; RQE_SIZE])));
+        assert!(c.push(&[3; RQE_SIZE]));
+        let octets = |at: usize, n: usize| {
+            let mut b = vec![0u8; n];
+            d.seg.read(at, &mut b);
+            b
+        };
+        // Produced at 0, consumed at 64, entry i at 4096 + (i % 2) * 256.
+        assert_eq!(octets(0, 4), [3, 0, 0, 0]);
+        assert_eq!(octets(64, 4), [1, 0, 0, 0]);
+        assert!(octets(4, 60).iter().all(|&b| b == 0));
+        assert!(octets(68, 4096 - 68).iter().all(|&b| b == 0));
+        assert_eq!(octets(4096, RQE_SIZE), [3; RQE_SIZE]);
+        assert_eq!(octets(4096 + 256, RQE_SIZE), [2; RQE_SIZE]);
+    }
+
+    #[test]
     fn entries_cross_two_mappings_in_order_and_the_ring_fills() {
         let d = SrqSegment::create(SrqSegment::depth_for(3)).unwrap();
         assert_eq!(d.depth(), 4);
