@@ -27,6 +27,7 @@ mod doorbell;
 mod layout;
 pub mod push;
 pub mod qpseg;
+mod ring;
 pub mod srq;
 pub mod wqe;
 
