@@ -25,6 +25,13 @@ pub(crate) fn nth(first: Field, i: usize) -> Field {
     shifted(first, i * len)
 }
 
+/// The little-endian u16 in `field` (two octets).
+pub(crate) fn read_u16(data: &[u8], field: Field) -> u16 {
+    let mut b = [0u8; 2];
+    b.copy_from_slice(&data[field]);
+    u16::from_le_bytes(b)
+}
+
 /// The little-endian u32 in `field` (four octets).
 pub(crate) fn read_u32(data: &[u8], field: Field) -> u32 {
     let mut b = [0u8; 4];
@@ -37,6 +44,11 @@ pub(crate) fn read_u64(data: &[u8], field: Field) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&data[field]);
     u64::from_le_bytes(b)
+}
+
+/// Writes `value` little-endian into `field` (two octets).
+pub(crate) fn write_u16(data: &mut [u8], field: Field, value: u16) {
+    data[field].copy_from_slice(&value.to_le_bytes());
 }
 
 /// Writes `value` little-endian into `field` (four octets).
