@@ -1,20 +1,8 @@
 //! Completion entries: [`CQE_SIZE`] octets, little-endian, written by the daemon into a
 //! queue pair's completion ring and read by the library.
 //!
-//! | off | size | field |
-//! |---|---|---|
-//! | 0 | 8 | work request id |
-//! | 8 | 1 | queue: 0 send, 1 receive |
-//! | 9 | 1 | opcode: index into Send, Write, Read, Immediate, FetchAdd, CmpSwap, LocalInvalidate, FastRegister, Bind, Recv, RecvImmediate, Delay |
-//! | 10 | 1 | status: index into Success, LocalLength, LocalProtection, LocalQpOperation, Flushed, RemoteAccess, RemoteOperation, RemoteInvalidRequest |
-//! | 11 | 1 | flags ([`flag`]): 0x01 invalidated, 0x02 solicited, 0x04 immediate, 0x08 atomic original, 0x10 Terminate code, 0x20 push discarded |
-//! | 12 | 4 | octets |
-//! | 16 | 4 | the invalidated STag |
-//! | 20 | 2 | the Terminate code's two wire octets |
-//! | 22 | 2 | zero |
-//! | 24 | 8 | immediate data |
-//! | 32 | 8 | the Atomic's original value |
-//! | 40 | 24 | zero |
+//! The layout is drawn on [`encode_cqe`]; its fields are named in [`field`], the flag bits
+//! in [`flag`].
 
 use rdmap::{Completion, Queue, STag, TermCode, WcOpcode, WcStatus};
 
@@ -25,16 +13,16 @@ use crate::layout::{read_u32, read_u64, write_u32, write_u64};
 mod field {
     use crate::layout::Field;
 
-    pub(super) const WR_ID: Field = 0..8;
-    pub(super) const QUEUE: usize = 8;
-    pub(super) const OPCODE: usize = 9;
-    pub(super) const STATUS: usize = 10;
-    pub(super) const FLAGS: usize = 11;
-    pub(super) const BYTE_LEN: Field = 12..16;
-    pub(super) const INVALIDATED: Field = 16..20;
-    pub(super) const TERM: Field = 20..22;
-    pub(super) const IMMEDIATE: Field = 24..32;
-    pub(super) const ATOMIC_ORIG: Field = 32..40;
+    pub(crate) const WR_ID: Field = 0..8;
+    pub(crate) const QUEUE: usize = 8;
+    pub(crate) const OPCODE: usize = 9;
+    pub(crate) const STATUS: usize = 10;
+    pub(crate) const FLAGS: usize = 11;
+    pub(crate) const BYTE_LEN: Field = 12..16;
+    pub(crate) const INVALIDATED: Field = 16..20;
+    pub(crate) const TERM: Field = 20..22;
+    pub(crate) const IMMEDIATE: Field = 24..32;
+    pub(crate) const ATOMIC_ORIG: Field = 32..40;
 }
 
 /// The bits of the flags octet: which optional fields are present.
@@ -75,7 +63,22 @@ const STATUSES: [WcStatus; 8] = [
     WcStatus::RemoteInvalidRequest,
 ];
 
-/// Encodes a completion (the layout is in this module's documentation).
+/// Encodes a completion, [`CQE_SIZE`] octets, little-endian:
+///
+/// | off | size | field |
+/// |---|---|---|
+/// | 0 | 8 | work request id |
+/// | 8 | 1 | queue: 0 send, 1 receive |
+/// | 9 | 1 | opcode: index into Send, Write, Read, Immediate, FetchAdd, CmpSwap, LocalInvalidate, FastRegister, Bind, Recv, RecvImmediate, Delay |
+/// | 10 | 1 | status: index into Success, LocalLength, LocalProtection, LocalQpOperation, Flushed, RemoteAccess, RemoteOperation, RemoteInvalidRequest |
+/// | 11 | 1 | flags: 0x01 invalidated, 0x02 solicited, 0x04 immediate, 0x08 atomic original, 0x10 Terminate code, 0x20 push discarded |
+/// | 12 | 4 | octets |
+/// | 16 | 4 | the invalidated STag |
+/// | 20 | 2 | the Terminate code's two wire octets |
+/// | 22 | 2 | zero |
+/// | 24 | 8 | immediate data |
+/// | 32 | 8 | the Atomic's original value |
+/// | 40 | 24 | zero |
 pub fn encode_cqe(wc: &Completion) -> [u8; CQE_SIZE] {
     let mut e = [0u8; CQE_SIZE];
     write_u64(&mut e, field::WR_ID, wc.wr_id);

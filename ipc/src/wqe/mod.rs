@@ -1,16 +1,17 @@
 //! Work queue entries in the rings: send ([`SQE_SIZE`] octets), receive ([`RQE_SIZE`]) and
-//! completion ([`CQE_SIZE`]) entries, fixed little-endian layouts.
+//! completion ([`CQE_SIZE`]) entries, fixed little-endian layouts, drawn on their encoders:
+//! [`encode_sqe`], [`encode_rqe`], [`encode_cqe`].
 //!
-//! Each layout has its own file, which draws it field by field and names every field's
-//! octets in a `field` module, as `ddp`'s wire views do:
+//! Each layout has its own file, which names every field's octets in a `field` module, as
+//! `ddp`'s wire views do, and reads and writes the fields by those names:
 //!
-//! - `send.rs`: the send queue entry ([`encode_sqe`], [`decode_sqe`]): a 96-octet head
-//!   (opcode, flags, payload kind, work request id, the remote buffer, registration and
-//!   Atomic operands), then a 160-octet body holding the payload inline
-//!   ([`INLINE_MAX`]) or a gather list ([`SQ_SGES`] entries);
-//! - `recv.rs`: the receive queue entry ([`encode_rqe`], [`decode_rqe`]): work request
-//!   id, count, then up to [`RQ_SGES`] scatter entries;
-//! - `completion.rs`: the completion entry ([`encode_cqe`], [`decode_cqe`]);
+//! - `send/`: the send queue entry: a 96-octet head (opcode, flags, payload kind, work
+//!   request id, the remote buffer, registration and Atomic operands), then a 160-octet
+//!   body holding the payload inline ([`INLINE_MAX`]) or a gather list ([`SQ_SGES`]
+//!   entries);
+//! - `recv.rs`: the receive queue entry: work request id, count, then up to [`RQ_SGES`]
+//!   scatter entries;
+//! - `completion.rs`: the completion entry;
 //! - `sge.rs`: the 16-octet gather or scatter entry both lists are made of.
 
 mod completion;

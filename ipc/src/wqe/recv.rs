@@ -1,12 +1,7 @@
 //! Receive queue entries: [`RQE_SIZE`] octets, little-endian, written by the library into
 //! a queue pair's receive queue or a shared receive queue, and read by the daemon.
 //!
-//! | off | size | field |
-//! |---|---|---|
-//! | 0 | 8 | work request id |
-//! | 8 | 1 | scatter entries (at most [`RQ_SGES`]) |
-//! | 9 | 7 | zero |
-//! | 16 | 240 | scatter entries of 16 octets (see `sge.rs`) |
+//! The layout is drawn on [`encode_rqe`]; its fields are named in [`field`].
 
 use rdmap::RecvWr;
 
@@ -19,15 +14,22 @@ mod field {
     use super::RQE_SIZE;
     use crate::layout::Field;
 
-    pub(super) const WR_ID: Field = 0..8;
-    pub(super) const SGE_COUNT: usize = 8;
-    pub(super) const SGES: Field = 16..RQE_SIZE;
+    pub(crate) const WR_ID: Field = 0..8;
+    pub(crate) const SGE_COUNT: usize = 8;
+    pub(crate) const SGES: Field = 16..RQE_SIZE;
 }
 
 /// The most scatter entries of a receive queue entry.
 pub const RQ_SGES: usize = (field::SGES.end - field::SGES.start) / SGE_LEN;
 
-/// Encodes a receive work request.
+/// Encodes a receive work request, [`RQE_SIZE`] octets, little-endian:
+///
+/// | off | size | field |
+/// |---|---|---|
+/// | 0 | 8 | work request id |
+/// | 8 | 1 | scatter entries (at most [`RQ_SGES`]) |
+/// | 9 | 7 | zero |
+/// | 16 | 240 | scatter entries of 16 octets: STag u32, length u32, tagged offset u64 |
 pub fn encode_rqe(wr: &RecvWr) -> Result<[u8; RQE_SIZE], EncodeError> {
     if wr.sgl.len() > RQ_SGES {
         return Err(EncodeError::TooManyEntries { max: RQ_SGES });

@@ -19,6 +19,29 @@ pub use entry::{F_PUSHED, INLINE_MAX, SQ_SGES};
 /// Encodes a send work request. A `Bytes` payload longer than [`INLINE_MAX`] is handed to
 /// `stage`, which copies it into the staging area and returns its offset (or `None` when
 /// there is no room).
+///
+/// The entry, [`SQE_SIZE`] octets, little-endian:
+///
+/// | off | size | field |
+/// |---|---|---|
+/// | 0 | 1 | opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap, 7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay, 11 RegisterSend, 12 ReadSgl (Read V2 into the gather list of the body) |
+/// | 1 | 1 | flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present, 0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind), 0x40 immediate value present (Send) |
+/// | 2 | 1 | payload: 0 none, 1 inline (in the body), 2 gather list (in the body), 3 staged |
+/// | 3 | 1 | gather entries in the body (payload 2; 1 for a Read's sink or an Atomic's result) |
+/// | 4 | 4 | payload length (inline or staged) |
+/// | 8 | 8 | work request id |
+/// | 16 | 4 | STag: remote (Write, Read, Atomics), to invalidate (Send, LocalInvalidate), the region (FastRegister), the window (Bind) |
+/// | 20 | 4 | the region's STag (Bind, RegisterSend) |
+/// | 24 | 8 | tagged offset: remote (Write, Read, Atomics), FastRegister's, Bind's, RegisterSend's |
+/// | 32 | 4 | remote length (Write, Read, Atomics) |
+/// | 36 | 4 | access (FastRegister, Bind, RegisterSend) |
+/// | 40 | 8 | a: add, compare, length (FastRegister, Bind), immediate data (Immediate; a Send's 32-bit value in the low half), nanoseconds (Delay) |
+/// | 48 | 8 | b: add mask, compare mask, length (RegisterSend) |
+/// | 56 | 8 | c: swap |
+/// | 64 | 8 | d: swap mask |
+/// | 72 | 4 | staged offset (payload 3) |
+/// | 76 | 20 | zero |
+/// | 96 | 160 | body: inline payload, or gather entries of 16 octets: STag u32, length u32, tagged offset u64 |
 pub fn encode_sqe(
     wr: &SendWr,
     stage: &mut dyn FnMut(&[u8]) -> Option<u32>,
