@@ -4,7 +4,7 @@
 # round's t_typical and t_avg (us) side by side. Compare round by round.
 #
 #   git worktree add /tmp/old REV && (cd /tmp/old && cargo build --release -p examples \
-#       --bin iwperf && cargo build --release -p offload-engine --bin iwarpd)
+#       --bin iwperf && cargo build --release -p iwarpd --bin iwarpd)
 #   scripts/ab_daemon_lat.sh /tmp/old/target/release target/release 4
 set -euo pipefail
 if [ $# -lt 2 ]; then

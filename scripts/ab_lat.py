@@ -5,7 +5,7 @@
 medians of t_typical (us). Nothing here is a test: it only prints numbers.
 
     git worktree add /tmp/old REV && (cd /tmp/old && cargo build --release \\
-        -p examples --bin iwperf -p offload-engine --bin iwarpd)
+        -p examples --bin iwperf -p iwarpd --bin iwarpd)
     scripts/ab_lat.py /tmp/old/target/release target/release --size 65536
     scripts/ab_lat.py /tmp/old/target/release target/release --test write_lat --daemon
 """

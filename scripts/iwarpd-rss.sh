@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
-cargo build --release -q -p offload-engine --bin iwarpd
+cargo build --release -q -p iwarpd --bin iwarpd
 BIN=target/release/iwarpd
 PORT=4799
 "$BIN" --listen 127.0.0.1:$PORT --buffer-size 4M --max-qps 64 >/dev/null 2>&1 &

@@ -3,7 +3,7 @@
 # iwperf argument line each), through one fresh iwarpd and then embedded; prints ok or
 # FAIL with the tails of both outputs, exits 1 if any failed. Nothing here is a test.
 #   scripts/iwperf_sweep.sh < scripts/iwperf_sweep.txt
-# Needs the release builds: cargo build --release -p examples --bin iwperf -p offload-engine --bin iwarpd
+# Needs the release builds: cargo build --release -p examples --bin iwperf -p iwarpd --bin iwarpd
 B="$(dirname "$0")/../target/release"
 rm -f /tmp/sw.sock
 $B/iwarpd --listen 127.0.0.1:0 --control /tmp/sw.sock > /tmp/sw-d.log 2>&1 &

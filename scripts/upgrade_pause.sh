@@ -4,7 +4,7 @@
 # the run, then the same pair without an upgrade; prints both result lines (t_max is the
 # worst one-way latency, in us).
 #
-#   cargo build --release -p examples --bin iwperf && cargo build --release -p offload-engine --bin iwarpd
+#   cargo build --release -p examples --bin iwperf && cargo build --release -p iwarpd --bin iwarpd
 #   scripts/upgrade_pause.sh [BIN_DIR]        # default target/release
 set -euo pipefail
 bin=${1:-target/release}

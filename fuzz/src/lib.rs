@@ -8,17 +8,38 @@
 //!   everything it transmits.
 //! * [`run_fpdus`] / [`run_ulpdus`]: the bodies of the two stream targets.
 //! * [`run_pair`]: the body of `rdmap_pair`, two streams and a wire the input drives.
+//!
+//! The daemon's input surface (issue 31):
+//!
+//! * [`run_control`]: the body of `ipc_control`, control frames through `ipc`'s inbox
+//!   over a real socket pair with real descriptors attached, then the decoders.
+//! * [`run_entries`]: the body of `ipc_wqe`, send, receive and completion entries.
+//! * [`run_rings`]: the body of `ipc_rings`, push slots, a shared receive queue's ring and
+//!   a queue pair's segment, scribbled on through a second mapping.
+//! * [`servant::run_servant`]: the body of `iwarpd_servant`, iwarpd's local service in
+//!   this process and a hostile client writing fuzzed entries, indices and slots into
+//!   one queue pair's shared memory.
 #![forbid(unsafe_code)]
 
 mod books;
 mod connect;
+mod control;
+mod entries;
 mod harness;
+mod input;
 mod pair;
+mod rings;
 mod run;
+#[cfg(test)]
+mod seeds;
+pub mod servant;
 
 pub use connect::{Setup, connect};
+pub use control::run_control;
+pub use entries::run_entries;
 pub use harness::{Plan, StreamHarness, regions};
 pub use pair::run_pair;
+pub use rings::run_rings;
 pub use run::{run_fpdus, run_ulpdus};
 
 /// A TCP read size from a selector octet: `1..=32` for the low half of the 6-bit value,

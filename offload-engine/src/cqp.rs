@@ -143,7 +143,7 @@ impl Engine {
 
     /// Wakes the drivers of domain `pd`'s queue pairs: requests held on a registration
     /// of it may go on.
-    pub(crate) fn wake_domain(&self, pd: PdId) {
+    pub fn wake_domain(&self, pd: PdId) {
         for qp in self.qps_of(pd) {
             qp.wake.notify_one();
         }

@@ -43,8 +43,9 @@ impl Default for PushConfig {
 /// The resources pushed messages draw on, shared by every servant, and the device's push
 /// counters.
 #[derive(Debug)]
-pub(crate) struct PushShare {
-    pub(crate) cfg: PushConfig,
+pub struct PushShare {
+    /// Its settings.
+    pub cfg: PushConfig,
     in_flight: AtomicUsize,
     credits: Mutex<Bucket>,
     /// Requests executed from pushed messages, from the send queue, then discards by
@@ -59,7 +60,8 @@ struct Bucket {
 }
 
 impl PushShare {
-    pub(crate) fn new(cfg: PushConfig) -> Self {
+    /// The resources `cfg` sets aside: its credits full, nothing tracked.
+    pub fn new(cfg: PushConfig) -> Self {
         Self {
             credits: Mutex::new(Bucket {
                 tokens: cfg.credit_cap,
@@ -72,18 +74,18 @@ impl PushShare {
     }
 
     /// Counts requests executed from pushed messages and from the send queue.
-    pub(crate) fn count_executed(&self, pushed: u64, sq_path: u64) {
+    pub fn count_executed(&self, pushed: u64, sq_path: u64) {
         self.totals[0].fetch_add(pushed, Ordering::Relaxed);
         self.totals[1].fetch_add(sq_path, Ordering::Relaxed);
     }
 
     /// Counts a discarded pushed message.
-    pub(crate) fn count_discard(&self, why: Discard) {
+    pub fn count_discard(&self, why: Discard) {
         self.totals[2 + why.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The device's push counters.
-    pub(crate) fn totals(&self) -> PushCounters {
+    pub fn totals(&self) -> PushCounters {
         let get = |i: usize| self.totals[i].load(Ordering::Relaxed);
         PushCounters {
             executed: get(0),
@@ -96,7 +98,7 @@ impl PushShare {
     /// seed's order: a tracking entry (D1/D2), then transmit credit for the message and
     /// its headers (D5). On success the message holds a tracking entry until
     /// [`untrack`](Self::untrack).
-    pub(crate) fn admit(&self, octets: u64, now: Instant) -> Result<(), Discard> {
+    pub fn admit(&self, octets: u64, now: Instant) -> Result<(), Discard> {
         if !self.track() {
             return Err(Discard::TrackingFull);
         }
@@ -118,14 +120,14 @@ impl PushShare {
 
     /// Takes `n` tracking entries for pushed requests already executed (by a daemon
     /// before this one), whatever the limit: they are in flight.
-    pub(crate) fn retrack(&self, n: usize) {
+    pub fn retrack(&self, n: usize) {
         self.in_flight.fetch_add(n as _, Ordering::AcqRel);
     }
 
     /// Returns a tracking entry (never below none: a pushed request that was in flight
     /// when its session moved in, and was not counted, cannot wrap the count and stop
     /// every push).
-    pub(crate) fn untrack(&self) {
+    pub fn untrack(&self) {
         let _ = self
             .in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
@@ -152,7 +154,7 @@ impl PushShare {
 /// The payload octets of a request that may be executed from a pushed message (a Send or
 /// Write with its payload inline, or Immediate Data); `None` for any other, which a
 /// pushed message must not carry.
-pub(crate) fn pushed_octets(wr: &rdmap::SendWr) -> Option<u64> {
+pub fn pushed_octets(wr: &rdmap::SendWr) -> Option<u64> {
     use rdmap::{Payload, SendOp};
     match &wr.op {
         SendOp::Send {
@@ -170,27 +172,31 @@ pub(crate) fn pushed_octets(wr: &rdmap::SendWr) -> Option<u64> {
 
 /// A protection domain's push region and the queue pairs of the domain.
 #[derive(Debug)]
-pub(crate) struct PdPush {
-    pub(crate) region: PushRegion,
+pub struct PdPush {
+    /// The domain's push region.
+    pub region: PushRegion,
     qps: Mutex<HashSet<u32>>,
 }
 
 impl PdPush {
-    pub(crate) fn new(region: PushRegion) -> Self {
+    /// A domain's push region, with no queue pair yet.
+    pub fn new(region: PushRegion) -> Self {
         Self {
             region,
             qps: Mutex::new(HashSet::new()),
         }
     }
 
-    pub(crate) fn add_qp(&self, qp: u32) {
+    /// `qp` is a queue pair of this domain from now on.
+    pub fn add_qp(&self, qp: u32) {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(qp);
     }
 
-    pub(crate) fn remove_qp(&self, qp: u32) {
+    /// `qp` is no longer a queue pair of this domain.
+    pub fn remove_qp(&self, qp: u32) {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -198,7 +204,7 @@ impl PdPush {
     }
 
     /// True if `qp` is a queue pair of this domain (D6).
-    pub(crate) fn has_qp(&self, qp: u32) -> bool {
+    pub fn has_qp(&self, qp: u32) -> bool {
         self.qps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

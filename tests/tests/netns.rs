@@ -1347,7 +1347,7 @@ fn iwarpd_is_upgraded_ten_times_while_the_peer_loops_across_the_veth() {
     let Some(net) = two_hosts_or_skip() else {
         return;
     };
-    let bin = tests::binary("offload-engine", "iwarpd");
+    let bin = tests::binary("iwarpd", "iwarpd");
     let dir = std::env::temp_dir().join(format!("iwarpd-upgrade-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("handover.sock").to_str().unwrap().to_owned();

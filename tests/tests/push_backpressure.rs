@@ -16,10 +16,10 @@ const LEN: u32 = 16 << 20;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_onto_a_connection_whose_peer_stopped_reading_is_discarded() {
     let path = std::env::temp_dir().join(format!("iwarpd-d4-{}.sock", std::process::id()));
-    offload_engine::local::LocalService::start(
+    iwarpd::local::LocalService::start(
         &path,
         offload_engine::EngineConfig::default(),
-        offload_engine::local::LocalConfig::default(),
+        iwarpd::local::LocalConfig::default(),
         1,
     )
     .unwrap();

@@ -286,7 +286,7 @@ impl Daemon {
         let sock = format!("/tmp/iwarpd-siw-{}.sock", std::process::id());
         let mut child = Command::new("ip")
             .args(["netns", "exec", NETNS])
-            .arg(tests::binary("offload-engine", "iwarpd"))
+            .arg(tests::binary("iwarpd", "iwarpd"))
             .args(["--listen", &format!("{HOST}:0"), "--control", &sock])
             .args(flags)
             .stdout(Stdio::piped())

@@ -207,10 +207,10 @@ fn check(results: &[(&str, f64)]) {
 /// allocations too: the daemon side of every message is measured with the client's).
 fn local_daemon() -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("iwarpd-alloc-{}.sock", std::process::id()));
-    offload_engine::local::LocalService::start(
+    iwarpd::local::LocalService::start(
         &path,
         offload_engine::EngineConfig::default(),
-        offload_engine::local::LocalConfig::default(),
+        iwarpd::local::LocalConfig::default(),
         1,
     )
     .unwrap();

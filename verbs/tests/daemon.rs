@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use iwarpd::local::{LocalConfig, LocalService};
 use offload_engine::EngineConfig;
-use offload_engine::local::{LocalConfig, LocalService};
 use verbs::bytes::Bytes;
 use verbs::{
     Access, Device, DeviceConfig, MemError, Payload, QpConfig, QpEnd, RecvWr, RemoteBuf, SendFlags,
@@ -613,7 +613,7 @@ async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(),
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error> {
-    use offload_engine::local::PushConfig;
+    use iwarpd::local::PushConfig;
     let (addr, _pcq, _region, _inbox) = echo_peer().await?;
     // D1/D2 with no tracking entries, D5 with no transmit credit: every push is
     // discarded for that reason, and its request runs from the send queue, flagged.
@@ -1202,7 +1202,7 @@ async fn query_answers_the_limits_of_the_device() {
 }
 
 /// An upgrade of iwarpd moves an attached application's session with everything in it
-/// (`offload_engine::local`'s `SessionMover::pack` and `LocalService::adopt`), here
+/// (`iwarpd::local`'s `SessionMover::pack` and `LocalService::adopt`), here
 /// between two local services of one process: a shared receive queue with receives taken
 /// and waiting, a completion not consumed yet, a type 1 window the peer writes through
 /// afterwards, and a listener that accepts a new connection afterwards. The application

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use iwarpd::local::{LocalConfig, LocalService};
 use offload_engine::EngineConfig;
-use offload_engine::local::{LocalConfig, LocalService};
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use verbs::{Access, Device, DeviceConfig};
 

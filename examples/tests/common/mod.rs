@@ -44,7 +44,7 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
 
 /// The iwarpd binary of this build.
 pub fn iwarpd_bin() -> PathBuf {
-    workspace_bin("offload-engine", "iwarpd")
+    workspace_bin("iwarpd", "iwarpd")
 }
 
 /// A file or socket path of this test process.

@@ -1,7 +1,6 @@
 //! A hand-run MPA peer for tests that need a socket the engine does not drive.
 #![allow(dead_code)]
 
-pub(crate) mod daemon;
 pub(crate) mod hosts;
 
 use bytes::BytesMut;

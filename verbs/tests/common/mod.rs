@@ -33,9 +33,9 @@ impl Host {
     pub fn daemon(name: &str, engine: offload_engine::EngineConfig) -> Self {
         let path =
             std::env::temp_dir().join(format!("iwarpd-test-{}-{name}.sock", std::process::id()));
-        let cfg = offload_engine::local::LocalConfig::default();
+        let cfg = iwarpd::local::LocalConfig::default();
         // Runs until the test process ends.
-        offload_engine::local::LocalService::start(&path, engine, cfg, 1).expect("iwarpd");
+        iwarpd::local::LocalService::start(&path, engine, cfg, 1).expect("iwarpd");
         Self::on(Device::open(DeviceConfig::default().daemon(&path)).expect("attach"))
     }
 

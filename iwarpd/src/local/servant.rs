@@ -22,11 +22,11 @@ use rdmap::{Completion, QpEnd, Queue, RecvWr, SendFlags, SendWr, WcStatus, WrId}
 
 use super::logs::{CLIENT_OTHER, RING_GARBAGE, limited};
 use super::recvs::{QpRecvs, RQ_ID, SRQ_ID};
-use crate::push_share::{PdPush, PushShare, pushed_octets};
 use ipc::qpseg::AsyncDoorbell;
+use offload_engine::push_share::{PdPush, PushShare, pushed_octets};
 use tokio::sync::Notify;
 
-use crate::{Cq, Qp};
+use offload_engine::{Cq, Qp};
 
 /// How a request reached the engine.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -31,9 +31,9 @@ mod servant;
 mod session;
 mod users;
 
-pub use crate::push_share::PushConfig;
 pub use listing::engine_counters;
 pub use moving::{MovingSession, SessionMover};
+pub use offload_engine::push_share::PushConfig;
 
 use std::io;
 use std::os::fd::{AsFd as _, BorrowedFd};
@@ -44,7 +44,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::net::UnixListener;
 
-use crate::Engine;
+use offload_engine::Engine;
 
 /// Settings of the local service: limits on what one user's applications may hold
 /// together (summed over its sessions, by the peer credentials of their control sockets),
@@ -141,7 +141,7 @@ fn bind(path: &Path) -> io::Result<StdUnixListener> {
 struct Device {
     /// Every shard's engine.
     engines: Vec<Engine>,
-    share: Arc<crate::push_share::PushShare>,
+    share: Arc<offload_engine::push_share::PushShare>,
     /// What one user may hold, and the daemon for all of them.
     limits: LocalConfig,
     /// Every session, by the user it runs as.
@@ -251,7 +251,7 @@ impl LocalService {
     /// bound.
     pub fn start(
         path: &Path,
-        engine: crate::EngineConfig,
+        engine: offload_engine::EngineConfig,
         cfg: LocalConfig,
         shards: usize,
     ) -> io::Result<Self> {
@@ -262,7 +262,7 @@ impl LocalService {
     /// over).
     pub fn start_on(
         control: StdUnixListener,
-        engine: crate::EngineConfig,
+        engine: offload_engine::EngineConfig,
         cfg: LocalConfig,
         shards: usize,
     ) -> io::Result<Self> {
@@ -272,7 +272,7 @@ impl LocalService {
             engines: (0..shards.max(1))
                 .map(|_| Engine::new(engine.clone()))
                 .collect(),
-            share: Arc::new(crate::push_share::PushShare::new(cfg.push.clone())),
+            share: Arc::new(offload_engine::push_share::PushShare::new(cfg.push.clone())),
             limits: cfg,
             users: users::Users::default(),
             services: listing::Services::default(),

@@ -52,7 +52,7 @@ use offload_engine::Engine;
 use tokio::sync::oneshot;
 
 use crate::serve::{LocalGuard, MoveRequest, Moving, Resumed, StagedConn, stage_conn};
-use offload_engine::local::SessionMover;
+use iwarpd::local::SessionMover;
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -516,7 +516,7 @@ pub(crate) struct Moved {
 /// An item of the handover the successor made ready, not running until committed.
 enum Ready {
     Conn(Box<StagedConn>),
-    Session(offload_engine::local::AdoptedSession),
+    Session(iwarpd::local::AdoptedSession),
 }
 
 /// What a successor took over.

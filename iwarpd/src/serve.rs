@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use offload_engine::local::{LocalConfig, LocalService};
+use iwarpd::local::{LocalConfig, LocalService};
 use offload_engine::tpt::{Base, PdId};
 use offload_engine::{
     CaptureTap, Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots,
@@ -164,7 +164,7 @@ async fn serve_metrics(
     let source: crate::metrics::Source = Arc::new(move || {
         let mut all = vec![(
             BUILT_IN_SERVICE,
-            offload_engine::local::engine_counters(&engine.stats()),
+            iwarpd::local::engine_counters(&engine.stats()),
         )];
         all.extend(local.as_ref().map(|l| ("local", l.read())));
         all

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::LogLimit;
+use offload_engine::LogLimit;
 
 const BURST: u32 = 5;
 const INTERVAL: Duration = Duration::from_secs(10);

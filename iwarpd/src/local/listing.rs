@@ -16,7 +16,7 @@ use ipc::control::{
 
 use super::session::{Session, err};
 use super::{Device, LocalService};
-use crate::{Engine, EngineStats, Qp};
+use offload_engine::{Engine, EngineStats, Qp};
 
 /// The daemon's other services, by name.
 pub(super) type Services = std::sync::Mutex<Vec<(&'static str, Engine)>>;

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use offload_engine::local::LocalConfig;
+use iwarpd::local::LocalConfig;
 use offload_engine::{CaptureTap, EngineConfig};
 use toml::Spanned;
 use tracing_subscriber::EnvFilter;

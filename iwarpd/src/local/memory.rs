@@ -12,7 +12,7 @@ use rdmap::{Access, STag};
 use super::admit;
 use super::session::{Session, err, not_found};
 use super::users::Usage;
-use crate::tpt::{Base, MwType, PdId, Storage, TptError};
+use offload_engine::tpt::{Base, MwType, PdId, Storage, TptError};
 
 /// Answers a memory request (`fd`: the memory file that came with it, if any).
 pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {

@@ -36,8 +36,8 @@ use super::Device;
 use super::recvs::{ClientSrq, QpRecvs, Taken};
 use super::servant::{self, Frozen, Prepared, ServantImage};
 use super::session::{self, ClientListener, ClientPd, Objects, Out, Session};
-use crate::push_share::PdPush;
-use crate::{Engine, ExportedPd, ImportQueues, StagedPd};
+use offload_engine::push_share::PdPush;
+use offload_engine::{Engine, ExportedPd, ImportQueues, StagedPd};
 
 /// How long a session waits for what it queued for the client to be written before it
 /// moves.
@@ -139,7 +139,7 @@ impl SessionMover {
 
 /// What a session stopped to move, given back to it if the move does not happen.
 struct Stopped {
-    listeners: Vec<(u32, Arc<crate::Listener>)>,
+    listeners: Vec<(u32, Arc<offload_engine::Listener>)>,
     servants: Vec<Frozen>,
 }
 
@@ -432,7 +432,7 @@ pub(super) struct StagedSession {
     /// The queue pairs' servants, by the queue pair's number in the engine before.
     ready: HashMap<u32, ReadyQp>,
     /// Listening, not accepting yet.
-    listeners: Vec<(u32, crate::Listener)>,
+    listeners: Vec<(u32, offload_engine::Listener)>,
 }
 
 /// The successor's side, first half: builds the session an image describes on `engine`
@@ -581,7 +581,7 @@ impl StagedSession {
                 ImportQueues {
                     send_cq: r.prep.cq().clone(),
                     recv_cq: r.prep.cq().clone(),
-                    srq: Some(crate::Srq::fed(r.recvs.clone())),
+                    srq: Some(offload_engine::Srq::fed(r.recvs.clone())),
                 }
             });
             qps.extend(imported);

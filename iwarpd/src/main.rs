@@ -14,39 +14,25 @@
 //! `log` setting). SIGINT/SIGTERM stop accepting, disconnect every queue pair and exit 0.
 //!
 //! Exit codes: 0 success, 1 a failed check or a runtime error, 2 a usage or config error.
-//! The config file format is documented in `iwarpd/config.rs` and by `iwarpd --help`.
+//! The config file format is documented in `config.rs` and by `iwarpd --help`.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use tracing_subscriber::EnvFilter;
 
-// A binary's root is src/bin/iwarpd.rs, so its private modules are named by path.
-#[path = "iwarpd/check.rs"]
 mod check;
-#[path = "iwarpd/check_addr.rs"]
 mod check_addr;
-#[path = "iwarpd/cli.rs"]
 mod cli;
-#[path = "iwarpd/config.rs"]
 mod config;
-#[path = "iwarpd/handover.rs"]
 mod handover;
-#[path = "iwarpd/inherit.rs"]
 mod inherit;
-#[path = "iwarpd/metrics.rs"]
 mod metrics;
-#[path = "iwarpd/out.rs"]
 mod out;
-#[path = "iwarpd/proto.rs"]
 mod proto;
-#[path = "iwarpd/qps.rs"]
 mod qps;
-#[path = "iwarpd/serve.rs"]
 mod serve;
-#[path = "iwarpd/stat.rs"]
 mod stat;
-#[path = "iwarpd/suggest.rs"]
 mod suggest;
 
 use cli::{Args, Mode};

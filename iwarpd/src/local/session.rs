@@ -27,10 +27,10 @@ use super::moving;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Servant};
 use super::users::Usage;
-use crate::push_share::PdPush;
-use crate::tpt::PdId;
-use crate::{ConnectError, Engine, Incoming, QpInit};
 use ipc::push::PushRegion;
+use offload_engine::push_share::PdPush;
+use offload_engine::tpt::PdId;
+use offload_engine::{ConnectError, Engine, Incoming, QpInit};
 
 /// A message to the client, with the descriptors it carries.
 pub(super) struct Out {
@@ -84,21 +84,25 @@ pub(super) struct Objects {
 /// A listener of the client: the socket, and the task that hands its connection
 /// requests to the client.
 pub(super) struct ClientListener {
-    listener: Arc<crate::Listener>,
+    listener: Arc<offload_engine::Listener>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ClientListener {
     /// Starts handing `listener`'s connection requests to the client of `s` as listener
     /// `id`.
-    pub(super) fn start(s: &Arc<Session>, id: u32, listener: Arc<crate::Listener>) -> Self {
+    pub(super) fn start(
+        s: &Arc<Session>,
+        id: u32,
+        listener: Arc<offload_engine::Listener>,
+    ) -> Self {
         listener.resume_accepting();
         let task = tokio::spawn(listen_loop(Arc::downgrade(s), id, listener.clone()));
         Self { listener, task }
     }
 
     /// Stops it: the socket stays open for whoever else holds it.
-    pub(super) fn stop(self) -> Arc<crate::Listener> {
+    pub(super) fn stop(self) -> Arc<offload_engine::Listener> {
         self.listener.stop_accepting();
         self.task.abort();
         self.listener
@@ -761,7 +765,7 @@ fn spawn_establish<F, Fut>(
     establish: F,
 ) where
     F: FnOnce(QpInit) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>> + Send + 'static,
+    Fut: Future<Output = Result<(offload_engine::Qp, Bytes), ConnectError>> + Send + 'static,
 {
     /// Counts the queue pair as connecting (with its segment's octets) until it is a
     /// servant's or gone (also when its task is aborted).
@@ -797,7 +801,7 @@ async fn start_qp<F, Fut>(
 ) -> Result<(Reply, Vec<OwnedFd>), Reply>
 where
     F: FnOnce(QpInit) -> Fut,
-    Fut: Future<Output = Result<(crate::Qp, Bytes), ConnectError>>,
+    Fut: Future<Output = Result<(offload_engine::Qp, Bytes), ConnectError>>,
 {
     let Some(ClientPd {
         engine: engine_pd,
@@ -829,7 +833,7 @@ where
     let feed = Arc::new(QpRecvs::new(seg.clone(), srq));
     let mut prep = servant::Prepared::new(&geo, feed.clone());
     let mut init = QpInit::new(engine_pd, prep.cq());
-    init.srq = Some(crate::Srq::fed(feed));
+    init.srq = Some(offload_engine::Srq::fed(feed));
     // The servant runs its client's push path itself.
     init.push = false;
     // The engine's queues are as deep as the rings, so that it takes all the client
@@ -943,7 +947,7 @@ fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
     })
 }
 
-async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<crate::Listener>) {
+async fn listen_loop(s: std::sync::Weak<Session>, listener: u32, l: Arc<offload_engine::Listener>) {
     while let Ok(inc) = l.accept().await {
         let Some(s) = s.upgrade() else { return };
         let (peer, private) = (inc.peer_addr(), inc.private_data().clone());

@@ -20,7 +20,7 @@ use ipc::wqe::decode_rqe;
 use rdmap::{RecvWr, WrId};
 
 use super::logs::{SRQ_GARBAGE, limited};
-use crate::SrqFeed;
+use offload_engine::SrqFeed;
 
 /// Set in the daemon ids of receives taken from a shared receive queue.
 pub(super) const SRQ_ID: u64 = 1 << 63;
