@@ -24,8 +24,10 @@ pub mod channel;
 mod codec;
 pub mod control;
 mod doorbell;
+mod layout;
 pub mod push;
 pub mod qpseg;
+mod ring;
 pub mod srq;
 pub mod wqe;
 

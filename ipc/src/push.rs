@@ -21,22 +21,50 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use shm::Segment;
 
+use crate::layout::{Field, seg_u32, shifted};
 pub use crate::qpseg::SQE_SIZE;
 
+/// A slot: its header's fields, little-endian, then the entry.
+mod field {
+    use super::SQE_SIZE;
+    use crate::layout::Field;
+
+    /// The state word: generation and FREE, WRITING or READY (u32).
+    pub(crate) const STATE: Field = 0..4;
+    /// The queue pair (u32, the client's handle).
+    pub(crate) const QP: Field = 4..8;
+    /// The send queue index of the twin entry (u32).
+    pub(crate) const SQ_INDEX: Field = 8..12;
+    /// The send queue entry, its payload inline.
+    pub(crate) const ENTRY: Field = 64..64 + SQE_SIZE;
+}
+
 /// Octets of a slot.
-pub const SLOT_SIZE: usize = 64 + SQE_SIZE;
+pub const SLOT_SIZE: usize = field::ENTRY.end;
 /// Slots in a region unless configured otherwise: concurrent writers of one domain.
 pub const DEFAULT_SLOTS: u32 = 32;
 /// The most slots a region may have.
 pub const MAX_SLOTS: u32 = 1024;
 
+/// The state word's two low bits: what the slot holds. The generation is above them.
+const KIND: u32 = 0b11;
 const FREE: u32 = 0;
 const WRITING: u32 = 1;
 const READY: u32 = 2;
+
+/// The state word after `word` of the next generation, of kind `kind`.
+fn next_generation(word: u32, kind: u32) -> u32 {
+    ((word >> 2).wrapping_add(1) << 2) | kind
+}
+
+/// `field` of slot `slot`.
+fn of_slot(slot: u32, field: Field) -> Field {
+    shifted(field, slot as usize * SLOT_SIZE)
+}
 
 /// A slot copied out of the region by the daemon.
 #[derive(Clone, Debug)]
@@ -94,8 +122,12 @@ impl PushRegion {
         self.slots
     }
 
-    fn state(&self, slot: u32) -> &std::sync::atomic::AtomicU32 {
-        self.seg.u32(slot as usize * SLOT_SIZE)
+    fn word(&self, slot: u32, field: Field) -> &AtomicU32 {
+        seg_u32(&self.seg, of_slot(slot, field))
+    }
+
+    fn state(&self, slot: u32) -> &AtomicU32 {
+        self.word(slot, field::STATE)
     }
 
     /// Library: claims a free slot, starting the search at `hint` (so that writers spread
@@ -105,10 +137,10 @@ impl PushRegion {
             let slot = (hint.wrapping_add(i)) % self.slots;
             let w = self.state(slot);
             let cur = w.load(Ordering::Relaxed);
-            if cur & 3 == FREE
+            if cur & KIND == FREE
                 && w.compare_exchange(
                     cur,
-                    (cur & !3) | WRITING,
+                    (cur & !KIND) | WRITING,
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
@@ -122,13 +154,13 @@ impl PushRegion {
 
     /// Library: writes the message into a claimed slot and publishes it READY.
     pub fn publish(&self, slot: u32, qp: u32, sq_index: u32, entry: &[u8; SQE_SIZE]) {
-        let at = slot as usize * SLOT_SIZE;
-        self.seg.u32(at + 4).store(qp, Ordering::Relaxed);
-        self.seg.u32(at + 8).store(sq_index, Ordering::Relaxed);
-        self.seg.write(at + 64, entry);
+        self.word(slot, field::QP).store(qp, Ordering::Relaxed);
+        self.word(slot, field::SQ_INDEX)
+            .store(sq_index, Ordering::Relaxed);
+        self.seg.write(of_slot(slot, field::ENTRY).start, entry);
         let w = self.state(slot);
         let cur = w.load(Ordering::Relaxed);
-        w.store(((cur >> 2).wrapping_add(1) << 2) | READY, Ordering::Release);
+        w.store(next_generation(cur, READY), Ordering::Release);
     }
 
     /// Daemon: the slots that are READY now and name a queue pair `want` accepts, copied
@@ -138,17 +170,16 @@ impl PushRegion {
         for slot in 0..self.slots {
             let w = self.state(slot);
             let state = w.load(Ordering::Acquire);
-            if state & 3 != READY {
+            if state & KIND != READY {
                 continue;
             }
-            let at = slot as usize * SLOT_SIZE;
-            let qp = self.seg.u32(at + 4).load(Ordering::Relaxed);
+            let qp = self.word(slot, field::QP).load(Ordering::Relaxed);
             if !want(qp) {
                 continue;
             }
-            let sq_index = self.seg.u32(at + 8).load(Ordering::Relaxed);
+            let sq_index = self.word(slot, field::SQ_INDEX).load(Ordering::Relaxed);
             let mut entry = [0u8; SQE_SIZE];
-            self.seg.read(at + 64, &mut entry);
+            self.seg.read(of_slot(slot, field::ENTRY).start, &mut entry);
             std::sync::atomic::fence(Ordering::Acquire);
             if w.load(Ordering::Relaxed) != state {
                 continue;
@@ -165,7 +196,7 @@ impl PushRegion {
 
     /// Daemon: frees the slot read under `state` (nothing if it changed since).
     pub fn free(&self, slot: u32, state: u32) {
-        let next = ((state >> 2).wrapping_add(1) << 2) | FREE;
+        let next = next_generation(state, FREE);
         let _ =
             self.state(slot)
                 .compare_exchange(state, next, Ordering::Release, Ordering::Relaxed);
@@ -173,18 +204,14 @@ impl PushRegion {
 
     /// True if any slot is READY (a cheap check before [`ready`](Self::ready)).
     pub fn any_ready(&self) -> bool {
-        (0..self.slots).any(|s| self.state(s).load(Ordering::Relaxed) & 3 == READY)
+        (0..self.slots).any(|s| self.state(s).load(Ordering::Relaxed) & KIND == READY)
     }
 
     /// True if a READY slot names queue pair `qp`.
     pub fn any_ready_for(&self, qp: u32) -> bool {
         (0..self.slots).any(|s| {
-            self.state(s).load(Ordering::Acquire) & 3 == READY
-                && self
-                    .seg
-                    .u32(s as usize * SLOT_SIZE + 4)
-                    .load(Ordering::Relaxed)
-                    == qp
+            self.state(s).load(Ordering::Acquire) & KIND == READY
+                && self.word(s, field::QP).load(Ordering::Relaxed) == qp
         })
     }
 }
@@ -192,6 +219,45 @@ impl PushRegion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slot_is_its_header_then_the_entry_at_the_abis_offsets() {
+        assert_eq!(SLOT_SIZE, 320);
+        let d = PushRegion::create(3).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = PushRegion::map(file, 3).unwrap();
+        let octets = |at: usize, n: usize| {
+            let mut b = vec![0u8; n];
+            d.seg.read(at, &mut b);
+            b
+        };
+        // Slot 1 from octet 320: claimed, WRITING (generation 0).
+        assert_eq!(c.claim(1), Some(1));
+        assert_eq!(octets(320, 4), [1, 0, 0, 0]);
+        // Published: generation 1, READY; the queue pair at 4, the index at 8, the entry
+        // at 64.
+        c.publish(1, 0x0a0b_0c0d, 0x0102_0304, &[0xee; SQE_SIZE]);
+        #[rustfmt::skip]
+        let head: &[u8] = &[
+            0x06, 0, 0, 0,
+            0x0d, 0x0c, 0x0b, 0x0a,
+            0x04, 0x03, 0x02, 0x01,
+        ];
+        assert_eq!(octets(320, 12), head);
+        assert!(octets(320 + 12, 52).iter().all(|&b| b == 0));
+        assert_eq!(octets(320 + 64, SQE_SIZE), [0xee; SQE_SIZE]);
+        assert!(octets(0, 320).iter().all(|&b| b == 0));
+        assert!(octets(640, 320).iter().all(|&b| b == 0));
+        let mut seen = Vec::new();
+        d.ready(|_| true, |s| seen.push((s.slot, s.state, s.qp, s.sq_index)));
+        assert_eq!(seen, [(1, 0x06, 0x0a0b_0c0d, 0x0102_0304)]);
+        assert!(d.any_ready() && d.any_ready_for(0x0a0b_0c0d) && !d.any_ready_for(1));
+        // Freed: generation 2, FREE; claimed again: generation 2, WRITING.
+        d.free(1, 0x06);
+        assert_eq!(octets(320, 4), [0x08, 0, 0, 0]);
+        assert_eq!(c.claim(1), Some(1));
+        assert_eq!(octets(320, 4), [0x09, 0, 0, 0]);
+    }
 
     #[test]
     fn slots_are_claimed_once_published_read_and_freed() {

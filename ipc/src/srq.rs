@@ -12,11 +12,21 @@ use std::os::fd::BorrowedFd;
 
 use shm::Segment;
 
-use crate::qpseg::{Garbage, MAX_DEPTH, RQE_SIZE, Ring};
+use crate::qpseg::{Garbage, MAX_DEPTH, RQE_SIZE};
+use crate::ring::Ring;
 
-const PROD: usize = 0;
-const CONS: usize = 64;
-const HEADER: usize = 4096;
+/// Octets of the header page; the entries follow it.
+const HEADER_LEN: usize = 4096;
+
+/// The header page's words, little-endian u32s, each on a cache line of its own.
+mod field {
+    use crate::layout::Field;
+
+    /// Entries published (the client's).
+    pub(crate) const PROD: Field = 0..4;
+    /// Entries taken (the daemon's).
+    pub(crate) const CONS: Field = 64..68;
+}
 
 /// A shared receive queue's segment, seen from one side.
 #[derive(Debug)]
@@ -63,7 +73,7 @@ impl SrqSegment {
     }
 
     fn len(depth: u32) -> usize {
-        HEADER + depth as usize * RQE_SIZE
+        HEADER_LEN + depth as usize * RQE_SIZE
     }
 
     /// Octets of the segment of a ring of `depth` entries.
@@ -83,9 +93,9 @@ impl SrqSegment {
 
     fn ring(&self) -> Ring {
         Ring {
-            prod: PROD,
-            cons: CONS,
-            base: HEADER,
+            prod: field::PROD,
+            cons: field::CONS,
+            base: HEADER_LEN,
             depth: self.depth,
         }
     }
@@ -111,6 +121,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_indices_and_the_entries_are_where_the_abi_puts_them() {
+        assert_eq!(SrqSegment::size_for(2), 4096 + 2 * 256);
+        let d = SrqSegment::create(2).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = SrqSegment::map(file, 2).unwrap();
+        assert!(c.push(&[1; RQE_SIZE]));
+        assert!(c.push(&[2; RQE_SIZE]));
+        assert_eq!(d.pop(), Ok(Some([1; RQE_SIZE])));
+        assert!(c.push(&[3; RQE_SIZE]));
+        let octets = |at: usize, n: usize| {
+            let mut b = vec![0u8; n];
+            d.seg.read(at, &mut b);
+            b
+        };
+        // Produced at 0, consumed at 64, entry i at 4096 + (i % 2) * 256.
+        assert_eq!(octets(0, 4), [3, 0, 0, 0]);
+        assert_eq!(octets(64, 4), [1, 0, 0, 0]);
+        assert!(octets(4, 60).iter().all(|&b| b == 0));
+        assert!(octets(68, 4096 - 68).iter().all(|&b| b == 0));
+        assert_eq!(octets(4096, RQE_SIZE), [3; RQE_SIZE]);
+        assert_eq!(octets(4096 + 256, RQE_SIZE), [2; RQE_SIZE]);
+    }
+
+    #[test]
     fn entries_cross_two_mappings_in_order_and_the_ring_fills() {
         let d = SrqSegment::create(SrqSegment::depth_for(3)).unwrap();
         assert_eq!(d.depth(), 4);
@@ -132,9 +166,7 @@ mod tests {
     #[test]
     fn a_producer_index_more_than_a_ring_ahead_is_garbage() {
         let d = SrqSegment::create(4).unwrap();
-        d.seg
-            .u32(PROD)
-            .store(5, std::sync::atomic::Ordering::Release);
+        crate::layout::seg_u32(&d.seg, field::PROD).store(5, std::sync::atomic::Ordering::Release);
         assert_eq!(d.pop(), Err(Garbage));
         assert_eq!(d.len_waiting(), 0);
         assert!(SrqSegment::create(3).is_err() && SrqSegment::create(1 << 17).is_err());

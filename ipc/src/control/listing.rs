@@ -100,31 +100,6 @@ pub struct QpPage {
     pub more: bool,
 }
 
-impl DeviceCounters {
-    /// The fields in the STATS reply's order.
-    pub(super) fn put(&self, out: &mut BytesMut) {
-        out.put_u32_le(self.queue_pairs);
-        out.put_u32_le(self.memory_entries);
-        out.put_u32_le(self.clients);
-        out.put_u32_le(self.device_queue_pairs);
-        out.put_u64_le(self.connections);
-        out.put_u64_le(self.connections_closed);
-        self.totals.put(out);
-    }
-
-    pub(super) fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(Self {
-            queue_pairs: r.u32("queue pairs")?,
-            memory_entries: r.u32("memory entries")?,
-            clients: r.u32("clients")?,
-            device_queue_pairs: r.u32("queue pairs")?,
-            connections: r.u64("connections")?,
-            connections_closed: r.u64("connections")?,
-            totals: Counters::read(r)?,
-        })
-    }
-}
-
 fn read_name(r: &mut Reader<'_>) -> Result<String, Malformed> {
     let name = r.blob(MAX_SERVICE_NAME, "service name")?;
     String::from_utf8(name.to_vec()).map_err(|_| Malformed("service name"))

@@ -19,13 +19,19 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-pub use crate::doorbell::{AsyncDoorbell, Doorbell};
-use bytes::{BufMut, BytesMut};
 use shm::Segment;
 
-use crate::codec::{Malformed, Reader};
+pub use crate::doorbell::{AsyncDoorbell, Doorbell};
+use crate::layout::{Field, nth, seg_u32, seg_u64};
+use crate::ring::{Ring, pending};
+
+mod counters;
+mod geometry;
+
+pub use counters::{Discard, PushCounters};
+pub use geometry::{Geometry, MAX_DEPTH, MAX_STAGING};
 
 /// Octets of a send queue entry.
 pub const SQE_SIZE: usize = 256;
@@ -34,173 +40,42 @@ pub const RQE_SIZE: usize = 256;
 /// Octets of a completion entry.
 pub const CQE_SIZE: usize = 64;
 
-const LINE: usize = 64;
-const SQ_PROD: usize = 0;
-const SQ_CONS: usize = LINE;
-const SQ_DONE: usize = 2 * LINE;
-const RQ_PROD: usize = 3 * LINE;
-const RQ_CONS: usize = 4 * LINE;
-const CQ_PROD: usize = 5 * LINE;
-const CQ_CONS: usize = 6 * LINE;
-const DAEMON_PARKED: usize = 7 * LINE;
-const CLIENT_PARKED: usize = 8 * LINE;
-/// Push discards so far (the library's stop rule watches it).
-const PUSH_DISCARDS: usize = 9 * LINE;
-/// Push counters, u64 each: see [`PushCounters`].
-const PUSH_COUNTERS: usize = 10 * LINE;
-const HEADER: usize = 4096;
+/// Octets of the header page; the rings and the staging area follow it (see
+/// [`Geometry`]).
+const HEADER_LEN: usize = 4096;
 
-/// Why the daemon discarded a pushed message (seed 000's conditions, section 1.6).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Discard {
-    /// D3: the twin entry was not at the head of the send queue, or a request of the
-    /// queue pair was part-way through transmission.
-    NotAtHead,
-    /// D4: the connection is back-pressured (octets waiting for socket room).
-    FlowControl,
-    /// D1/D2: no tracking entry free (too many pushed messages in flight).
-    TrackingFull,
-    /// D5: not enough transmit credits in the push share.
-    NoCredits,
-    /// D6: the slot names a queue pair outside the region's domain.
-    Security,
-    /// The slot's entry does not decode, or is not a request that may be pushed.
-    Malformed,
-}
+/// The header page's words, little-endian, each on a cache line (64 octets) of its own
+/// but the push counters, which only the daemon writes.
+mod field {
+    use crate::layout::Field;
 
-impl Discard {
-    /// Every reason, in counter order.
-    pub const ALL: [Self; 6] = [
-        Self::NotAtHead,
-        Self::FlowControl,
-        Self::TrackingFull,
-        Self::NoCredits,
-        Self::Security,
-        Self::Malformed,
-    ];
-
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NotAtHead => "not_at_head",
-            Self::FlowControl => "flow_control",
-            Self::TrackingFull => "tracking_full",
-            Self::NoCredits => "no_credits",
-            Self::Security => "security",
-            Self::Malformed => "malformed",
-        }
-    }
-
-    /// Its place in [`Self::ALL`] (and in the counters).
-    pub fn index(self) -> usize {
-        Self::ALL.iter().position(|d| *d == self).unwrap_or(0)
-    }
-}
-
-/// A queue pair's push counters, kept by the daemon in the segment.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct PushCounters {
-    /// Requests executed from a pushed message.
-    pub executed: u64,
-    /// Requests executed from the send queue (pushed or not).
-    pub sq_path: u64,
-    /// Pushed messages discarded, by reason ([`Discard::ALL`] order).
-    pub discards: [u64; 6],
-}
-
-impl PushCounters {
-    /// Discards of every reason.
-    pub fn discarded(&self) -> u64 {
-        self.discards.iter().sum()
-    }
-
-    /// Discards of `why`.
-    pub fn discards_of(&self, why: Discard) -> u64 {
-        self.discards[why.index()]
-    }
-}
-
-/// The largest ring depth either side accepts.
-pub const MAX_DEPTH: u32 = 1 << 16;
-/// The largest staging area either side accepts.
-pub const MAX_STAGING: u32 = 64 << 20;
-
-/// Depths of the rings and the size of the staging area.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Geometry {
-    /// Send queue entries (a power of two).
-    pub sq_depth: u32,
-    /// Receive queue entries (a power of two).
-    pub rq_depth: u32,
-    /// Completion entries (a power of two).
-    pub cq_depth: u32,
-    /// Staging octets (a multiple of 64).
-    pub staging: u32,
-}
-
-impl Default for Geometry {
-    fn default() -> Self {
-        Self {
-            sq_depth: 256,
-            rq_depth: 256,
-            cq_depth: 1024,
-            staging: 1 << 20,
-        }
-    }
-}
-
-impl Geometry {
-    fn sq_at(&self) -> usize {
-        HEADER
-    }
-    fn rq_at(&self) -> usize {
-        self.sq_at() + self.sq_depth as usize * SQE_SIZE
-    }
-    fn cq_at(&self) -> usize {
-        self.rq_at() + self.rq_depth as usize * RQE_SIZE
-    }
-    fn staging_at(&self) -> usize {
-        self.cq_at() + self.cq_depth as usize * CQE_SIZE
-    }
-    /// Octets of the whole segment.
-    pub fn len(&self) -> usize {
-        self.staging_at() + self.staging as usize
-    }
-    /// Never true.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    pub(crate) fn put(&self, out: &mut BytesMut) {
-        out.put_u32_le(self.sq_depth);
-        out.put_u32_le(self.rq_depth);
-        out.put_u32_le(self.cq_depth);
-        out.put_u32_le(self.staging);
-    }
-
-    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let g = Self {
-            sq_depth: r.u32("sq depth")?,
-            rq_depth: r.u32("rq depth")?,
-            cq_depth: r.u32("cq depth")?,
-            staging: r.u32("staging")?,
-        };
-        g.check()?;
-        Ok(g)
-    }
-
-    /// Checks what either side requires: depths powers of two up to [`MAX_DEPTH`], a
-    /// staging area a multiple of 64 octets up to [`MAX_STAGING`].
-    pub fn check(&self) -> Result<(), Malformed> {
-        let depth_ok = |d: u32| d.is_power_of_two() && d <= MAX_DEPTH;
-        if !(depth_ok(self.sq_depth) && depth_ok(self.rq_depth) && depth_ok(self.cq_depth))
-            || self.staging > MAX_STAGING
-            || !self.staging.is_multiple_of(64)
-        {
-            return Err(Malformed("ring geometry"));
-        }
-        Ok(())
-    }
+    /// Send queue entries published (u32, the client's).
+    pub(crate) const SQ_PROD: Field = 0..4;
+    /// Send queue entries taken, their slots and staged octets free again (the daemon's).
+    pub(crate) const SQ_CONS: Field = 64..68;
+    /// Send requests retired, completed signaled or not (the daemon's).
+    pub(crate) const SQ_DONE: Field = 128..132;
+    /// Receive queue entries published (the client's).
+    pub(crate) const RQ_PROD: Field = 192..196;
+    /// Receive queue entries taken (the daemon's).
+    pub(crate) const RQ_CONS: Field = 256..260;
+    /// Completions published (the daemon's).
+    pub(crate) const CQ_PROD: Field = 320..324;
+    /// Completions taken (the client's).
+    pub(crate) const CQ_CONS: Field = 384..388;
+    /// Nonzero while the daemon sleeps.
+    pub(crate) const DAEMON_PARKED: Field = 448..452;
+    /// Nonzero while the client sleeps.
+    pub(crate) const CLIENT_PARKED: Field = 512..516;
+    /// Push discards so far (u32; the library's stop rule watches it).
+    pub(crate) const PUSH_DISCARDS: Field = 576..580;
+    /// Requests executed from pushed messages (u64).
+    pub(crate) const PUSH_EXECUTED: Field = 640..648;
+    /// Requests executed from the send queue, pushed or not (u64).
+    pub(crate) const PUSH_SQ_PATH: Field = 648..656;
+    /// Pushed messages discarded for the first reason of `Discard::ALL` (u64); the
+    /// others' counts follow, in that order.
+    pub(crate) const PUSH_DISCARD: Field = 656..664;
 }
 
 /// Which side of the segment this process is.
@@ -250,16 +125,20 @@ impl QpSegment {
         self.geo
     }
 
-    fn word(&self, at: usize) -> &AtomicU32 {
-        self.seg.u32(at)
+    fn word(&self, field: Field) -> &AtomicU32 {
+        seg_u32(&self.seg, field)
+    }
+
+    fn counter(&self, field: Field) -> &AtomicU64 {
+        seg_u64(&self.seg, field)
     }
 
     // ---- send queue ----
 
     fn sq(&self) -> Ring {
         Ring {
-            prod: SQ_PROD,
-            cons: SQ_CONS,
+            prod: field::SQ_PROD,
+            cons: field::SQ_CONS,
             base: self.geo.sq_at(),
             depth: self.geo.sq_depth,
         }
@@ -267,8 +146,8 @@ impl QpSegment {
 
     /// Client: room for another send queue entry?
     pub fn sq_room(&self) -> u32 {
-        let prod = self.word(SQ_PROD).load(Ordering::Relaxed);
-        let cons = self.word(SQ_CONS).load(Ordering::Acquire);
+        let prod = self.word(field::SQ_PROD).load(Ordering::Relaxed);
+        let cons = self.word(field::SQ_CONS).load(Ordering::Acquire);
         self.geo.sq_depth - prod.wrapping_sub(cons).min(self.geo.sq_depth)
     }
 
@@ -276,7 +155,7 @@ impl QpSegment {
     /// returns its index; [`sq_publish`](Self::sq_publish) makes it visible.
     pub fn sq_write(&self, offset: u32, entry: &[u8; SQE_SIZE]) -> u32 {
         let prod = self
-            .word(SQ_PROD)
+            .word(field::SQ_PROD)
             .load(Ordering::Relaxed)
             .wrapping_add(offset);
         self.seg.write(self.sq().at::<SQE_SIZE>(prod), entry);
@@ -285,27 +164,27 @@ impl QpSegment {
 
     /// Client: publishes `n` entries written with [`sq_write`](Self::sq_write).
     pub fn sq_publish(&self, n: u32) {
-        let w = self.word(SQ_PROD);
+        let w = self.word(field::SQ_PROD);
         w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
     }
 
     /// Client: the producer index (the next entry's).
     pub fn sq_prod(&self) -> u32 {
-        self.word(SQ_PROD).load(Ordering::Relaxed)
+        self.word(field::SQ_PROD).load(Ordering::Relaxed)
     }
 
     /// Daemon: entries published and not yet taken.
     pub fn sq_pending(&self) -> Result<u32, Garbage> {
         pending(
-            self.word(SQ_PROD).load(Ordering::Acquire),
-            self.word(SQ_CONS).load(Ordering::Relaxed),
+            self.word(field::SQ_PROD).load(Ordering::Acquire),
+            self.word(field::SQ_CONS).load(Ordering::Relaxed),
             self.geo.sq_depth,
         )
     }
 
     /// Daemon: copies the next entry out (validate it before use) and its index.
     pub fn sq_peek(&self) -> (u32, [u8; SQE_SIZE]) {
-        let cons = self.word(SQ_CONS).load(Ordering::Relaxed);
+        let cons = self.word(field::SQ_CONS).load(Ordering::Relaxed);
         let mut e = [0u8; SQE_SIZE];
         self.seg.read(self.sq().at::<SQE_SIZE>(cons), &mut e);
         (cons, e)
@@ -313,21 +192,21 @@ impl QpSegment {
 
     /// Daemon: the entry (and its staged octets) was taken; the client may reuse them.
     pub fn sq_take(&self) {
-        let w = self.word(SQ_CONS);
+        let w = self.word(field::SQ_CONS);
         w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
     }
 
     /// Daemon: one more send request retired (completed, signaled or not).
     pub fn sq_retire(&self, n: u32) {
-        let w = self.word(SQ_DONE);
+        let w = self.word(field::SQ_DONE);
         w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Release);
     }
 
     /// Client: requests taken by the daemon and requests retired, as indices.
     pub fn sq_cons_done(&self) -> (u32, u32) {
         (
-            self.word(SQ_CONS).load(Ordering::Acquire),
-            self.word(SQ_DONE).load(Ordering::Acquire),
+            self.word(field::SQ_CONS).load(Ordering::Acquire),
+            self.word(field::SQ_DONE).load(Ordering::Acquire),
         )
     }
 
@@ -335,8 +214,8 @@ impl QpSegment {
 
     fn rq(&self) -> Ring {
         Ring {
-            prod: RQ_PROD,
-            cons: RQ_CONS,
+            prod: field::RQ_PROD,
+            cons: field::RQ_CONS,
             base: self.geo.rq_at(),
             depth: self.geo.rq_depth,
         }
@@ -344,8 +223,8 @@ impl QpSegment {
 
     fn cq(&self) -> Ring {
         Ring {
-            prod: CQ_PROD,
-            cons: CQ_CONS,
+            prod: field::CQ_PROD,
+            cons: field::CQ_CONS,
             base: self.geo.cq_at(),
             depth: self.geo.cq_depth,
         }
@@ -401,44 +280,42 @@ impl QpSegment {
 
     /// Daemon: counts a discard (and moves the word the library's stop rule watches).
     pub fn count_discard(&self, why: Discard) {
-        self.seg.u32(PUSH_DISCARDS).fetch_add(1, Ordering::Release);
-        self.seg
-            .u64(PUSH_COUNTERS + 16 + 8 * why.index())
+        self.word(field::PUSH_DISCARDS)
+            .fetch_add(1, Ordering::Release);
+        self.counter(nth(field::PUSH_DISCARD, why.index()))
             .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Daemon: counts requests executed from pushed messages and from the send queue.
     pub fn count_executed(&self, pushed: u64, sq_path: u64) {
-        self.seg
-            .u64(PUSH_COUNTERS)
+        self.counter(field::PUSH_EXECUTED)
             .fetch_add(pushed, Ordering::Relaxed);
-        self.seg
-            .u64(PUSH_COUNTERS + 8)
+        self.counter(field::PUSH_SQ_PATH)
             .fetch_add(sq_path, Ordering::Relaxed);
     }
 
     /// Discards so far (the library's stop rule).
     pub fn push_discards(&self) -> u32 {
-        self.seg.u32(PUSH_DISCARDS).load(Ordering::Acquire)
+        self.word(field::PUSH_DISCARDS).load(Ordering::Acquire)
     }
 
     /// The push counters.
     pub fn push_counters(&self) -> PushCounters {
-        let get = |i: usize| self.seg.u64(PUSH_COUNTERS + 8 * i).load(Ordering::Relaxed);
+        let get = |field: Field| self.counter(field).load(Ordering::Relaxed);
         let mut c = PushCounters {
-            executed: get(0),
-            sq_path: get(1),
+            executed: get(field::PUSH_EXECUTED),
+            sq_path: get(field::PUSH_SQ_PATH),
             discards: [0; 6],
         };
         for (i, d) in c.discards.iter_mut().enumerate() {
-            *d = get(2 + i);
+            *d = get(nth(field::PUSH_DISCARD, i));
         }
         c
     }
 
     /// Daemon: the index of the next send queue entry it will take (the head).
     pub fn sq_head(&self) -> u32 {
-        self.word(SQ_CONS).load(Ordering::Relaxed)
+        self.word(field::SQ_CONS).load(Ordering::Relaxed)
     }
 
     // ---- parking ----
@@ -463,65 +340,10 @@ impl QpSegment {
 
     fn parked(&self, side: Side) -> &AtomicU32 {
         self.word(match side {
-            Side::Client => CLIENT_PARKED,
-            Side::Daemon => DAEMON_PARKED,
+            Side::Client => field::CLIENT_PARKED,
+            Side::Daemon => field::DAEMON_PARKED,
         })
     }
-}
-
-/// Where one ring of a segment lives: its two index words and its entries. One producer
-/// and one consumer, each on its own side.
-#[derive(Copy, Clone)]
-pub(crate) struct Ring {
-    pub(crate) prod: usize,
-    pub(crate) cons: usize,
-    pub(crate) base: usize,
-    pub(crate) depth: u32,
-}
-
-impl Ring {
-    /// The offset of the entry of index `i` (entries of `N` octets).
-    fn at<const N: usize>(self, i: u32) -> usize {
-        self.base + (i % self.depth) as usize * N
-    }
-
-    /// Producer: writes and publishes one entry; false if the ring is full.
-    pub(crate) fn push<const N: usize>(self, seg: &Segment, entry: &[u8; N]) -> bool {
-        let prod = seg.u32(self.prod).load(Ordering::Relaxed);
-        let cons = seg.u32(self.cons).load(Ordering::Acquire);
-        // A consumer that moved its index past ours gets no more entries.
-        if prod.wrapping_sub(cons) >= self.depth {
-            return false;
-        }
-        seg.write(self.at::<N>(prod), entry);
-        seg.u32(self.prod)
-            .store(prod.wrapping_add(1), Ordering::Release);
-        true
-    }
-
-    /// Consumer: copies out and consumes the next entry, if any.
-    pub(crate) fn pop<const N: usize>(self, seg: &Segment) -> Result<Option<[u8; N]>, Garbage> {
-        let cons = seg.u32(self.cons).load(Ordering::Relaxed);
-        if self.pending(seg)? == 0 {
-            return Ok(None);
-        }
-        let mut e = [0u8; N];
-        seg.read(self.at::<N>(cons), &mut e);
-        seg.u32(self.cons)
-            .store(cons.wrapping_add(1), Ordering::Release);
-        Ok(Some(e))
-    }
-
-    /// Entries published and not yet consumed, as the consumer sees them.
-    pub(crate) fn pending(self, seg: &Segment) -> Result<u32, Garbage> {
-        let cons = seg.u32(self.cons).load(Ordering::Relaxed);
-        pending(seg.u32(self.prod).load(Ordering::Acquire), cons, self.depth)
-    }
-}
-
-fn pending(prod: u32, cons: u32, depth: u32) -> Result<u32, Garbage> {
-    let n = prod.wrapping_sub(cons);
-    if n > depth { Err(Garbage) } else { Ok(n) }
 }
 
 #[cfg(test)]
@@ -533,6 +355,85 @@ mod tests {
         let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
         let c = QpSegment::map(file, geo).unwrap();
         (c, d)
+    }
+
+    /// `N` octets of `seg` from `at`.
+    fn octets<const N: usize>(seg: &Segment, at: usize) -> [u8; N] {
+        let mut b = [0u8; N];
+        seg.read(at, &mut b);
+        b
+    }
+
+    #[test]
+    fn the_header_words_and_the_rings_are_where_the_abi_puts_them() {
+        let geo = Geometry {
+            sq_depth: 2,
+            rq_depth: 2,
+            cq_depth: 4,
+            staging: 64,
+        };
+        assert_eq!(geo.len(), 4096 + 2 * 256 + 2 * 256 + 4 * 64 + 64);
+        let (c, d) = pair(geo);
+        // Send queue: produced at 0, taken at 64, retired at 128; entry i at
+        // 4096 + (i % 2) * 256.
+        c.sq_write(0, &[0xa1; SQE_SIZE]);
+        c.sq_write(1, &[0xa2; SQE_SIZE]);
+        c.sq_publish(2);
+        d.sq_take();
+        d.sq_retire(1);
+        c.sq_write(0, &[0xa3; SQE_SIZE]);
+        c.sq_publish(1);
+        assert_eq!(octets::<4>(&d.seg, 0), [3, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 64), [1, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 128), [1, 0, 0, 0]);
+        assert_eq!(octets::<SQE_SIZE>(&d.seg, 4096), [0xa3; SQE_SIZE]);
+        assert_eq!(octets::<SQE_SIZE>(&d.seg, 4096 + 256), [0xa2; SQE_SIZE]);
+        // Receive queue: produced at 192, consumed at 256, entries from 4096 + 512.
+        assert!(c.rq_push(&[0xb1; RQE_SIZE]));
+        assert!(c.rq_push(&[0xb2; RQE_SIZE]));
+        assert_eq!(d.rq_pop(), Ok(Some([0xb1; RQE_SIZE])));
+        assert_eq!(octets::<4>(&d.seg, 192), [2, 0, 0, 0]);
+        assert_eq!(octets::<4>(&d.seg, 256), [1, 0, 0, 0]);
+        assert_eq!(
+            octets::<RQE_SIZE>(&c.seg, 4096 + 512 + 256),
+            [0xb2; RQE_SIZE]
+        );
+        // Completion queue: produced at 320, consumed at 384, entries from 4096 + 1024.
+        for v in 1..=3u8 {
+            assert!(d.cq_push(&[v; CQE_SIZE]));
+        }
+        assert_eq!(c.cq_pop(), Ok(Some([1; CQE_SIZE])));
+        assert_eq!(octets::<4>(&c.seg, 320), [3, 0, 0, 0]);
+        assert_eq!(octets::<4>(&c.seg, 384), [1, 0, 0, 0]);
+        assert_eq!(octets::<CQE_SIZE>(&c.seg, 4096 + 1024 + 128), [3; CQE_SIZE]);
+        // Staging from 4096 + 1024 + 256.
+        c.stage(8, b"staged");
+        assert_eq!(&octets::<6>(&d.seg, 4096 + 1280 + 8), b"staged");
+        // Parked: the daemon's word at 448, the client's at 512.
+        d.park(Side::Daemon);
+        c.park(Side::Client);
+        assert_eq!(octets::<4>(&c.seg, 448), [1, 0, 0, 0]);
+        assert_eq!(octets::<4>(&c.seg, 512), [1, 0, 0, 0]);
+        // Push counters: discards so far at 576 (u32); from 640, u64 each: executed, send
+        // queue path, then discards in Discard::ALL order.
+        d.count_discard(Discard::Security);
+        d.count_discard(Discard::Security);
+        d.count_discard(Discard::NotAtHead);
+        d.count_executed(5, 0x0102);
+        assert_eq!(octets::<4>(&c.seg, 576), [3, 0, 0, 0]);
+        let mut want = [0u8; 64];
+        want[0] = 5;
+        want[8..10].copy_from_slice(&[0x02, 0x01]);
+        want[16] = 1;
+        want[16 + 4 * 8] = 2;
+        assert_eq!(octets::<64>(&c.seg, 640), want);
+        // Nothing else of the header page was written.
+        let mut header = octets::<4096>(&c.seg, 0);
+        for at in [0, 64, 128, 192, 256, 320, 384, 448, 512, 576] {
+            header[at..at + 4].fill(0);
+        }
+        header[640..704].fill(0);
+        assert!(header.iter().all(|&b| b == 0));
     }
 
     #[test]
@@ -590,7 +491,7 @@ mod tests {
         c.sq_write(0, &[0; SQE_SIZE]);
         c.sq_publish(257);
         assert_eq!(d.sq_pending(), Err(Garbage));
-        c.seg.u32(RQ_PROD).store(u32::MAX, Ordering::Release);
+        c.word(field::RQ_PROD).store(u32::MAX, Ordering::Release);
         assert_eq!(d.rq_pop(), Err(Garbage));
     }
 
@@ -606,37 +507,5 @@ mod tests {
         bell.ring();
         bell.drain();
         bell.drain();
-    }
-
-    #[test]
-    fn geometry_from_the_other_side_is_checked() {
-        let mut out = BytesMut::new();
-        Geometry::default().put(&mut out);
-        assert_eq!(
-            Geometry::read(&mut Reader::new(&out)),
-            Ok(Geometry::default())
-        );
-        for bad in [
-            Geometry {
-                sq_depth: 3,
-                ..Geometry::default()
-            },
-            Geometry {
-                cq_depth: MAX_DEPTH * 2,
-                ..Geometry::default()
-            },
-            Geometry {
-                staging: 65,
-                ..Geometry::default()
-            },
-            Geometry {
-                rq_depth: 0,
-                ..Geometry::default()
-            },
-        ] {
-            let mut out = BytesMut::new();
-            bad.put(&mut out);
-            assert!(Geometry::read(&mut Reader::new(&out)).is_err(), "{bad:?}");
-        }
     }
 }

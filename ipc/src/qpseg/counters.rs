@@ -1,0 +1,72 @@
+//! Seed 000's push path as a queue pair segment counts it: why the daemon discarded a
+//! pushed message, and how many requests each path executed.
+
+/// Why the daemon discarded a pushed message (seed 000's conditions, section 1.6).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Discard {
+    /// D3: the twin entry was not at the head of the send queue, or a request of the
+    /// queue pair was part-way through transmission.
+    NotAtHead,
+    /// D4: the connection is back-pressured (octets waiting for socket room).
+    FlowControl,
+    /// D1/D2: no tracking entry free (too many pushed messages in flight).
+    TrackingFull,
+    /// D5: not enough transmit credits in the push share.
+    NoCredits,
+    /// D6: the slot names a queue pair outside the region's domain.
+    Security,
+    /// The slot's entry does not decode, or is not a request that may be pushed.
+    Malformed,
+}
+
+impl Discard {
+    /// Every reason, in counter order.
+    pub const ALL: [Self; 6] = [
+        Self::NotAtHead,
+        Self::FlowControl,
+        Self::TrackingFull,
+        Self::NoCredits,
+        Self::Security,
+        Self::Malformed,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotAtHead => "not_at_head",
+            Self::FlowControl => "flow_control",
+            Self::TrackingFull => "tracking_full",
+            Self::NoCredits => "no_credits",
+            Self::Security => "security",
+            Self::Malformed => "malformed",
+        }
+    }
+
+    /// Its place in [`Self::ALL`] (and in the counters).
+    pub fn index(self) -> usize {
+        Self::ALL.iter().position(|d| *d == self).unwrap_or(0)
+    }
+}
+
+/// A queue pair's push counters, kept by the daemon in the segment.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushCounters {
+    /// Requests executed from a pushed message.
+    pub executed: u64,
+    /// Requests executed from the send queue (pushed or not).
+    pub sq_path: u64,
+    /// Pushed messages discarded, by reason ([`Discard::ALL`] order).
+    pub discards: [u64; 6],
+}
+
+impl PushCounters {
+    /// Discards of every reason.
+    pub fn discarded(&self) -> u64 {
+        self.discards.iter().sum()
+    }
+
+    /// Discards of `why`.
+    pub fn discards_of(&self, why: Discard) -> u64 {
+        self.discards[why.index()]
+    }
+}
