@@ -29,14 +29,15 @@ use tokio::sync::{mpsc, watch};
 
 use crate::Engine;
 use crate::engine::Inner;
-use crate::tpt::{Base, PdId, Storage, TptError};
+use crate::tpt::{Base, PdId, TptError};
+use shm::Region;
 
 /// One queued registration.
 #[derive(Debug)]
 struct Op {
     pd: PdId,
     stag: STag,
-    storage: Arc<Storage>,
+    storage: Arc<Region>,
 }
 
 /// An engine's control queue: where registrations are queued, and a counter of those
@@ -82,7 +83,7 @@ async fn serve(
 }
 
 /// Touches one octet per page, so that placement into the region does not fault.
-fn fault_in(storage: &Storage) {
+fn fault_in(storage: &Region) {
     const PAGE: usize = 4096;
     let mut octet = [0u8];
     for at in (0..storage.len()).step_by(PAGE) {
@@ -99,7 +100,7 @@ impl Engine {
     pub fn register_queued(
         &self,
         pd: PdId,
-        storage: Arc<Storage>,
+        storage: Arc<Region>,
         base: Base,
         access: Access,
     ) -> Result<STag, TptError> {

@@ -29,9 +29,10 @@ use rdmap::{QpNum, SnapshotError};
 use crate::conn::QpImage;
 use crate::engine::Srq;
 use crate::migrate::{MigrateError, Migrated, ParkedPd};
-use crate::tpt::{PdId, QpId, Storage, TptError};
+use crate::tpt::{PdId, QpId, TptError};
 use crate::{Engine, Qp};
 use cq::Cq;
+use shm::Region;
 
 /// The first octets of a domain image: its format.
 const FORMAT: &[u8; 8] = b"iWPDimg1";
@@ -242,7 +243,7 @@ impl Engine {
             let fd = files.next().expect("counted");
             let len = usize::try_from(*len)
                 .map_err(|_| ImportError("a memory file too large to map".into()))?;
-            let region = Storage::map(std::fs::File::from(fd), len)
+            let region = Region::map(std::fs::File::from(fd), len)
                 .map_err(|e| ImportError(format!("cannot map a memory file: {e}")))?;
             storages.push(Arc::new(region));
         }

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::hosts::{ALL, Host, connect, host, host_with, region, write};
-use offload_engine::tpt::{Base, Storage};
+use offload_engine::tpt::Base;
 use offload_engine::{EngineConfig, Qp, QpEnd};
 use rdmap::{Payload, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
+use shm::Region;
 
 /// The control queue's injected latency.
 const DELAY: Duration = Duration::from_millis(200);
@@ -84,7 +85,7 @@ async fn a_write_from_a_pending_region_waits_for_it_and_others_do_not() {
     }
     let dst = region(&c, vec![0; 8192]);
 
-    let data = Arc::new(Storage::alloc(4096).unwrap());
+    let data = Arc::new(Region::alloc(4096).unwrap());
     data.write_at(0, &[0x42; 4096]).unwrap();
     let t0 = Instant::now();
     let stag = s
@@ -131,7 +132,7 @@ async fn a_withdrawn_registration_fails_the_requests_waiting_on_it() {
         .unwrap();
     assert!(c.cq.next().await.unwrap().wc.is_ok());
     let dst = region(&c, vec![0; 64]);
-    let storage = Arc::new(Storage::alloc(64).unwrap());
+    let storage = Arc::new(Region::alloc(64).unwrap());
     let stag = s
         .engine
         .register_queued(s.pd, storage, Base::ZeroBased, ALL)
@@ -154,7 +155,7 @@ async fn registrations_finish_in_order_and_the_peer_cannot_reach_a_pending_one()
     let (c, s) = (host(), delayed(DELAY / 4));
     let (cqp, sqp) = connect(&c, &s).await;
     let storage: Vec<_> = (0..5)
-        .map(|_| Arc::new(Storage::alloc(4096).unwrap()))
+        .map(|_| Arc::new(Region::alloc(4096).unwrap()))
         .collect();
     let stags: Vec<STag> = storage
         .iter()

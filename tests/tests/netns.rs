@@ -1020,7 +1020,7 @@ fn a_domain_migrates_ten_times_while_the_peer_loops_across_the_veth() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use offload_engine::tpt::Storage;
+    use shm::Region;
 
     let Some(net) = two_hosts_or_skip() else {
         return;
@@ -1053,7 +1053,7 @@ fn a_domain_migrates_ten_times_while_the_peer_loops_across_the_veth() {
                 .alloc_region(pd, 2 << 20, Base::ZeroBased, ALL)
                 .unwrap();
             // The inbox is read in place, wherever the domain is.
-            let inbox = Arc::new(Storage::alloc((SLOTS * u64::from(SLOT)) as usize).unwrap());
+            let inbox = Arc::new(Region::alloc((SLOTS * u64::from(SLOT)) as usize).unwrap());
             let istag = a
                 .tpt()
                 .register_region(pd, inbox.clone(), Base::ZeroBased, LOCAL)
@@ -1190,7 +1190,7 @@ fn a_domain_migrates_ten_times_while_the_peer_loops_across_the_veth() {
 fn a_write_from_a_region_still_being_registered_waits_across_the_veth() {
     use std::sync::Arc;
 
-    use offload_engine::tpt::Storage;
+    use shm::Region;
 
     let Some(net) = two_hosts_or_skip() else {
         return;
@@ -1238,7 +1238,7 @@ fn a_write_from_a_region_still_being_registered_waits_across_the_veth() {
                 .await
                 .expect("connect");
             let theirs = RemoteBuf::decode(&private).unwrap();
-            let memory = Arc::new(Storage::alloc(LEN).unwrap());
+            let memory = Arc::new(Region::alloc(LEN).unwrap());
             memory.write_at(0, &pattern(7, LEN)).unwrap();
             let t0 = Instant::now();
             let stag = engine

@@ -12,7 +12,8 @@ use rdmap::{Access, STag};
 use super::admit;
 use super::session::{Session, err, not_found};
 use super::users::Usage;
-use offload_engine::tpt::{Base, MwType, PdId, Storage, TptError};
+use offload_engine::tpt::{Base, MwType, PdId, TptError};
+use shm::Region;
 
 /// Answers a memory request (`fd`: the memory file that came with it, if any).
 pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
@@ -183,7 +184,7 @@ fn region(
     pd: u32,
     len: u64,
     fd: Option<OwnedFd>,
-    enter: impl FnOnce(PdId, Arc<Storage>) -> Result<STag, TptError>,
+    enter: impl FnOnce(PdId, Arc<Region>) -> Result<STag, TptError>,
 ) -> Reply {
     let Some(pd) = s.objs().pd(pd) else {
         return not_found("protection domain", pd);
@@ -207,7 +208,7 @@ fn region(
     let Ok(len) = usize::try_from(len) else {
         return err(error::REFUSED, "region too large");
     };
-    let storage = match Storage::map(std::fs::File::from(fd), len) {
+    let storage = match Region::map(std::fs::File::from(fd), len) {
         Ok(m) => m,
         Err(e) => {
             return err(

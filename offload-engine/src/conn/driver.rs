@@ -93,8 +93,8 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
             let mut st = shared.lock();
             // A migration asked this driver to stop: at a turn's start nothing is half
             // done (reads and writes are whole calls), and what is left to write goes
-            // back to the state for the next driver (the push path writes only when the
-            // driver holds nothing, so `pushed` is empty whenever `out` is not).
+            // back to the state for the next driver (an inline transmit writes only when the
+            // driver holds nothing, so `unwritten` is empty whenever `out` is not).
             if st.park.is_some() && (shut_down || st.stream.state() != QpState::Rts) {
                 // No longer connected: the request is dropped, and the migration reads
                 // why from the state.
@@ -103,13 +103,13 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
             // Not in the middle of a payload read straight into memory either: that holds
             // the mapping, which does not cross to another process.
             if st.park.is_some()
-                && (out.is_empty() || st.pushed.is_empty())
+                && (out.is_empty() || st.unwritten.is_empty())
                 && !st.stream.placing_directly()
             {
                 if !out.is_empty() {
-                    std::mem::swap(&mut out, &mut st.pushed);
+                    std::mem::swap(&mut out, &mut st.unwritten);
                 }
-                st.tx_busy = !st.pushed.is_empty();
+                st.tx_busy = !st.unwritten.is_empty();
                 let park = st.park.take();
                 shared.unlock(st);
                 return Ok(park);
@@ -122,8 +122,8 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
                 let st = &mut *st;
                 st.stream.handle_eof(&mut st.rx);
             }
-            if out.is_empty() && !st.pushed.is_empty() {
-                std::mem::swap(&mut out, &mut st.pushed);
+            if out.is_empty() && !st.unwritten.is_empty() {
+                std::mem::swap(&mut out, &mut st.unwritten);
             }
             if out.len() < TX_HIGH_WATER {
                 let st = &mut *st;

@@ -110,7 +110,7 @@ impl Shared {
 ///
 /// Posting never waits: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
 /// queue the request. A small send onto an idle send queue is written to the socket at once,
-/// without blocking (the push path); otherwise the connection's driver task sends it.
+/// without blocking (inline transmit); otherwise the connection's driver task sends it.
 /// Completions arrive on the completion queues given at connect/accept time.
 #[derive(Clone, Debug)]
 pub struct Qp {
@@ -222,7 +222,7 @@ impl Qp {
             let push = st.home.push.take();
             let posted = match &push {
                 Some(p) => p.post(st, wr),
-                None => super::push::post_queued(st, wr),
+                None => super::inline_tx::post_queued(st, wr),
             };
             st.home.push = push;
             match posted {
@@ -335,7 +335,7 @@ impl Qp {
             || st.rx_eof
             || st.stream.state() != QpState::Rts
             || if lone {
-                super::push::push(&mut st, super::driver::TX_HIGH_WATER)
+                super::inline_tx::transmit(&mut st, super::driver::TX_HIGH_WATER)
             } else {
                 st.stream.wants_transmit()
             };

@@ -53,10 +53,10 @@ impl Parked {
             .stream
             .to_snapshot(super::now())
             .map_err(|e| e.to_string())?;
-        let n = st.pushed.len();
+        let n = st.unwritten.len();
         // Reading the unwritten octets out consumes them: put them back as they were.
-        let unwritten = st.pushed.take(n);
-        st.pushed.push_framed(unwritten.clone());
+        let unwritten = st.unwritten.take(n);
+        st.unwritten.push_framed(unwritten.clone());
         let image = QpImage {
             num: shared.num.0,
             stream,
@@ -82,7 +82,7 @@ impl Parked {
         st.publish_end = st.end;
         // The engine it left counted it gone already (`Engine::disown`).
         st.home.totals = Arc::default();
-        st.pushed.clear();
+        st.unwritten.clear();
         st.held.clear();
         st.ready.clear();
         let tap = st.io.close();
@@ -139,8 +139,8 @@ impl Prepared {
         let rx = BytesMut::from(&image.rx[..]);
         let mut st = State::new(stream, mem, io, rx, home, image.sq_depth);
         st.rx_eof = image.rx_eof;
-        st.pushed.push_framed(Bytes::from(image.unwritten));
-        st.tx_busy = !st.pushed.is_empty();
+        st.unwritten.push_framed(Bytes::from(image.unwritten));
+        st.tx_busy = !st.unwritten.is_empty();
         st.held = image.held.into();
         st.ready = image.ready;
         st.srq = srq;

@@ -1,13 +1,13 @@
 //! One connected queue pair, split the way quinn splits a connection from its driver:
 //!
 //! - [`state`]: `State`, everything behind the connection's lock: the protocol stream, the
-//!   queue pair's view of memory, octets read and not yet consumed, the push path's
-//!   leftovers, and the completions waiting to be delivered;
+//!   queue pair's view of memory, octets read and not yet consumed, what an inline
+//!   transmit left unwritten, and the completions waiting to be delivered;
 //! - [`io`]: `Io`, the only code that touches the socket and the capture (reads, vectored
 //!   writes, the FIN), so that the capture sees every octet in the order the socket did;
 //! - [`driver`]: the connection's task, one loop of process -> transmit -> timers ->
 //!   deliver;
-//! - [`push`]: the inline push policy (a small send onto an idle send queue is written by
+//! - [`inline_tx`]: inline transmit (a small send onto an idle send queue is written by
 //!   the posting thread);
 //! - [`push_slots`]: seed 000's push path on an in-process region, which decides whether
 //!   a lone small request is executed from its pushed message or goes through the send
@@ -30,9 +30,9 @@ mod driver;
 mod handle;
 mod held;
 mod image;
+mod inline_tx;
 mod io;
 mod migrate;
-mod push;
 mod push_slots;
 mod state;
 

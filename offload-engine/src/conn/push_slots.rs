@@ -169,7 +169,7 @@ impl QpPush {
                 }
                 self.counters[0].fetch_add(1, Ordering::Relaxed);
                 self.share.count_executed(1, 0);
-                let wake = super::push::push(st, super::push::PUSH_MAX);
+                let wake = super::inline_tx::transmit(st, super::inline_tx::INLINE_MAX);
                 // The message is on the wire, or with the driver next: its tracking
                 // entry is free again.
                 self.share.untrack();
@@ -186,7 +186,7 @@ impl QpPush {
     fn queue(&self, st: &mut State, wr: SendWr, after_discard: bool) -> Result<bool, PostError> {
         self.queued(1);
         if !after_discard {
-            return super::push::post_queued(st, wr);
+            return super::inline_tx::post_queued(st, wr);
         }
         // The twin runs from the send queue through the driver, its completion flagged.
         let flag = wr

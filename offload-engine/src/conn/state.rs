@@ -45,10 +45,10 @@ pub(crate) struct State {
     /// the input taken).
     pub(crate) polled_at: Option<std::time::Instant>,
     /// True while the driver holds octets not yet written: then only the driver writes,
-    /// so the push path must not put anything on the wire ahead of them.
+    /// so an inline transmit must not put anything on the wire ahead of them.
     pub(crate) tx_busy: bool,
-    /// What the push path produced but the socket did not take; the driver sends it next.
-    pub(crate) pushed: Transmit,
+    /// What an inline transmit produced but the socket did not take; the driver sends it next.
+    pub(crate) unwritten: Transmit,
     /// Completions produced under the lock, delivered after it is released.
     pub(crate) ready: Vec<Completion>,
     /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
@@ -91,7 +91,7 @@ impl State {
             poll_buf: Vec::new(),
             polled_at: None,
             tx_busy: false,
-            pushed: Transmit::new(),
+            unwritten: Transmit::new(),
             ready: Vec::new(),
             publish_end: None,
             push_policy: Default::default(),

@@ -7,7 +7,7 @@ use rdmap::AccessError;
 
 use super::error::TptError;
 use super::ids::{Base, MwType, PdId, QpId};
-use super::storage::Storage;
+use shm::Region;
 
 /// What kind of object an entry is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -88,8 +88,8 @@ impl Span {
 
 /// A memory region: registered storage, or a fast-registration region.
 #[derive(Debug)]
-pub(super) struct Region {
-    pub(super) storage: Arc<Storage>,
+pub(super) struct MrEntry {
+    pub(super) storage: Arc<Region>,
     pub(super) span: Span,
     pub(super) zero_based: bool,
     pub(super) access: Access,
@@ -104,7 +104,7 @@ pub(super) struct Region {
 #[derive(Debug)]
 pub(super) struct Binding {
     pub(super) parent: STag,
-    pub(super) storage: Arc<Storage>,
+    pub(super) storage: Arc<Region>,
     pub(super) span: Span,
     pub(super) access: Access,
     pub(super) one_touch: bool,
@@ -123,7 +123,7 @@ pub(super) struct Window {
 /// Region or window.
 #[derive(Debug)]
 pub(super) enum Body {
-    Region(Region),
+    Region(MrEntry),
     Window(Window),
 }
 
@@ -165,7 +165,7 @@ impl Entry {
         to: u64,
         len: u64,
         access: Access,
-    ) -> Result<(&Arc<Storage>, usize), AccessError> {
+    ) -> Result<(&Arc<Region>, usize), AccessError> {
         let local = !access.intersection(LOCAL).is_empty();
         let (storage, span, rights, bound_qp) = match &self.body {
             Body::Region(r) if r.valid => (&r.storage, r.span, r.access, None),
@@ -234,9 +234,9 @@ impl Entry {
     }
 }
 
-impl Region {
+impl MrEntry {
     /// A region over `storage` with the given addressing (it may end exactly at 2^64).
-    pub(super) fn new(storage: Arc<Storage>, base: Base, access: Access) -> Result<Self, TptError> {
+    pub(super) fn new(storage: Arc<Region>, base: Base, access: Access) -> Result<Self, TptError> {
         let len = storage.len() as u64;
         let to = base.start();
         if ddp::tagged_offset(to, len, to, len).is_err() {
@@ -259,11 +259,11 @@ mod tests {
     use super::*;
 
     fn region(base: Base, len: usize, access: Access) -> Entry {
-        let storage = Arc::new(Storage::adopt(vec![0u8; len]));
+        let storage = Arc::new(Region::adopt(vec![0u8; len]));
         Entry {
             pd: PdId::new(1),
             instance: 3,
-            body: Body::Region(Region::new(storage, base, access).unwrap()),
+            body: Body::Region(MrEntry::new(storage, base, access).unwrap()),
         }
     }
 
@@ -341,9 +341,9 @@ mod tests {
 
     #[test]
     fn region_addressing_cannot_wrap() {
-        let storage = Arc::new(Storage::adopt(vec![0u8; 16]));
+        let storage = Arc::new(Region::adopt(vec![0u8; 16]));
         assert_eq!(
-            Region::new(storage, Base::Va(u64::MAX - 8), Access::NONE).unwrap_err(),
+            MrEntry::new(storage, Base::Va(u64::MAX - 8), Access::NONE).unwrap_err(),
             TptError::Bounds {
                 start: u64::MAX - 8,
                 len: 16

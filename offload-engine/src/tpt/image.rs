@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use ddp::{Access, STag};
 
-use super::entry::{Binding, Body, Entry, Region, Span, Window};
+use super::entry::{Binding, Body, Entry, MrEntry, Span, Window};
 use super::error::TptError;
 use super::ids::{MwType, PdId, QpId};
 use super::space;
-use super::storage::Storage;
 use super::table::{Table, TakenPd};
+use shm::Region;
 
 /// One region or window of a domain.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -84,8 +84,8 @@ impl TakenPd {
     /// Fails for memory that is not in a file (a buffer the application handed over).
     pub(crate) fn image(&self) -> Result<PdImage, String> {
         let mut files: Vec<(OwnedFd, u64)> = Vec::new();
-        let mut seen: HashMap<*const Storage, u32> = HashMap::new();
-        let mut file_of = |st: &Arc<Storage>| -> Result<u32, String> {
+        let mut seen: HashMap<*const Region, u32> = HashMap::new();
+        let mut file_of = |st: &Arc<Region>| -> Result<u32, String> {
             if let Some(&i) = seen.get(&Arc::as_ptr(st)) {
                 return Ok(i);
             }
@@ -150,7 +150,7 @@ impl Table {
     pub(super) fn put_image(
         &mut self,
         entries: Vec<EntryImage>,
-        storages: &[Arc<Storage>],
+        storages: &[Arc<Region>],
         qp: impl Fn(u32) -> Option<QpId>,
     ) -> Result<PdId, TptError> {
         if self.live + entries.len() > self.max_entries {
@@ -160,7 +160,7 @@ impl Table {
         let pd = self.alloc_pd();
         self.pds.remove(&pd);
         let storage = |i: u32| storages.get(i as usize).cloned().ok_or(TptError::Exhausted);
-        let span = |s: SpanImage, st: &Arc<Storage>| -> Result<Span, TptError> {
+        let span = |s: SpanImage, st: &Arc<Region>| -> Result<Span, TptError> {
             let bad = TptError::Bounds {
                 start: s.to,
                 len: s.len,
@@ -189,7 +189,7 @@ impl Table {
                     windows,
                 } => {
                     let storage = storage(i)?;
-                    Body::Region(Region {
+                    Body::Region(MrEntry {
                         span: span(s, &storage)?,
                         storage,
                         zero_based,

@@ -11,7 +11,7 @@ use super::entry::{Binding, Body, Entry, Span};
 use super::error::TptError;
 use super::ids::PdId;
 use super::space::{self, IndexSpace};
-use super::storage::Storage;
+use shm::Region;
 
 /// Entries per leaf of the table: a table holds leaves only where its indices are.
 const LEAF: usize = 256;
@@ -292,7 +292,7 @@ impl Table {
         to: u64,
         len: u64,
         access: Access,
-    ) -> Result<(Span, Arc<Storage>), TptError> {
+    ) -> Result<(Span, Arc<Region>), TptError> {
         let e = self.lookup(mr)?;
         if !e.is_valid() {
             return Err(TptError::NotValid(mr));

@@ -6,11 +6,12 @@ use bytes::BytesMut;
 use ddp::{Access, STag};
 use rdmap::{AccessError, Bind, FastReg, LocalOps, Memory};
 
-use super::entry::{Binding, Body, Entry, Region, Requester, Window};
+use super::entry::{Binding, Body, Entry, MrEntry, Requester, Window};
 use super::error::TptError;
 use super::ids::{MwType, PdId, QpId};
-use super::storage::{Storage, bounds};
-use super::verbs::{Tpt, fast_reg_span};
+use super::octets::bounds;
+use super::{Tpt, fast_reg_span};
+use shm::Region;
 
 /// The remote rights, any of which makes a fast-registration region remotely invalidatable.
 const REMOTE: Access = Access::REMOTE_READ
@@ -61,7 +62,7 @@ impl QpMemory {
         to: u64,
         len: u64,
         access: Access,
-    ) -> Result<(Arc<Storage>, usize), AccessError> {
+    ) -> Result<(Arc<Region>, usize), AccessError> {
         self.tpt.resolve(self.requester(), stag, to, len, access)
     }
 
@@ -133,7 +134,7 @@ impl Memory for QpMemory {
         to: u64,
         len: usize,
         access: Access,
-    ) -> Result<Option<(Arc<Storage>, usize)>, AccessError> {
+    ) -> Result<Option<(Arc<Region>, usize)>, AccessError> {
         self.resolve(stag, to, len as u64, access).map(Some)
     }
 
@@ -164,7 +165,7 @@ impl Memory for QpMemory {
             return Err(AccessError::InvalidStag);
         }
         match &e.body {
-            Body::Region(Region { fast_reg: None, .. })
+            Body::Region(MrEntry { fast_reg: None, .. })
             | Body::Window(Window {
                 ty: MwType::One, ..
             }) => return Err(AccessError::CannotInvalidate),
@@ -215,7 +216,7 @@ impl LocalOps for QpMemory {
     fn local_invalidate(&mut self, stag: STag) -> Result<(), AccessError> {
         let mut t = self.tpt.table_mut();
         let e = t.entry(stag).ok_or(AccessError::InvalidStag)?;
-        if let Body::Region(Region { fast_reg: None, .. })
+        if let Body::Region(MrEntry { fast_reg: None, .. })
         | Body::Window(Window {
             ty: MwType::One, ..
         }) = e.body

@@ -89,7 +89,7 @@ fn deregistration_waits_for_work_in_flight() {
             // Past the checks: the placement holds its clone of the storage.
             let (storage, off) = tpt
                 .resolve(
-                    entry::Requester {
+                    Requester {
                         pd,
                         qp: Some(QpId::new(1)),
                     },
@@ -125,7 +125,7 @@ fn tpt_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tpt>();
     assert_send_sync::<QpMemory>();
-    assert_send_sync::<Storage>();
+    assert_send_sync::<Region>();
 }
 
 #[test]

@@ -1,11 +1,11 @@
-//! The inline push path (seed 000's low-latency doorbell): a post writes the FPDUs it
-//! produced straight to the socket on the caller's thread, instead of waking the
+//! Inline transmit (the low-latency doorbell): a post writes the FPDUs it produced
+//! straight to the socket on the caller's thread, instead of waking the
 //! connection's driver task to do it. That saves a task wake-up (and often a cross-thread
 //! futex wake) on every message, which is most of a small message's cost.
 //!
 //! Ordering on the wire is kept by one rule, checked under the connection's lock: the
 //! caller writes only when the driver holds nothing unwritten (`State::tx_busy` is false).
-//! What the socket does not take is left in `State::pushed` with `tx_busy` set, and the
+//! What the socket does not take is left in `State::unwritten` with `tx_busy` set, and the
 //! driver sends it before anything else.
 
 use rdmap::QpState;
@@ -15,11 +15,11 @@ use super::state::State;
 /// The largest payload a post sends on the caller's thread. Small messages are where the
 /// saved wake-up matters; large ones go faster through the driver, which keeps the
 /// sender's CRC and copies off the application's thread (measured: 64 KiB Writes with
-/// CRC pushed inline ran at half the rate).
-pub(crate) const PUSH_MAX_PAYLOAD: u32 = 16 * 1024;
+/// CRC sent inline ran at half the rate).
+pub(crate) const INLINE_MAX_PAYLOAD: u32 = 16 * 1024;
 
-/// The most one push produces and writes on the caller's thread; the driver does the rest.
-pub(crate) const PUSH_MAX: usize = 64 * 1024;
+/// The most one inline transmit produces and writes on the caller's thread; the driver does the rest.
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
 
 /// Queues `wr` on the send queue, and writes it on this thread if it is small and the
 /// queue was idle (the inline doorbell); otherwise the driver sends it. Returns true when
@@ -28,33 +28,37 @@ pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdm
     // A Delay starts on the driver's clock: the driver must run, never the inline path.
     let delay = matches!(wr.op, rdmap::SendOp::Delay { .. });
     let inline =
-        !delay && wr.op.payload_len() <= PUSH_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
+        !delay && wr.op.payload_len() <= INLINE_MAX_PAYLOAD && st.stream.outstanding_sends() == 0;
     st.stream.post_send(wr)?;
-    Ok(if inline { push(st, PUSH_MAX) } else { true })
+    Ok(if inline {
+        transmit(st, INLINE_MAX)
+    } else {
+        true
+    })
 }
 
 /// Sends up to `max` octets of what the stream has to send now, if the driver is idle.
 /// Returns true when the driver must run (it has a backlog, the socket was full, more is
 /// left to send, or the state is not RTS).
-pub(crate) fn push(st: &mut State, max: usize) -> bool {
+pub(crate) fn transmit(st: &mut State, max: usize) -> bool {
     if st.tx_busy || st.migrating || !st.io.is_open() || st.stream.state() != QpState::Rts {
         return true;
     }
     let produced = st
         .stream
-        .poll_transmit(st.mem.as_mut(), &mut st.pushed, max);
+        .poll_transmit(st.mem.as_mut(), &mut st.unwritten, max);
     if produced == 0 {
         return false;
     }
-    while !st.pushed.is_empty() {
-        match st.io.write(&mut st.stream, &mut st.pushed) {
+    while !st.unwritten.is_empty() {
+        match st.io.write(&mut st.stream, &mut st.unwritten) {
             Ok(0) => break,
             Ok(_) => {}
             // The driver's own write meets the error again and ends the connection.
             Err(_) => break,
         }
     }
-    st.tx_busy = !st.pushed.is_empty();
+    st.tx_busy = !st.unwritten.is_empty();
     // Stopping at `max` may have left more to send: the driver carries on.
     st.tx_busy || produced >= max
 }

@@ -8,9 +8,7 @@
 
 use rdmap::AccessError;
 
-pub use shm::Region as Storage;
-
-/// The TPT checked the range before the copy, so a range outside the storage cannot occur;
+/// The TPT checked the range before the copy, so a range outside the region cannot occur;
 /// if it did, it fails cleanly as a bounds error.
 pub(super) fn bounds(_: shm::OutOfRange) -> AccessError {
     AccessError::Bounds
