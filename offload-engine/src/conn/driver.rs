@@ -4,6 +4,7 @@
 //! protocol work and released before anything is delivered or awaited.
 
 use std::io;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,125 +79,164 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
 /// Drives the connection until it ends (`Ok(None)`) or parks for a migration
 /// (`Ok(Some(request))`, see `migrate`).
 async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
-    // Octets the driver must write, in order: what a post's push left over first.
-    let mut out = Transmit::new();
-    let mut shut_down = false;
-    let mut linger_until: Option<Instant> = None;
-    // Liveness: the socket's octet count at the last turn that saw it change, and when.
-    let mut progress = Progress {
-        moved: 0,
-        at: Instant::now(),
+    let mut driver = Driver {
+        out: Transmit::new(),
+        shut_down: false,
+        linger_until: None,
+        progress: Progress {
+            moved: 0,
+            at: Instant::now(),
+        },
     };
     loop {
-        // Process -> transmit, under the lock; deliver once it is released.
-        let (deadline, eof, muted_until, liveness) = {
-            let mut st = shared.lock();
-            // A migration asked this driver to stop: at a turn's start nothing is half
-            // done (reads and writes are whole calls), and what is left to write goes
-            // back to the state for the next driver (an inline transmit writes only when the
-            // driver holds nothing, so `unwritten` is empty whenever `out` is not).
-            if st.park.is_some() && (shut_down || st.stream.state() != QpState::Rts) {
-                // No longer connected: the request is dropped, and the migration reads
-                // why from the state.
-                st.park = None;
-            }
-            // Not in the middle of a payload read straight into memory either: that holds
-            // the mapping, which does not cross to another process.
-            if st.park.is_some()
-                && (out.is_empty() || st.unwritten.is_empty())
-                && !st.stream.placing_directly()
-            {
-                if !out.is_empty() {
-                    std::mem::swap(&mut out, &mut st.unwritten);
-                }
-                st.tx_busy = !st.unwritten.is_empty();
-                let park = st.park.take();
-                shared.unlock(st);
-                return Ok(park);
-            }
-            if !st.held.is_empty() {
-                st.release_held();
-            }
-            st.process_input();
-            if st.rx_eof {
-                let st = &mut *st;
-                st.stream.handle_eof(&mut st.rx);
-            }
-            if out.is_empty() && !st.unwritten.is_empty() {
-                std::mem::swap(&mut out, &mut st.unwritten);
-            }
-            if out.len() < TX_HIGH_WATER {
-                let st = &mut *st;
-                let _ = st
-                    .stream
-                    .poll_transmit(st.mem.as_mut(), &mut out, TX_HIGH_WATER);
-            }
-            if shut_down && !out.is_empty() {
-                // Nothing can be sent after TCP's sending half is shut down.
-                tracing::debug!(octets = out.len(), "output after close discarded");
-                out.clear();
-            }
-            st.tx_busy = !out.is_empty();
-            // The turn's one clock reading. A Delay that reached the head of the send
-            // queue starts now (its end is then a deadline of poll_timeout).
-            let now = Instant::now();
-            st.stream.handle_timeout(now.into_std());
-            st.collect(shared.num);
-            let done = match st.stream.state() {
-                QpState::Error | QpState::Idle => true,
-                QpState::Closing => st.stream.is_drained(),
-                _ => false,
-            };
-            if done && out.is_empty() && !shut_down {
-                shut_down = true;
-                st.io.shutdown_write();
-                linger_until = Some(now + LINGER);
-            }
-            // While the application polls the input itself, the driver does not wait
-            // for readability: every message would wake it only to find the input taken.
-            let muted_until = st
-                .polled_at
-                .map(|t| Instant::from_std(t + POLL_MUTE))
-                .filter(|&u| u > now);
-            progress.update(st.io.moved(), now);
-            let liveness = (st.stream.state() == QpState::Rts)
-                .then(|| {
-                    let busy = !st.rx.is_empty() || !out.is_empty() || st.stream.has_outstanding();
-                    st.home.timeouts.deadline(progress.at, busy)
-                })
-                .flatten();
-            let step = (st.stream.poll_timeout(), st.rx_eof, muted_until, liveness);
-            shared.unlock(st);
-            step
+        let waits = match driver.turn(shared) {
+            Turn::Park(park) => return Ok(Some(park)),
+            Turn::Wait(waits) => waits,
         };
-        if eof && out.is_empty() {
+        if waits.eof && driver.out.is_empty() {
             return Ok(None);
         }
-        let timer = [
-            deadline.map(Instant::from_std),
-            linger_until,
+        if driver.wait(shared, sock, &waits).await?.is_break() {
+            return Ok(None);
+        }
+    }
+}
+
+/// What the driver keeps from one turn to the next.
+struct Driver {
+    /// Octets the driver must write, in order: what an inline transmit left over first.
+    out: Transmit,
+    /// TCP's sending half is shut down: this side is done.
+    shut_down: bool,
+    /// When to stop waiting for the peer's FIN once shut down.
+    linger_until: Option<Instant>,
+    /// Liveness: the socket's octet count at the last turn that saw it change, and when.
+    progress: Progress,
+}
+
+/// What a turn decided.
+enum Turn {
+    /// A migration asked this driver to stop, and it can: hand the connection over.
+    Park(ParkRequest),
+    /// Wait for one of these, then turn again.
+    Wait(Waits),
+}
+
+/// What the driver waits for after a turn.
+struct Waits {
+    /// The stream's next timer.
+    deadline: Option<std::time::Instant>,
+    /// The peer's FIN was read: no more readiness to wait for.
+    eof: bool,
+    /// The application polls its input itself until then: leave reading to it.
+    muted_until: Option<Instant>,
+    /// When the connection times out if nothing moves, and why.
+    liveness: Option<(Instant, crate::timeouts::Expiry)>,
+}
+
+impl Driver {
+    /// One turn under the connection's lock: park if a migration asks and nothing is
+    /// half done, else [`State::step`](super::state::State::step) on the turn's one
+    /// clock reading, and what to wait for next. Delivery happens as the lock is
+    /// released.
+    fn turn(&mut self, shared: &Shared) -> Turn {
+        let mut st = shared.lock();
+        // A migration asked this driver to stop: at a turn's start nothing is half
+        // done (reads and writes are whole calls), and what is left to write goes
+        // back to the state for the next driver (an inline transmit writes only when the
+        // driver holds nothing, so `unwritten` is empty whenever `out` is not).
+        if st.park.is_some() && (self.shut_down || st.stream.state() != QpState::Rts) {
+            // No longer connected: the request is dropped, and the migration reads
+            // why from the state.
+            st.park = None;
+        }
+        // Not in the middle of a payload read straight into memory either: that holds
+        // the mapping, which does not cross to another process.
+        let can_park =
+            (self.out.is_empty() || st.unwritten.is_empty()) && !st.stream.placing_directly();
+        if let Some(park) = st.park.take_if(|_| can_park) {
+            if !self.out.is_empty() {
+                std::mem::swap(&mut self.out, &mut st.unwritten);
+            }
+            st.tx_busy = !st.unwritten.is_empty();
+            shared.unlock(st);
+            return Turn::Park(park);
+        }
+        let now = Instant::now();
+        st.step(
+            shared.num,
+            &mut self.out,
+            TX_HIGH_WATER,
+            self.shut_down,
+            now.into_std(),
+        );
+        let done = match st.stream.state() {
+            QpState::Error | QpState::Idle => true,
+            QpState::Closing => st.stream.is_drained(),
+            _ => false,
+        };
+        if done && self.out.is_empty() && !self.shut_down {
+            self.shut_down = true;
+            st.io.shutdown_write();
+            self.linger_until = Some(now + LINGER);
+        }
+        // While the application polls the input itself, the driver does not wait
+        // for readability: every message would wake it only to find the input taken.
+        let muted_until = st
+            .polled_at
+            .map(|t| Instant::from_std(t + POLL_MUTE))
+            .filter(|&u| u > now);
+        self.progress.update(st.io.moved(), now);
+        let liveness = (st.stream.state() == QpState::Rts)
+            .then(|| {
+                let busy = !st.rx.is_empty() || !self.out.is_empty() || st.stream.has_outstanding();
+                st.home.timeouts.deadline(self.progress.at, busy)
+            })
+            .flatten();
+        let waits = Waits {
+            deadline: st.stream.poll_timeout(),
+            eof: st.rx_eof,
             muted_until,
-            liveness.map(|(at, _)| at),
+            liveness,
+        };
+        shared.unlock(st);
+        Turn::Wait(waits)
+    }
+
+    /// Waits for the socket, a post's wake-up or a timer, and does the IO it is ready
+    /// for. `Break` when the connection is over: the linger after this side's close ran
+    /// out. A liveness timeout is an error.
+    async fn wait(
+        &mut self,
+        shared: &Shared,
+        sock: &TcpStream,
+        w: &Waits,
+    ) -> io::Result<ControlFlow<()>> {
+        let timer = [
+            w.deadline.map(Instant::from_std),
+            self.linger_until,
+            w.muted_until,
+            w.liveness.map(|(at, _)| at),
         ]
         .into_iter()
         .flatten()
         .min();
         tokio::select! {
-            r = sock.readable(), if !eof && muted_until.is_none() => {
+            r = sock.readable(), if !w.eof && w.muted_until.is_none() => {
                 r?;
                 let mut st = shared.lock();
                 if st.read_input(false)? == Read::Eof {
                     st.rx_eof = true;
                 }
             }
-            w = sock.writable(), if !out.is_empty() => {
-                w?;
+            r = sock.writable(), if !self.out.is_empty() => {
+                r?;
                 let mut st = shared.lock();
                 let n = {
                     let st = &mut *st;
-                    st.io.write(&mut st.stream, &mut out)?
+                    st.io.write(&mut st.stream, &mut self.out)?
                 };
-                st.tx_busy = !out.is_empty();
+                st.tx_busy = !self.out.is_empty();
                 if n > 0 {
                     st.collect(shared.num);
                 }
@@ -205,15 +245,15 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
             () = shared.wake.notified() => {}
             () = sleep_until(timer) => {
                 let now = Instant::now();
-                if linger_until.is_some_and(|l| now >= l) {
-                    return Ok(None);
+                if self.linger_until.is_some_and(|l| now >= l) {
+                    return Ok(ControlFlow::Break(()));
                 }
                 let mut st = shared.lock();
                 // The deadline came from the last turn's state; an application that polls
                 // its input may have moved octets since, and then it has not expired.
-                if let Some((at, why)) = liveness
+                if let Some((at, why)) = w.liveness
                     && now >= at
-                    && st.io.moved() == progress.moved
+                    && st.io.moved() == self.progress.moved
                 {
                     st.end.get_or_insert(super::QpEnd::TimedOut);
                     shared.unlock(st);
@@ -225,6 +265,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
                 shared.unlock(st);
             }
         }
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -135,6 +135,46 @@ impl State {
         }
     }
 
+    /// One turn of the connection, in the one order that is right: requests held for a
+    /// registration that is done are released, the input read so far is processed (with
+    /// the peer's FIN), output is produced into `out` (after what an inline transmit left
+    /// unwritten, and up to `high_water` octets), the timers run at `now`, and the events
+    /// are collected. After `shut_down` (TCP's sending half is closed) output is
+    /// discarded. Returns with `tx_busy` telling whether `out` holds octets.
+    pub(crate) fn step(
+        &mut self,
+        num: QpNum,
+        out: &mut Transmit,
+        high_water: usize,
+        shut_down: bool,
+        now: std::time::Instant,
+    ) {
+        if !self.held.is_empty() {
+            self.release_held();
+        }
+        self.process_input();
+        if self.rx_eof {
+            self.stream.handle_eof(&mut self.rx);
+        }
+        if out.is_empty() && !self.unwritten.is_empty() {
+            std::mem::swap(out, &mut self.unwritten);
+        }
+        if out.len() < high_water {
+            let _ = self
+                .stream
+                .poll_transmit(self.mem.as_mut(), out, high_water);
+        }
+        if shut_down && !out.is_empty() {
+            tracing::debug!(octets = out.len(), "output after close discarded");
+            out.clear();
+        }
+        self.tx_busy = !out.is_empty();
+        // A Delay that reached the head of the send queue starts now (its end is then a
+        // deadline of poll_timeout).
+        self.stream.handle_timeout(now);
+        self.collect(num);
+    }
+
     /// Moves the stream's events into `ready` and records how the connection ended. Call
     /// with the lock held after every call into the stream; the lock's holder then
     /// releases it with [`Shared::unlock`](super::Shared::unlock), which delivers.
