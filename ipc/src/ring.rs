@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use shm::Segment;
 
 use crate::layout::{Field, seg_u32};
-use crate::qpseg::Garbage;
+
+/// Too many entries claimed: the other side wrote an index more than a ring ahead.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Garbage;
 
 /// Where one ring of a segment lives: its two index words and its entries.
 #[derive(Clone, Debug)]

@@ -87,9 +87,7 @@ pub enum Side {
     Daemon,
 }
 
-/// Too many entries claimed: the other side wrote an index more than a ring ahead.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Garbage;
+pub use crate::ring::Garbage;
 
 /// A queue pair's segment, seen from one side.
 #[derive(Debug)]

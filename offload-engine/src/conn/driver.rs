@@ -15,11 +15,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::handle::Shared;
+use super::inline_tx::TX_HIGH_WATER;
 use super::io::Read;
-use super::migrate::ParkRequest;
+use super::state::ParkRequest;
 
-/// Octets queued for the socket before the driver stops asking the stream for more.
-pub(crate) const TX_HIGH_WATER: usize = 256 * 1024;
 /// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
 /// driver leaves reading to it. If it stops polling, the driver reads again after this.
 const POLL_MUTE: Duration = Duration::from_millis(1);

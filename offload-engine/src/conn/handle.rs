@@ -335,7 +335,7 @@ impl Qp {
             || st.rx_eof
             || st.stream.state() != QpState::Rts
             || if lone {
-                super::inline_tx::transmit(&mut st, super::driver::TX_HIGH_WATER)
+                super::inline_tx::transmit(&mut st, super::inline_tx::TX_HIGH_WATER)
             } else {
                 st.stream.wants_transmit()
             };

@@ -18,6 +18,9 @@ use super::state::State;
 /// CRC sent inline ran at half the rate).
 pub(crate) const INLINE_MAX_PAYLOAD: u32 = 16 * 1024;
 
+/// Octets queued for the socket before the driver stops asking the stream for more.
+pub(crate) const TX_HIGH_WATER: usize = 256 * 1024;
+
 /// The most one inline transmit produces and writes on the caller's thread; the driver does the rest.
 pub(crate) const INLINE_MAX: usize = 64 * 1024;
 

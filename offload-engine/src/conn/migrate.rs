@@ -17,11 +17,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::handle::Shared;
-use super::state::Home;
-
-/// A migration's request that the driver park, and where the driver answers.
-#[derive(Debug)]
-pub(crate) struct ParkRequest(oneshot::Sender<Arc<TcpStream>>);
+use super::state::{Home, ParkRequest};
 
 /// Why a queue pair could not be parked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -62,7 +62,7 @@ pub(crate) struct State {
     /// memory (no push, no inline write, no busy poll), and the driver parks.
     pub(crate) migrating: bool,
     /// Where the driver hands its socket over when it parks (see `migrate`).
-    pub(crate) park: Option<super::migrate::ParkRequest>,
+    pub(crate) park: Option<ParkRequest>,
     /// Send requests waiting for queued registrations (see `held`).
     pub(crate) held: std::collections::VecDeque<rdmap::SendWr>,
     /// The send queue's depth, which held requests count against.
@@ -224,6 +224,10 @@ impl State {
         }
     }
 }
+
+/// A migration's request that the driver park, and where the driver answers.
+#[derive(Debug)]
+pub(crate) struct ParkRequest(pub(crate) tokio::sync::oneshot::Sender<Arc<tokio::net::TcpStream>>);
 
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
