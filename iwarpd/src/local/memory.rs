@@ -52,34 +52,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             access,
             va,
             len,
-        } => {
-            if !s.objs().reserved.remove(&stag) {
-                return not_found("reserved STag", stag);
-            }
-            // The reservation's entry becomes the region's (counted once).
-            s.objs().mrs.remove(&STag::from_u32(stag).index());
-            let access = Access::from_bits_truncate(access as u8);
-            let base = va.map_or(Base::ZeroBased, Base::Va);
-            let reply = region(s, pd, len, fd, |pd, storage| {
-                let stag = STag::from_u32(stag);
-                tpt.register_reserved(stag, pd, storage, base, access)
-                    .map(|()| stag)
-            });
-            if matches!(reply, Reply::Error { .. }) {
-                // Refused: the reservation goes, and the requests held on it fail.
-                let stag = STag::from_u32(stag);
-                s.objs().mrs.remove(&stag.index());
-                let _ = tpt.deregister(stag);
-            }
-            // Requests of the domain's queue pairs held on it go on (or fail).
-            if let Some(pd) = s.objs().pd(pd) {
-                s.engine.wake_domain(pd);
-            }
-            match reply {
-                Reply::Id(_) => Reply::Done,
-                other => other,
-            }
-        }
+        } => register_reserved(s, stag, pd, (access, va, len), fd),
         Request::AllocFastRegMr { pd, len } => region(s, pd, len, fd, |pd, storage| {
             tpt.alloc_fast_reg_region(pd, storage)
         }),
@@ -134,23 +107,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             len,
             access,
             one_touch,
-        } => {
-            let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
-            {
-                let o = s.objs();
-                if !o.mws.contains(&mw.index()) {
-                    return not_found("memory window", mw.to_u32());
-                }
-                if !o.mrs.contains_key(&mr.index()) {
-                    return not_found("region", mr.to_u32());
-                }
-            }
-            let access = Access::from_bits_truncate(access as u8);
-            match tpt.bind_mw(mw, mr, to, len, access, one_touch, None) {
-                Ok(stag) => Reply::Id(stag.to_u32()),
-                Err(e) => refused(e),
-            }
-        }
+        } => bind_mw(s, (mw, mr), to, len, access, one_touch),
         Request::Invalidate { stag } => {
             let stag = STag::from_u32(stag);
             let owned = {
@@ -166,6 +123,75 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             }
         }
         _ => err(error::MALFORMED, "not a memory request"),
+    }
+}
+
+/// `RegMrAt`: registers the memory file `fd` under the client's reserved STag `stag`, as
+/// a region of `pd` with the client's `(access, va, len)`. Refused, the reservation goes
+/// too; either way, requests of the domain's queue pairs held on it go on (or fail).
+fn register_reserved(
+    s: &Session,
+    stag: u32,
+    pd: u32,
+    (access, va, len): (u32, Option<u64>, u64),
+    fd: Option<OwnedFd>,
+) -> Reply {
+    let tpt = s.engine.tpt();
+    if !s.objs().reserved.remove(&stag) {
+        return not_found("reserved STag", stag);
+    }
+    // The reservation's entry becomes the region's (counted once).
+    s.objs().mrs.remove(&STag::from_u32(stag).index());
+    let access = Access::from_bits_truncate(access as u8);
+    let base = va.map_or(Base::ZeroBased, Base::Va);
+    let reply = region(s, pd, len, fd, |pd, storage| {
+        let stag = STag::from_u32(stag);
+        tpt.register_reserved(stag, pd, storage, base, access)
+            .map(|()| stag)
+    });
+    if matches!(reply, Reply::Error { .. }) {
+        // Refused: the reservation goes, and the requests held on it fail.
+        let stag = STag::from_u32(stag);
+        s.objs().mrs.remove(&stag.index());
+        let _ = tpt.deregister(stag);
+    }
+    // Requests of the domain's queue pairs held on it go on (or fail).
+    if let Some(pd) = s.objs().pd(pd) {
+        s.engine.wake_domain(pd);
+    }
+    match reply {
+        Reply::Id(_) => Reply::Done,
+        other => other,
+    }
+}
+
+/// `BindMw`: binds the client's window `mw` to `len` octets at `to` of its region `mr`.
+fn bind_mw(
+    s: &Session,
+    (mw, mr): (u32, u32),
+    to: u64,
+    len: u64,
+    access: u32,
+    one_touch: bool,
+) -> Reply {
+    let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
+    {
+        let o = s.objs();
+        if !o.mws.contains(&mw.index()) {
+            return not_found("memory window", mw.to_u32());
+        }
+        if !o.mrs.contains_key(&mr.index()) {
+            return not_found("region", mr.to_u32());
+        }
+    }
+    let access = Access::from_bits_truncate(access as u8);
+    match s
+        .engine
+        .tpt()
+        .bind_mw(mw, mr, to, len, access, one_touch, None)
+    {
+        Ok(stag) => Reply::Id(stag.to_u32()),
+        Err(e) => err(error::REFUSED, e.to_string()),
     }
 }
 
