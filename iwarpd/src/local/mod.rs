@@ -7,7 +7,7 @@
 //!   (`memory.rs`: the client's memory files, mapped here), shared receive queues,
 //!   listeners, connection requests and queue pairs. Every id a request names is checked
 //!   against the client's own objects, so a client reaches only its own domains' memory.
-//! - Each connected queue pair gets a servant (`servant.rs`): the task that moves work
+//! - Each connected queue pair gets a servant (`servant/`): the task that moves work
 //!   requests from the client's rings into the engine and completions back (push-push:
 //!   completions and received payloads land in the client's memory without the client
 //!   asking). Before the send queue it scans its domain's push region (seed 000; the
