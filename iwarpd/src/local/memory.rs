@@ -1,5 +1,6 @@
-//! A local client's memory requests: regions (the client's memory files, mapped here),
-//! fast-registration regions and memory windows. Every STag a request names must be one
+//! A local client's memory requests: protection domains (each with its push region),
+//! regions (the client's memory files, mapped here), fast-registration regions and memory
+//! windows. Every STag a request names must be one
 //! of the client's own (by index: fast registration and binds move instances; the table
 //! checks the instance), and every domain one of its own.
 
@@ -7,13 +8,74 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use ipc::control::{Reply, Request, error};
+use ipc::push::PushRegion;
 use rdmap::{Access, STag};
 
 use super::admit;
-use super::session::{Session, err, not_found};
+use super::replies::{err, not_found};
+use super::session::{ClientPd, Session};
 use super::users::Usage;
+use offload_engine::push_share::PdPush;
 use offload_engine::tpt::{Base, MwType, PdId, TptError};
 use shm::Region;
+
+/// `AllocPd`: a protection domain, with its push region (whose memory file goes with the
+/// reply).
+pub(super) fn alloc_pd(s: &Session) -> (Reply, Vec<OwnedFd>) {
+    let need = Usage {
+        files: 1,
+        ..Usage::default()
+    };
+    if let Some(r) = admit::check(s, need) {
+        return (r, Vec::new());
+    }
+    // The domain's push region: its own memory file, handed to this client only.
+    let created = PushRegion::create(s.device.limits.push.slots)
+        .and_then(|r| Ok((r.fd().try_clone_to_owned()?, r)));
+    let (fd, region) = match created {
+        Ok(got) => got,
+        Err(e) => {
+            let r = err(error::REFUSED, format!("no push region: {e}"));
+            return (r, Vec::new());
+        }
+    };
+    let push_slots = region.slots();
+    let engine = s.engine.alloc_pd();
+    let pd = {
+        let mut o = s.objs();
+        let pd = o.id();
+        let push = Arc::new(PdPush::new(region));
+        o.pds.insert(pd, ClientPd { engine, push });
+        pd
+    };
+    (Reply::Pd { pd, push_slots }, vec![fd])
+}
+
+/// `DeallocPd`: frees the client's domain `pd`; if the memory table refuses, the client
+/// keeps it.
+pub(super) fn dealloc_pd(s: &Session, pd: u32) -> Reply {
+    let gone = s.objs().pds.remove(&pd);
+    match gone {
+        None => not_found("protection domain", pd),
+        Some(gone) => match s.engine.tpt().dealloc_pd(gone.engine) {
+            Ok(()) => Reply::Done,
+            Err(e) => {
+                s.objs().pds.insert(pd, gone);
+                err(error::REFUSED, e.to_string())
+            }
+        },
+    }
+}
+
+/// Waits the engine's registration delay, if it has one, before a registration at a
+/// reserved STag.
+pub(super) async fn registration_delay(s: &Session) {
+    // The engine's registration delay stands for a slower control path here too.
+    let delay = s.engine.config().registration_delay;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+}
 
 /// Answers a memory request (`fd`: the memory file that came with it, if any).
 pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {

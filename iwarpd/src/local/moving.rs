@@ -33,9 +33,11 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Device;
+use super::channel::{self, Membership};
+use super::queue_pairs::on_end;
 use super::recvs::{ClientSrq, QpRecvs, Taken};
 use super::servant::{self, Frozen, Prepared, ServantImage};
-use super::session::{self, ClientListener, ClientPd, Objects, Out, Session};
+use super::session::{ClientListener, ClientPd, Objects, Out, Session};
 use offload_engine::push_share::PdPush;
 use offload_engine::{Engine, ExportedPd, ImportQueues, StagedPd};
 
@@ -614,7 +616,7 @@ impl StagedSession {
                     pd: o.pds[&r.pd].push.clone(),
                     share: device.share.clone(),
                 };
-                let ended = session::on_end(&s, r.id);
+                let ended = on_end(&s, r.id);
                 let sv = r
                     .prep
                     .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
@@ -633,7 +635,7 @@ impl StagedSession {
             uid = s.uid,
             "a local application's session moved in"
         );
-        let member = session::Membership { serial, go: None };
-        session::serve(s, control, writer, member)
+        let member = Membership { serial, go: None };
+        channel::serve(s, control, writer, member)
     }
 }
