@@ -313,6 +313,63 @@ fn known_keys() -> String {
     KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
+/// One setting as written: its key (canonical), its value and where it came from, with
+/// the value's conversions, each refusing what is out of range in the key's own words.
+struct Setting<'a> {
+    key: &'a str,
+    value: &'a str,
+    /// `FILE line N` or `--flag`, for errors.
+    origin: &'a str,
+}
+
+impl Setting<'_> {
+    /// An error about this setting.
+    fn err(&self, message: String) -> ConfigError {
+        ConfigError {
+            origin: self.origin.to_owned(),
+            message,
+        }
+    }
+
+    /// The value as a size from 1 to `max` octets.
+    fn size(&self, max: u64) -> Result<u64, ConfigError> {
+        let (key, value) = (self.key, self.value);
+        parse_size(value)
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                self.err(format!(
+                    "`{key} = {value}`: expected a size from 1 to {max} octets, as a number \
+                     with an optional K, M or G suffix (for example `{key} = 64K`)"
+                ))
+            })
+    }
+
+    /// The value as a whole number from `min` to `max`.
+    fn number(&self, min: u64, max: u64) -> Result<u64, ConfigError> {
+        let (key, value) = (self.key, self.value);
+        value
+            .replace('_', "")
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                self.err(format!(
+                    "`{key} = {value}`: expected a whole number from {min} to {max}"
+                ))
+            })
+    }
+
+    /// The value as true or false.
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        let (key, value) = (self.key, self.value);
+        parse_bool(value).ok_or_else(|| {
+            self.err(format!(
+                "`{key} = {value}`: expected true or false (yes/no, on/off, 1/0 work too)"
+            ))
+        })
+    }
+}
+
 /// How a config file was written.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -425,83 +482,63 @@ impl Config {
     /// Applies one setting. `origin` names where it came from in errors.
     pub(crate) fn set(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
         let key = canonical_key(key);
-        let err = |message: String| ConfigError {
-            origin: origin.to_owned(),
-            message,
+        let v = Setting {
+            key: &key,
+            value,
+            origin,
         };
         if value.is_empty() {
-            return Err(err(format!(
+            return Err(v.err(format!(
                 "`{key}` has no value: write `{key} = VALUE` ({})",
                 describe(&key).unwrap_or("see the documentation")
             )));
         }
-        let size = |max: u64| {
-            parse_size(value)
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    err(format!(
-                        "`{key} = {value}`: expected a size from 1 to {max} octets, as a number \
-                         with an optional K, M or G suffix (for example `{key} = 64K`)"
-                    ))
-                })
-        };
-        let number = |min: u64, max: u64| {
-            value
-                .replace('_', "")
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| {
-                    err(format!(
-                        "`{key} = {value}`: expected a whole number from {min} to {max}"
-                    ))
-                })
-        };
-        let boolean = || {
-            parse_bool(value).ok_or_else(|| {
-                err(format!(
-                    "`{key} = {value}`: expected true or false (yes/no, on/off, 1/0 work too)"
-                ))
-            })
-        };
-        // The conversions below cannot fail: every value was range-checked above.
-        match key.as_str() {
+        self.apply(&v)
+    }
+
+    /// Applies the setting `v` (its key canonical, its value not empty).
+    fn apply(&mut self, v: &Setting<'_>) -> Result<(), ConfigError> {
+        let (key, value) = (v.key, v.value);
+        // The conversions below cannot fail: `Setting` range-checks every value.
+        match key {
             "listen" => {
                 self.listen = Some(value.parse().map_err(|_| {
-                    err(format!(
+                    v.err(format!(
                         "`listen = {value}`: expected IP:PORT, for example `0.0.0.0:4791` or \
                          `[::]:4791` (use port 0 to let the system pick one)"
                     ))
                 })?);
             }
-            "buffer_size" => self.buffer_size = size(MAX_BUFFER)? as u32,
-            "recv_size" => self.recv_size = size(MAX_RECV)? as u32,
-            "recv_depth" => self.recv_depth = number(1, 4096)? as u32,
-            "max_qps" => self.max_qps = number(1, 1 << 20)? as usize,
-            "max_qps_per_address" => self.max_qps_per_address = number(1, 1 << 20)? as usize,
+            "buffer_size" => self.buffer_size = v.size(MAX_BUFFER)? as u32,
+            "recv_size" => self.recv_size = v.size(MAX_RECV)? as u32,
+            "recv_depth" => self.recv_depth = v.number(1, 4096)? as u32,
+            "max_qps" => self.max_qps = v.number(1, 1 << 20)? as usize,
+            "max_qps_per_address" => self.max_qps_per_address = v.number(1, 1 << 20)? as usize,
             "max_pending_handshakes" => {
-                self.max_pending_handshakes = number(1, 1 << 20)? as usize;
+                self.max_pending_handshakes = v.number(1, 1 << 20)? as usize;
             }
             "max_pending_per_address" => {
-                self.max_pending_per_address = number(1, 1 << 20)? as usize;
+                self.max_pending_per_address = v.number(1, 1 << 20)? as usize;
             }
-            "idle_timeout" => self.idle_timeout = seconds(number(0, 1 << 20)?),
-            "stall_timeout" => self.stall_timeout = seconds(number(0, 1 << 20)?),
-            "keepalive" => self.keepalive = seconds(number(0, 1 << 20)?),
-            "crc" => self.crc = boolean()?,
-            "markers" => self.markers = boolean()?,
-            "large_fpdus" => self.large_fpdus = boolean()?,
-            "extensions" => self.extensions = mpa::Extensions::parse_list(value).map_err(err)?,
-            "p2p" => self.p2p = boolean()?,
-            "mpa_revision" => self.mpa_revision = number(1, 2)? as u8,
-            "ird" => self.ird = number(0, MAX_IRD_ORD)? as u16,
-            "ord" => self.ord = number(0, MAX_IRD_ORD)? as u16,
+            "idle_timeout" => self.idle_timeout = seconds(v.number(0, 1 << 20)?),
+            "stall_timeout" => self.stall_timeout = seconds(v.number(0, 1 << 20)?),
+            "keepalive" => self.keepalive = seconds(v.number(0, 1 << 20)?),
+            "crc" => self.crc = v.boolean()?,
+            "markers" => self.markers = v.boolean()?,
+            "large_fpdus" => self.large_fpdus = v.boolean()?,
+            "extensions" => {
+                self.extensions = mpa::Extensions::parse_list(value).map_err(|e| v.err(e))?
+            }
+            "p2p" => self.p2p = v.boolean()?,
+            "mpa_revision" => self.mpa_revision = v.number(1, 2)? as u8,
+            "ird" => self.ird = v.number(0, MAX_IRD_ORD)? as u16,
+            "ord" => self.ord = v.number(0, MAX_IRD_ORD)? as u16,
             "connect_timeout" => {
-                self.connect_timeout = Duration::from_secs(number(1, 3600)?);
+                self.connect_timeout = Duration::from_secs(v.number(1, 3600)?);
             }
             "log" => {
                 EnvFilter::try_new(value).map_err(|e| {
-                    err(format!(
+                    v.err(format!(
                         "`log = {value}` is not a log filter ({e}): write a level such as \
                          `info` or `debug`, or `target=level` pairs separated by commas"
                     ))
@@ -515,28 +552,28 @@ impl Config {
                 self.metrics = match value {
                     "off" | "none" | "false" => None,
                     addr => Some(addr.parse().map_err(|_| {
-                        err(format!(
+                        v.err(format!(
                             "`metrics = {addr}`: expected an address and port to serve the \
                              metrics on, for example `metrics = 127.0.0.1:9464`, or `off`"
                         ))
                     })?),
                 }
             }
-            "local_threads" => self.local_threads = number(1, 256)? as usize,
-            "max_local_clients" => self.max_local_clients = number(1, 65536)? as usize,
+            "local_threads" => self.local_threads = v.number(1, 256)? as usize,
+            "max_local_clients" => self.max_local_clients = v.number(1, 65536)? as usize,
             "max_local_clients_per_user" => {
-                self.max_local_clients_per_user = number(1, 65536)? as usize;
+                self.max_local_clients_per_user = v.number(1, 65536)? as usize;
             }
-            "max_local_qps" => self.max_local_qps = number(1, 1 << 20)? as usize,
+            "max_local_qps" => self.max_local_qps = v.number(1, 1 << 20)? as usize,
             "max_local_mrs" => {
-                self.max_local_mrs = number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
+                self.max_local_mrs = v.number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
             }
             "max_local_mrs_total" => {
-                self.max_local_mrs_total = number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
+                self.max_local_mrs_total = v.number(1, u64::from(rdmap::STag::MAX_INDEX))? as usize;
             }
-            "max_registered" => self.max_registered = size(u64::MAX)?,
+            "max_registered" => self.max_registered = v.size(u64::MAX)?,
             "max_queue_depth" => {
-                self.max_queue_depth = number(1, u64::from(ipc::qpseg::MAX_DEPTH))? as u32;
+                self.max_queue_depth = v.number(1, u64::from(ipc::qpseg::MAX_DEPTH))? as u32;
             }
             "control" => {
                 self.control = match value {
@@ -546,10 +583,10 @@ impl Config {
                 }
             }
             _ => {
-                let guess = crate::suggest::nearest(&key, KEYS.iter().map(|(k, _)| *k))
+                let guess = crate::suggest::nearest(key, KEYS.iter().map(|(k, _)| *k))
                     .map(|k| format!(" did you mean `{k}`?"))
                     .unwrap_or_default();
-                return Err(err(format!(
+                return Err(v.err(format!(
                     "unknown setting `{key}`;{guess} the known ones are: {}",
                     known_keys()
                 )));

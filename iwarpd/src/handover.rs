@@ -51,7 +51,8 @@ use std::sync::Arc;
 use offload_engine::Engine;
 use tokio::sync::oneshot;
 
-use crate::serve::{LocalGuard, MoveRequest, Moving, Resumed, StagedConn, stage_conn};
+use crate::remote_memory::{MoveRequest, Moving, Resumed, StagedConn, stage_conn};
+use crate::serve::LocalGuard;
 use iwarpd::local::SessionMover;
 
 use rustix::net::{

@@ -31,6 +31,7 @@ mod metrics;
 mod out;
 mod proto;
 mod qps;
+mod remote_memory;
 mod serve;
 mod stat;
 mod suggest;

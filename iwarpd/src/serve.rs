@@ -1,37 +1,19 @@
 //! The daemon: one engine, an accept loop, the remote-memory target service per
-//! connection, and a clean shutdown on SIGINT/SIGTERM.
+//! connection (`remote_memory.rs`), the local service, and a clean shutdown on
+//! SIGINT/SIGTERM or a handover to a successor.
 
-use std::collections::VecDeque;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use iwarpd::local::{LocalConfig, LocalService};
-use offload_engine::tpt::{Base, PdId};
-use offload_engine::{
-    CaptureTap, Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots,
-    Srq, Wc,
-};
-use rdmap::{
-    Access, Completion, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr,
-    Sge, WcOpcode, WcStatus,
-};
-use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinSet;
+use offload_engine::{CaptureTap, Engine, Listener};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
 
 use crate::config::{Config, Control};
 use crate::handover;
-use crate::proto::ServiceInfo;
-
-/// Rights of a connection's region: everything a remote-memory target offers.
-const TARGET_RIGHTS: Access = Access::LOCAL_READ
-    .union(Access::LOCAL_WRITE)
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_WRITE);
-
-/// Warnings about rejected connections: a few per 10 s, then a count.
-static REJECTED: LogLimit = LogLimit::new(5, Duration::from_secs(10));
+use crate::remote_memory::{BUILT_IN_SERVICE, Resumed, Served};
 
 /// What to do when no listen address was given.
 pub(crate) const NO_LISTEN: &str = "no listen address: pass --listen IP:PORT (e.g. --listen \
@@ -146,10 +128,6 @@ impl LocalGuard {
     }
 }
 
-/// The built-in remote-memory service's name in the metrics (`service` label) and in
-/// `iwarpd stat`.
-pub(crate) const BUILT_IN_SERVICE: &str = "remote_memory";
-
 /// `metrics = ADDR`: serves the counters of the remote-memory service (`engine`) and of
 /// the local applications (`local`) at ADDR/metrics.
 async fn serve_metrics(
@@ -241,10 +219,114 @@ pub(crate) async fn run(
     given: &[(String, String)],
     set_log: &dyn Fn(&str),
 ) -> Result<(), String> {
-    let mut sigterm =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
-    let mut sigint =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot catch SIGINT: {e}"))?;
+    let signals = Signals::catch()?;
+    let Started {
+        cfg,
+        engine,
+        listener,
+        resumed,
+        local,
+        predecessor,
+    } = start(cfg, given, set_log).await?;
+    // `iwarpd stat` (asked on the control socket) shows the built-in service too, with
+    // the numbers the metrics endpoint shows for it.
+    if let Some(service) = local.as_ref().and_then(LocalGuard::service) {
+        service.list_service(BUILT_IN_SERVICE, engine.clone());
+    }
+    let addr = listener.local_addr();
+    let cfg = Arc::new(cfg);
+    let (stop, stop_rx) = watch::channel(false);
+    let mut served = Served::new(&cfg);
+    let taken_over = resumed.len();
+    served.resume(resumed, &stop_rx);
+    // The daemon before holds the handover path and the metrics port until it closes
+    // the link.
+    if let Some(link) = predecessor {
+        handover::await_release(link).await;
+    }
+    let mut daemon = Daemon {
+        served,
+        stop_rx,
+        stop,
+        cfg,
+        local,
+        engine,
+        signals,
+    };
+    let metrics = match daemon.cfg.metrics {
+        Some(addr) => Some(serve_metrics(addr, &daemon.engine, daemon.local.as_ref()).await?),
+        None => None,
+    };
+    let mut handovers = match &daemon.cfg.handover {
+        Some(path) => Some(handover::Offer::bind(path)?),
+        None => None,
+    };
+    announce(&daemon.cfg, addr, taken_over);
+    let (why, successor) = daemon.accept_loop(&listener, &mut handovers).await?;
+    drop(handovers);
+    // Closed before the successor is told it may bind the port.
+    if let Some(metrics) = metrics {
+        metrics.close().await;
+    }
+    if let Some((link, sessions_moved)) = successor {
+        drop(link);
+        daemon.serve_what_stayed(sessions_moved).await;
+    }
+    // Stop accepting, then disconnect every queue pair and let posted work finish or flush.
+    drop(listener);
+    daemon.shut_down(why).await
+}
+
+/// SIGTERM and SIGINT, caught.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    /// Catches both (from now on they no longer end the process at once).
+    fn catch() -> Result<Self, String> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())
+                .map_err(|e| format!("cannot catch SIGTERM: {e}"))?,
+            int: signal(SignalKind::interrupt())
+                .map_err(|e| format!("cannot catch SIGINT: {e}"))?,
+        })
+    }
+
+    /// The next of them to arrive, by name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// What the daemon serves with, once it started: its settings (a successor's include
+/// those it took over), the engine of the remote-memory service, the listening socket, and
+/// what a successor took over.
+struct Started {
+    cfg: Config,
+    engine: Engine,
+    listener: Listener,
+    /// Connections of the daemon before, to serve on.
+    resumed: Vec<Resumed>,
+    /// The local service, if it serves local applications.
+    local: Option<LocalGuard>,
+    /// The link to the daemon before, which closes once it let go of what this daemon
+    /// binds next.
+    predecessor: Option<UnixStream>,
+}
+
+/// Makes the engine and starts listening and the local service; a successor (`take_over`)
+/// takes the settings, the listening socket, the control socket and the connections and
+/// sessions of the daemon before instead.
+async fn start(
+    cfg: Config,
+    given: &[(String, String)],
+    set_log: &dyn Fn(&str),
+) -> Result<Started, String> {
     // A successor takes the listening socket and the settings of the daemon before first:
     // its engines run with the settings it was not given itself.
     let (cfg, prelude) = match cfg.take_over.clone() {
@@ -262,7 +344,7 @@ pub(crate) async fn run(
     let tap = cfg.capture(prelude.is_some())?;
     let engine = Engine::new(cfg.engine_with(tap.clone()));
     // A successor takes the connections of the daemon before.
-    let (listener, resumed, local_service, predecessor) = match prelude {
+    let (listener, resumed, local, predecessor) = match prelude {
         Some(prelude) => {
             let t = prelude
                 .finish(&engine, |control| serve_local(&cfg, control, tap.clone()))
@@ -284,53 +366,23 @@ pub(crate) async fn run(
             )
         }
     };
-    let mut local_service = local_service;
-    // `iwarpd stat` (asked on the control socket) shows the built-in service too, with
-    // the numbers the metrics endpoint shows for it.
-    if let Some(service) = local_service.as_ref().and_then(LocalGuard::service) {
-        service.list_service(BUILT_IN_SERVICE, engine.clone());
-    }
-    let local = listener.local_addr();
-    let cfg = Arc::new(cfg);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut served = Served {
-        places: Slots::new(cfg.max_qps, cfg.max_qps_per_address),
-        conns: JoinSet::new(),
-        movers: Vec::new(),
-        count: 0,
-    };
-    let taken_over = resumed.len();
-    for r in resumed {
-        let slot = served.places.enter(r.peer().ip()).ok();
-        let (tx, rx) = mpsc::channel(1);
-        served.movers.push(tx);
-        let stop = stop_rx.clone();
-        served.conns.spawn(async move {
-            let peer = r.peer();
-            if let Err(e) = r.run(stop, rx).await {
-                tracing::warn!(%peer, error = %e, "connection failed");
-            }
-            drop(slot);
-        });
-    }
-    // The daemon before holds the handover path and the metrics port until it closes
-    // the link.
-    if let Some(link) = predecessor {
-        handover::await_release(link).await;
-    }
-    let metrics = match cfg.metrics {
-        Some(addr) => Some(serve_metrics(addr, &engine, local_service.as_ref()).await?),
-        None => None,
-    };
-    let mut handovers = match &cfg.handover {
-        Some(path) => Some(handover::Offer::bind(path)?),
-        None => None,
-    };
-    // The one line on stdout, once everything serves: scripts and tests read the bound
-    // address from it.
-    crate::out::line(&format!("listening on {local}"));
+    Ok(Started {
+        cfg,
+        engine,
+        listener,
+        resumed,
+        local,
+        predecessor,
+    })
+}
+
+/// Says the daemon serves (listening on `addr`, with `taken_over` connections of the
+/// daemon before): the one line on stdout, which scripts and tests read the bound address
+/// from, and the settings in the log.
+fn announce(cfg: &Config, addr: std::net::SocketAddr, taken_over: usize) {
+    crate::out::line(&format!("listening on {addr}"));
     tracing::info!(
-        addr = %local,
+        addr = %addr,
         buffer_size = cfg.buffer_size,
         recv_depth = cfg.recv_depth,
         recv_size = cfg.recv_size,
@@ -344,696 +396,167 @@ pub(crate) async fn run(
         taken_over,
         "iwarpd listening"
     );
+}
 
-    // The link to a successor: closed once this daemon let go of what it binds next.
-    let mut successor = None;
-    let why = loop {
-        tokio::select! {
-            inc = listener.accept() => {
-                let inc = inc.map_err(|e| format!("the listener failed: {e}"))?;
-                served.admit(inc, &engine, &cfg, &stop_rx);
-            }
-            Some(done) = served.conns.join_next() => {
-                if let Err(e) = done {
-                    tracing::error!(error = %e, "connection task panicked");
-                }
-            }
-            Some(sock) = async { handovers.as_mut()?.next().await } => {
-                let control = local_service.as_ref().and_then(LocalGuard::socket);
-                let settings = crate::inherit::encode(&cfg);
-                let moving = match handover::Handover::begin(sock, &listener, control, settings).await {
-                    Ok(h) => {
-                        // The successor accepts local applications from now on.
-                        if let Some(local) = local_service.as_mut() {
-                            local.handed_over();
-                        }
-                        // Requests whose MPA Request was still arriving are answered here
-                        // and move with the rest.
-                        let drained = tokio::time::timeout(handover::DRAIN, async {
-                            while let Ok(inc) = listener.accept().await {
-                                served.admit(inc, &engine, &cfg, &stop_rx);
-                            }
-                        });
-                        let _ = drained.await;
-                        served.movers.retain(|m| !m.is_closed());
-                        let sessions = local_service
-                            .as_ref()
-                            .and_then(LocalGuard::service)
-                            .map(LocalService::sessions)
-                            .unwrap_or_default();
-                        h.finish(&served.movers, sessions).await
-                    }
-                    Err(e) => Err(e),
-                };
-                match moving {
-                    Ok((moved, sock)) => {
-                        tracing::info!(
-                            connections = moved.connections,
-                            sessions = moved.sessions,
-                            "handed over to a successor"
-                        );
-                        successor = Some((sock, moved.sessions as u32));
-                        break "handover";
-                    }
-                    Err(e) => {
-                        // The successor went away: what it was handed is taken back.
-                        listener.resume_accepting();
-                        if let Some(local) = local_service.as_mut() {
-                            local.taken_back();
-                        }
-                        tracing::warn!(error = %e, "handover failed: serving on");
-                    }
-                }
-            }
-            _ = sigterm.recv() => break "SIGTERM",
-            _ = sigint.recv() => break "SIGINT",
-        }
-    };
-    drop(handovers);
-    // Closed before the successor is told it may bind the port.
-    if let Some(metrics) = metrics {
-        metrics.close().await;
+/// The daemon serving: what the steps of [`run`] after the start share. (Fields drop in
+/// this order.)
+struct Daemon {
+    /// The connections of the remote-memory service.
+    served: Served,
+    /// What each connection's task watches for the shutdown.
+    stop_rx: watch::Receiver<bool>,
+    /// Set at the shutdown: every connection's task disconnects its queue pair.
+    stop: watch::Sender<bool>,
+    cfg: Arc<Config>,
+    local: Option<LocalGuard>,
+    /// The remote-memory service's engine.
+    engine: Engine,
+    signals: Signals,
+}
+
+impl Daemon {
+    /// Applications attached now.
+    fn clients(&self) -> u32 {
+        self.local.as_ref().map_or(0, LocalGuard::clients)
     }
-    if let Some((link, sessions_moved)) = successor {
-        drop(link);
+
+    /// Accepts connections on `listener` and successors on `handovers` until a signal, or
+    /// until everything was handed to a successor. Returns why it stopped, and after a
+    /// handover the link to the successor (closed once this daemon let go of what it binds
+    /// next) with the number of sessions that moved.
+    async fn accept_loop(
+        &mut self,
+        listener: &Listener,
+        handovers: &mut Option<handover::Offer>,
+    ) -> Result<(&'static str, Option<(UnixStream, u32)>), String> {
+        loop {
+            tokio::select! {
+                inc = listener.accept() => {
+                    let inc = inc.map_err(|e| format!("the listener failed: {e}"))?;
+                    self.served.admit(inc, &self.engine, &self.cfg, &self.stop_rx);
+                }
+                Some(done) = self.served.join_next() => {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "connection task panicked");
+                    }
+                }
+                Some(sock) = async { handovers.as_mut()?.next().await } => {
+                    if let Some(successor) = self.hand_over(sock, listener).await {
+                        return Ok(("handover", Some(successor)));
+                    }
+                }
+                why = self.signals.next() => return Ok((why, None)),
+            }
+        }
+    }
+
+    /// Hands the listening socket, the control socket, every connection and every session
+    /// that can move to the successor on `sock`. Returns the link to it and the number of
+    /// sessions that moved; `None` if it went away (what it was handed is taken back, and
+    /// this daemon serves on).
+    async fn hand_over(
+        &mut self,
+        sock: UnixStream,
+        listener: &Listener,
+    ) -> Option<(UnixStream, u32)> {
+        let control = self.local.as_ref().and_then(LocalGuard::socket);
+        let settings = crate::inherit::encode(&self.cfg);
+        let moving = match handover::Handover::begin(sock, listener, control, settings).await {
+            Ok(h) => {
+                // The successor accepts local applications from now on.
+                if let Some(local) = self.local.as_mut() {
+                    local.handed_over();
+                }
+                // Requests whose MPA Request was still arriving are answered here
+                // and move with the rest.
+                let drained = tokio::time::timeout(handover::DRAIN, async {
+                    while let Ok(inc) = listener.accept().await {
+                        self.served
+                            .admit(inc, &self.engine, &self.cfg, &self.stop_rx);
+                    }
+                });
+                let _ = drained.await;
+                let sessions = self
+                    .local
+                    .as_ref()
+                    .and_then(LocalGuard::service)
+                    .map(LocalService::sessions)
+                    .unwrap_or_default();
+                h.finish(self.served.movers(), sessions).await
+            }
+            Err(e) => Err(e),
+        };
+        match moving {
+            Ok((moved, sock)) => {
+                tracing::info!(
+                    connections = moved.connections,
+                    sessions = moved.sessions,
+                    "handed over to a successor"
+                );
+                Some((sock, moved.sessions as u32))
+            }
+            Err(e) => {
+                // The successor went away: what it was handed is taken back.
+                listener.resume_accepting();
+                if let Some(local) = self.local.as_mut() {
+                    local.taken_back();
+                }
+                tracing::warn!(error = %e, "handover failed: serving on");
+                None
+            }
+        }
+    }
+
+    /// After a handover, once the successor was let go: serves what stayed here until it
+    /// ends, or until a signal (`sessions_moved`: how many sessions went to the
+    /// successor).
+    async fn serve_what_stayed(&mut self, sessions_moved: u32) {
         // What did not move stays here and is served until it ends: local applications
         // whose sessions were between states or that the successor refused, and any
         // connection the successor refused (new applications attach to the successor).
         // SIGTERM ends it at once.
-        let clients = |local: &Option<LocalGuard>| local.as_ref().map_or(0, LocalGuard::clients);
         // Sessions that moved end here a moment later.
-        let stayed = clients(&local_service).saturating_sub(sessions_moved);
-        if stayed > 0 || !served.conns.is_empty() {
+        let stayed = self.clients().saturating_sub(sessions_moved);
+        if stayed > 0 || !self.served.is_empty() {
             tracing::info!(
                 clients = stayed,
-                connections = served.conns.len(),
+                connections = self.served.len(),
                 "handed over; serving what stayed here until it ends (SIGTERM ends it now)"
             );
         }
-        while clients(&local_service) > 0 || !served.conns.is_empty() {
+        while self.clients() > 0 || !self.served.is_empty() {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                Some(_) = served.conns.join_next() => {}
-                _ = sigterm.recv() => break,
-                _ = sigint.recv() => break,
+                Some(_) = self.served.join_next() => {}
+                _ = self.signals.next() => break,
             }
         }
     }
 
-    // Stop accepting, then disconnect every queue pair and let posted work finish or flush.
-    drop(listener);
-    let open = engine.qps().len();
-    tracing::info!(
-        signal = why,
-        open_qps = open,
-        "shutting down: stopped accepting, disconnecting queue pairs"
-    );
-    let _ = stop_tx.send(true);
-    tokio::select! {
-        () = async {
-            engine.shutdown().await;
-            while served.conns.join_next().await.is_some() {}
-        } => {}
-        _ = sigterm.recv() => return Err("second signal during shutdown: exiting at once".into()),
-        _ = sigint.recv() => return Err("second signal during shutdown: exiting at once".into()),
-    }
-    tracing::info!(
-        disconnected_qps = open,
-        connections_served = served.count,
-        "shutdown complete"
-    );
-    Ok(())
-}
-
-/// The connections served, and how to reach each one's task.
-struct Served {
-    /// Places: max_qps in all, max_qps_per_address each.
-    places: Arc<Slots>,
-    conns: JoinSet<()>,
-    /// Where each connection's task is asked to move to a successor.
-    movers: Vec<mpsc::Sender<MoveRequest>>,
-    /// Connection requests admitted.
-    count: u64,
-}
-
-impl Served {
-    /// Serves the connection request `inc` in a task of its own, or rejects it (in a
-    /// task too) if it finds no place.
-    fn admit(
-        &mut self,
-        inc: Incoming,
-        engine: &Engine,
-        cfg: &Arc<Config>,
-        stop: &watch::Receiver<bool>,
-    ) {
-        let peer = inc.peer_addr();
-        let slot = match self.places.enter(peer.ip()) {
-            Ok(slot) => slot,
-            Err(refused) => {
-                let why: &'static [u8] = match refused {
-                    Refused::Total(_) => b"iwarpd: too many connections (max_qps)",
-                    Refused::Address(_) => {
-                        b"iwarpd: too many connections from your \
-                        address (max_qps_per_address)"
-                    }
-                };
-                if let Some(left_out) = REJECTED.allow() {
-                    tracing::warn!(
-                        %peer, left_out, reason = %String::from_utf8_lossy(why),
-                        "rejecting the connection"
-                    );
-                }
-                self.conns.spawn(async move {
-                    let _ = inc.reject(why).await;
-                });
-                return;
-            }
-        };
-        self.count += 1;
-        let (engine, cfg, stop) = (engine.clone(), Arc::clone(cfg), stop.clone());
-        let (tx, rx) = mpsc::channel(1);
-        self.movers.retain(|m| !m.is_closed());
-        self.movers.push(tx);
-        self.conns.spawn(async move {
-            if let Err(e) = serve_conn(&engine, inc, &cfg, stop, rx).await {
-                tracing::warn!(%peer, error = %e, "connection failed");
-            }
-            drop(slot);
-        });
-    }
-}
-
-/// One connection's memory: its protection domain, the advertised region and the
-/// receive buffers.
-#[derive(Debug)]
-struct ConnMemory {
-    engine: Engine,
-    pd: PdId,
-    region: STag,
-    rx: STag,
-    /// The memory went to a successor with the connection: nothing to free here.
-    moved: bool,
-}
-
-impl Drop for ConnMemory {
-    fn drop(&mut self) {
-        if self.moved {
-            return;
-        }
-        let tpt = self.engine.tpt();
-        for stag in [self.region, self.rx] {
-            if let Err(e) = tpt.deregister(stag) {
-                tracing::warn!(%stag, error = %e, "deregister failed");
-            }
-        }
-        if let Err(e) = tpt.dealloc_pd(self.pd) {
-            tracing::warn!(error = %e, "protection domain not freed");
-        }
-    }
-}
-
-/// Serves one connection: region, private data, receives, echo, until it ends (or moves
-/// to a successor).
-async fn serve_conn(
-    engine: &Engine,
-    inc: Incoming,
-    cfg: &Config,
-    stop: watch::Receiver<bool>,
-    mover: mpsc::Receiver<MoveRequest>,
-) -> Result<(), String> {
-    let peer = inc.peer_addr();
-    let tpt = engine.tpt();
-    let pd = engine.alloc_pd();
-    let depth = cfg.recv_depth as usize;
-    let region = tpt
-        .alloc_region(pd, cfg.buffer_size as usize, Base::ZeroBased, TARGET_RIGHTS)
-        .map_err(|e| format!("cannot register the region: {e}"))?;
-    let rx = tpt
-        .alloc_region(
-            pd,
-            cfg.recv_size as usize * depth,
-            Base::ZeroBased,
-            Access::LOCAL_READ | Access::LOCAL_WRITE,
-        )
-        .map_err(|e| format!("cannot register the receive buffers: {e}"))?;
-    let mem = ConnMemory {
-        engine: engine.clone(),
-        pd,
-        region,
-        rx,
-        moved: false,
-    };
-    let carry = Carry {
-        peer,
-        region,
-        rx,
-        slot: cfg.recv_size,
-        depth,
-        messages: 0,
-        octets: 0,
-        waiting: Vec::new(),
-        ended: false,
-        send_wcs: Vec::new(),
-        recv_wcs: Vec::new(),
-        srq: (0..depth).map(|i| recv_wr(rx, i, cfg.recv_size)).collect(),
-    };
-    // Receives go on a shared receive queue posted before the Reply leaves, so a Send
-    // that follows the Reply at once finds a buffer.
-    let queues = carry.queues();
-    let info = ServiceInfo {
-        remote: RemoteBuf {
-            stag: region,
-            to: 0,
-            len: cfg.buffer_size,
-        },
-        credits: cfg.recv_depth,
-        recv_size: cfg.recv_size,
-    };
-    let mut init = QpInit::new(pd, &queues.send_cq);
-    init.recv_cq = queues.recv_cq.clone();
-    init.srq = queues.srq.clone();
-    let qp = inc
-        .accept(init, &info.encode())
-        .await
-        .map_err(|e| format!("accept failed: {e}"))?;
-    tracing::info!(%peer, qp = %qp.num(), region = %region, len = cfg.buffer_size, "connection accepted");
-    run_conn(mem, qp, queues, carry, stop, mover).await
-}
-
-/// A connection taken over from the daemon before: its memory and queue pair, imported,
-/// and what its service was doing.
-pub(crate) struct Resumed {
-    mem: ConnMemory,
-    qp: Qp,
-    queues: ImportQueues,
-    carry: Carry,
-}
-
-impl Resumed {
-    /// The client's address.
-    pub(crate) fn peer(&self) -> std::net::SocketAddr {
-        self.carry.peer
-    }
-
-    /// Serves it on from where the daemon before left it.
-    pub(crate) async fn run(
-        self,
-        stop: watch::Receiver<bool>,
-        mover: mpsc::Receiver<MoveRequest>,
-    ) -> Result<(), String> {
-        tracing::info!(peer = %self.carry.peer, qp = %self.qp.num(), messages = self.carry.messages, "connection taken over");
-        run_conn(self.mem, self.qp, self.queues, self.carry, stop, mover).await
-    }
-}
-
-/// Makes ready a connection a `CONN` message of the handover carries (the domain's image
-/// and descriptors, then the service's state), without starting it.
-pub(crate) fn stage_conn(
-    engine: &Engine,
-    body: &[u8],
-    fds: Vec<std::os::fd::OwnedFd>,
-) -> Result<StagedConn, String> {
-    let n = body
-        .get(..4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 octets")) as usize)
-        .ok_or("a connection message too short")?;
-    let image = body.get(4..4 + n).ok_or("a connection message too short")?;
-    let carry: Carry = postcard::from_bytes(&body[4 + n..])
-        .map_err(|e| format!("the service's state cannot be read: {e}"))?;
-    let staged = engine.stage_import(image, fds).map_err(|e| e.to_string())?;
-    if staged.queue_pairs().count() != 1 {
-        return Err("a connection message names other than one queue pair".into());
-    }
-    Ok(StagedConn {
-        engine: engine.clone(),
-        staged,
-        carry,
-    })
-}
-
-/// A connection of the daemon before, ready here but not running: [`start`](Self::start)
-/// it once that daemon let go of it; dropped, it stays there.
-pub(crate) struct StagedConn {
-    engine: Engine,
-    staged: offload_engine::StagedPd,
-    carry: Carry,
-}
-
-impl StagedConn {
-    /// Its queue pair starts (it reads and writes the socket from now on).
-    pub(crate) fn start(self) -> Resumed {
-        let queues = self.carry.queues();
-        let (pd, mut qps) = self.staged.start(|_| queues.clone());
-        let qp = qps.pop().expect("one queue pair, checked when staged").qp;
-        Resumed {
-            mem: ConnMemory {
-                engine: self.engine,
-                pd,
-                region: self.carry.region,
-                rx: self.carry.rx,
-                moved: false,
-            },
-            qp,
-            queues,
-            carry: self.carry,
-        }
-    }
-}
-
-/// A request that a connection's task hand it over: it answers with what crosses.
-pub(crate) type MoveRequest = oneshot::Sender<Result<Moving, String>>;
-
-/// A connection ready to cross: the `CONN` message's body and descriptors, and where the
-/// handover says whether the successor took it.
-pub(crate) struct Moving {
-    pub(crate) body: Vec<u8>,
-    pub(crate) fds: Vec<std::os::fd::OwnedFd>,
-    pub(crate) verdict: oneshot::Sender<bool>,
-}
-
-/// What the service of one connection was doing, to go on with it in a successor.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct Carry {
-    peer: std::net::SocketAddr,
-    region: STag,
-    rx: STag,
-    slot: u32,
-    depth: usize,
-    messages: u64,
-    octets: u64,
-    waiting: Vec<SendWr>,
-    ended: bool,
-    /// Completions not yet taken from the queues.
-    send_wcs: Vec<Completion>,
-    recv_wcs: Vec<Completion>,
-    /// Receives posted to the shared receive queue and not yet taken.
-    srq: Vec<RecvWr>,
-}
-
-impl Carry {
-    /// The connection's completion queues and its shared receive queue, holding
-    /// `self.srq`.
-    fn queues(&self) -> ImportQueues {
-        let srq = Srq::new();
-        self.srq.iter().for_each(|wr| srq.post_recv(wr.clone()));
-        ImportQueues {
-            send_cq: Cq::new(256 + self.depth),
-            recv_cq: Cq::new(2 * self.depth + 16),
-            srq: Some(srq),
-        }
-    }
-}
-
-/// The echo loop of one connection, from `carry`'s state, until it ends or moves.
-async fn run_conn(
-    mut mem: ConnMemory,
-    qp: Qp,
-    queues: ImportQueues,
-    carry: Carry,
-    mut stop: watch::Receiver<bool>,
-    mut mover: mpsc::Receiver<MoveRequest>,
-) -> Result<(), String> {
-    let peer = carry.peer;
-    let engine = mem.engine.clone();
-    let (send_cq, recv_cq) = (&queues.send_cq, &queues.recv_cq);
-    let srq = queues.srq.clone().unwrap_or_default();
-    let mut echo = Echo {
-        engine: &engine,
-        mem: &mem,
-        qp: &qp,
-        srq: &srq,
-        slot: carry.slot,
-        messages: carry.messages,
-        octets: carry.octets,
-        waiting: carry.waiting.into(),
-        limit: carry.depth,
-        ended: carry.ended,
-    };
-    // What the daemon before had not consumed yet.
-    for wc in carry.recv_wcs {
-        let r = echo.on_recv(&Wc { qp: qp.num(), wc });
-        echo.end_on(r, peer);
-    }
-    if carry
-        .send_wcs
-        .iter()
-        .any(|wc| wc.status == WcStatus::Success)
-    {
-        let r = echo.post_waiting();
-        echo.end_on(r, peer);
-    }
-    let mut stopping = *stop.borrow();
-    if stopping {
-        qp.disconnect();
-    }
-    let end = loop {
+    /// The shutdown (`why`: the signal, or "handover"), once the listener is closed:
+    /// disconnects every queue pair and lets posted work finish or flush. A second signal
+    /// meanwhile ends it at once.
+    async fn shut_down(mut self, why: &'static str) -> Result<(), String> {
+        let open = self.engine.qps().len();
+        tracing::info!(
+            signal = why,
+            open_qps = open,
+            "shutting down: stopped accepting, disconnecting queue pairs"
+        );
+        let _ = self.stop.send(true);
+        let (engine, served) = (&self.engine, &mut self.served);
         tokio::select! {
-            wc = recv_cq.next() => match wc {
-                Ok(wc) => {
-                    let r = echo.on_recv(&wc);
-                    echo.end_on(r, peer);
-                }
-                Err(e) => break overrun(&qp, &e).await,
-            },
-            wc = send_cq.next() => match wc {
-                Ok(wc) if wc.wc.status == WcStatus::Success => {
-                    let r = echo.post_waiting();
-                    echo.end_on(r, peer);
-                }
-                Ok(wc) if wc.wc.status != WcStatus::Flushed => {
-                    tracing::warn!(%peer, status = ?wc.wc.status, term = ?wc.wc.term, "echo failed");
-                }
-                Ok(_) => {}
-                Err(e) => break overrun(&qp, &e).await,
-            },
-            end = qp.closed() => break end,
-            r = stop.changed(), if !stopping => {
-                stopping = true;
-                if r.is_ok() {
-                    qp.disconnect();
-                }
-            }
-            Some(req) = mover.recv() => {
-                if echo.move_away(req, &queues, peer).await {
-                    let (messages, octets) = (echo.messages, echo.octets);
-                    tracing::info!(%peer, qp = %qp.num(), messages, octets, "connection handed over");
-                    mem.moved = true;
-                    return Ok(());
-                }
-            }
+            () = async {
+                engine.shutdown().await;
+                served.join_all().await;
+            } => {}
+            _ = self.signals.next() => return Err("second signal during shutdown: exiting at once".into()),
         }
-    };
-    let (messages, octets) = (echo.messages, echo.octets);
-    if end == QpEnd::Closed {
-        tracing::info!(%peer, qp = %qp.num(), %end, messages, octets, "connection ended");
-    } else {
-        tracing::warn!(%peer, qp = %qp.num(), %end, messages, octets, "connection ended");
-    }
-    Ok(())
-}
-
-/// A completion queue lost completions: the connection cannot be served correctly any
-/// more, so it is closed.
-async fn overrun(qp: &Qp, e: &offload_engine::CqError) -> QpEnd {
-    tracing::error!(qp = %qp.num(), error = %e, "closing the connection");
-    qp.disconnect();
-    qp.closed().await
-}
-
-/// Receive buffer `i` of the receive region `rx`, `size` octets each.
-fn recv_wr(rx: STag, i: usize, size: u32) -> RecvWr {
-    RecvWr {
-        wr_id: i as u64,
-        sgl: [Sge {
-            stag: rx,
-            to: i as u64 * u64::from(size),
-            len: size,
-        }]
-        .into(),
-    }
-}
-
-/// The echo half of a connection.
-#[derive(Debug)]
-struct Echo<'a> {
-    engine: &'a Engine,
-    mem: &'a ConnMemory,
-    qp: &'a Qp,
-    srq: &'a Srq,
-    slot: u32,
-    messages: u64,
-    octets: u64,
-    /// Echoes the send queue had no room for yet, oldest first: posted as earlier echoes
-    /// complete. A client that keeps sending without reading its echoes fills it, and is
-    /// then disconnected with that reason instead of losing echoes.
-    waiting: VecDeque<SendWr>,
-    /// The most echoes `waiting` may hold (the client's receive credits).
-    limit: usize,
-    /// Set once the connection is being ended for a reason of ours: nothing more is
-    /// echoed.
-    ended: bool,
-}
-
-impl Echo<'_> {
-    /// A receive completed: send its octets back and post the buffer again (before the
-    /// echo, so a client that waits for echoes never finds the daemon without a buffer).
-    /// `Err` says why the connection must end.
-    fn on_recv(&mut self, wc: &Wc) -> Result<(), String> {
-        let c = &wc.wc;
-        if self.ended {
-            return Ok(());
-        }
-        if c.status != WcStatus::Success {
-            if c.status != WcStatus::Flushed {
-                tracing::warn!(qp = %wc.qp, status = ?c.status, term = ?c.term, "receive failed");
-            }
-            return Ok(());
-        }
-        let Ok(i) = usize::try_from(c.wr_id) else {
-            return Ok(());
-        };
-        let op = if c.opcode == WcOpcode::RecvImmediate {
-            SendOp::Immediate {
-                data: c.immediate.unwrap_or(0),
-            }
-        } else {
-            let mut data = vec![0; c.byte_len as usize];
-            if let Err(e) = self.engine.tpt().read(
-                self.mem.pd,
-                self.mem.rx,
-                i as u64 * u64::from(self.slot),
-                &mut data,
-            ) {
-                return Err(format!("cannot read a receive buffer: {e}"));
-            }
-            SendOp::Send {
-                data: Payload::Bytes(Bytes::from(data)),
-                invalidate: None,
-                immediate: None,
-            }
-        };
-        self.srq.post_recv(recv_wr(self.mem.rx, i, self.slot));
-        self.messages += 1;
-        self.octets += u64::from(c.byte_len);
-        self.waiting.push_back(SendWr {
-            wr_id: i as u64,
-            op,
-            flags: SendFlags::SIGNALED,
-        });
-        self.post_waiting()?;
-        if self.waiting.len() > self.limit {
-            return Err(format!(
-                "the client sends faster than it reads its echoes ({} echoes waiting for \
-                 room): disconnecting it rather than dropping echoes",
-                self.waiting.len()
-            ));
-        }
-        Ok(())
-    }
-
-    /// Ends the connection, once, when `r` says it must end.
-    fn end_on(&mut self, r: Result<(), String>, peer: std::net::SocketAddr) {
-        if let Err(why) = r
-            && !self.ended
-        {
-            self.ended = true;
-            self.waiting.clear();
-            tracing::warn!(%peer, qp = %self.qp.num(), "{why}");
-            self.qp.disconnect();
-        }
-    }
-
-    /// Hands the connection to a successor if it can (true: it is gone from here). The
-    /// queue pair is exported, and the completions and posted receives it had go with
-    /// it; if the successor does not take it, they are put back before it runs again.
-    async fn move_away(
-        &mut self,
-        req: MoveRequest,
-        queues: &ImportQueues,
-        peer: std::net::SocketAddr,
-    ) -> bool {
-        let export = match self.engine.export_pd(self.mem.pd).await {
-            Ok(e) => e,
-            Err(e) => {
-                let _ = req.send(Err(e.to_string()));
-                return false;
-            }
-        };
-        let drain = |cq: &Cq| {
-            let mut out = Vec::new();
-            let _ = cq.poll_with(usize::MAX, |wc| out.push(wc.wc));
-            out
-        };
-        let srq = queues.srq.clone().unwrap_or_default();
-        let carry = Carry {
-            peer,
-            region: self.mem.region,
-            rx: self.mem.rx,
-            slot: self.slot,
-            depth: self.limit,
-            messages: self.messages,
-            octets: self.octets,
-            waiting: self.waiting.iter().cloned().collect(),
-            ended: self.ended,
-            send_wcs: drain(&queues.send_cq),
-            recv_wcs: drain(&queues.recv_cq),
-            srq: srq.take_all(),
-        };
-        let fds: Result<Vec<_>, _> = export
-            .files()
-            .iter()
-            .map(|fd| fd.try_clone_to_owned())
-            .collect();
-        let image = export.image();
-        let mut body = (image.len() as u32).to_le_bytes().to_vec();
-        body.extend_from_slice(image);
-        let packed = postcard::to_extend(&carry, body).map_err(|e| e.to_string());
-        let (tx, rx) = oneshot::channel();
-        let sent = match (fds, packed) {
-            (Ok(fds), Ok(body)) => req
-                .send(Ok(Moving {
-                    body,
-                    fds,
-                    verdict: tx,
-                }))
-                .is_ok(),
-            (Err(e), _) => {
-                let _ = req.send(Err(format!("cannot duplicate a descriptor: {e}")));
-                false
-            }
-            (_, Err(e)) => {
-                let _ = req.send(Err(e));
-                false
-            }
-        };
-        if sent && rx.await == Ok(true) {
-            export.commit();
-            return true;
-        }
-        // Not taken: everything back as it was, before the queue pair runs again.
-        carry.srq.into_iter().for_each(|wr| srq.post_recv(wr));
-        queues
-            .send_cq
-            .deliver(self.qp.num(), carry.send_wcs.into_iter());
-        queues
-            .recv_cq
-            .deliver(self.qp.num(), carry.recv_wcs.into_iter());
-        drop(export);
-        false
-    }
-
-    /// Posts waiting echoes, in order, while the send queue has room.
-    fn post_waiting(&mut self) -> Result<(), String> {
-        while let Some(wr) = self.waiting.front() {
-            // A clone shares the payload: only the request itself is copied.
-            match self.qp.post_send(wr.clone()) {
-                Ok(()) => {
-                    self.waiting.pop_front();
-                }
-                Err(PostError::QueueFull) => break,
-                Err(e) => return Err(format!("cannot post an echo: {e}")),
-            }
-        }
+        tracing::info!(
+            disconnected_qps = open,
+            connections_served = self.served.count(),
+            "shutdown complete"
+        );
         Ok(())
     }
 }

@@ -272,7 +272,7 @@ pub(crate) fn table(c: &Counters, path: &Path) -> String {
     ));
     service_table(&mut s, &c.local);
     for svc in &c.services {
-        let what = if svc.name == crate::serve::BUILT_IN_SERVICE {
+        let what = if svc.name == crate::remote_memory::BUILT_IN_SERVICE {
             "built-in remote-memory service"
         } else {
             "service"

@@ -4,7 +4,8 @@
 
 use ipc::control::{Reply, error};
 
-use super::session::{Session, err};
+use super::replies::err;
+use super::session::Session;
 use super::users::{Usage, shown, user_of};
 
 /// The refusal if giving the client of `s` `need` more would take its user, or the

@@ -11,7 +11,7 @@
 
 use ipc::control::{Reply, error};
 
-use super::session::err;
+use super::replies::err;
 
 /// Descriptors a new queue pair takes: its segment, its two doorbells and its socket. (A
 /// listener asks room for one, its socket: descriptors that are not memory files count

@@ -14,7 +14,8 @@ use ipc::control::{
     Reply, Request, ServiceCounters, error,
 };
 
-use super::session::{Session, err};
+use super::replies::err;
+use super::session::Session;
 use super::{Device, LocalService};
 use offload_engine::{Engine, EngineStats, Qp};
 

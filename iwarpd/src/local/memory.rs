@@ -1,5 +1,6 @@
-//! A local client's memory requests: regions (the client's memory files, mapped here),
-//! fast-registration regions and memory windows. Every STag a request names must be one
+//! A local client's memory requests: protection domains (each with its push region),
+//! regions (the client's memory files, mapped here), fast-registration regions and memory
+//! windows. Every STag a request names must be one
 //! of the client's own (by index: fast registration and binds move instances; the table
 //! checks the instance), and every domain one of its own.
 
@@ -7,13 +8,74 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use ipc::control::{Reply, Request, error};
+use ipc::push::PushRegion;
 use rdmap::{Access, STag};
 
 use super::admit;
-use super::session::{Session, err, not_found};
+use super::replies::{err, not_found};
+use super::session::{ClientPd, Session};
 use super::users::Usage;
+use offload_engine::push_share::PdPush;
 use offload_engine::tpt::{Base, MwType, PdId, TptError};
 use shm::Region;
+
+/// `AllocPd`: a protection domain, with its push region (whose memory file goes with the
+/// reply).
+pub(super) fn alloc_pd(s: &Session) -> (Reply, Vec<OwnedFd>) {
+    let need = Usage {
+        files: 1,
+        ..Usage::default()
+    };
+    if let Some(r) = admit::check(s, need) {
+        return (r, Vec::new());
+    }
+    // The domain's push region: its own memory file, handed to this client only.
+    let created = PushRegion::create(s.device.limits.push.slots)
+        .and_then(|r| Ok((r.fd().try_clone_to_owned()?, r)));
+    let (fd, region) = match created {
+        Ok(got) => got,
+        Err(e) => {
+            let r = err(error::REFUSED, format!("no push region: {e}"));
+            return (r, Vec::new());
+        }
+    };
+    let push_slots = region.slots();
+    let engine = s.engine.alloc_pd();
+    let pd = {
+        let mut o = s.objs();
+        let pd = o.id();
+        let push = Arc::new(PdPush::new(region));
+        o.pds.insert(pd, ClientPd { engine, push });
+        pd
+    };
+    (Reply::Pd { pd, push_slots }, vec![fd])
+}
+
+/// `DeallocPd`: frees the client's domain `pd`; if the memory table refuses, the client
+/// keeps it.
+pub(super) fn dealloc_pd(s: &Session, pd: u32) -> Reply {
+    let gone = s.objs().pds.remove(&pd);
+    match gone {
+        None => not_found("protection domain", pd),
+        Some(gone) => match s.engine.tpt().dealloc_pd(gone.engine) {
+            Ok(()) => Reply::Done,
+            Err(e) => {
+                s.objs().pds.insert(pd, gone);
+                err(error::REFUSED, e.to_string())
+            }
+        },
+    }
+}
+
+/// Waits the engine's registration delay, if it has one, before a registration at a
+/// reserved STag.
+pub(super) async fn registration_delay(s: &Session) {
+    // The engine's registration delay stands for a slower control path here too.
+    let delay = s.engine.config().registration_delay;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+}
 
 /// Answers a memory request (`fd`: the memory file that came with it, if any).
 pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
@@ -52,34 +114,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             access,
             va,
             len,
-        } => {
-            if !s.objs().reserved.remove(&stag) {
-                return not_found("reserved STag", stag);
-            }
-            // The reservation's entry becomes the region's (counted once).
-            s.objs().mrs.remove(&STag::from_u32(stag).index());
-            let access = Access::from_bits_truncate(access as u8);
-            let base = va.map_or(Base::ZeroBased, Base::Va);
-            let reply = region(s, pd, len, fd, |pd, storage| {
-                let stag = STag::from_u32(stag);
-                tpt.register_reserved(stag, pd, storage, base, access)
-                    .map(|()| stag)
-            });
-            if matches!(reply, Reply::Error { .. }) {
-                // Refused: the reservation goes, and the requests held on it fail.
-                let stag = STag::from_u32(stag);
-                s.objs().mrs.remove(&stag.index());
-                let _ = tpt.deregister(stag);
-            }
-            // Requests of the domain's queue pairs held on it go on (or fail).
-            if let Some(pd) = s.objs().pd(pd) {
-                s.engine.wake_domain(pd);
-            }
-            match reply {
-                Reply::Id(_) => Reply::Done,
-                other => other,
-            }
-        }
+        } => register_reserved(s, stag, pd, (access, va, len), fd),
         Request::AllocFastRegMr { pd, len } => region(s, pd, len, fd, |pd, storage| {
             tpt.alloc_fast_reg_region(pd, storage)
         }),
@@ -134,23 +169,7 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             len,
             access,
             one_touch,
-        } => {
-            let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
-            {
-                let o = s.objs();
-                if !o.mws.contains(&mw.index()) {
-                    return not_found("memory window", mw.to_u32());
-                }
-                if !o.mrs.contains_key(&mr.index()) {
-                    return not_found("region", mr.to_u32());
-                }
-            }
-            let access = Access::from_bits_truncate(access as u8);
-            match tpt.bind_mw(mw, mr, to, len, access, one_touch, None) {
-                Ok(stag) => Reply::Id(stag.to_u32()),
-                Err(e) => refused(e),
-            }
-        }
+        } => bind_mw(s, (mw, mr), to, len, access, one_touch),
         Request::Invalidate { stag } => {
             let stag = STag::from_u32(stag);
             let owned = {
@@ -166,6 +185,75 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             }
         }
         _ => err(error::MALFORMED, "not a memory request"),
+    }
+}
+
+/// `RegMrAt`: registers the memory file `fd` under the client's reserved STag `stag`, as
+/// a region of `pd` with the client's `(access, va, len)`. Refused, the reservation goes
+/// too; either way, requests of the domain's queue pairs held on it go on (or fail).
+fn register_reserved(
+    s: &Session,
+    stag: u32,
+    pd: u32,
+    (access, va, len): (u32, Option<u64>, u64),
+    fd: Option<OwnedFd>,
+) -> Reply {
+    let tpt = s.engine.tpt();
+    if !s.objs().reserved.remove(&stag) {
+        return not_found("reserved STag", stag);
+    }
+    // The reservation's entry becomes the region's (counted once).
+    s.objs().mrs.remove(&STag::from_u32(stag).index());
+    let access = Access::from_bits_truncate(access as u8);
+    let base = va.map_or(Base::ZeroBased, Base::Va);
+    let reply = region(s, pd, len, fd, |pd, storage| {
+        let stag = STag::from_u32(stag);
+        tpt.register_reserved(stag, pd, storage, base, access)
+            .map(|()| stag)
+    });
+    if matches!(reply, Reply::Error { .. }) {
+        // Refused: the reservation goes, and the requests held on it fail.
+        let stag = STag::from_u32(stag);
+        s.objs().mrs.remove(&stag.index());
+        let _ = tpt.deregister(stag);
+    }
+    // Requests of the domain's queue pairs held on it go on (or fail).
+    if let Some(pd) = s.objs().pd(pd) {
+        s.engine.wake_domain(pd);
+    }
+    match reply {
+        Reply::Id(_) => Reply::Done,
+        other => other,
+    }
+}
+
+/// `BindMw`: binds the client's window `mw` to `len` octets at `to` of its region `mr`.
+fn bind_mw(
+    s: &Session,
+    (mw, mr): (u32, u32),
+    to: u64,
+    len: u64,
+    access: u32,
+    one_touch: bool,
+) -> Reply {
+    let (mw, mr) = (STag::from_u32(mw), STag::from_u32(mr));
+    {
+        let o = s.objs();
+        if !o.mws.contains(&mw.index()) {
+            return not_found("memory window", mw.to_u32());
+        }
+        if !o.mrs.contains_key(&mr.index()) {
+            return not_found("region", mr.to_u32());
+        }
+    }
+    let access = Access::from_bits_truncate(access as u8);
+    match s
+        .engine
+        .tpt()
+        .bind_mw(mw, mr, to, len, access, one_touch, None)
+    {
+        Ok(stag) => Reply::Id(stag.to_u32()),
+        Err(e) => err(error::REFUSED, e.to_string()),
     }
 }
 

@@ -2,12 +2,14 @@
 //! applications over a Unix socket, with the [`ipc`] ABI.
 //!
 //! - [`LocalService`] accepts clients; each gets a session (`session.rs`): its control
-//!   channel (requests in order, replies and events through one writer) and the objects
-//!   it created, which are its alone: protection domains, regions and windows
-//!   (`memory.rs`: the client's memory files, mapped here), shared receive queues,
-//!   listeners, connection requests and queue pairs. Every id a request names is checked
-//!   against the client's own objects, so a client reaches only its own domains' memory.
-//! - Each connected queue pair gets a servant (`servant.rs`): the task that moves work
+//!   channel (`channel.rs`: requests in order, replies and events through one writer)
+//!   and the objects it created, which are its alone: protection domains, regions and
+//!   windows (`memory.rs`: the client's memory files, mapped here), shared receive
+//!   queues, listeners, connection requests and queue pairs (`connections.rs`,
+//!   `queue_pairs.rs`; `requests.rs` hands each request to one of these). Every id a
+//!   request names is checked against the client's own objects, so a client reaches only
+//!   its own domains' memory.
+//! - Each connected queue pair gets a servant (`servant/`): the task that moves work
 //!   requests from the client's rings into the engine and completions back (push-push:
 //!   completions and received payloads land in the client's memory without the client
 //!   asking). Before the send queue it scans its domain's push region (seed 000; the
@@ -21,12 +23,17 @@
 //!   nothing.
 
 mod admit;
+mod channel;
+mod connections;
 mod files;
 mod listing;
 mod logs;
 mod memory;
 mod moving;
+mod queue_pairs;
 mod recvs;
+mod replies;
+mod requests;
 mod servant;
 mod session;
 mod users;
@@ -466,7 +473,7 @@ async fn shard(
                     None => accepting = false,
                     Some(ToShard::Attach(stream)) => match tokio::net::UnixStream::from_std(stream) {
                         Ok(stream) => {
-                            sessions.spawn(session::run(engine.clone(), stream, device.clone()));
+                            sessions.spawn(channel::run(engine.clone(), stream, device.clone()));
                         }
                         Err(e) => {
                             logs::limited!(logs::ACCEPT_FAILED, warn, error = %e, "client not served");

@@ -33,9 +33,11 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Device;
+use super::channel::{self, Membership};
+use super::queue_pairs::on_end;
 use super::recvs::{ClientSrq, QpRecvs, Taken};
 use super::servant::{self, Frozen, Prepared, ServantImage};
-use super::session::{self, ClientListener, ClientPd, Objects, Out, Session};
+use super::session::{ClientListener, ClientPd, Objects, Out, Session};
 use offload_engine::push_share::PdPush;
 use offload_engine::{Engine, ExportedPd, ImportQueues, StagedPd};
 
@@ -63,6 +65,16 @@ struct SessionImage {
     srqs: Vec<SrqImage>,
     listeners: Vec<u32>,
     qps: Vec<QpImage>,
+}
+
+impl SessionImage {
+    /// The descriptors that come with it (see above for their order).
+    fn descriptors(&self) -> usize {
+        1 + self.pds.iter().map(|p| 1 + p.files as usize).sum::<usize>()
+            + self.srqs.len()
+            + self.listeners.len()
+            + 3 * self.qps.len()
+    }
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -408,6 +420,53 @@ struct ReadyQp {
     bells: (Doorbell, Doorbell),
 }
 
+impl ReadyQp {
+    /// The queue pair `q` describes, its rings mapped and its servant restored: its three
+    /// descriptors (segment, then its two doorbells) are the next of `next`; its domain
+    /// must be one of `pds` and its shared receive queue (if any) one of `srqs`.
+    fn restore(
+        q: QpImage,
+        next: &mut impl FnMut() -> OwnedFd,
+        pds: &HashMap<u32, ClientPd>,
+        srqs: &HashMap<u32, Arc<ClientSrq>>,
+    ) -> Result<Self, String> {
+        let geo = geometry(q.geometry)?;
+        let seg = Arc::new(
+            QpSegment::map(std::fs::File::from(next()), geo)
+                .map_err(io_error("a queue pair's rings"))?,
+        );
+        let bells = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));
+        let srq = match q.srq {
+            0 => None,
+            n => Some(
+                srqs.get(&n)
+                    .ok_or("a queue pair names no shared receive queue")?
+                    .clone(),
+            ),
+        };
+        if !pds.contains_key(&q.pd) {
+            return Err("a queue pair names no protection domain".into());
+        }
+        let recvs = Arc::new(QpRecvs::restore(seg.clone(), srq, q.rq_taken));
+        let prep = Prepared::restore(&geo, recvs.clone(), q.servant)?;
+        Ok(Self {
+            id: q.id,
+            pd: q.pd,
+            prep,
+            recvs,
+            seg,
+            bells,
+        })
+    }
+}
+
+/// For `map_err`: an I/O error with `what` of the session image it happened to (its
+/// control socket, a push region, ...) in front.
+fn io_error(what: &str) -> impl Fn(std::io::Error) -> String {
+    let what = what.to_owned();
+    move |e: std::io::Error| format!("{what}: {e}")
+}
+
 /// A ring geometry a daemon before sent, checked as the application checks it.
 fn geometry([sq_depth, rq_depth, cq_depth, staging]: [u32; 4]) -> Result<Geometry, String> {
     let g = Geometry {
@@ -448,15 +507,7 @@ pub(super) fn stage(
         .ok_or("not a session image of this format (run an iwarpd of the same release)")?;
     let image: SessionImage =
         postcard::from_bytes(body).map_err(|e| format!("the session image cannot be read: {e}"))?;
-    let want = 1
-        + image
-            .pds
-            .iter()
-            .map(|p| 1 + p.files as usize)
-            .sum::<usize>()
-        + image.srqs.len()
-        + image.listeners.len()
-        + 3 * image.qps.len();
+    let want = image.descriptors();
     if files.len() != want {
         return Err(format!(
             "{} descriptors came with the session, its image names {want}",
@@ -465,20 +516,16 @@ pub(super) fn stage(
     }
     let mut files = files.into_iter();
     let mut next = || files.next().expect("counted");
-    let io = |what: &str| {
-        let what = what.to_owned();
-        move |e: std::io::Error| format!("{what}: {e}")
-    };
     let control = std::os::unix::net::UnixStream::from(next());
     control
         .set_nonblocking(true)
-        .map_err(io("the control socket"))?;
-    let control = UnixStream::from_std(control).map_err(io("the control socket"))?;
+        .map_err(io_error("the control socket"))?;
+    let control = UnixStream::from_std(control).map_err(io_error("the control socket"))?;
     let mut pds = HashMap::new();
     let mut staged: Vec<StagedPd> = Vec::with_capacity(image.pds.len());
     for p in &image.pds {
         let region = PushRegion::map(std::fs::File::from(next()), p.push_slots)
-            .map_err(io("a push region"))?;
+            .map_err(io_error("a push region"))?;
         let domain: Vec<OwnedFd> = (0..p.files).map(|_| next()).collect();
         let st = engine
             .stage_import(&p.domain, domain)
@@ -493,46 +540,21 @@ pub(super) fn stage(
     let mut srqs = HashMap::new();
     for q in image.srqs {
         let seg = SrqSegment::map(std::fs::File::from(next()), q.depth)
-            .map_err(io("a shared receive queue"))?;
+            .map_err(io_error("a shared receive queue"))?;
         srqs.insert(q.id, Arc::new(ClientSrq::restore(seg, q.taken, q.broken)));
     }
     let mut listeners = Vec::with_capacity(image.listeners.len());
     for id in &image.listeners {
         let l = engine
             .listen_on_std(std::net::TcpListener::from(next()))
-            .map_err(io("a listener"))?;
+            .map_err(io_error("a listener"))?;
         l.stop_accepting();
         listeners.push((*id, l));
     }
     let mut ready = HashMap::new();
     for q in image.qps {
-        let geo = geometry(q.geometry)?;
-        let seg = Arc::new(
-            QpSegment::map(std::fs::File::from(next()), geo).map_err(io("a queue pair's rings"))?,
-        );
-        let bells = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));
-        let srq = match q.srq {
-            0 => None,
-            n => Some(
-                srqs.get(&n)
-                    .ok_or("a queue pair names no shared receive queue")?
-                    .clone(),
-            ),
-        };
-        if !pds.contains_key(&q.pd) {
-            return Err("a queue pair names no protection domain".into());
-        }
-        let recvs = Arc::new(QpRecvs::restore(seg.clone(), srq, q.rq_taken));
-        let prep = Prepared::restore(&geo, recvs.clone(), q.servant)?;
-        let r = ReadyQp {
-            id: q.id,
-            pd: q.pd,
-            prep,
-            recvs,
-            seg,
-            bells,
-        };
-        ready.insert(q.was, r);
+        let was = q.was;
+        ready.insert(was, ReadyQp::restore(q, &mut next, &pds, &srqs)?);
     }
     let staged_qps: HashSet<u32> = staged
         .iter()
@@ -594,7 +616,7 @@ impl StagedSession {
                     pd: o.pds[&r.pd].push.clone(),
                     share: device.share.clone(),
                 };
-                let ended = session::on_end(&s, r.id);
+                let ended = on_end(&s, r.id);
                 let sv = r
                     .prep
                     .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
@@ -613,7 +635,7 @@ impl StagedSession {
             uid = s.uid,
             "a local application's session moved in"
         );
-        let member = session::Membership { serial, go: None };
-        session::serve(s, control, writer, member)
+        let member = Membership { serial, go: None };
+        channel::serve(s, control, writer, member)
     }
 }
