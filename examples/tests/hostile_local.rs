@@ -623,3 +623,41 @@ fn one_user_gets_half_of_the_daemon_and_silent_connections_lock_nobody_out() {
     drop((a, b, ninth, silent));
     d.settles(&base, SLACK, "the share and silent connections");
 }
+
+/// Accepting a connection request that does not exist is refused and counts nothing: a
+/// client repeating it does not use up its user's queue pairs (they were counted as
+/// connecting before the request was looked up, and never given back).
+#[test]
+fn accepts_of_unknown_requests_count_nothing() {
+    if skip() {
+        return;
+    }
+    let d = Iwarpd::with("accepts")
+        .args(&["--max-local-qps", "4"])
+        .start();
+    let base = d.held();
+    let mut raw = Raw::open(&d.sock);
+    let pd = raw.pd();
+    for id in 0..20 {
+        let (reply, _) = raw.call(&Request::Accept {
+            incoming: 1000 + id,
+            pd,
+            srq: 0,
+            depths: ipc::control::QueueDepths { sq: 16, rq: 16 },
+            private: Default::default(),
+            recvs: Vec::new(),
+        });
+        assert!(
+            matches!(&reply, Reply::Error { code, .. } if *code == error::NOT_FOUND),
+            "{reply:?}"
+        );
+    }
+    // The user's four queue pairs are all there to be had.
+    let qps: Vec<RawQp> = (0..4)
+        .map(|_| raw.connect(pd, 0, d.socket_addr()))
+        .collect();
+    assert_eq!(qps.len(), 4);
+    drop(qps);
+    drop(raw);
+    d.settles(&base, SLACK, "unknown accepts");
+}

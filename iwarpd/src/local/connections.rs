@@ -79,11 +79,13 @@ pub(super) fn accept(
     qp: NewQp,
     private: Bytes,
 ) -> Answer {
-    let inc = s.objs().incoming.remove(&incoming);
-    match (inc, admit_qp(s, qp.pd, qp.depths)) {
-        (None, _) => not_found("connection request", incoming).into(),
-        (Some(_), Err(r)) => (*r).into(),
-        (Some(inc), Ok(geo)) => {
+    // The request first: a queue pair is admitted (and counted) only for a real one.
+    let Some(inc) = s.objs().incoming.remove(&incoming) else {
+        return not_found("connection request", incoming).into();
+    };
+    match admit_qp(s, qp.pd, qp.depths) {
+        Err(r) => (*r).into(),
+        Ok(geo) => {
             spawn_establish(
                 s,
                 h,
