@@ -7,7 +7,7 @@ use ddp::wire::control::{Control, RSVD_MASK};
 use ddp::{TaggedPacket, UntaggedPacket};
 use rdmap::wire::{
     AtomicRequestRepr, AtomicResponseRepr, ImmediateRepr, Opcode, READ_V2_FLAG, RdmapControl,
-    ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN, TerminatePacket, TerminateRepr,
+    ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN, TerminatePacket, TerminateRepr, WireError,
 };
 use serde::Serialize;
 
@@ -244,144 +244,138 @@ fn decode_rdmap(octet: u8, ddp: &DdpInfo, payload: &[u8]) -> (RdmapInfo, Option<
         immediate: None,
         data_len: payload.len(),
     };
-    let malformed = |what: &str, e: rdmap::wire::WireError| Some(format!("{what}: {e}"));
-    let mut error = None;
-    let header_len = match control.opcode {
+    let read_v2 = octet & RDMAP_RSVD_MASK == READ_V2_FLAG;
+    let (header_len, error) =
+        match decode_rdmap_header(&mut info, control.opcode, read_v2, ddp, payload) {
+            Ok(len) => (len, None),
+            Err(e) => (0, Some(e)),
+        };
+    info.data_len = payload.len().saturating_sub(header_len);
+    (info, error)
+}
+
+/// The RDMAP header (or Send with Immediate Data's value) that a segment of `op` carries
+/// after its DDP header, decoded into `info`: how many payload octets it takes, or what is
+/// malformed (then it takes none). `read_v2`: the control octet has the Read V2 mark.
+fn decode_rdmap_header(
+    info: &mut RdmapInfo,
+    op: Opcode,
+    read_v2: bool,
+    ddp: &DdpInfo,
+    payload: &[u8],
+) -> Result<usize, String> {
+    match op {
         op if op.has_send_immediate() => {
             // Every segment starts with the 4-octet immediate value.
             info.inval_stag = ddp.rsvd_ulp_ext.filter(|_| op.invalidates());
-            match payload.first_chunk::<SEND_IMM_LEN>() {
-                Some(imm) => {
-                    info.immediate = Some(u64::from(u32::from_be_bytes(*imm)));
-                    SEND_IMM_LEN
-                }
-                None => {
-                    error = Some("Send with Immediate Data shorter than its 4-octet value".into());
-                    0
-                }
-            }
+            let imm = payload
+                .first_chunk::<SEND_IMM_LEN>()
+                .ok_or("Send with Immediate Data shorter than its 4-octet value")?;
+            info.immediate = Some(u64::from(u32::from_be_bytes(*imm)));
+            Ok(SEND_IMM_LEN)
         }
         op if op.invalidates() => {
             info.inval_stag = ddp.rsvd_ulp_ext;
-            0
+            Ok(0)
         }
         // Read V2 (this stack's extension): the first reserved bit set, no sink. The read's
         // identifier (its MSN) stands in for the sink STag, at offset 0, as its responses
         // carry them.
-        Opcode::ReadRequest if octet & RDMAP_RSVD_MASK == READ_V2_FLAG => {
-            match ReadV2RequestRepr::parse(payload) {
-                Ok(r) => {
-                    info.read_v2 = true;
-                    info.read_request = Some(ReadRequestInfo {
-                        sink_stag: ddp.msn.unwrap_or(0),
-                        sink_to: 0,
-                        size: r.size,
-                        src_stag: r.src_stag.to_u32(),
-                        src_to: r.src_to,
-                    });
-                    payload.len()
-                }
-                Err(e) => {
-                    error = malformed("Read V2 Request header", e);
-                    0
-                }
-            }
-        }
-        Opcode::ReadResponse if octet & RDMAP_RSVD_MASK == READ_V2_FLAG => {
+        Opcode::ReadRequest if read_v2 => {
+            let r =
+                ReadV2RequestRepr::parse(payload).map_err(malformed("Read V2 Request header"))?;
             info.read_v2 = true;
-            0
+            info.read_request = Some(ReadRequestInfo {
+                sink_stag: ddp.msn.unwrap_or(0),
+                sink_to: 0,
+                size: r.size,
+                src_stag: r.src_stag.to_u32(),
+                src_to: r.src_to,
+            });
+            Ok(payload.len())
         }
-        Opcode::ReadRequest => match ReadRequestRepr::parse(payload) {
-            Ok(r) => {
-                info.read_request = Some(ReadRequestInfo {
-                    sink_stag: r.sink_stag.to_u32(),
-                    sink_to: r.sink_to,
-                    size: r.size,
-                    src_stag: r.src_stag.to_u32(),
-                    src_to: r.src_to,
-                });
-                payload.len()
-            }
-            Err(e) => {
-                error = malformed("Read Request header", e);
-                0
-            }
-        },
-        Opcode::Terminate => match TerminatePacket::new_checked(payload)
-            .and_then(|p| Ok((TerminateRepr::parse_packet(&p)?, p.header_len()?)))
-        {
-            Ok((t, len)) => {
-                info.terminate = Some(TerminateInfo {
-                    layer: t.code.layer().bits(),
-                    etype: t.code.etype(),
-                    code: t.code.code(),
-                    description: t.code.description().to_owned(),
-                    ddp_seg_len: t.ddp_seg_len,
-                    ddp_header: t.ddp_header.map(|h| hex(h.as_bytes())),
-                    rdma_header: t.rdma_header.map(|h| hex(&h)),
-                    reserved: u16::from_be_bytes([
-                        payload.get(2).map_or(0, |b| b & 0x1f),
-                        payload.get(3).copied().unwrap_or(0),
-                    ]),
-                });
-                len
-            }
-            Err(e) => {
-                error = malformed("Terminate header", e);
-                0
-            }
-        },
-        Opcode::AtomicRequest => match AtomicRequestRepr::parse(payload) {
-            Ok(a) => {
-                let word = payload
-                    .get(..4)
-                    .map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-                info.atomic = Some(AtomicInfo {
-                    req_id: a.req_id,
-                    op: Some(u8::from(a.op)),
-                    stag: Some(a.stag.to_u32()),
-                    to: Some(a.to),
-                    orig: None,
-                    reserved: word >> 4,
-                });
-                payload.len()
-            }
-            Err(e) => {
-                error = malformed("Atomic Request header", e);
-                0
-            }
-        },
-        Opcode::AtomicResponse => match AtomicResponseRepr::parse(payload) {
-            Ok(a) => {
-                info.atomic = Some(AtomicInfo {
-                    req_id: a.req_id,
-                    op: None,
-                    stag: None,
-                    to: None,
-                    orig: Some(a.orig),
-                    reserved: 0,
-                });
-                payload.len()
-            }
-            Err(e) => {
-                error = malformed("Atomic Response header", e);
-                0
-            }
-        },
-        op if op.is_immediate() => match ImmediateRepr::parse(payload) {
-            Ok(i) => {
-                info.immediate = Some(u64::from_be_bytes(i.data));
-                payload.len()
-            }
-            Err(e) => {
-                error = malformed("Immediate Data", e);
-                0
-            }
-        },
-        _ => 0,
+        Opcode::ReadResponse if read_v2 => {
+            info.read_v2 = true;
+            Ok(0)
+        }
+        Opcode::ReadRequest => {
+            let r = ReadRequestRepr::parse(payload).map_err(malformed("Read Request header"))?;
+            info.read_request = Some(ReadRequestInfo {
+                sink_stag: r.sink_stag.to_u32(),
+                sink_to: r.sink_to,
+                size: r.size,
+                src_stag: r.src_stag.to_u32(),
+                src_to: r.src_to,
+            });
+            Ok(payload.len())
+        }
+        Opcode::Terminate => {
+            let (terminate, len) =
+                decode_terminate(payload).map_err(malformed("Terminate header"))?;
+            info.terminate = Some(terminate);
+            Ok(len)
+        }
+        Opcode::AtomicRequest => {
+            let a =
+                AtomicRequestRepr::parse(payload).map_err(malformed("Atomic Request header"))?;
+            let word = payload
+                .get(..4)
+                .map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+            info.atomic = Some(AtomicInfo {
+                req_id: a.req_id,
+                op: Some(u8::from(a.op)),
+                stag: Some(a.stag.to_u32()),
+                to: Some(a.to),
+                orig: None,
+                reserved: word >> 4,
+            });
+            Ok(payload.len())
+        }
+        Opcode::AtomicResponse => {
+            let a =
+                AtomicResponseRepr::parse(payload).map_err(malformed("Atomic Response header"))?;
+            info.atomic = Some(AtomicInfo {
+                req_id: a.req_id,
+                op: None,
+                stag: None,
+                to: None,
+                orig: Some(a.orig),
+                reserved: 0,
+            });
+            Ok(payload.len())
+        }
+        op if op.is_immediate() => {
+            let i = ImmediateRepr::parse(payload).map_err(malformed("Immediate Data"))?;
+            info.immediate = Some(u64::from_be_bytes(i.data));
+            Ok(payload.len())
+        }
+        _ => Ok(0),
+    }
+}
+
+/// A Terminate header at the start of `payload`, and its length.
+fn decode_terminate(payload: &[u8]) -> Result<(TerminateInfo, usize), WireError> {
+    let p = TerminatePacket::new_checked(payload)?;
+    let (t, len) = (TerminateRepr::parse_packet(&p)?, p.header_len()?);
+    let info = TerminateInfo {
+        layer: t.code.layer().bits(),
+        etype: t.code.etype(),
+        code: t.code.code(),
+        description: t.code.description().to_owned(),
+        ddp_seg_len: t.ddp_seg_len,
+        ddp_header: t.ddp_header.map(|h| hex(h.as_bytes())),
+        rdma_header: t.rdma_header.map(|h| hex(&h)),
+        reserved: u16::from_be_bytes([
+            payload.get(2).map_or(0, |b| b & 0x1f),
+            payload.get(3).copied().unwrap_or(0),
+        ]),
     };
-    info.data_len = payload.len().saturating_sub(header_len);
-    (info, error)
+    Ok((info, len))
+}
+
+/// The error for a malformed `what`: its name and the wire error.
+fn malformed(what: &str) -> impl FnOnce(WireError) -> String + '_ {
+    move |e| format!("{what}: {e}")
 }
 
 #[cfg(test)]

@@ -202,49 +202,7 @@ fn push_op(w: &World, op: u8, input: &mut Input<'_>) {
             );
         }
         // The daemon takes snapshots, decodes them, frees some.
-        4 => {
-            let filter = input.u8();
-            let q = input.u32();
-            let want = |qp: u32| match filter % 3 {
-                0 => true,
-                1 => qp == q,
-                _ => qp != q,
-            };
-            let mut snaps = Vec::new();
-            w.push.ready(want, |s| snaps.push(s));
-            let expected: Vec<u32> = (0..SLOTS)
-                .filter(|&s| state(s) & 3 == 2 && want(slot_word(w, s, SLOT_QP)))
-                .collect();
-            let seen: Vec<u32> = snaps.iter().map(|s| s.slot).collect();
-            assert_eq!(
-                seen, expected,
-                "snapshots are the READY slots the filter takes"
-            );
-            let free_mask = input.u8();
-            for (i, s) in snaps.iter().enumerate() {
-                assert_eq!(s.state, state(s.slot));
-                assert_eq!(
-                    (s.qp, s.sq_index),
-                    (
-                        slot_word(w, s.slot, SLOT_QP),
-                        slot_word(w, s.slot, SLOT_INDEX)
-                    )
-                );
-                let mut e = [0u8; SQE_SIZE];
-                w.push_raw
-                    .read(s.slot as usize * SLOT_SIZE + SLOT_ENTRY, &mut e);
-                assert_eq!(s.entry, e, "a snapshot is the slot's entry");
-                let _ = decode_sqe(&s.entry, &mut copy_inline);
-                if free_mask & (1 << (i % 8)) != 0 {
-                    w.push.free(s.slot, s.state);
-                    assert_eq!(
-                        state(s.slot),
-                        ((s.state >> 2).wrapping_add(1)) << 2,
-                        "freed"
-                    );
-                }
-            }
-        }
+        4 => daemon_takes_snapshots(w, input),
         // A free under any state word: only the current one frees.
         5 => {
             let slot = u32::from(input.u8()) % SLOTS;
@@ -266,6 +224,54 @@ fn push_op(w: &World, op: u8, input: &mut Input<'_>) {
             assert_eq!(
                 w.push.any_ready_for(q),
                 (0..SLOTS).any(|s| ready(s) && slot_word(w, s, SLOT_QP) == q)
+            );
+        }
+    }
+}
+
+/// Push operation 4: the daemon takes snapshots of the slots its filter (an octet and a
+/// queue pair) accepts, decodes them and frees those a mask octet picks; each must be the
+/// slot as memory holds it.
+fn daemon_takes_snapshots(w: &World, input: &mut Input<'_>) {
+    let state = |s: u32| slot_word(w, s, SLOT_STATE);
+    let filter = input.u8();
+    let q = input.u32();
+    let want = |qp: u32| match filter % 3 {
+        0 => true,
+        1 => qp == q,
+        _ => qp != q,
+    };
+    let mut snaps = Vec::new();
+    w.push.ready(want, |s| snaps.push(s));
+    let expected: Vec<u32> = (0..SLOTS)
+        .filter(|&s| state(s) & 3 == 2 && want(slot_word(w, s, SLOT_QP)))
+        .collect();
+    let seen: Vec<u32> = snaps.iter().map(|s| s.slot).collect();
+    assert_eq!(
+        seen, expected,
+        "snapshots are the READY slots the filter takes"
+    );
+    let free_mask = input.u8();
+    for (i, s) in snaps.iter().enumerate() {
+        assert_eq!(s.state, state(s.slot));
+        assert_eq!(
+            (s.qp, s.sq_index),
+            (
+                slot_word(w, s.slot, SLOT_QP),
+                slot_word(w, s.slot, SLOT_INDEX)
+            )
+        );
+        let mut e = [0u8; SQE_SIZE];
+        w.push_raw
+            .read(s.slot as usize * SLOT_SIZE + SLOT_ENTRY, &mut e);
+        assert_eq!(s.entry, e, "a snapshot is the slot's entry");
+        let _ = decode_sqe(&s.entry, &mut copy_inline);
+        if free_mask & (1 << (i % 8)) != 0 {
+            w.push.free(s.slot, s.state);
+            assert_eq!(
+                state(s.slot),
+                ((s.state >> 2).wrapping_add(1)) << 2,
+                "freed"
             );
         }
     }

@@ -78,24 +78,9 @@ async fn main() {
     }
 }
 
+/// The demo's steps, each printed as it happens (see the module documentation).
 async fn run(o: Opts) -> Result<(), Error> {
-    let mut cfg = DeviceConfig::default()
-        .queue_depths(o.depth.max(256), 256)
-        .extensions(o.extensions);
-    if let Some(path) = &o.daemon {
-        cfg = cfg.daemon(path);
-    }
-    let server = Device::open(cfg.clone())?;
-    let client = Device::open(cfg)?;
-    match server.daemon_path() {
-        None => {
-            examples::outln!("iWARP demo: two embedded engines in one process, over loopback TCP")
-        }
-        Some(p) => examples::outln!(
-            "iWARP demo: two applications' devices through the iwarpd at {}, over loopback TCP",
-            p.display()
-        ),
-    }
+    let (server, client) = open_devices(&o)?;
 
     // ── server: listen, register the target, pre-post a receive for the pings ──
     let listener = server.listen(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
@@ -180,9 +165,49 @@ async fn run(o: Opts) -> Result<(), Error> {
     );
 
     // ── Send/Recv ping-pong ──
-    let inbox = cpd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    ping_pong(&qp, &cpd, o.pings).await?;
+
+    // ── goodbye: an empty message ends the server's loop, then a graceful close ──
+    qp.send(Bytes::new()).await?;
+    qp.disconnect();
+    let client_end = qp.closed().await;
+    let (served, server_end) = server_task.await??;
+    examples::outln!(
+        "[9] disconnected: client {client_end}, server {server_end} (it answered {})",
+        examples::words::count(served as u64, "ping", "pings")
+    );
+    Ok(())
+}
+
+/// The server's and the client's devices, embedded or through the iwarpd `o` names, and
+/// the banner saying which.
+fn open_devices(o: &Opts) -> Result<(Device, Device), Error> {
+    let mut cfg = DeviceConfig::default()
+        .queue_depths(o.depth.max(256), 256)
+        .extensions(o.extensions);
+    if let Some(path) = &o.daemon {
+        cfg = cfg.daemon(path);
+    }
+    let server = Device::open(cfg.clone())?;
+    let client = Device::open(cfg)?;
+    match server.daemon_path() {
+        None => {
+            examples::outln!("iWARP demo: two embedded engines in one process, over loopback TCP")
+        }
+        Some(p) => examples::outln!(
+            "iWARP demo: two applications' devices through the iwarpd at {}, over loopback TCP",
+            p.display()
+        ),
+    }
+    Ok((server, client))
+}
+
+/// The client's side of `pings` Send/Recv round trips on `qp`, each pong received into a
+/// small region of `pd`'s; prints the first pong and the time per round trip.
+async fn ping_pong(qp: &Qp, pd: &Pd, pings: usize) -> Result<(), Error> {
+    let inbox = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
     let started = Instant::now();
-    for i in 0..o.pings {
+    for i in 0..pings {
         let ping = Bytes::from(format!("ping {i}"));
         // `join!` polls the receive first: it is posted before the ping goes out.
         let (pong, sent) = tokio::join!(qp.recv(&inbox), qp.send(ping));
@@ -193,21 +218,11 @@ async fn run(o: Opts) -> Result<(), Error> {
             examples::outln!("    first pong: {:?}", String::from_utf8_lossy(&text));
         }
     }
-    let rtt = started.elapsed() / o.pings.max(1) as u32;
+    let rtt = started.elapsed() / pings.max(1) as u32;
     examples::outln!(
         "[8] Send/Recv: {} ping-pongs, {:.1} us per round trip",
-        o.pings,
+        pings,
         rtt.as_secs_f64() * 1e6
-    );
-
-    // ── goodbye: an empty message ends the server's loop, then a graceful close ──
-    qp.send(Bytes::new()).await?;
-    qp.disconnect();
-    let client_end = qp.closed().await;
-    let (served, server_end) = server_task.await??;
-    examples::outln!(
-        "[9] disconnected: client {client_end}, server {server_end} (it answered {})",
-        examples::words::count(served as u64, "ping", "pings")
     );
     Ok(())
 }

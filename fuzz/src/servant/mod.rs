@@ -60,8 +60,23 @@
 //!
 //! With `IWARP_FUZZ_FRESH=1` every input gets a new queue pair (slower; for reproducing a
 //! finding that depends on what came before).
+//!
+//! # Files
+//!
+//! This module holds the [`Harness`] and the run of one input; `ops.rs` carries out each
+//! operation of the table above, `fixup.rs` the `fix` bits; `client.rs` is a session of
+//! the client (its domain, region, push region, shared receive queue, connecting and
+//! destroying), `qp.rs` a queue pair as the client sees it (its segment's words and
+//! entries, its completions); `checks.rs` the honest queue pair's Write and Read and the
+//! resource checks; `raw.rs` the control protocol spoken by hand; `peer.rs` the engine at
+//! the other end.
 
+mod checks;
+mod client;
+mod fixup;
+mod ops;
 mod peer;
+mod qp;
 mod raw;
 
 pub use peer::Peer;
@@ -72,21 +87,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use ipc::control::{Event, QpChange, QueueDepths, Reply, Request};
-use ipc::push::SLOT_SIZE;
-use ipc::qpseg::{Doorbell, Geometry, QpSegment, RQE_SIZE, SQE_SIZE, Side};
-use ipc::wqe::{INLINE_MAX, decode_cqe, encode_sqe, set_inline};
-use offload_engine::EngineConfig;
+use ipc::control::Event;
 use iwarpd::local::{LocalConfig, LocalService};
-use rdmap::{Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcStatus};
-use shm::Segment;
+use offload_engine::EngineConfig;
 
 use crate::input::Input;
-use crate::rings::layout::{
-    HEADER, QP_WORDS, RQ_CONS, RQ_PROD, SLOT_ENTRY, SLOT_INDEX, SLOT_QP, SLOT_STATE, SQ_CONS,
-    SQ_DONE, SQ_PROD, SRQ_CONS, SRQ_PROD,
-};
+use crate::rings::layout::QP_WORDS;
+use client::Client;
+use qp::Qp;
 
 /// Sessions of the hostile client, used in turn.
 pub const SESSIONS: usize = 3;
@@ -118,293 +126,6 @@ pub const HONEST_EVERY: u64 = 64;
 pub const RESOURCES_EVERY: u64 = 512;
 /// Inputs before the resource baseline is taken.
 const WARM_UP: u64 = 64;
-/// Descriptors and memory files the process may hold beyond its baseline.
-const FD_MARGIN: usize = 64;
-const FILE_MARGIN: usize = 16;
-
-/// A client session: its domain, region, push region and shared receive queue.
-struct Client {
-    raw: Raw,
-    pd: u32,
-    /// The registered region's STag, and the region (mapped here too).
-    stag: u32,
-    region: Segment,
-    push: Segment,
-    push_slots: u32,
-    srq: u32,
-    srq_seg: Segment,
-    /// An input wrote the shared receive queue's indices or octets: it is replaced
-    /// before the session is used again.
-    srq_tainted: bool,
-    /// A DestroyQp sent and not answered yet: its transaction, the queue pair, when.
-    destroying: Option<(u64, u32, Instant)>,
-}
-
-/// A connected queue pair, its segment mapped twice (raw octets, and `ipc`'s view for
-/// taking completions) and its doorbells.
-struct Qp {
-    id: u32,
-    tag: u64,
-    geo: Geometry,
-    seg: Segment,
-    view: QpSegment,
-    to_daemon: Doorbell,
-    _to_client: Doorbell,
-    /// The input wrote the segment outside its entries: its completions are not checked,
-    /// and it is replaced after the input.
-    tainted: bool,
-    completions: u64,
-    /// Of those, receive completions.
-    received: u64,
-    /// The harness posted its first message (see [`Harness::prime`]).
-    primed: bool,
-}
-
-impl Qp {
-    fn word(&self, at: usize) -> u32 {
-        self.seg.u32(at).load(Ordering::Acquire)
-    }
-
-    fn set(&self, at: usize, v: u32) {
-        self.seg.u32(at).store(v, Ordering::Release);
-    }
-
-    fn sq_at(&self, i: u32) -> usize {
-        HEADER + (i % self.geo.sq_depth) as usize * SQE_SIZE
-    }
-
-    fn rq_at(&self, i: u32) -> usize {
-        HEADER + self.geo.sq_depth as usize * SQE_SIZE + (i % self.geo.rq_depth) as usize * RQE_SIZE
-    }
-
-    fn staging_at(&self) -> usize {
-        self.geo.len() - self.geo.staging as usize
-    }
-
-    /// Wakes the daemon, parked or not.
-    fn ring(&self) {
-        let _ = self.view.must_wake(Side::Daemon);
-        self.to_daemon.ring();
-    }
-
-    /// Everything published was taken and retired, and no push slot names it.
-    fn settled(&self, push: &Segment, slots: u32) -> bool {
-        let (prod, cons, done) = (self.word(SQ_PROD), self.word(SQ_CONS), self.word(SQ_DONE));
-        prod == cons
-            && done == cons
-            && self.word(RQ_PROD) == self.word(RQ_CONS)
-            && !(0..slots).any(|s| {
-                let at = s as usize * SLOT_SIZE;
-                push.u32(at + SLOT_STATE).load(Ordering::Acquire) & 3 == 2
-                    && push.u32(at + SLOT_QP).load(Ordering::Acquire) == self.id
-            })
-    }
-
-    /// Takes the completions in the ring: each must decode unless the input wrote the
-    /// segment.
-    fn drain(&mut self) {
-        for _ in 0..4 * self.geo.cq_depth {
-            match self.view.cq_pop() {
-                Ok(Some(e)) => {
-                    self.completions += 1;
-                    if !self.tainted {
-                        let wc = decode_cqe(&e).unwrap_or_else(|m| {
-                            panic!("iwarpd wrote a completion that does not decode: {m} {e:?}")
-                        });
-                        self.received += u64::from(wc.queue == rdmap::Queue::Recv);
-                    }
-                }
-                Ok(None) => return,
-                Err(_) => {
-                    assert!(self.tainted, "iwarpd's completion index is garbage");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Makes room in a completion ring whose indices the input scribbled on, as a client
-    /// that wants its completions would: its consumer index back to the producer's.
-    fn unjam(&self) {
-        if self.tainted && self.view.cq_pop().is_err() {
-            self.set(QP_WORDS[6], self.word(QP_WORDS[5]));
-        }
-    }
-}
-
-impl Client {
-    fn open(path: &std::path::Path) -> Self {
-        let mut raw = Raw::open(path);
-        let (r, fds) = raw.call(&Request::AllocPd);
-        let Reply::Pd { pd, push_slots } = r else {
-            panic!("AllocPd: {r:?}")
-        };
-        let push = map(fds, push_slots as usize * SLOT_SIZE);
-        let region = Segment::create("iwarp-fuzz-region", LOCAL as usize).expect("region");
-        let (r, _) = raw.call_with(
-            &Request::RegMr {
-                pd,
-                access: 0x3f,
-                va: None,
-                len: u64::from(LOCAL),
-            },
-            &[region.fd()],
-        );
-        let Reply::Id(stag) = r else {
-            panic!("RegMr: {r:?}")
-        };
-        let (srq, srq_seg) = Self::create_srq(&mut raw);
-        Self {
-            raw,
-            pd,
-            stag,
-            region,
-            push,
-            push_slots,
-            srq,
-            srq_seg,
-            srq_tainted: false,
-            destroying: None,
-        }
-    }
-
-    fn create_srq(raw: &mut Raw) -> (u32, Segment) {
-        let (r, fds) = raw.call(&Request::CreateSrq { depth: SRQ_DEPTH });
-        let Reply::Srq { srq, depth } = r else {
-            panic!("CreateSrq: {r:?}")
-        };
-        assert_eq!(depth, SRQ_DEPTH);
-        (srq, map(fds, HEADER + depth as usize * RQE_SIZE))
-    }
-
-    /// Connects a queue pair to `addr`, tagged `tag` for the peer.
-    fn connect(&mut self, addr: std::net::SocketAddr, tag: u64, srq: bool, recvs: u32) -> Qp {
-        let recvs = (0..recvs)
-            .map(|i| RecvWr {
-                wr_id: 0xf000 + u64::from(i),
-                sgl: [Sge {
-                    stag: STag::from_u32(self.stag),
-                    to: u64::from(i) * 4096,
-                    len: 4096,
-                }]
-                .into(),
-            })
-            .collect();
-        let req = Request::Connect {
-            pd: self.pd,
-            srq: if srq { self.srq } else { 0 },
-            depths: QueueDepths {
-                sq: DEPTH,
-                rq: DEPTH,
-            },
-            addr,
-            private: Bytes::copy_from_slice(&tag.to_le_bytes()),
-            recvs,
-        };
-        let (r, fds) = self.raw.call(&req);
-        let Reply::Qp(info) = r else {
-            panic!("Connect: {r:?}")
-        };
-        let geo = info.geometry;
-        let mut fds = fds.into_iter();
-        let seg_fd = fds.next().expect("the segment");
-        let view = QpSegment::map(std::fs::File::from(seg_fd.try_clone().expect("dup")), geo)
-            .expect("map the segment");
-        Qp {
-            id: info.qp,
-            tag,
-            geo,
-            seg: Segment::map(std::fs::File::from(seg_fd), geo.len()).expect("map"),
-            view,
-            to_daemon: Doorbell::from_fd(fds.next().expect("doorbell")),
-            _to_client: Doorbell::from_fd(fds.next().expect("doorbell")),
-            tainted: false,
-            completions: 0,
-            received: 0,
-            primed: false,
-        }
-    }
-
-    /// Asks the daemon to destroy queue pair `id`; [`Self::ready`] waits for the answer.
-    fn destroy(&mut self, id: u32) {
-        assert!(self.destroying.is_none());
-        let txn = self.raw.send(&Request::DestroyQp { qp: id }, &[]);
-        trace(format_args!("DestroyQp {id} sent"));
-        self.destroying = Some((txn, id, Instant::now()));
-    }
-
-    /// True if the daemon answered the DestroyQp under way (checked as [`Self::ready`]
-    /// checks it), or none is.
-    fn destroyed(&mut self) -> bool {
-        let Some((txn, id, sent)) = self.destroying else {
-            return true;
-        };
-        let Some((r, _)) = self.raw.try_reply(txn) else {
-            return false;
-        };
-        assert_eq!(r, Reply::Done, "DestroyQp");
-        trace(format_args!(
-            "DestroyQp {id} answered {:?} after it was sent",
-            sent.elapsed()
-        ));
-        self.destroying = None;
-        true
-    }
-
-    /// Makes the session ready for a queue pair: the daemon must have answered its last
-    /// DestroyQp (within the bound) that it did, and a scribbled shared receive queue is
-    /// replaced.
-    fn ready(&mut self) {
-        if let Some((txn, id, sent)) = self.destroying.take() {
-            let t = Instant::now();
-            let (r, _) = self.raw.reply(txn, "DestroyQp");
-            assert_eq!(r, Reply::Done, "DestroyQp");
-            trace(format_args!(
-                "DestroyQp {id} answered {:?} after it was sent (waited {:?})",
-                sent.elapsed(),
-                t.elapsed()
-            ));
-            // The ends of the queue pairs gone are of no use now.
-            while self.raw.event().is_some() {}
-        }
-        if self.srq_tainted {
-            self.srq_tainted = false;
-            let (r, _) = self.raw.call(&Request::DestroySrq { srq: self.srq });
-            assert_eq!(r, Reply::Done, "DestroySrq");
-            (self.srq, self.srq_seg) = Self::create_srq(&mut self.raw);
-        }
-    }
-
-    /// Writes `entry` into a push slot as the library publishes one: the first FREE
-    /// slot, READY with a new generation.
-    fn publish_slot(&self, qp: u32, index: u32, entry: &[u8; SQE_SIZE]) {
-        let free = (0..self.push_slots).find(|&s| {
-            self.push
-                .u32(s as usize * SLOT_SIZE + SLOT_STATE)
-                .load(Ordering::Acquire)
-                & 3
-                == 0
-        });
-        if let Some(s) = free {
-            self.write_slot(s, qp, index, entry, None);
-        }
-    }
-
-    /// Writes slot `s`: its queue pair, index and entry, then its state word (`None`:
-    /// READY with the next generation).
-    fn write_slot(&self, s: u32, qp: u32, index: u32, entry: &[u8; SQE_SIZE], state: Option<u32>) {
-        let at = s as usize * SLOT_SIZE;
-        self.push.u32(at + SLOT_QP).store(qp, Ordering::Relaxed);
-        self.push
-            .u32(at + SLOT_INDEX)
-            .store(index, Ordering::Relaxed);
-        self.push.write(at + SLOT_ENTRY, entry);
-        let w = self.push.u32(at + SLOT_STATE);
-        let st =
-            state.unwrap_or_else(|| ((w.load(Ordering::Relaxed) >> 2).wrapping_add(1) << 2) | 2);
-        w.store(st, Ordering::Release);
-    }
-}
 
 /// With `IWARP_FUZZ_TRACE=1`, what the harness does and how long it waits, on stderr.
 fn trace(what: std::fmt::Arguments<'_>) {
@@ -412,33 +133,6 @@ fn trace(what: std::fmt::Arguments<'_>) {
     if *ON.get_or_init(|| std::env::var_os("IWARP_FUZZ_TRACE").is_some_and(|v| v == "1")) {
         eprintln!("iwarpd_servant: {what}");
     }
-}
-
-fn map(fds: Vec<std::os::fd::OwnedFd>, len: usize) -> Segment {
-    let fd = fds
-        .into_iter()
-        .next()
-        .expect("a memory file with the reply");
-    Segment::map(std::fs::File::from(fd), len).expect("map a memory file of iwarpd's")
-}
-
-fn le32(e: &mut [u8], at: usize, v: u32) {
-    e[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn map32(e: &mut [u8], at: usize, f: impl Fn(u32) -> u32) {
-    let v = f(get32(e, at));
-    le32(e, at, v);
-}
-
-fn get32(e: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]])
-}
-
-fn get64(e: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&e[at..at + 8]);
-    u64::from_le_bytes(b)
 }
 
 /// How an input's wait ended.
@@ -596,283 +290,9 @@ impl Harness {
         }
     }
 
+    /// The queue pair under test (an input always has one).
     fn qp(&self) -> &Qp {
         self.qp.as_ref().expect("a queue pair")
-    }
-
-    /// One operation; `Some` once the queue pair ended or stuck (the rest is skipped).
-    fn op(&mut self, input: &mut Input<'_>) -> Option<Outcome> {
-        let op = input.u8();
-        trace(format_args!("op {}", op % 12));
-        match op % 12 {
-            0 => {
-                let fix = input.u8();
-                let mut e = input.entry::<SQE_SIZE>(SQE_SIZE);
-                self.fix_sqe(&mut e, fix);
-                let qp = self.qp();
-                let prod = qp.word(SQ_PROD);
-                let message = e;
-                if fix & 0x80 != 0 {
-                    e[1] |= 0x10;
-                }
-                qp.seg.write(qp.sq_at(prod), &e);
-                qp.set(SQ_PROD, prod.wrapping_add(1));
-                if fix & 0x80 != 0 {
-                    let mut m = message;
-                    // A gather list goes inline, as the library copies it in: here the
-                    // first entry's octets of the client's region (at most what fits).
-                    if m[2] == 2 {
-                        let to = (get64(&m, 96 + 8) % u64::from(LOCAL)) as usize;
-                        let len = (get32(&m, 96 + 4) as usize)
-                            .min(INLINE_MAX)
-                            .min(LOCAL as usize - to);
-                        let mut body = [0u8; INLINE_MAX];
-                        self.fuzz.region.read(to, &mut body[..len]);
-                        let _ = set_inline(&mut m, &body[..len]);
-                    }
-                    self.fuzz.publish_slot(qp.id, prod, &m);
-                }
-            }
-            1 => {
-                let fix = input.u8();
-                let mut e = input.entry::<RQE_SIZE>(RQE_SIZE);
-                self.fix_rqe(&mut e, fix);
-                let qp = self.qp();
-                let prod = qp.word(RQ_PROD);
-                qp.seg.write(qp.rq_at(prod), &e);
-                qp.set(RQ_PROD, prod.wrapping_add(1));
-            }
-            2 => {
-                let fix = input.u8();
-                let mut e = input.entry::<RQE_SIZE>(RQE_SIZE);
-                self.fix_rqe(&mut e, fix);
-                let s = &self.fuzz.srq_seg;
-                let prod = s.u32(SRQ_PROD).load(Ordering::Acquire);
-                let cons = s.u32(SRQ_CONS).load(Ordering::Acquire);
-                if prod.wrapping_sub(cons) < SRQ_DEPTH {
-                    s.write(HEADER + (prod % SRQ_DEPTH) as usize * RQE_SIZE, &e);
-                    s.u32(SRQ_PROD)
-                        .store(prod.wrapping_add(1), Ordering::Release);
-                }
-            }
-            3 => {
-                let qp = self.qp();
-                let offset = usize::from(input.u16());
-                let n = usize::from(input.u8());
-                let data = input.entry::<256>(n);
-                let at = offset.min(qp.geo.staging as usize - n);
-                qp.seg.write(qp.staging_at() + at, &data[..n]);
-            }
-            4 => {
-                let slot = u32::from(input.u8()) % self.fuzz.push_slots;
-                let qsel = input.u8();
-                let isel = input.u8();
-                let fix = input.u8();
-                let qp = self.qp();
-                let target = match qsel {
-                    0..=0x7f => qp.id,
-                    0x80..=0xbf => qp.id.wrapping_add(1 + u32::from(qsel & 0x3f)),
-                    _ => input.u32(),
-                };
-                let (prod, cons) = (qp.word(SQ_PROD), qp.word(SQ_CONS));
-                let index = match isel & 3 {
-                    0 => cons,
-                    1 => prod.wrapping_sub(1),
-                    2 => prod,
-                    _ => input.u32(),
-                };
-                let state = (isel & 0x80 != 0).then(|| input.u32());
-                let mut e = input.entry::<SQE_SIZE>(SQE_SIZE);
-                self.fix_sqe(&mut e, fix);
-                self.fuzz.write_slot(slot, target, index, &e, state);
-            }
-            5 => {
-                let which = usize::from(input.u8()) % (QP_WORDS.len() + 2);
-                if which < QP_WORDS.len() {
-                    let qp = self.qp.as_mut().expect("a queue pair");
-                    qp.tainted = true;
-                    let v = input.index(qp.word(QP_WORDS[which]));
-                    qp.set(QP_WORDS[which], v);
-                } else {
-                    self.fuzz.srq_tainted = true;
-                    let at = if which == QP_WORDS.len() {
-                        SRQ_PROD
-                    } else {
-                        SRQ_CONS
-                    };
-                    let w = self.fuzz.srq_seg.u32(at);
-                    let v = input.index(w.load(Ordering::Relaxed));
-                    w.store(v, Ordering::Release);
-                }
-            }
-            6 => {
-                let target = input.u8() % 3;
-                let offset = input.u32() as usize;
-                let n = usize::from(input.u8());
-                let data = input.entry::<256>(n);
-                let seg = match target {
-                    0 => {
-                        let qp = self.qp.as_mut().expect("a queue pair");
-                        qp.tainted = true;
-                        &qp.seg
-                    }
-                    1 => &self.fuzz.push,
-                    _ => {
-                        self.fuzz.srq_tainted = true;
-                        &self.fuzz.srq_seg
-                    }
-                };
-                let at = offset % seg.len();
-                let n = n.min(seg.len() - at);
-                seg.write(at, &data[..n]);
-            }
-            7 => {
-                self.qp().ring();
-                match self.settle() {
-                    Outcome::Settled => {}
-                    other => return Some(other),
-                }
-            }
-            8 => {
-                let which = input.u8();
-                let on = input.u8() & 1 != 0;
-                let id = self.qp().id;
-                let req = match which % 8 {
-                    0 => Request::ModifyQp {
-                        qp: id,
-                        change: QpChange::IncomingRdma(on),
-                    },
-                    1 => Request::ModifyQp {
-                        qp: id,
-                        change: QpChange::DrainOnLocalFailure(on),
-                    },
-                    2 => Request::ModifyQp {
-                        qp: id,
-                        change: QpChange::ResumeSendQueue,
-                    },
-                    3 => Request::QueryQp { qp: id },
-                    4 => Request::Stats,
-                    5 => Request::QueryDevice,
-                    6 => Request::Disconnect { qp: id },
-                    _ => Request::QueryQp {
-                        qp: id.wrapping_add(1),
-                    },
-                };
-                let (r, _) = self.fuzz.raw.call(&req);
-                let refused = matches!(r, Reply::Error { .. });
-                assert_eq!(
-                    refused,
-                    which % 8 == 7,
-                    "{req:?} about the client's own queue pair: {r:?}"
-                );
-            }
-            9 => {
-                let n = u32::from(input.u8() % 8) + 1;
-                let len = u32::from(input.u16() % 8192);
-                let flags = input.u8();
-                self.prime();
-                self.peer.send(self.qp().tag, n, len, flags);
-            }
-            10 => self.qp.as_mut().expect("a queue pair").drain(),
-            _ => self.qp().ring(),
-        }
-        None
-    }
-
-    /// Posts a zero-length RDMA Write on the queue pair under test, once: the peer is the
-    /// MPA Responder, which may send nothing before its Initiator's first message.
-    fn prime(&mut self) {
-        let peer = self.peer.fuzz_region;
-        let qp = self.qp.as_mut().expect("a queue pair");
-        if qp.primed {
-            return;
-        }
-        qp.primed = true;
-        let wr = SendWr {
-            wr_id: u64::MAX,
-            op: SendOp::Write {
-                data: Payload::Bytes(Bytes::new()),
-                dst: RemoteBuf { len: 0, ..peer },
-            },
-            flags: SendFlags::NONE,
-        };
-        let e = encode_sqe(&wr, &mut |_| None).expect("encode");
-        let prod = qp.word(SQ_PROD);
-        qp.seg.write(qp.sq_at(prod), &e);
-        qp.set(SQ_PROD, prod.wrapping_add(1));
-        qp.ring();
-    }
-
-    /// Steers a send entry by the bits of `fix` (see the module documentation).
-    fn fix_sqe(&self, e: &mut [u8; SQE_SIZE], fix: u8) {
-        let (peer, local) = (self.peer.fuzz_region, self.fuzz.stag);
-        if fix & 1 != 0 {
-            e[0] %= 13;
-            e[1] &= 0x6f;
-            e[2] %= 4;
-            e[3] %= 11;
-        }
-        if e[0] == 10 {
-            // A Delay of at most a millisecond: a longer one holds the queue pair, and its
-            // DestroyQp, for up to the daemon's 5 s, and the fuzzer soon makes them the
-            // rule. (Octets written anywhere, op 6, can still make a long one.)
-            let ns = get64(e, 40) % (1 << 20);
-            e[40..48].copy_from_slice(&ns.to_le_bytes());
-        }
-        if fix & 2 != 0 {
-            le32(e, 16, peer.stag.to_u32());
-            let to = get64(e, 24) % u64::from(peer.len);
-            e[24..32].copy_from_slice(&to.to_le_bytes());
-            map32(e, 32, |v| v % 4097);
-        }
-        if fix & 4 != 0 {
-            for i in 0..usize::from(e[3]).clamp(1, 10) {
-                let at = 96 + 16 * i;
-                le32(e, at, local);
-                map32(e, at + 4, |v| v % 4097);
-                let to = get64(e, at + 8) % u64::from(LOCAL);
-                e[at + 8..at + 16].copy_from_slice(&to.to_le_bytes());
-            }
-        }
-        if fix & 8 != 0 {
-            let staging = self.qp().geo.staging;
-            match e[2] {
-                1 => map32(e, 4, |v| v % (INLINE_MAX as u32 + 1)),
-                3 => {
-                    let len = get32(e, 4) % 8193;
-                    le32(e, 4, len);
-                    map32(e, 72, |v| v % (staging - len + 1));
-                }
-                _ => {}
-            }
-        }
-        if fix & 16 != 0 {
-            e[1] |= 1;
-        }
-        if fix & 32 != 0 {
-            le32(e, 20, local);
-        }
-        if fix & 64 != 0 {
-            e[1] |= 0x10;
-        }
-    }
-
-    /// Steers a receive entry: bit 0 a count that decodes, bit 1 scatter entries in the
-    /// client's region.
-    fn fix_rqe(&self, e: &mut [u8; RQE_SIZE], fix: u8) {
-        if fix & 1 != 0 {
-            e[8] %= 16;
-            e[9..16].fill(0);
-        }
-        if fix & 2 != 0 {
-            for i in 0..usize::from(e[8]).min(15) {
-                let at = 16 + 16 * i;
-                le32(e, at, self.fuzz.stag);
-                map32(e, at + 4, |v| v % 4097);
-                let to = get64(e, at + 8) % u64::from(LOCAL);
-                e[at + 8..at + 16].copy_from_slice(&to.to_le_bytes());
-            }
-        }
     }
 
     /// Waits until the queue pair settled or ended, or the time is up.
@@ -927,131 +347,6 @@ impl Harness {
         }
         self.fuzz.ready();
     }
-
-    /// The honest queue pair writes 512 octets to its region at the peer and reads them
-    /// back: both must complete with success, and the octets read be the ones written.
-    pub fn honest_check(&mut self) {
-        let round = self.tally.honest;
-        let pattern: Vec<u8> = (0..512u32)
-            .map(|i| (i as u8).wrapping_mul(31) ^ round as u8)
-            .collect();
-        let h = &self.honest;
-        h.region.write(0, &pattern);
-        h.region.write(4096, &[0; 512]);
-        let remote = RemoteBuf {
-            len: 512,
-            ..self.peer.honest_region
-        };
-        let local = |to| Sge {
-            stag: STag::from_u32(h.stag),
-            to,
-            len: 512,
-        };
-        let write = SendWr {
-            wr_id: 2 * round,
-            op: SendOp::Write {
-                data: Payload::Sgl([local(0)].into()),
-                dst: remote,
-            },
-            flags: SendFlags::SIGNALED,
-        };
-        let read = SendWr {
-            wr_id: 2 * round + 1,
-            op: SendOp::Read {
-                src: remote,
-                dst: local(4096),
-            },
-            flags: SendFlags::SIGNALED,
-        };
-        let qp = &mut self.honest_qp;
-        let prod = qp.word(SQ_PROD);
-        for (i, wr) in [write, read].iter().enumerate() {
-            let e = encode_sqe(wr, &mut |_| None).expect("encode");
-            qp.seg.write(qp.sq_at(prod.wrapping_add(i as u32)), &e);
-        }
-        qp.set(SQ_PROD, prod.wrapping_add(2));
-        qp.ring();
-        let until = Instant::now() + raw::REPLY_WAIT;
-        let mut got = Vec::new();
-        while got.len() < 2 {
-            match qp.view.cq_pop() {
-                Ok(Some(e)) => got.push(decode_cqe(&e).expect("honest completion")),
-                Ok(None) => {
-                    assert!(
-                        Instant::now() < until,
-                        "the honest queue pair's Write and Read did not complete within \
-                         {:?} (after {} inputs): {got:?}",
-                        raw::REPLY_WAIT,
-                        self.tally.inputs
-                    );
-                    if let Some(ev) = self.honest.raw.event() {
-                        panic!(
-                            "the honest client got {ev:?} (after {} inputs)",
-                            self.tally.inputs
-                        );
-                    }
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                Err(_) => panic!("the honest queue pair's completion index is garbage"),
-            }
-        }
-        for (wc, id) in got.iter().zip([2 * round, 2 * round + 1]) {
-            assert_eq!(
-                (wc.wr_id, wc.status),
-                (id, WcStatus::Success),
-                "honest {wc:?}"
-            );
-        }
-        let mut back = vec![0u8; 512];
-        self.honest.region.read(4096, &mut back);
-        assert_eq!(
-            back, pattern,
-            "the honest Read returned other octets than written"
-        );
-        self.tally.honest += 1;
-    }
-
-    /// Checks that nothing grows per input: descriptors, memory files, queue pairs of
-    /// the daemon and of the peer.
-    fn resources(&mut self) {
-        let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-        let files = shm::memory_files();
-        let (r, _) = self.fuzz.raw.call(&Request::Stats);
-        let Reply::Stats(d) = r else {
-            panic!("Stats: {r:?}")
-        };
-        let (conns, peer_qps) = self.peer.counts();
-        let rss = std::fs::read_to_string("/proc/self/statm")
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .map_or(0, |pages| (pages * 4096) >> 20);
-        eprintln!(
-            "iwarpd_servant resources after {} inputs: {fds} descriptors, {files} memory \
-             files, daemon queue pairs {}, peer connections {conns} (engine {peer_qps}), \
-             RSS {rss} MiB",
-            self.tally.inputs, d.device_queue_pairs
-        );
-        let (base_fds, base_files) = *self.baseline.get_or_insert((fds, files));
-        assert!(
-            fds <= base_fds + FD_MARGIN,
-            "descriptors grew from {base_fds} to {fds} after {} inputs",
-            self.tally.inputs
-        );
-        assert!(
-            files <= base_files + FILE_MARGIN,
-            "memory files grew from {base_files} to {files} after {} inputs",
-            self.tally.inputs
-        );
-        assert!(
-            d.device_queue_pairs <= 8,
-            "iwarpd holds {} queue pairs; this harness has at most 2",
-            d.device_queue_pairs
-        );
-        assert!(
-            conns <= 8 && peer_qps <= 16,
-            "the peer holds {conns} connections, {peer_qps} queue pairs"
-        );
-    }
 }
 
 /// The one harness of this process.
@@ -1076,7 +371,13 @@ pub fn tally() -> Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipc::wqe::encode_rqe;
+    use bytes::Bytes;
+    use ipc::qpseg::{RQE_SIZE, SQE_SIZE};
+    use ipc::wqe::{encode_rqe, encode_sqe};
+    use rdmap::{Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge};
+    use shm::Segment;
+
+    use crate::rings::layout::{HEADER, SQ_DONE, SRQ_CONS, SRQ_PROD};
 
     /// A send entry for op 0: `wr` encoded (inline payloads only), STags to be fixed up.
     fn sqe_op(fix: u8, wr: &SendWr) -> Vec<u8> {
