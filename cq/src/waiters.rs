@@ -139,6 +139,7 @@ impl Waiters {
         let mut s = self.lock();
         if let Some((g, slot)) = s.slots.get_mut(index)
             && *g == generation
+            && matches!(slot, Slot::Waiting(_))
         {
             *slot = Slot::Free;
             s.free.push(index as u32);
@@ -155,11 +156,15 @@ impl Waiters {
     }
 
     fn poll(&self, id: WrId, cx: &mut Context<'_>) -> Poll<Completion> {
-        let (index, _) = split(id);
+        let (index, generation) = split(id);
         let mut s = self.lock();
-        let Some((_, slot)) = s.slots.get_mut(index) else {
+        let Some((g, slot)) = s.slots.get_mut(index) else {
             return Poll::Pending;
         };
+        if *g != generation {
+            // The slot serves another request now.
+            return Poll::Pending;
+        }
         match std::mem::replace(slot, Slot::Free) {
             Slot::Done(wc) => {
                 s.free.push(index as u32);
@@ -199,6 +204,10 @@ impl Future for CompletionFuture {
     type Output = Completion;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion> {
+        if self.done {
+            // Polled again after it returned: its slot may serve another request now.
+            return Poll::Pending;
+        }
         let ready = self.waiters.poll(self.id, cx);
         if ready.is_ready() {
             self.done = true;
@@ -243,6 +252,35 @@ mod tests {
         assert_eq!(c & 0xFFFF_FFFF, a & 0xFFFF_FFFF);
         w.forget(c);
         assert_eq!(w.lock().slots.len(), 1, "one slot served every request");
+    }
+
+    #[test]
+    fn a_finished_future_and_a_twice_forgotten_id_touch_no_other_request() {
+        let w = Arc::new(Waiters::default());
+        let a = w.register();
+        let mut fa = w.future(a);
+        assert!(w.route(wc(a)).is_none());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut fa).poll(&mut cx).is_ready());
+        let b = w.register();
+        assert_eq!(b & 0xFFFF_FFFF, a & 0xFFFF_FFFF, "the slot serves b now");
+        assert!(w.route(wc(b)).is_none());
+        assert!(
+            Pin::new(&mut fa).poll(&mut cx).is_pending(),
+            "not b's completion"
+        );
+        assert!(matches!(w.poll(b, &mut cx), Poll::Ready(c) if c.wr_id == b));
+        // Forgetting an id twice frees its slot once.
+        let c = w.register();
+        w.forget(c);
+        w.forget(c);
+        let (d, e) = (w.register(), w.register());
+        assert_ne!(
+            d & 0xFFFF_FFFF,
+            e & 0xFFFF_FFFF,
+            "two live requests, two slots"
+        );
     }
 
     #[test]

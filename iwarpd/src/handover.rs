@@ -84,7 +84,9 @@ pub(crate) const COMMIT: u8 = 10;
 pub(crate) const ABORT: u8 = 11;
 
 /// `HELLO`'s body: the magic and the version of this exchange (and of the images).
-pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x04";
+/// Version 5: the ids of receives the daemon takes on demand moved below the engine's
+/// `NOTIFY_BIT` (bits 62 and 61), so a session image of version 4 would lose them.
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x05";
 
 /// STag indices a successor keeps for the daemon's entries beyond the highest the daemon
 /// had handed out when the handover began (it goes on registering until its sessions

@@ -122,8 +122,15 @@ impl Srq {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a receive buffer.
+    /// Adds a receive buffer. Its work request id must be below
+    /// [`NOTIFY_BIT`](crate::NOTIFY_BIT): a completion with that bit goes to a request's
+    /// future, never to a completion queue (verbs' `Srq::post_recv` refuses such ids).
     pub fn post_recv(&self, wr: RecvWr) {
+        debug_assert!(
+            cq::check_wr_id(wr.wr_id).is_ok(),
+            "reserved id {:#x}",
+            wr.wr_id
+        );
         self.queue().push_back(wr);
     }
 
@@ -348,6 +355,9 @@ impl Engine {
     ) -> Result<Qp, ConnectError> {
         let mut stream = Stream::new(self.stream_config(&init, &sock, negotiated), negotiated);
         for wr in init.recvs.iter().cloned() {
+            cq::check_wr_id(wr.wr_id).map_err(|e| {
+                ConnectError::Invalid(format!("initial receive {:#x}: {e}", wr.wr_id))
+            })?;
             stream.post_recv(wr).map_err(|e| {
                 ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
             })?;

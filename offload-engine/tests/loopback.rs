@@ -474,3 +474,34 @@ async fn reserved_work_request_ids_are_refused() {
     assert_eq!(err, rdmap::PostError::ReservedWrId);
     assert!(err.to_string().contains("below 2^63"));
 }
+
+/// Initial receives are held to the same rule as posted ones: an id with the reserved bit
+/// would have its completion routed to a future that does not exist, so the connect is
+/// refused, naming the receive.
+#[tokio::test]
+async fn a_reserved_id_among_the_initial_receives_is_refused() {
+    let server = Engine::new(EngineConfig::default());
+    let client = Engine::new(EngineConfig::default());
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("listen");
+    let addr = listener.local_addr();
+    let spd = server.alloc_pd();
+    tokio::spawn(async move {
+        if let Ok(inc) = listener.accept().await {
+            let _ = inc.accept(QpInit::new(spd, &Cq::new(16)), b"").await;
+        }
+    });
+    let cq = Cq::new(16);
+    let mut init = QpInit::new(client.alloc_pd(), &cq);
+    init.recvs = vec![RecvWr {
+        wr_id: offload_engine::NOTIFY_BIT | 7,
+        sgl: Default::default(),
+    }];
+    let err = client.connect(addr, init, b"").await.unwrap_err();
+    assert!(
+        matches!(&err, offload_engine::ConnectError::Invalid(m) if m.contains("0x8000000000000007")),
+        "{err}"
+    );
+}

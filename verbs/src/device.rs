@@ -119,7 +119,6 @@ impl Device {
     #[cfg(feature = "embedded")]
     pub(crate) fn engine(&self) -> Option<&Engine> {
         match &self.backend {
-            #[cfg(feature = "embedded")]
             Backend::Embedded(e) => Some(e),
             Backend::Daemon(_) => None,
         }
@@ -305,6 +304,7 @@ impl Device {
         private_data: &[u8],
     ) -> Result<Connected, ConnectError> {
         self.check_pd(pd)?;
+        qp.check_recvs()?;
         let mut last = None;
         let mut connected = None;
         for a in lookup(addr).await? {
@@ -603,6 +603,7 @@ impl Incoming {
         private_data: &[u8],
     ) -> Result<Qp, ConnectError> {
         self.device.check_pd(pd)?;
+        qp.check_recvs()?;
         let mut this = self;
         match &mut this.inner {
             #[cfg(feature = "embedded")]

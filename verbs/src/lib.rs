@@ -34,7 +34,9 @@
 //!   straight into this process's registered memory; work requests and completions
 //!   cross in shared memory.
 //!
-//! `IWARP_DEVICE=embedded` (or unset) forces the engine in-process; any other value is
+//! `IWARP_DEVICE=embedded` (or unset) forces the engine in-process (built without the
+//! default `embedded` feature, the library has no engine, and says to name an iwarpd);
+//! any other value is
 //! refused by [`Device::open`] with the forms it takes, so a typo never silently runs the
 //! wrong device.
 //!

@@ -125,6 +125,19 @@ impl QpConfig {
     }
 }
 
+impl QpConfig {
+    /// Refuses initial receives whose work request id is in the reserved range (top bit
+    /// set), as `Qp::post_recv` does.
+    pub(crate) fn check_recvs(&self) -> Result<(), crate::ConnectError> {
+        for wr in &self.recvs {
+            cq::check_wr_id(wr.wr_id).map_err(|e| {
+                crate::ConnectError::Invalid(format!("initial receive {:#x}: {e}", wr.wr_id))
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// The error for a queue pair given a shared receive queue of another device.
 pub(crate) fn other_device_srq() -> crate::ConnectError {
     crate::ConnectError::Invalid(
