@@ -161,14 +161,7 @@ impl Driver {
             shared.unlock(st);
             return Turn::Park(park);
         }
-        let now = Instant::now();
-        st.step(
-            shared.num,
-            &mut self.out,
-            TX_HIGH_WATER,
-            self.shut_down,
-            now.into_std(),
-        );
+        let now = st.step(shared.num, &mut self.out, TX_HIGH_WATER, self.shut_down);
         let done = match st.stream.state() {
             QpState::Error | QpState::Idle => true,
             QpState::Closing => st.stream.is_drained(),

@@ -138,17 +138,17 @@ impl State {
     /// One turn of the connection, in the one order that is right: requests held for a
     /// registration that is done are released, the input read so far is processed (with
     /// the peer's FIN), output is produced into `out` (after what an inline transmit left
-    /// unwritten, and up to `high_water` octets), the timers run at `now`, and the events
-    /// are collected. After `shut_down` (TCP's sending half is closed) output is
-    /// discarded. Returns with `tx_busy` telling whether `out` holds octets.
+    /// unwritten, and up to `high_water` octets), the timers run, and the events are
+    /// collected. After `shut_down` (TCP's sending half is closed) output is discarded.
+    /// Returns the turn's one clock reading (tokio's clock, so paused time applies),
+    /// taken once the work is done; `tx_busy` tells whether `out` holds octets.
     pub(crate) fn step(
         &mut self,
         num: QpNum,
         out: &mut Transmit,
         high_water: usize,
         shut_down: bool,
-        now: std::time::Instant,
-    ) {
+    ) -> tokio::time::Instant {
         if !self.held.is_empty() {
             self.release_held();
         }
@@ -171,8 +171,10 @@ impl State {
         self.tx_busy = !out.is_empty();
         // A Delay that reached the head of the send queue starts now (its end is then a
         // deadline of poll_timeout).
-        self.stream.handle_timeout(now);
+        let now = tokio::time::Instant::now();
+        self.stream.handle_timeout(now.into_std());
         self.collect(num);
+        now
     }
 
     /// Moves the stream's events into `ready` and records how the connection ended. Call
