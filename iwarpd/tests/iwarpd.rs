@@ -225,7 +225,7 @@ fn a_client_that_never_reads_its_echoes_is_disconnected_with_the_reason() {
     // in bursts within the 16 credits, paced so the daemon reposts its receives.
     while msn < 20_000 {
         let mut fpdu = bytes::BytesMut::new();
-        common::send_fpdu(&mut framer, msn, &payload, &mut fpdu);
+        rdmap::testing::send_fpdu(&mut framer, msn, &payload, &mut fpdu);
         if sock.write_all(&fpdu).is_err() {
             break;
         }

@@ -51,7 +51,7 @@ fn peer(listener: std::net::TcpListener, go: mpsc::Receiver<()>, done: mpsc::Rec
             let mut framer = Framer::from_negotiated(&negotiated);
             let mut out = BytesMut::new();
             for (i, m) in MESSAGES.iter().enumerate() {
-                common::send_fpdu(&mut framer, i as u32 + 1, m, &mut out);
+                rdmap::testing::send_fpdu(&mut framer, i as u32 + 1, m, &mut out);
             }
             sock.write_all(&out).await.expect("write the Sends");
             let _ = done.recv();
@@ -147,7 +147,7 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
             let stag = rdmap::STag::from(stag_rx.recv().expect("stag"));
             let mut framer = Framer::from_negotiated(&negotiated);
             let mut first = BytesMut::new();
-            common::send_fpdu(&mut framer, 1, b"note", &mut first);
+            rdmap::testing::send_fpdu(&mut framer, 1, b"note", &mut first);
             let w = SegmentRepr::Tagged(ddp::TaggedRepr {
                 last: true,
                 rsvd_ulp: RdmapControl::new(Opcode::RdmaWrite).emit(),
@@ -160,7 +160,7 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
             framer.encode(&hbuf, &expected, &mut write);
             let cut = first.len() + 2 + hbuf.len() + 1000;
             first.extend_from_slice(&write);
-            common::send_fpdu(&mut framer, 2, b"note", &mut first);
+            rdmap::testing::send_fpdu(&mut framer, 2, b"note", &mut first);
             sock.write_all(&first[..cut])
                 .await
                 .expect("write the start");

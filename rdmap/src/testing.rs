@@ -1,4 +1,5 @@
-//! Test support: a [`Memory`] over plain vectors and a seeded byte pipe.
+//! Test support: a [`Memory`] over plain vectors, a seeded byte pipe, and a hand-made
+//! Send FPDU ([`send_fpdu`]).
 //!
 //! Used by this crate's tests, by the cross-crate tests and by the fuzz targets. It keeps
 //! the same check order as a real TPT: valid entry and tag instance, association, bounds,
@@ -237,6 +238,22 @@ impl XorShift {
         out.truncate(len);
         out
     }
+}
+
+/// Appends the FPDU of a one-segment Send of `data` with MSN `msn` on queue 0, framed by
+/// `framer` (what a peer that is not this stack would put on the wire).
+pub fn send_fpdu(framer: &mut mpa::Framer, msn: u32, data: &[u8], out: &mut bytes::BytesMut) {
+    let header = ddp::SegmentRepr::Untagged(ddp::UntaggedRepr {
+        last: true,
+        rsvd_ulp: crate::wire::RdmapControl::new(crate::wire::Opcode::Send).emit(),
+        rsvd_ulp_ext: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    });
+    let mut hbuf = vec![0; header.header_len()];
+    header.emit(&mut hbuf);
+    framer.encode(&hbuf, data, out);
 }
 
 #[cfg(test)]

@@ -87,9 +87,8 @@ impl Shared {
     /// Hands `batch` out (emptying it): requests posted with a future get their
     /// completion there, the rest go to the completion queues, one push per queue.
     fn deliver(&self, batch: &mut Vec<Completion>) {
-        // A completion whose future took it leaves the batch (it is a few plain words:
-        // the clone copies, it does not allocate).
-        batch.retain(|wc| self.waiters.route(wc.clone()).is_some());
+        // A completion whose future takes it leaves the batch.
+        self.waiters.route_batch(batch);
         if self.send_cq.same_queue(&self.recv_cq) {
             self.send_cq.deliver(self.num, batch.drain(..));
         } else {
