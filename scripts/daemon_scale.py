@@ -53,7 +53,7 @@ def main():
     p.add_argument("--port", type=int, default=19800)
     a = p.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "qp-hold",
-                    "-p", "offload-engine", "--bin", "iwarpd"], cwd=ROOT, check=True)
+                    "-p", "iwarpd", "--bin", "iwarpd"], cwd=ROOT, check=True)
     d = None
     dev = []
     if not a.embedded:

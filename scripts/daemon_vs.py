@@ -82,7 +82,7 @@ def main():
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             sys.exit(f"daemon_vs: {tool} is not installed: apt-get install -y iperf3 sockperf")
     vs_tcp.sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
-               "-p", "offload-engine", "--bin", "iwarpd"], cwd=ROOT)
+               "-p", "iwarpd", "--bin", "iwarpd"], cwd=ROOT)
     path = vs_tcp.Path(False)
     d = start_iwarpd(a.iwarpd_args.split())
     try:
