@@ -41,7 +41,7 @@ pub(crate) async fn run(cfg: &Config, opts: &CheckOpts) -> Result<(), String> {
     let pd = engine.alloc_pd();
     let (send_cq, recv_cq) = (Cq::new(4096), Cq::new(4096));
     let mut init = QpInit::new(pd, &send_cq);
-    init.recv_cq = recv_cq.clone();
+    init.completions = offload_engine::Completions::queues(&send_cq, &recv_cq);
     let (qp, private) = engine
         .connect(addr, init, b"iwarpd check")
         .await

@@ -84,9 +84,10 @@ pub(crate) const COMMIT: u8 = 10;
 pub(crate) const ABORT: u8 = 11;
 
 /// `HELLO`'s body: the magic and the version of this exchange (and of the images).
-/// Version 5: the ids of receives the daemon takes on demand moved below the engine's
-/// `NOTIFY_BIT` (bits 62 and 61), so a session image of version 4 would lose them.
-pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x05";
+/// Version 6: a servant's image holds the send requests in its connection in order
+/// (the daemon no longer gives requests ids of its own), so images of version 5 do not
+/// carry over.
+pub(crate) const HELLO_BODY: &[u8; 5] = b"iWHO\x06";
 
 /// STag indices a successor keeps for the daemon's entries beyond the highest the daemon
 /// had handed out when the handover began (it goes on registering until its sessions
@@ -332,7 +333,7 @@ impl Handover {
             .map_err(|e| format!("the successor's socket: {e}"))?;
         let hello = this.recv().await.map_err(failed)?;
         if hello.kind != HELLO || hello.body != HELLO_BODY {
-            let why = "not a successor of this version (handover exchange 4: run a successor of the same release)";
+            let why = "not a successor of this version (handover exchange 6: run a successor of the same release)";
             let _ = this.say(REFUSED, why.into(), Vec::new()).await;
             return Err(why.into());
         }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use offload_engine::tpt::{Base, PdId};
 use offload_engine::{
-    Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots, Srq, Wc,
+    Completions, Cq, Engine, ImportQueues, Incoming, LogLimit, Qp, QpEnd, QpInit, Refused, Slots,
+    Srq, Wc,
 };
 use rdmap::{
     Access, Completion, Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr,
@@ -238,8 +239,7 @@ async fn serve_conn(
         credits: cfg.recv_depth,
         recv_size: cfg.recv_size,
     };
-    let mut init = QpInit::new(pd, &queues.send_cq);
-    init.recv_cq = queues.recv_cq.clone();
+    let mut init = QpInit::with_completions(pd, queues.completions());
     init.srq = queues.srq.clone();
     let qp = inc
         .accept(init, &info.encode())
@@ -254,7 +254,7 @@ async fn serve_conn(
 pub(crate) struct Resumed {
     mem: ConnMemory,
     qp: Qp,
-    queues: ImportQueues,
+    queues: Queues,
     carry: Carry,
 }
 
@@ -312,7 +312,7 @@ impl StagedConn {
     /// Its queue pair starts (it reads and writes the socket from now on).
     pub(crate) fn start(self) -> Resumed {
         let queues = self.carry.queues();
-        let (pd, mut qps) = self.staged.start(|_| queues.clone());
+        let (pd, mut qps) = self.staged.start(|_| queues.import());
         let qp = qps.pop().expect("one queue pair, checked when staged").qp;
         Resumed {
             mem: ConnMemory {
@@ -359,13 +359,35 @@ struct Carry {
     srq: Vec<RecvWr>,
 }
 
+/// A connection's completion queues and its shared receive queue.
+#[derive(Clone)]
+struct Queues {
+    send_cq: Cq,
+    recv_cq: Cq,
+    srq: Option<Srq>,
+}
+
+impl Queues {
+    fn completions(&self) -> Completions {
+        Completions::queues(&self.send_cq, &self.recv_cq)
+    }
+
+    /// The same, for a queue pair taken over from a daemon before.
+    fn import(&self) -> ImportQueues {
+        ImportQueues {
+            completions: self.completions(),
+            srq: self.srq.clone(),
+        }
+    }
+}
+
 impl Carry {
     /// The connection's completion queues and its shared receive queue, holding
     /// `self.srq`.
-    fn queues(&self) -> ImportQueues {
+    fn queues(&self) -> Queues {
         let srq = Srq::new();
         self.srq.iter().for_each(|wr| srq.post_recv(wr.clone()));
-        ImportQueues {
+        Queues {
             send_cq: Cq::new(256 + self.depth),
             recv_cq: Cq::new(2 * self.depth + 16),
             srq: Some(srq),
@@ -377,7 +399,7 @@ impl Carry {
 async fn run_conn(
     mut mem: ConnMemory,
     qp: Qp,
-    queues: ImportQueues,
+    queues: Queues,
     carry: Carry,
     mut stop: watch::Receiver<bool>,
     mut mover: mpsc::Receiver<MoveRequest>,
@@ -578,7 +600,7 @@ impl Echo<'_> {
     async fn move_away(
         &mut self,
         req: MoveRequest,
-        queues: &ImportQueues,
+        queues: &Queues,
         peer: std::net::SocketAddr,
     ) -> bool {
         let export = match self.engine.export_pd(self.mem.pd).await {

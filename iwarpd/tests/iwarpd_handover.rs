@@ -442,7 +442,7 @@ const ACK: u8 = 5;
 const DONE: u8 = 7;
 const CONTROL: u8 = 8;
 const ABORT: u8 = 11;
-const HELLO_BODY: &[u8] = b"iWHO\x05";
+const HELLO_BODY: &[u8] = b"iWHO\x06";
 
 /// A daemon serving one client connection and local applications, with a handover
 /// socket; the client has run two verified rounds.

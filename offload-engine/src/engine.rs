@@ -11,7 +11,7 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Home, Io, Qp, QpNum, QpPush, Shared, State};
+use crate::conn::{Completions, Home, Io, Qp, QpNum, QpPush, Shared, State};
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
 use crate::push_share::{PdPush, PushShare};
@@ -167,10 +167,8 @@ impl rdmap::SharedRecv for Srq {
 pub struct QpInit {
     /// Its protection domain: it reaches only this domain's memory.
     pub pd: PdId,
-    /// Where send-queue completions go.
-    pub send_cq: Cq,
-    /// Where receive-queue completions go.
-    pub recv_cq: Cq,
+    /// Where its completions go.
+    pub completions: Completions,
     /// A shared receive queue to draw on when its own receive queue is empty.
     pub srq: Option<Srq>,
     /// Receives posted before the connection carries any data, so the peer's first Send
@@ -189,10 +187,14 @@ pub struct QpInit {
 impl QpInit {
     /// A queue pair of `pd` whose completions all go to `cq`.
     pub fn new(pd: PdId, cq: &Cq) -> Self {
+        Self::with_completions(pd, Completions::queue(cq))
+    }
+
+    /// A queue pair of `pd` whose completions go where `completions` says.
+    pub fn with_completions(pd: PdId, completions: Completions) -> Self {
         Self {
             pd,
-            send_cq: cq.clone(),
-            recv_cq: cq.clone(),
+            completions,
             srq: None,
             recvs: Vec::new(),
             push: true,
@@ -355,9 +357,11 @@ impl Engine {
     ) -> Result<Qp, ConnectError> {
         let mut stream = Stream::new(self.stream_config(&init, &sock, negotiated), negotiated);
         for wr in init.recvs.iter().cloned() {
-            cq::check_wr_id(wr.wr_id).map_err(|e| {
-                ConnectError::Invalid(format!("initial receive {:#x}: {e}", wr.wr_id))
-            })?;
+            if !init.completions.any_id() {
+                cq::check_wr_id(wr.wr_id).map_err(|e| {
+                    ConnectError::Invalid(format!("initial receive {:#x}: {e}", wr.wr_id))
+                })?;
+            }
             stream.post_recv(wr).map_err(|e| {
                 ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
             })?;
@@ -430,13 +434,7 @@ impl Engine {
         let io = Io::new(sock.clone(), tap);
         let mut state = State::new(stream, Box::new(mem), io, rx, home, depth);
         state.srq = init.srq.clone();
-        let shared = Shared::new(
-            num,
-            init.pd,
-            state,
-            init.send_cq.clone(),
-            init.recv_cq.clone(),
-        );
+        let shared = Shared::new(num, init.pd, state, init.completions.clone());
         self.inner
             .totals
             .connections

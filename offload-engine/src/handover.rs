@@ -26,12 +26,12 @@ use std::sync::Arc;
 
 use rdmap::{QpNum, SnapshotError};
 
+use crate::conn::Completions;
 use crate::conn::QpImage;
 use crate::engine::Srq;
 use crate::migrate::{MigrateError, Migrated, ParkedPd};
 use crate::tpt::{PdId, QpId, TptError};
 use crate::{Engine, Qp};
-use cq::Cq;
 use shm::Region;
 
 /// The first octets of a domain image: its format.
@@ -118,10 +118,8 @@ impl Drop for ExportedPd {
 /// The queues an imported queue pair completes to and draws receives from.
 #[derive(Clone, Debug)]
 pub struct ImportQueues {
-    /// Completions of its send queue.
-    pub send_cq: Cq,
-    /// Completions of its receive queue (may be `send_cq`).
-    pub recv_cq: Cq,
+    /// Where its completions go.
+    pub completions: Completions,
     /// The shared receive queue, for a queue pair that drew on one.
     pub srq: Option<Srq>,
 }
@@ -319,7 +317,7 @@ impl StagedPd {
                 (num, self.pd),
                 engine.home(None),
                 Box::new(mem),
-                (q.send_cq, q.recv_cq),
+                q.completions,
                 q.srq,
             );
             engine.adopt(&shared);

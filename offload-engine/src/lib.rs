@@ -39,7 +39,7 @@ mod timeouts;
 pub mod tpt;
 
 pub use cm::{Incoming, Listener};
-pub use conn::{Qp, QpEnd, QpNum};
+pub use conn::{CompletionSink, Completions, Qp, QpEnd, QpNum};
 pub use cq::{CompletionFuture, Cq, CqError, NOTIFY_BIT, Waiters, Wc};
 pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq, SrqFeed};
 pub use handover::{ExportedPd, ImportError, ImportQueues, Imported, StagedPd};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::hosts::{ALL, connect, host, write};
 use offload_engine::tpt::Base;
-use offload_engine::{Cq, Engine, EngineConfig, ImportQueues, MigrateError, QpEnd};
+use offload_engine::{Completions, Cq, Engine, EngineConfig, ImportQueues, MigrateError, QpEnd};
 use rdmap::{
     Payload, QpState, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
 };
@@ -118,8 +118,7 @@ async fn a_domain_crosses_in_the_middle_of_a_read() {
     let cq = Cq::new(64);
     let (pd, qps) = dest
         .import_pd(&image, fds, |_| ImportQueues {
-            send_cq: cq.clone(),
-            recv_cq: cq.clone(),
+            completions: Completions::queue(&cq),
             srq: None,
         })
         .unwrap();
@@ -224,8 +223,7 @@ async fn refusals_leave_everything_running() {
 
     let dest = Engine::new(EngineConfig::default());
     let queues = |_| ImportQueues {
-        send_cq: Cq::new(4),
-        recv_cq: Cq::new(4),
+        completions: Completions::queue(&Cq::new(4)),
         srq: None,
     };
     let e = dest.import_pd(b"iWPDimg0", Vec::new(), queues).unwrap_err();

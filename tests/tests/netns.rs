@@ -440,7 +440,7 @@ fn one_gib_of_rdma_writes_verified_by_crc32c() {
             let pd = engine.alloc_pd();
             let (send_cq, recv_cq) = (Cq::new(1024), Cq::new(64));
             let mut init = QpInit::new(pd, &send_cq);
-            init.recv_cq = recv_cq.clone();
+            init.completions = offload_engine::Completions::queues(&send_cq, &recv_cq);
             let (qp, private) = engine.connect(server_addr, init, b"").await.unwrap();
             let remote = RemoteBuf::decode(&private).unwrap();
             assert_eq!(remote.len as usize, REGION);

@@ -113,7 +113,8 @@ impl QpConfig {
         pd: offload_engine::tpt::PdId,
     ) -> Result<QpInit, crate::ConnectError> {
         let mut init = QpInit::new(pd, &self.send_cq.inner);
-        init.recv_cq = self.recv_cq.inner.clone();
+        init.completions =
+            offload_engine::Completions::queues(&self.send_cq.inner, &self.recv_cq.inner);
         init.srq = match self.srq.as_ref().map(|s| &s.inner) {
             None => None,
             #[cfg(feature = "embedded")]

@@ -233,6 +233,11 @@ impl QpSegment {
         self.rq().push(&self.seg, entry)
     }
 
+    /// Daemon: receive entries published and not yet taken.
+    pub fn rq_pending(&self) -> Result<u32, Garbage> {
+        self.rq().pending(&self.seg)
+    }
+
     /// Daemon: takes the next receive entry, if any.
     pub fn rq_pop(&self) -> Result<Option<[u8; RQE_SIZE]>, Garbage> {
         self.rq().pop(&self.seg)

@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Device;
 use super::channel::{self, Membership};
 use super::queue_pairs::on_end;
-use super::recvs::{ClientSrq, QpRecvs, Taken};
+use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Frozen, Prepared, ServantImage};
 use super::session::{ClientListener, ClientPd, Objects, Out, Session};
 use offload_engine::push_share::PdPush;
@@ -49,7 +49,7 @@ const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 pub(super) type Ask = oneshot::Sender<Result<MovingSession, String>>;
 
 /// The first octets of a session image: its format.
-const FORMAT: &[u8; 8] = b"iWSess01";
+const FORMAT: &[u8; 8] = b"iWSess02";
 
 /// What crosses, besides the descriptors (which come in this order: the control socket;
 /// per domain its push region, then its memory files and sockets; per shared receive
@@ -91,7 +91,6 @@ struct PdImage {
 struct SrqImage {
     id: u32,
     depth: u32,
-    taken: Taken,
     broken: bool,
 }
 
@@ -104,7 +103,6 @@ struct QpImage {
     /// Its number in the engine it comes from.
     was: u32,
     geometry: [u32; 4],
-    rq_taken: Taken,
     servant: ServantImage,
 }
 
@@ -350,12 +348,11 @@ fn image(
     }
     let mut srqs = Vec::with_capacity(o.srqs.len());
     for (id, q) in &o.srqs {
-        let (depth, taken, broken) = q.image();
+        let (depth, broken) = q.image();
         files.push(dup(q.fd())?);
         srqs.push(SrqImage {
             id: *id,
             depth,
-            taken,
             broken,
         });
     }
@@ -392,7 +389,6 @@ fn image(
             srq,
             was: f.qp().num().0,
             geometry: [g.sq_depth, g.rq_depth, g.cq_depth, g.staging],
-            rq_taken: f.recvs().taken(),
             servant: f.image(),
         });
     }
@@ -416,8 +412,7 @@ struct ReadyQp {
     pd: u32,
     prep: Prepared,
     recvs: Arc<QpRecvs>,
-    seg: Arc<QpSegment>,
-    bells: (Doorbell, Doorbell),
+    to_daemon: Doorbell,
 }
 
 impl ReadyQp {
@@ -427,15 +422,15 @@ impl ReadyQp {
     fn restore(
         q: QpImage,
         next: &mut impl FnMut() -> OwnedFd,
-        pds: &HashMap<u32, ClientPd>,
-        srqs: &HashMap<u32, Arc<ClientSrq>>,
+        (pds, srqs): (&HashMap<u32, ClientPd>, &HashMap<u32, Arc<ClientSrq>>),
+        device: &Device,
     ) -> Result<Self, String> {
         let geo = geometry(q.geometry)?;
         let seg = Arc::new(
             QpSegment::map(std::fs::File::from(next()), geo)
                 .map_err(io_error("a queue pair's rings"))?,
         );
-        let bells = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));
+        let (to_daemon, to_client) = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));
         let srq = match q.srq {
             0 => None,
             n => Some(
@@ -447,15 +442,15 @@ impl ReadyQp {
         if !pds.contains_key(&q.pd) {
             return Err("a queue pair names no protection domain".into());
         }
-        let recvs = Arc::new(QpRecvs::restore(seg.clone(), srq, q.rq_taken));
-        let prep = Prepared::restore(&geo, recvs.clone(), q.servant)?;
+        let recvs = Arc::new(QpRecvs::new(seg.clone(), srq));
+        let share = device.share.clone();
+        let prep = Prepared::restore(seg, to_client, recvs.clone(), share, q.servant)?;
         Ok(Self {
             id: q.id,
             pd: q.pd,
             prep,
             recvs,
-            seg,
-            bells,
+            to_daemon,
         })
     }
 }
@@ -541,7 +536,7 @@ pub(super) fn stage(
     for q in image.srqs {
         let seg = SrqSegment::map(std::fs::File::from(next()), q.depth)
             .map_err(io_error("a shared receive queue"))?;
-        srqs.insert(q.id, Arc::new(ClientSrq::restore(seg, q.taken, q.broken)));
+        srqs.insert(q.id, Arc::new(ClientSrq::restore(seg, q.broken)));
     }
     let mut listeners = Vec::with_capacity(image.listeners.len());
     for id in &image.listeners {
@@ -554,7 +549,7 @@ pub(super) fn stage(
     let mut ready = HashMap::new();
     for q in image.qps {
         let was = q.was;
-        ready.insert(was, ReadyQp::restore(q, &mut next, &pds, &srqs)?);
+        ready.insert(was, ReadyQp::restore(q, &mut next, (&pds, &srqs), device)?);
     }
     let staged_qps: HashSet<u32> = staged
         .iter()
@@ -601,8 +596,7 @@ impl StagedSession {
             let (_, imported) = st.start(|was| {
                 let r = &ready[&was.0];
                 ImportQueues {
-                    send_cq: r.prep.cq().clone(),
-                    recv_cq: r.prep.cq().clone(),
+                    completions: r.prep.completions(),
                     srq: Some(offload_engine::Srq::fed(r.recvs.clone())),
                 }
             });
@@ -617,9 +611,7 @@ impl StagedSession {
                     share: device.share.clone(),
                 };
                 let ended = on_end(&s, r.id);
-                let sv = r
-                    .prep
-                    .start(r.id, q.qp, r.seg, r.bells.0, r.bells.1, push, ended);
+                let sv = r.prep.start(r.id, q.qp, r.to_daemon, push, ended);
                 o.qps.insert(r.id, sv);
             }
             for (id, l) in listeners {

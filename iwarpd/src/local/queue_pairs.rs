@@ -222,18 +222,23 @@ where
         Doorbell::new().map_err(io_err)?,
         Doorbell::new().map_err(io_err)?,
     );
-    // The engine reads the client's receive ring (then its shared receive queue) when
-    // its own receive queue is empty.
+    let fds = [seg.fd(), to_daemon.as_fd(), to_client.as_fd()]
+        .iter()
+        .map(|f| f.try_clone_to_owned())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(io_err)?;
+    // The connection reads the client's receive ring (then its shared receive queue)
+    // when a message needs a receive, and writes its completions into the client's ring.
     let feed = Arc::new(QpRecvs::new(seg.clone(), srq));
-    let mut prep = servant::Prepared::new(&geo, feed.clone());
-    let mut init = QpInit::new(engine_pd, prep.cq());
+    let prep = servant::Prepared::new(seg, to_client, feed.clone(), s.device.share.clone());
+    let mut init = QpInit::with_completions(engine_pd, prep.completions());
     init.srq = Some(offload_engine::Srq::fed(feed));
     // The servant runs its client's push path itself.
     init.push = false;
     // The engine's queues are as deep as the rings, so that it takes all the client
     // may post.
     init.queue_depths = Some((geo.sq_depth as usize, geo.rq_depth as usize));
-    init.recvs = recvs.into_iter().map(|wr| prep.recv(wr)).collect();
+    init.recvs = recvs;
     let (qp, private) = establish(init).await.map_err(|e| match e {
         ConnectError::Rejected {
             private_data,
@@ -249,11 +254,6 @@ where
         e => err(error::CONNECT, e.to_string()),
     })?;
     tracing::debug!(qp = %qp.num(), "local client's queue pair connected");
-    let fds = [seg.fd(), to_daemon.as_fd(), to_client.as_fd()]
-        .iter()
-        .map(|f| f.try_clone_to_owned())
-        .collect::<io::Result<Vec<_>>>()
-        .map_err(io_err)?;
     let (ird, ord) = qp.ird_ord();
     // The client's id, not the engine's number (which an upgrade of the daemon changes).
     let id = s.objs().id();
@@ -271,9 +271,7 @@ where
     let sv = prep.start(
         id,
         qp,
-        seg,
         to_daemon,
-        to_client,
         servant::Push {
             pd: push,
             share: s.device.share.clone(),

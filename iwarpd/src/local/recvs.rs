@@ -1,53 +1,24 @@
-//! Receive buffers the engine reads on demand, when a Send arrives for a queue pair whose
-//! engine-side receive queue is empty, as an RNIC reads a receive queue in host memory:
-//! what the application posted is there for the peer's next message as soon as its post
-//! returns, even if the servant has not moved it yet.
+//! Receive buffers the connection reads on demand, when a Send arrives, as an RNIC reads
+//! a receive queue in host memory: what the application posted is there for the peer's
+//! next message as soon as its post returns.
 //!
 //! - [`QpRecvs`]: a queue pair's own receive ring (the entries the servant has not moved
 //!   yet, in order), then its shared receive queue.
 //! - [`ClientSrq`]: a client's shared receive queue, a ring of its own.
 //!
-//! Entries are copied out and decoded before use; receives taken this way get daemon ids
-//! of their own (bit 62 or 61 set; a servant's own ids count up from 0 and never reach
-//! them, and bit 63 is the engine's, for requests whose completion goes to a future),
-//! mapped back to the client's when they complete.
+//! This is the only way receives reach a client's connection: the servant never moves
+//! them. Entries are copied out and decoded before use, and keep the client's ids (the
+//! connection's completions go to the client's ring as they are).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ipc::qpseg::QpSegment;
 use ipc::srq::SrqSegment;
 use ipc::wqe::decode_rqe;
-use rdmap::{RecvWr, WrId};
+use rdmap::RecvWr;
 
 use super::logs::{SRQ_GARBAGE, limited};
 use offload_engine::SrqFeed;
-
-/// Set in the daemon ids of receives taken from a shared receive queue.
-pub(super) const SRQ_ID: u64 = 1 << 61;
-/// Set in the daemon ids of receives taken from a queue pair's ring on demand.
-pub(super) const RQ_ID: u64 = 1 << 62;
-// The engine routes completions with NOTIFY_BIT to futures: these ids stay below it.
-const _: () = assert!((SRQ_ID | RQ_ID) & offload_engine::NOTIFY_BIT == 0);
-
-/// Receives taken on demand and not yet complete.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(super) struct Taken {
-    next: u64,
-    /// Daemon id to the client's.
-    ids: HashMap<u64, WrId>,
-}
-
-impl Taken {
-    /// Gives `wr` a daemon id with `bit` set.
-    fn take(&mut self, bit: u64, mut wr: RecvWr) -> RecvWr {
-        let id = bit | self.next;
-        self.next = (self.next + 1) & !(SRQ_ID | RQ_ID);
-        self.ids.insert(id, wr.wr_id);
-        wr.wr_id = id;
-        wr
-    }
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -62,30 +33,26 @@ pub(super) struct ClientSrq {
 
 #[derive(Debug, Default)]
 struct SrqState {
-    taken: Taken,
     /// The ring's index was garbage: the queue gives nothing more.
     broken: bool,
 }
 
 impl ClientSrq {
     pub(super) fn new(seg: SrqSegment) -> Self {
-        Self::restore(seg, Taken::default(), false)
+        Self::restore(seg, false)
     }
 
-    /// One a daemon before this one served: the receives it had taken, and whether the
-    /// ring was dead.
-    pub(super) fn restore(seg: SrqSegment, taken: Taken, broken: bool) -> Self {
+    /// One a daemon before this one served: whether the ring was dead.
+    pub(super) fn restore(seg: SrqSegment, broken: bool) -> Self {
         Self {
             seg,
-            state: Mutex::new(SrqState { taken, broken }),
+            state: Mutex::new(SrqState { broken }),
         }
     }
 
-    /// What [`Self::restore`] takes: the segment's depth, the receives taken and not
-    /// complete, and whether the ring is dead.
-    pub(super) fn image(&self) -> (u32, Taken, bool) {
-        let st = lock(&self.state);
-        (self.seg.depth(), st.taken.clone(), st.broken)
+    /// What [`Self::restore`] takes: the segment's depth, and whether the ring is dead.
+    pub(super) fn image(&self) -> (u32, bool) {
+        (self.seg.depth(), lock(&self.state).broken)
     }
 
     /// How many receives its ring holds.
@@ -107,11 +74,6 @@ impl ClientSrq {
     pub(super) fn segment(&self) -> &SrqSegment {
         &self.seg
     }
-
-    /// The client's id of the receive the daemon knows as `id`, which completed.
-    pub(super) fn complete(&self, id: u64) -> Option<WrId> {
-        lock(&self.state).taken.ids.remove(&id)
-    }
 }
 
 /// A client that scribbles over its shared receive queue hurts only its own queue pairs:
@@ -125,7 +87,7 @@ impl SrqFeed for ClientSrq {
             match self.seg.pop() {
                 Ok(None) => return None,
                 Ok(Some(e)) => match decode_rqe(&e) {
-                    Ok(wr) => return Some(st.taken.take(SRQ_ID, wr)),
+                    Ok(wr) => return Some(wr),
                     Err(e) => {
                         limited!(SRQ_GARBAGE, warn, error = %e, "a shared receive queue entry that does not decode: skipped");
                     }
@@ -155,7 +117,6 @@ pub(super) struct QpRecvs {
 
 #[derive(Debug, Default)]
 struct RqState {
-    taken: Taken,
     /// What was wrong with the ring, once something was: the servant ends the queue
     /// pair for it.
     garbage: Option<&'static str>,
@@ -163,18 +124,10 @@ struct RqState {
 
 impl QpRecvs {
     pub(super) fn new(seg: Arc<QpSegment>, srq: Option<Arc<ClientSrq>>) -> Self {
-        Self::restore(seg, srq, Taken::default())
-    }
-
-    /// One a daemon before this one served, with the receives it had taken on demand.
-    pub(super) fn restore(seg: Arc<QpSegment>, srq: Option<Arc<ClientSrq>>, taken: Taken) -> Self {
         Self {
             seg,
             srq,
-            state: Mutex::new(RqState {
-                taken,
-                garbage: None,
-            }),
+            state: Mutex::default(),
         }
     }
 
@@ -183,17 +136,12 @@ impl QpRecvs {
         self.srq.as_ref()
     }
 
-    /// The receives taken on demand and not complete.
-    pub(super) fn taken(&self) -> Taken {
-        lock(&self.state).taken.clone()
-    }
-
     /// What was wrong with the ring, if something was.
     pub(super) fn garbage(&self) -> Option<&'static str> {
         lock(&self.state).garbage
     }
 
-    /// The next entry of the ring, decoded (with the client's id); `Err` names garbage.
+    /// The next entry of the ring, decoded; `Err` names garbage.
     pub(super) fn pop(&self) -> Result<Option<RecvWr>, &'static str> {
         let mut st = lock(&self.state);
         Self::pop_locked(&self.seg, &mut st)
@@ -213,15 +161,6 @@ impl QpRecvs {
         }
         popped
     }
-
-    /// The client's id of a receive taken on demand (`id` has [`RQ_ID`] or [`SRQ_ID`]
-    /// set), which completed.
-    pub(super) fn complete(&self, id: u64) -> Option<WrId> {
-        if id & SRQ_ID != 0 {
-            return self.srq.as_ref()?.complete(id);
-        }
-        lock(&self.state).taken.ids.remove(&id)
-    }
 }
 
 impl SrqFeed for QpRecvs {
@@ -229,7 +168,7 @@ impl SrqFeed for QpRecvs {
         {
             let mut st = lock(&self.state);
             if let Ok(Some(wr)) = Self::pop_locked(&self.seg, &mut st) {
-                return Some(st.taken.take(RQ_ID, wr));
+                return Some(wr);
             }
         }
         self.srq.as_ref()?.take()
@@ -270,16 +209,11 @@ mod tests {
             assert!(c.rq_push(&encode_rqe(&wr(id)).unwrap()));
         }
         assert!(cs.push(&encode_rqe(&wr(9)).unwrap()));
-        // The servant moves the first; the engine takes the second, then the shared one.
-        assert_eq!(recvs.pop().unwrap().map(|w| w.wr_id), Some(1));
-        let (a, b) = (recvs.take().unwrap(), recvs.take().unwrap());
-        assert!(a.wr_id & RQ_ID != 0 && b.wr_id & SRQ_ID != 0);
-        assert!(recvs.take().is_none());
-        assert_eq!(
-            (recvs.complete(b.wr_id), recvs.complete(a.wr_id)),
-            (Some(9), Some(2))
-        );
-        assert_eq!(recvs.complete(a.wr_id), None, "once");
+        // The ring's, in order, then the shared one, with the client's ids.
+        let taken: Vec<_> = std::iter::from_fn(|| recvs.take())
+            .map(|w| w.wr_id)
+            .collect();
+        assert_eq!(taken, [1, 2, 9]);
         // A garbage entry is named to the servant, and nothing more is taken.
         assert!(c.rq_push(&[0xff; RQE_SIZE]));
         assert!(c.rq_push(&encode_rqe(&wr(3)).unwrap()));
@@ -288,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn receives_get_ids_of_their_own_and_complete_once() {
+    fn a_shared_queue_gives_its_receives_in_order() {
         let (c, srq) = pair();
         for wr_id in [7, 8] {
             let wr = RecvWr {
@@ -299,11 +233,8 @@ mod tests {
         }
         assert_eq!(srq.segment().len_waiting(), 2);
         let (a, b) = (srq.take().unwrap(), srq.take().unwrap());
-        assert!(a.wr_id & SRQ_ID != 0 && a.wr_id != b.wr_id);
+        assert_eq!((a.wr_id, b.wr_id), (7, 8));
         assert!(srq.take().is_none());
-        assert_eq!(srq.complete(b.wr_id), Some(8));
-        assert_eq!(srq.complete(b.wr_id), None, "once");
-        assert_eq!(srq.complete(a.wr_id), Some(7));
     }
 
     #[test]
@@ -315,7 +246,7 @@ mod tests {
             sgl: Default::default(),
         };
         assert!(c.push(&encode_rqe(&good).unwrap()));
-        assert_eq!(srq.take().map(|w| srq.complete(w.wr_id)), Some(Some(1)));
+        assert_eq!(srq.take().map(|w| w.wr_id), Some(1));
         // The client claims more entries than the ring holds: its producer index (the
         // header's first word) far ahead.
         let file = std::fs::File::from(srq.segment().fd().try_clone_to_owned().unwrap());

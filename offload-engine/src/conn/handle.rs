@@ -4,12 +4,13 @@
 use std::cell::Cell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendWr};
+use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, RecvWr, SendWr};
 use tokio::sync::{Notify, watch};
 
+use super::completions::Completions;
 use super::io::Read;
 use super::state::State;
-use cq::{CompletionFuture, Cq, Waiters, check_wr_id};
+use cq::{CompletionFuture, Waiters, check_wr_id};
 
 thread_local! {
     /// The completions one delivery hands out: a vector kept per thread and swapped with
@@ -26,8 +27,8 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Wakes the driver: new work was posted.
     pub(crate) wake: Notify,
-    pub(crate) send_cq: Cq,
-    pub(crate) recv_cq: Cq,
+    /// Where completions go.
+    pub(crate) completions: Completions,
     /// The end, once known.
     pub(crate) ended: watch::Sender<Option<QpEnd>>,
     /// Requests whose completion goes to a future instead of a CQ.
@@ -47,16 +48,14 @@ impl Shared {
         num: QpNum,
         pd: crate::tpt::PdId,
         state: State,
-        send_cq: Cq,
-        recv_cq: Cq,
+        completions: Completions,
     ) -> Self {
         Self {
             num,
             pd,
             state: Mutex::new(state),
             wake: Notify::new(),
-            send_cq,
-            recv_cq,
+            completions,
             ended: watch::channel(None).0,
             waiters: Arc::default(),
         }
@@ -84,24 +83,27 @@ impl Shared {
         }
     }
 
-    /// Hands `batch` out (emptying it): requests posted with a future get their
-    /// completion there, the rest go to the completion queues, one push per queue.
+    /// Hands `batch` out (emptying it), as [`Completions::deliver`] says.
     fn deliver(&self, batch: &mut Vec<Completion>) {
-        // A completion whose future takes it leaves the batch.
-        self.waiters.route_batch(batch);
-        if self.send_cq.same_queue(&self.recv_cq) {
-            self.send_cq.deliver(self.num, batch.drain(..));
-        } else {
-            let recv = &self.recv_cq;
-            self.send_cq.deliver(
-                self.num,
-                batch.iter().filter(|wc| wc.queue == Queue::Send).cloned(),
-            );
-            recv.deliver(
-                self.num,
-                batch.drain(..).filter(|wc| wc.queue == Queue::Recv),
-            );
+        self.completions.deliver(self.num, &self.waiters, batch);
+    }
+
+    /// Refuses an id the layer above keeps for itself: with completion queues, those of
+    /// per-request futures; with a sink, none.
+    fn check_id(&self, id: rdmap::WrId) -> Result<(), PostError> {
+        if self.completions.any_id() {
+            return Ok(());
         }
+        check_wr_id(id)
+    }
+
+    /// An id whose completion goes to a future ([`Waiters::register`]); refused if
+    /// completions go to a sink (the future would never finish).
+    fn future_id(&self) -> Result<rdmap::WrId, PostError> {
+        if self.completions.any_id() {
+            return Err(PostError::NoFutures);
+        }
+        Ok(self.waiters.register())
     }
 }
 
@@ -110,7 +112,8 @@ impl Shared {
 /// Posting never waits: [`post_send`](Self::post_send) and [`post_recv`](Self::post_recv)
 /// queue the request. A small send onto an idle send queue is written to the socket at once,
 /// without blocking (inline transmit); otherwise the connection's driver task sends it.
-/// Completions arrive on the completion queues given at connect/accept time.
+/// Completions go where [`QpInit::completions`](crate::QpInit::completions) said at
+/// connect/accept time.
 #[derive(Clone, Debug)]
 pub struct Qp {
     pub(crate) shared: Arc<Shared>,
@@ -205,7 +208,7 @@ impl Qp {
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
-        check_wr_id(wr.wr_id)?;
+        self.shared.check_id(wr.wr_id)?;
         self.post_one(wr)
     }
 
@@ -243,7 +246,7 @@ impl Qp {
         let posted = self.locked(|st| {
             let post = || {
                 for wr in wrs {
-                    check_wr_id(wr.wr_id)?;
+                    self.shared.check_id(wr.wr_id)?;
                     if st.must_hold(&wr) {
                         st.hold(wr)?;
                     } else {
@@ -265,7 +268,7 @@ impl Qp {
 
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
-        check_wr_id(wr.wr_id)?;
+        self.shared.check_id(wr.wr_id)?;
         self.locked(|st| (st.stream.post_recv(wr), false))
     }
 
@@ -278,7 +281,7 @@ impl Qp {
     /// Dropping the returned receiver does not cancel the request: it still runs, and its
     /// completion is discarded.
     pub fn post_send_notify(&self, mut wr: SendWr) -> Result<CompletionFuture, PostError> {
-        let id = self.shared.waiters.register();
+        let id = self.shared.future_id()?;
         wr.wr_id = id;
         wr.flags = wr.flags | rdmap::SendFlags::SIGNALED;
         self.post_one(wr)
@@ -289,7 +292,7 @@ impl Qp {
     /// Posts a receive whose completion goes to the returned future instead of the
     /// receive CQ (see [`post_send_notify`](Self::post_send_notify)).
     pub fn post_recv_notify(&self, mut wr: RecvWr) -> Result<CompletionFuture, PostError> {
-        let id = self.shared.waiters.register();
+        let id = self.shared.future_id()?;
         wr.wr_id = id;
         self.locked(|st| (st.stream.post_recv(wr), false))
             .inspect_err(|_| self.shared.waiters.forget(id))?;

@@ -18,7 +18,6 @@ use super::io::Io;
 use super::migrate::Parked;
 use super::state::{Home, State};
 use crate::pcap::Tap;
-use cq::Cq;
 
 /// One queue pair of a domain crossing to another process.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -120,14 +119,14 @@ impl QpImage {
 
 impl Prepared {
     /// Starts it as queue pair `num` of domain `pd`, in `home` with `mem` its view of
-    /// memory, its completions going to `send_cq` and `recv_cq` and its receives drawn
+    /// memory, its completions going to `completions` and its receives drawn
     /// from `srq`. Its driver starts on the current runtime.
     pub(crate) fn start(
         self,
         (num, pd): (QpNum, crate::tpt::PdId),
         home: Home,
         mem: Box<dyn MemoryOps + Send>,
-        (send_cq, recv_cq): (Cq, Cq),
+        completions: super::Completions,
         srq: Option<crate::Srq>,
     ) -> Arc<Shared> {
         let Self {
@@ -144,7 +143,7 @@ impl Prepared {
         st.held = image.held.into();
         st.ready = image.ready;
         st.srq = srq;
-        let shared = Arc::new(Shared::new(num, pd, st, send_cq, recv_cq));
+        let shared = Arc::new(Shared::new(num, pd, st, completions));
         super::spawn(Arc::clone(&shared), sock);
         shared.wake.notify_one();
         shared

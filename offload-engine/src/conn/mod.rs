@@ -18,7 +18,8 @@
 //!   process, and the queue pair built from them there;
 //! - [`held`]: send requests waiting for a queued registration (the control queue's
 //!   pending bit);
-//! - [`handle`]: [`Qp`], the application's handle.
+//! - [`handle`]: [`Qp`], the application's handle;
+//! - [`completions`]: where completions go: completion queues and futures, or one sink.
 //!
 //! Completions, per-request futures and the end of the connection are delivered after the
 //! lock is released, never from inside it ([`Shared::unlock`]): a woken task that posts at
@@ -26,6 +27,7 @@
 //! lock and one wake-up for everything a step produced). The engine reads one clock,
 //! tokio's, so that timers run in paused time in tests.
 
+mod completions;
 mod driver;
 mod handle;
 mod held;
@@ -36,6 +38,7 @@ mod migrate;
 mod push_slots;
 mod state;
 
+pub use completions::{CompletionSink, Completions};
 pub(crate) use driver::spawn;
 pub use handle::Qp;
 pub(crate) use handle::Shared;

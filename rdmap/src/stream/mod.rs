@@ -131,6 +131,9 @@ pub enum PostError {
         /// The most an entry holds.
         max: usize,
     },
+    /// A request posted with a future on a queue pair whose completions all go to one
+    /// sink (the future would never finish).
+    NoFutures,
 }
 
 impl core::fmt::Display for PostError {
@@ -146,6 +149,9 @@ impl core::fmt::Display for PostError {
                 f,
                 "a scatter/gather list longer than the {max} entries a queue entry holds: \
                  split the buffer or register it as one region"
+            ),
+            Self::NoFutures => f.write_str(
+                "this queue pair's completions all go to its sink: post without a future",
             ),
         }
     }

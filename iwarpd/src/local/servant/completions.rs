@@ -1,114 +1,247 @@
-//! A servant writes completions back: the engine's, each mapped back to the client's
-//! request (unsignaled successes dropped), held in a bounded backlog, and pushed into the
-//! client's completion ring, whose doorbell it rings if the client sleeps.
+//! The client's completion ring as the connection's [`CompletionSink`]: each completion
+//! the stream makes is encoded into the ring on the thread that made it (the servant's
+//! post, or the connection's driver), with the client's own work request id, and the
+//! client's doorbell rung if it sleeps. No queue of the engine's and no task stand in
+//! between.
+//!
+//! Send requests complete in the order they were posted (RFC 5040), so what a send
+//! completion needs that the stream does not know, whether the client asked for it
+//! (every request goes in signaled, so that each one's end retires its ring entry) and
+//! how it reached the connection (seed 000), is kept in that order ([`Sent`]) beside the
+//! ring. Receives complete as they are: the connection takes them from the client's
+//! rings itself ([`QpRecvs`](crate::local::recvs::QpRecvs)).
 
-use ipc::qpseg::{CQE_SIZE, Geometry, Side};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::encode_cqe;
-use rdmap::{Completion, QpEnd, Queue};
+use offload_engine::CompletionSink;
+use offload_engine::push_share::PushShare;
+use rdmap::{Completion, QpNum, Queue};
 
-use super::Run;
-use super::posting::Via;
+use super::posting::{Sent, Via};
 use crate::local::logs::{CLIENT_OTHER, limited};
-use crate::local::recvs::{QpRecvs, RQ_ID, SRQ_ID};
 
-/// The most completions a servant holds for its client beyond its completion ring:
-/// what the client's own requests can make at most (its ring holds one per send and
-/// receive it may have outstanding, and its shared receive queue's receives can complete
-/// here too). Past it the client is not taking its completions (an honest library always
-/// does), and the queue pair ends with [`QpEnd::CqOverrun`], as an RNIC's does when its
-/// completion queue overflows: nothing grows.
-pub(super) fn backlog_cap(geo: &Geometry, recvs: &QpRecvs) -> usize {
-    geo.cq_depth as usize + recvs.srq().map_or(0, |q| q.depth() as usize)
+/// The most completions held for the client beyond its completion ring: what its own
+/// requests can make at most (its ring holds one per send and receive it may have
+/// outstanding, and its shared receive queue's receives can complete here too). Past it
+/// the client is not taking its completions (an honest library always does), and the
+/// queue pair ends with [`QpEnd::CqOverrun`](rdmap::QpEnd::CqOverrun), as an RNIC's does
+/// when its completion queue overflows: nothing grows.
+pub(super) fn backlog_cap(geo: &Geometry, srq_depth: Option<u32>) -> usize {
+    geo.cq_depth as usize + srq_depth.map_or(0, |d| d as usize)
 }
 
-impl Run {
-    /// How the client is told its queue pair ended: the connection's end, unless the
-    /// daemon ended it for what the client did.
-    pub(super) fn why_ended(&self, how: QpEnd) -> QpEnd {
-        if self.overran {
-            QpEnd::CqOverrun
-        } else if self.broken || self.recvs.garbage().is_some() {
-            QpEnd::Misused
-        } else {
-            how
+/// A queue pair's completions on their way into its client's ring.
+#[derive(Debug)]
+pub(super) struct ClientRing {
+    seg: Arc<QpSegment>,
+    to_client: Doorbell,
+    share: Arc<PushShare>,
+    state: Mutex<RingState>,
+    /// Wakes the servant: the backlog overflowed, or holds entries for the ring.
+    pub(super) wake: tokio::sync::Notify,
+}
+
+#[derive(Debug)]
+struct RingState {
+    /// The send requests in the connection, oldest first.
+    sends: VecDeque<Sent>,
+    /// Completions waiting for room in the client's ring, at most `cap`.
+    backlog: VecDeque<[u8; CQE_SIZE]>,
+    cap: usize,
+    /// The backlog overflowed (the servant ends the queue pair for it).
+    overran: bool,
+}
+
+impl ClientRing {
+    /// The sink of a queue pair whose client has `seg` and `to_client`, with the send
+    /// requests `sends` in the connection and the completions `backlog` not yet in the
+    /// ring (a servant a daemon before this one ran; empty for a new one).
+    pub(super) fn new(
+        seg: Arc<QpSegment>,
+        to_client: Doorbell,
+        share: Arc<PushShare>,
+        (sends, backlog): (VecDeque<Sent>, VecDeque<[u8; CQE_SIZE]>),
+        cap: usize,
+    ) -> Self {
+        // Pushed requests still in the connection hold tracking entries here now.
+        share.retrack(sends.iter().filter(|s| s.via == Via::Push).count());
+        Self {
+            seg,
+            to_client,
+            share,
+            state: Mutex::new(RingState {
+                sends,
+                backlog,
+                cap,
+                overran: false,
+            }),
+            wake: tokio::sync::Notify::new(),
         }
     }
 
-    /// Holds a completion for the client's ring, or ends the queue pair if the client
-    /// has let more pile up than its requests can make (see [`backlog_cap`]).
-    fn hold(&mut self, e: [u8; CQE_SIZE]) {
-        if self.backlog.len() < self.backlog_cap {
-            self.backlog.push_back(e);
-            return;
-        }
-        if !self.overran {
-            self.overran = true;
-            limited!(CLIENT_OTHER, warn, qp = %self.qp.num(), held = self.backlog.len(),
-                "local client does not take its completions; its queue pair is terminated");
-            self.qp.terminate(rdmap::TermCode::RDMAP_LOCAL_CATASTROPHIC);
-        }
+    fn lock(&self) -> MutexGuard<'_, RingState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn finish(&mut self, mut wc: Completion) {
-        if wc.wr_id & (SRQ_ID | RQ_ID) != 0 {
-            // A receive the engine took on demand: never in its receive queue.
-            if let Some(client) = self.recvs.complete(wc.wr_id) {
-                wc.wr_id = client;
-                self.hold(encode_cqe(&wc));
-            }
-            return;
-        }
-        match wc.queue {
-            Queue::Send => {
-                self.sq_room += 1;
-                self.seg.sq_retire(1);
-            }
-            Queue::Recv => self.rq_room += 1,
-        }
-        let (wc, via) = self.ids.complete(wc);
-        if via == Some(Via::Push) {
-            self.push.share.untrack();
-        }
-        if let Some(wc) = wc {
-            self.hold(encode_cqe(&wc));
-        }
+    /// The client's doorbell.
+    pub(super) fn to_client(&self) -> &Doorbell {
+        &self.to_client
     }
 
-    /// Moves the engine's completions into the backlog; true if any.
-    pub(super) fn collect(&mut self) -> bool {
-        let mut got = std::mem::take(&mut self.completed);
-        if self.cq.poll_with(usize::MAX, |w| got.push(w.wc)).is_err() {
-            self.overrun();
-        }
-        let any = !got.is_empty();
-        for wc in got.drain(..) {
-            self.finish(wc);
-        }
-        self.completed = got;
-        any
+    /// Send requests in the connection.
+    pub(super) fn sends_in_flight(&self) -> usize {
+        self.lock().sends.len()
     }
 
-    /// Cannot happen (the queue holds every request the servant let in); if it did,
-    /// completions were lost: end the queue pair rather than hang the client.
-    pub(super) fn overrun(&self) {
-        tracing::error!(qp = %self.qp.num(), "servant completion queue overrun");
-        self.qp.disconnect();
+    /// Records send requests about to be posted, in order; `posted` then says how many
+    /// the connection took (it may take none).
+    pub(super) fn sending(&self, sent: impl Iterator<Item = Sent>) {
+        self.lock().sends.extend(sent);
     }
 
-    /// Pushes the backlog into the client's ring and rings it if it sleeps; true if
-    /// anything went in.
-    pub(super) fn deliver(&mut self) -> bool {
+    /// The last `wcs.len()` requests given to [`sending`](Self::sending) were not
+    /// posted: they complete as `wcs` (flushed), in order.
+    pub(super) fn not_posted(&self, wcs: impl ExactSizeIterator<Item = Completion>) {
+        let mut st = self.lock();
+        let from = st.sends.len().saturating_sub(wcs.len());
+        let sent: Vec<Sent> = st.sends.drain(from..).collect();
         let mut pushed = false;
-        while let Some(e) = self.backlog.front() {
-            if !self.seg.cq_push(e) {
-                break;
+        for (wc, sent) in wcs.zip(sent) {
+            if let Some(e) = self.finish_send(wc, sent) {
+                pushed |= self.put(&mut st, e);
             }
-            self.backlog.pop_front();
-            pushed = true;
         }
-        if pushed && self.seg.must_wake(Side::Client) {
-            self.to_client.ring();
+        drop(st);
+        if pushed {
+            self.ring_client();
+        }
+    }
+
+    /// True if the backlog overflowed: the servant ends the queue pair.
+    pub(super) fn overran(&self) -> bool {
+        self.lock().overran
+    }
+
+    /// True while completions wait for room in the ring.
+    pub(super) fn holds_any(&self) -> bool {
+        !self.lock().backlog.is_empty()
+    }
+
+    /// What a successor daemon's servant starts from: the send requests in the
+    /// connection and the completions not yet in the ring (entries back to back).
+    pub(super) fn image(&self) -> (Vec<Sent>, Vec<u8>) {
+        let st = self.lock();
+        (
+            st.sends.iter().copied().collect(),
+            st.backlog.iter().flatten().copied().collect(),
+        )
+    }
+
+    /// Its queue pair runs in another daemon now: the tracking entries of its pushed
+    /// requests are let go here.
+    pub(super) fn moved_away(&self) {
+        let pushed = self
+            .lock()
+            .sends
+            .iter()
+            .filter(|s| s.via == Via::Push)
+            .count();
+        for _ in 0..pushed {
+            self.share.untrack();
+        }
+    }
+
+    /// A send request's end: its ring entry retires, its push tracking entry goes, and
+    /// its completion is the client's unless it asked for none and it succeeded.
+    fn finish_send(&self, mut wc: Completion, sent: Sent) -> Option<[u8; CQE_SIZE]> {
+        self.seg.sq_retire(1);
+        if sent.via == Via::Push {
+            self.share.untrack();
+        }
+        wc.push_discarded = sent.via == Via::QueueAfterDiscard;
+        (sent.signaled || !wc.is_ok()).then(|| encode_cqe(&wc))
+    }
+
+    /// Completions flushed for receives the connection never took (still in the client's
+    /// ring when the queue pair ended).
+    pub(super) fn flushed_recvs(&self, wcs: impl Iterator<Item = Completion>) {
+        let mut st = self.lock();
+        let mut pushed = false;
+        for wc in wcs {
+            pushed |= self.put(&mut st, encode_cqe(&wc));
+        }
+        drop(st);
+        if pushed {
+            self.ring_client();
+        }
+    }
+
+    /// An entry into the ring behind those already held, or held; true if it went into
+    /// the ring (the caller then rings the client's doorbell, once the lock is released).
+    fn put(&self, st: &mut RingState, e: [u8; CQE_SIZE]) -> bool {
+        if st.backlog.is_empty() && self.seg.cq_push(&e) {
+            return true;
+        }
+        if st.backlog.len() < st.cap {
+            st.backlog.push_back(e);
+        } else {
+            st.overran = true;
+        }
+        self.wake.notify_one();
+        false
+    }
+
+    /// Moves held completions into the ring as far as it has room; true if any went in.
+    pub(super) fn flush(&self) -> bool {
+        let mut pushed = false;
+        {
+            let mut st = self.lock();
+            while let Some(e) = st.backlog.front() {
+                if !self.seg.cq_push(e) {
+                    break;
+                }
+                st.backlog.pop_front();
+                pushed = true;
+            }
+        }
+        if pushed {
+            self.ring_client();
         }
         pushed
+    }
+
+    fn ring_client(&self) {
+        if self.seg.must_wake(Side::Client) {
+            self.to_client.ring();
+        }
+    }
+}
+
+impl CompletionSink for ClientRing {
+    fn deliver(&self, qp: QpNum, batch: &mut Vec<Completion>) {
+        let mut st = self.lock();
+        let mut pushed = false;
+        for wc in batch.drain(..) {
+            let entry = match wc.queue {
+                Queue::Send => {
+                    let sent = st.sends.pop_front().unwrap_or_else(|| {
+                        limited!(CLIENT_OTHER, error, qp = %qp, "a send completion for no request of the client's");
+                        Sent::QUEUED
+                    });
+                    self.finish_send(wc, sent)
+                }
+                Queue::Recv => Some(encode_cqe(&wc)),
+            };
+            if let Some(e) = entry {
+                pushed |= self.put(&mut st, e);
+            }
+        }
+        drop(st);
+        if pushed {
+            self.ring_client();
+        }
     }
 }

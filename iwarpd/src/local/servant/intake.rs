@@ -1,17 +1,16 @@
-//! A servant reads what its client posted: the receive ring (and shared receive queue),
-//! the send ring, and the domain's push region (seed 000: before the send queue). Every
-//! entry is copied out of shared memory and decoded before use; garbage is named, and
-//! ends this queue pair alone.
+//! A servant reads what its client posted: the send ring and the domain's push region
+//! (seed 000: before the send queue). Every entry is copied out of shared memory and
+//! decoded before use; garbage is named, and ends this queue pair alone.
 
 use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::{Discard, QpSegment};
 use ipc::wqe::{Data, decode_sqe, sqe_pushed};
 use offload_engine::push_share::{PushShare, pushed_octets};
-use rdmap::{Queue, SendWr};
+use rdmap::SendWr;
 
 use super::Run;
-use super::posting::Via;
+use super::posting::{Sent, Via};
 
 /// Octets an arena holds before a fresh one is taken.
 const ARENA: usize = 64 << 10;
@@ -51,74 +50,57 @@ fn discard(seg: &QpSegment, share: &PushShare, why: Discard) {
 }
 
 impl Run {
+    /// Send requests the connection can still take: its send queue is as deep as the
+    /// client's ring.
+    fn sq_room(&self) -> usize {
+        self.sq_depth.saturating_sub(self.ring.sends_in_flight())
+    }
+
     pub(super) fn work_waiting(&self) -> bool {
         self.seg
             .sq_pending()
-            .map_or(true, |n| n > 0 && self.sq_room > 0)
+            .map_or(true, |n| n > 0 && self.sq_room() > 0)
     }
 
-    /// Takes what the client posted into the engine. `Err` names the garbage found.
-    ///
-    /// The send queue's index is read first (Acquire): every receive the client posted
-    /// before those sends is then visible, and goes into the engine before them, since
-    /// the peer's answer to a Send may need it.
+    /// Takes what the client posted to its send ring into the connection. `Err` names
+    /// the garbage found. (Receives are the connection's to take, when a message needs
+    /// one: see [`QpRecvs`](crate::local::recvs::QpRecvs).)
     pub(super) fn take_work(&mut self) -> Result<bool, &'static str> {
         let n = self.seg.sq_pending().map_err(|_| "send queue index")?;
-        let mut moved = self.take_recvs()?;
-        let take = (n as usize).min(self.sq_room);
-        if take > 0 {
-            let mut batch = std::mem::take(&mut self.batch);
-            let seg = &self.seg;
-            for _ in 0..take {
-                let (_, e) = seg.sq_peek();
-                let arena = &mut self.arena;
-                let wr = decode_sqe(&e, &mut |d| own(arena, seg, d)).map_err(|m| m.0)?;
-                // A pushed twin that reaches the send queue path: its push was discarded.
-                let via = if sqe_pushed(&e) {
-                    Via::QueueAfterDiscard
-                } else {
-                    Via::Queue
-                };
-                batch.push(self.ids.send(wr, via));
-                seg.sq_take();
-            }
-            self.executed(0, take as u64);
-            self.sq_room -= take;
-            self.post_sends(batch.drain(..));
-            self.batch = batch;
-            moved = true;
+        let take = (n as usize).min(self.sq_room());
+        if take == 0 {
+            return Ok(false);
         }
-        Ok(moved)
-    }
-
-    /// Takes the receives the client posted into the engine.
-    pub(super) fn take_recvs(&mut self) -> Result<bool, &'static str> {
-        let mut moved = false;
-        while self.rq_room > 0 {
-            let Some(wr) = self.recvs.pop()? else {
-                break;
+        let mut batch = std::mem::take(&mut self.batch);
+        let seg = &self.seg;
+        for _ in 0..take {
+            let (_, e) = seg.sq_peek();
+            let arena = &mut self.arena;
+            let wr = decode_sqe(&e, &mut |d| own(arena, seg, d)).map_err(|m| m.0)?;
+            // A pushed twin that reaches the send queue path: its push was discarded.
+            let via = if sqe_pushed(&e) {
+                Via::QueueAfterDiscard
+            } else {
+                Via::Queue
             };
-            let wr = self.ids.recv(wr);
-            let id = wr.wr_id;
-            self.rq_room -= 1;
-            if let Err(e) = self.qp.post_recv(wr) {
-                tracing::debug!(error = %e, "receive not posted");
-                self.fail(id, Queue::Recv);
-            }
-            moved = true;
+            batch.push(Sent::of(wr, via));
+            seg.sq_take();
         }
-        Ok(moved)
+        self.executed(0, take as u64);
+        self.post_sends(&mut batch);
+        self.batch = batch;
+        Ok(true)
     }
 
     /// Seed 000's engine side: every READY slot of this queue pair is executed if all
     /// admission checks pass, else discarded (its twin entry then runs from the send
     /// queue, its completion flagged). Slots that name a queue pair outside the domain
     /// are discarded by whichever servant of the domain sees them. True if anything was
-    /// done; `Err` names garbage found in the receive ring.
-    pub(super) fn push_pass(&mut self) -> Result<bool, &'static str> {
+    /// done.
+    pub(super) fn push_pass(&mut self) -> bool {
         let region = &self.push.pd.region;
         if !region.any_ready() {
-            return Ok(false);
+            return false;
         }
         let mut mine = std::mem::take(&mut self.snapshots);
         let mut foreign = false;
@@ -136,10 +118,6 @@ impl Run {
                 }
             },
         );
-        // The receives posted before these messages' twins go in first (see take_work).
-        if !mine.is_empty() {
-            self.take_recvs()?;
-        }
         // Oldest twin first: the one at the head can go, the rest then follow in order.
         let head = self.seg.sq_head();
         mine.sort_by_key(|s| s.sq_index.wrapping_sub(head));
@@ -151,16 +129,17 @@ impl Run {
             match admitted {
                 Ok(wr) => {
                     self.seg.sq_take();
-                    self.sq_room -= 1;
                     self.executed(1, 0);
-                    let wr = self.ids.send(wr, Via::Push);
-                    self.post_sends(std::iter::once(wr));
+                    let mut one = std::mem::take(&mut self.batch);
+                    one.push(Sent::of(wr, Via::Push));
+                    self.post_sends(&mut one);
+                    self.batch = one;
                 }
                 Err(why) => discard(&self.seg, &self.push.share, why),
             }
         }
         self.snapshots = mine;
-        Ok(moved)
+        moved
     }
 
     /// The admission checks of a pushed message, in the seed's order; the request to
@@ -177,7 +156,7 @@ impl Run {
         // D3: its twin is the next entry of the send queue, and nothing of this queue
         // pair is part-way through transmission.
         let twin_waiting = self.seg.sq_pending().is_ok_and(|n| n > 0);
-        if s.sq_index != self.seg.sq_head() || !twin_waiting || self.sq_room < self.sq_depth {
+        if s.sq_index != self.seg.sq_head() || !twin_waiting || self.ring.sends_in_flight() > 0 {
             return Err(Discard::NotAtHead);
         }
         let (_, twin) = self.seg.sq_peek();

@@ -1,19 +1,18 @@
-//! The servant of one client queue pair: moves work requests from the client's send and
-//! receive rings into the engine, and completions from the engine into the client's
-//! completion ring.
+//! The servant of one client queue pair: moves the send requests the client writes into
+//! its ring (or pushes, seed 000) onto the connection. Completions do not come back
+//! through it: the connection writes them into the client's completion ring itself
+//! ([`ClientRing`], its completion sink), and takes receives from the client's rings when
+//! a message needs one ([`QpRecvs`]). Nothing of the engine's (no completion queue, no
+//! futures, no id of the daemon's) stands between the client and its connection.
 //!
 //! Every entry is copied out of shared memory and decoded before use; an entry that does
 //! not decode, or a ring index more than a ring ahead, ends this queue pair alone (a
-//! graceful close the peer sees), never the daemon. Work request ids are the daemon's own
-//! (the client's are kept here and put back in its completions), and every request is
-//! posted signaled so that the daemon knows when each retires: unsignaled successes are
-//! then dropped instead of delivered, and `sq_done` counts them all.
+//! graceful close the peer sees), never the daemon.
 //!
 //! The servant's concerns, one file each: its task's turns (`task.rs`: spinning, then
-//! parking on its doorbell), reading what the client posted (`intake.rs`: its send and
-//! receive rings and its domain's push region), executing requests in the engine
-//! (`posting.rs`: daemon ids, posting), and writing completions back into the client's
-//! ring (`completions.rs`).
+//! parking on its doorbell), reading what the client posted (`intake.rs`: its send ring
+//! and its domain's push region), posting on the connection (`posting.rs`), and the
+//! completion ring as the connection's sink (`completions.rs`).
 
 mod completions;
 mod intake;
@@ -27,14 +26,14 @@ use std::time::Duration;
 use bytes::BytesMut;
 use ipc::push::Snapshot;
 use ipc::qpseg::{AsyncDoorbell, CQE_SIZE, Doorbell, Geometry, QpSegment};
-use rdmap::{Completion, QpEnd, RecvWr, SendWr};
+use rdmap::{QpEnd, SendWr};
 use tokio::sync::Notify;
 
 use super::recvs::QpRecvs;
-use completions::backlog_cap;
+use completions::{ClientRing, backlog_cap};
 use offload_engine::push_share::{PdPush, PushShare};
-use offload_engine::{Cq, Qp};
-use posting::Ids;
+use offload_engine::{Completions, Qp};
+use posting::Sent;
 
 /// The push path's share of a servant: its domain's region, and the resources every
 /// pushed message draws on.
@@ -46,126 +45,99 @@ pub(super) struct Push {
 /// Tells the client that its queue pair ended (called once).
 pub(super) type OnEnd = Box<dyn FnOnce(QpEnd) + Send + Sync>;
 
-/// A servant about to start: its completion queue exists before the connection does, so
-/// that initial receives can be translated.
+/// A servant about to start: its completion sink exists before the connection does,
+/// which delivers to it from its first step.
 pub(super) struct Prepared {
-    cq: Cq,
-    ids: Ids,
+    ring: Arc<ClientRing>,
     recvs: Arc<QpRecvs>,
-    /// Send and receive requests the engine can still take.
-    sq_room: usize,
-    rq_room: usize,
-    backlog: VecDeque<[u8; CQE_SIZE]>,
+    seg: Arc<QpSegment>,
 }
 
-/// What a servant holds that is not in shared memory, for a successor daemon: its ids of
-/// the requests in flight, the room left in the engine's queues, and the completions not
-/// yet in the client's ring.
+/// What a servant holds that is not in shared memory, for a successor daemon: the send
+/// requests in the connection, and the completions not yet in the client's ring.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(super) struct ServantImage {
-    ids: Ids,
-    sq_room: u32,
-    rq_room: u32,
+    sends: Vec<Sent>,
     /// Completion entries back to back.
     backlog: Vec<u8>,
 }
 
 impl Prepared {
-    pub(super) fn new(geo: &Geometry, recvs: Arc<QpRecvs>) -> Self {
-        Self {
-            cq: Self::queue(geo),
-            ids: Ids::default(),
-            recvs,
-            sq_room: geo.sq_depth as usize,
-            rq_room: geo.rq_depth as usize,
-            backlog: VecDeque::new(),
-        }
-    }
-
-    /// Room for every request the servant lets in.
-    fn queue(geo: &Geometry) -> Cq {
-        Cq::new((geo.sq_depth + geo.rq_depth) as usize + 64)
+    /// The servant of a new queue pair with segment `seg`, whose client's doorbell is
+    /// `to_client`.
+    pub(super) fn new(
+        seg: Arc<QpSegment>,
+        to_client: Doorbell,
+        recvs: Arc<QpRecvs>,
+        share: Arc<PushShare>,
+    ) -> Self {
+        let image = ServantImage {
+            sends: Vec::new(),
+            backlog: Vec::new(),
+        };
+        Self::restore(seg, to_client, recvs, share, image).expect("an empty image fits")
     }
 
     /// A servant a daemon before this one ran, from its image.
     pub(super) fn restore(
-        geo: &Geometry,
+        seg: Arc<QpSegment>,
+        to_client: Doorbell,
         recvs: Arc<QpRecvs>,
+        share: Arc<PushShare>,
         image: ServantImage,
     ) -> Result<Self, String> {
-        let (sq, rq) = (image.sq_room as usize, image.rq_room as usize);
-        let in_flight = image.ids.in_flight();
-        if sq > geo.sq_depth as usize
-            || rq > geo.rq_depth as usize
-            || in_flight > (geo.sq_depth + geo.rq_depth) as usize
+        let geo = seg.geometry();
+        let cap = backlog_cap(&geo, recvs.srq().map(|q| q.depth()));
+        if image.sends.len() > geo.sq_depth as usize
             || !image.backlog.len().is_multiple_of(CQE_SIZE)
+            || image.backlog.len() / CQE_SIZE > cap
         {
             return Err("a queue pair's servant image does not fit its rings".into());
         }
-        let backlog = image
+        let backlog: VecDeque<[u8; CQE_SIZE]> = image
             .backlog
             .chunks_exact(CQE_SIZE)
             .map(|c| c.try_into().expect("exact chunks"))
             .collect();
+        let sends = image.sends.into_iter().collect();
+        let ring = ClientRing::new(seg.clone(), to_client, share, (sends, backlog), cap);
         Ok(Self {
-            cq: Self::queue(geo),
-            ids: image.ids,
+            ring: Arc::new(ring),
             recvs,
-            sq_room: sq,
-            rq_room: rq,
-            backlog,
+            seg,
         })
     }
 
-    pub(super) fn cq(&self) -> &Cq {
-        &self.cq
+    /// Where the connection's completions go: the client's ring.
+    pub(super) fn completions(&self) -> Completions {
+        Completions::Sink(self.ring.clone())
     }
 
-    pub(super) fn recv(&mut self, wr: RecvWr) -> RecvWr {
-        // Posted with the connection: it holds engine receive queue room.
-        self.rq_room = self.rq_room.saturating_sub(1);
-        self.ids.recv(wr)
-    }
-
-    #[allow(clippy::too_many_arguments)]
+    /// Starts it for `qp`, the client's queue pair `id`, woken by `to_daemon`.
     pub(super) fn start(
         self,
         id: u32,
         qp: Qp,
-        seg: Arc<QpSegment>,
         to_daemon: Doorbell,
-        to_client: Doorbell,
         push: Push,
         ended: OnEnd,
     ) -> Servant {
-        let depth = seg.geometry();
         push.pd.add_qp(id);
-        // Pushed requests still in flight (a servant restored from a daemon before) hold
-        // tracking entries here now.
-        let pushed = self.ids.pushed();
-        push.share.retrack(pushed);
         let run = Run {
             id,
             push,
-            backlog_cap: backlog_cap(&depth, &self.recvs),
-            overran: false,
-            sq_depth: depth.sq_depth as usize,
+            sq_depth: self.seg.geometry().sq_depth as usize,
             qp,
-            cq: self.cq,
-            ids: self.ids,
+            ring: self.ring,
             recvs: self.recvs,
-            seg,
-            to_client,
+            seg: self.seg,
             signals: Arc::default(),
             ended: Some(ended),
             end: None,
             stopping: false,
             broken: false,
-            sq_room: self.sq_room,
-            rq_room: self.rq_room,
-            backlog: self.backlog,
+            overran: false,
             batch: Vec::new(),
-            completed: Vec::new(),
             snapshots: Vec::new(),
             arena: BytesMut::new(),
         };
@@ -252,17 +224,11 @@ impl Frozen {
         None
     }
 
-    /// Its image, once its queue pair is parked: the completions the engine made until
-    /// then are taken first.
-    pub(super) fn image(&mut self) -> ServantImage {
-        self.run.collect();
-        let r = &self.run;
-        ServantImage {
-            ids: r.ids.clone(),
-            sq_room: r.sq_room as u32,
-            rq_room: r.rq_room as u32,
-            backlog: r.backlog.iter().flatten().copied().collect(),
-        }
+    /// Its image, once its queue pair is parked (the connection delivered everything it
+    /// made until then).
+    pub(super) fn image(&self) -> ServantImage {
+        let (sends, backlog) = self.run.ring.image();
+        ServantImage { sends, backlog }
     }
 
     /// The descriptors that go with the image: its segment and its two doorbells.
@@ -271,7 +237,7 @@ impl Frozen {
         Ok([
             self.run.seg.fd().try_clone_to_owned()?,
             self.bell.as_fd().try_clone_to_owned()?,
-            self.run.to_client.as_fd().try_clone_to_owned()?,
+            self.run.ring.to_client().as_fd().try_clone_to_owned()?,
         ])
     }
 
@@ -283,10 +249,7 @@ impl Frozen {
     /// Its queue pair runs in another daemon now: what it held here is let go.
     pub(super) fn moved_away(self) {
         let r = self.run;
-        let pushed = r.ids.pushed();
-        for _ in 0..pushed {
-            r.push.share.untrack();
-        }
+        r.ring.moved_away();
         r.push.pd.remove_qp(r.id);
     }
 }
@@ -358,14 +321,12 @@ struct Run {
     id: u32,
     push: Push,
     sq_depth: usize,
-    /// The client's receive ring (which the engine also reads on demand) and shared
-    /// receive queue.
+    /// The client's receive ring and shared receive queue (the connection reads them).
     recvs: Arc<QpRecvs>,
     qp: Qp,
-    cq: Cq,
-    ids: Ids,
+    /// The connection's completion sink.
+    ring: Arc<ClientRing>,
     seg: Arc<QpSegment>,
-    to_client: Doorbell,
     signals: Arc<Signals>,
     /// Tells the client its queue pair ended; taken when it does.
     ended: Option<OnEnd>,
@@ -375,17 +336,11 @@ struct Run {
     stopping: bool,
     /// The client wrote garbage into its rings.
     broken: bool,
-    /// Send requests the engine can still take (its send queue depth less those out).
-    sq_room: usize,
-    rq_room: usize,
-    /// Completions waiting for room in the client's ring, at most `backlog_cap`.
-    backlog: VecDeque<[u8; CQE_SIZE]>,
-    backlog_cap: usize,
-    /// The backlog overflowed: the queue pair was terminated for it.
+    /// The client let more completions pile up than its requests can make: the queue
+    /// pair was terminated for it.
     overran: bool,
     /// Buffers kept from turn to turn, so that moving requests allocates nothing.
-    batch: Vec<SendWr>,
-    completed: Vec<Completion>,
+    batch: Vec<(Sent, SendWr)>,
     snapshots: Vec<Snapshot>,
     /// Where owned payloads are copied out of shared memory (see [`own`](intake::own)).
     arena: BytesMut,

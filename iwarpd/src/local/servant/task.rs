@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use ipc::qpseg::Side;
+use rdmap::{Completion, QpEnd, Queue, WcOpcode, WcStatus};
 
 use super::{Bell, Frozen, Run};
 use crate::local::logs::{CLIENT_OTHER, RING_GARBAGE, limited};
@@ -97,24 +98,7 @@ impl Run {
                     .store(false, std::sync::atomic::Ordering::Relaxed);
                 return Some(Frozen { run: self, bell });
             }
-            let mut moved = false;
-            if !self.stopping && !self.broken {
-                // The push region first (seed 000: before the send queue), so that a
-                // pushed message meets its twin still at the head.
-                match self.push_pass().and_then(|m| Ok(m | self.take_work()?)) {
-                    Ok(m) => moved |= m,
-                    Err(why) => {
-                        limited!(RING_GARBAGE, warn, qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
-                        self.broken = true;
-                        self.qp.disconnect();
-                    }
-                }
-            }
-            moved |= self.collect();
-            if self.deliver() {
-                moved = true;
-            }
-            if moved {
+            if self.turn() {
                 last_moved = std::time::Instant::now();
                 spins += 1;
                 if spins.is_multiple_of(64) {
@@ -122,7 +106,7 @@ impl Run {
                 }
                 continue;
             }
-            if self.stopping && self.end.is_some() && self.backlog.is_empty() {
+            if self.stopping && self.end.is_some() && !self.ring.holds_any() {
                 return None;
             }
             if last_moved.elapsed() < SPIN {
@@ -132,42 +116,107 @@ impl Run {
             }
             yielder.release();
             self.seg.park(Side::Daemon);
-            if (!self.stopping
-                && !self.broken
-                && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
-                || !self.cq.is_empty()
-                || self
-                    .signals
-                    .freeze
-                    .load(std::sync::atomic::Ordering::Acquire)
-            {
+            if self.work_waiting_or_signaled() {
                 self.seg.unpark(Side::Daemon);
                 continue;
             }
-            let mut popped = None;
             tokio::select! {
                 _ = bell.wait() => {}
-                how = &mut closed, if self.end.is_none() => {
-                    self.end = Some(how);
-                    if let Some(f) = self.ended.take() {
-                        // Completions flushed by the end go out before the event.
-                        self.collect();
-                        self.deliver();
-                        f(self.why_ended(how));
-                    }
-                }
+                how = &mut closed, if self.end.is_none() => self.ended(how),
                 _ = self.signals.stop.notified(), if !self.stopping => self.stopping = true,
                 _ = self.signals.wake.notified() => {}
-                wc = std::future::poll_fn(|cx| self.cq.poll_next(cx)) => popped = Some(wc),
-                _ = tokio::time::sleep(Duration::from_millis(1)), if !self.backlog.is_empty() => {}
+                _ = self.ring.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(1)), if self.ring.holds_any() => {}
             }
             self.seg.unpark(Side::Daemon);
-            match popped {
-                Some(Ok(w)) => self.finish(w.wc),
-                Some(Err(_)) => self.overrun(),
-                None => {}
+        }
+    }
+
+    /// One turn: what the client pushed and posted goes onto the connection, the client's
+    /// misdeeds end its queue pair, and held completions go into its ring. True if
+    /// anything moved.
+    fn turn(&mut self) -> bool {
+        let mut moved = false;
+        if !self.stopping && !self.broken {
+            // The push region first (seed 000: before the send queue), so that a pushed
+            // message meets its twin still at the head.
+            moved |= self.push_pass();
+            match self.take_work() {
+                Ok(m) => moved |= m,
+                Err(why) => self.misused(why),
+            }
+            if let Some(why) = self.recvs.garbage() {
+                self.misused(why);
             }
         }
+        if self.ring.overran() && !self.overran {
+            self.overran = true;
+            limited!(CLIENT_OTHER, warn, qp = %self.qp.num(),
+                "local client does not take its completions; its queue pair is terminated");
+            self.qp.terminate(rdmap::TermCode::RDMAP_LOCAL_CATASTROPHIC);
+        }
+        if self.end.is_some() {
+            moved |= self.flush_recvs();
+        }
+        moved | self.ring.flush()
+    }
+
+    /// The client wrote garbage (`why`) into its rings: its queue pair closes.
+    fn misused(&mut self, why: &'static str) {
+        if !self.broken {
+            limited!(RING_GARBAGE, warn, qp = %self.qp.num(), why, "local client wrote garbage into its rings; closing its queue pair");
+            self.broken = true;
+            self.qp.disconnect();
+        }
+    }
+
+    /// True if the client posted work (or pushed) since the last turn, or the session
+    /// asked for something: the servant does not park.
+    fn work_waiting_or_signaled(&self) -> bool {
+        (!self.stopping
+            && !self.broken
+            && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
+            || (self.end.is_some() && self.seg.rq_pending().is_ok_and(|n| n > 0))
+            || self
+                .signals
+                .freeze
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The queue pair ended `how`: the receives left in the client's ring complete as
+    /// flushed, then the client hears of the end.
+    fn ended(&mut self, how: QpEnd) {
+        self.end = Some(how);
+        if let Some(f) = self.ended.take() {
+            // Completions flushed by the end go out before the event.
+            self.flush_recvs();
+            self.ring.flush();
+            f(self.why_ended(how));
+        }
+    }
+
+    /// How the client is told its queue pair ended: the connection's end, unless the
+    /// daemon ended it for what the client did.
+    fn why_ended(&self, how: QpEnd) -> QpEnd {
+        if self.overran {
+            QpEnd::CqOverrun
+        } else if self.broken || self.recvs.garbage().is_some() {
+            QpEnd::Misused
+        } else {
+            how
+        }
+    }
+
+    /// Once the queue pair ended, receives in the client's ring (which the connection
+    /// will never take) complete as flushed, as the connection's own did; true if any.
+    fn flush_recvs(&mut self) -> bool {
+        let mut flushed = false;
+        while let Ok(Some(wr)) = self.recvs.pop() {
+            flushed = true;
+            let wc = Completion::new(wr.wr_id, Queue::Recv, WcOpcode::Recv, WcStatus::Flushed);
+            self.ring.flushed_recvs(std::iter::once(wc));
+        }
+        flushed
     }
 }
 
