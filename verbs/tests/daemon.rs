@@ -1714,8 +1714,10 @@ async fn arming_after_busy_polling_waits_for_no_timer() -> Result<(), Error> {
 }
 
 /// A queue pair the daemon accepted sees its peer's graceful close (Linux siw closes a
-/// killed process's connections so: a FIN, no Terminate), mid-transfer, with a receive
-/// posted: `closed` says so and the receive completes flushed.
+/// killed process's connections so: a FIN, no Terminate), mid-transfer, with receives
+/// posted (one at accept time, two that stay in the client's ring, which the connection
+/// reads only when a message needs one): `closed` says so, and each receive completes
+/// flushed, in the order posted; one posted after the end too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> Result<(), Error> {
     let path = daemon("accepted-close").await;
@@ -1727,11 +1729,12 @@ async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> 
     let listener = attached.listen(any_port()).await?;
     let addr = listener.local_addr();
     let advert = target.remote().encode();
+    let first = inbox.local(..);
     let accepting = tokio::spawn(async move {
         let inc = listener.accept().await?;
         let cfg = QpConfig::new(&acq).recv(RecvWr {
             wr_id: 5,
-            sgl: [inbox.local(..)].into(),
+            sgl: [first].into(),
         });
         Ok::<_, Error>((inc.accept(&apd, cfg, &advert).await?, acq))
     });
@@ -1743,6 +1746,12 @@ async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> 
         .await?;
     let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
     let (aqp, acq) = accepting.await??;
+    for wr_id in [6, 7] {
+        aqp.post_recv(RecvWr {
+            wr_id,
+            sgl: [inbox.local(..)].into(),
+        })?;
+    }
     // Writes in flight, then a graceful close.
     for _ in 0..64 {
         let _ = conn.qp.post_send(SendWr {
@@ -1757,7 +1766,17 @@ async fn an_accepted_queue_pair_sees_its_peers_graceful_close_mid_transfer() -> 
     conn.qp.disconnect();
     let end = tokio::time::timeout(Duration::from_secs(10), aqp.closed()).await?;
     assert_eq!(end, QpEnd::Closed);
-    let wc = tokio::time::timeout(Duration::from_secs(10), acq.next()).await??;
-    assert_eq!((wc.wc.wr_id, wc.wc.status), (5, verbs::WcStatus::Flushed));
+    for id in [5, 6, 7] {
+        let wc = tokio::time::timeout(Duration::from_secs(10), acq.next()).await??;
+        assert_eq!((wc.wc.wr_id, wc.wc.status), (id, verbs::WcStatus::Flushed));
+    }
+    aqp.post_recv(RecvWr {
+        wr_id: 8,
+        sgl: [inbox.local(..)].into(),
+    })?;
+    let wc = tokio::time::timeout(Duration::from_secs(10), acq.next())
+        .await
+        .map_err(|_| "a receive posted after the end was not flushed")??;
+    assert_eq!((wc.wc.wr_id, wc.wc.status), (8, verbs::WcStatus::Flushed));
     Ok(())
 }
