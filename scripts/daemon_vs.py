@@ -77,12 +77,19 @@ def main():
     p.add_argument("--port", type=int, default=19700)
     p.add_argument("--iwarpd-args", default="",
                    help="more flags for iwarpd, e.g. '--local-threads 1' (an A/B of settings)")
+    p.add_argument("--bin-dir", help="iwperf and iwarpd of another build (an A/B of "
+                   "revisions); nothing is built")
     a = p.parse_args()
     for tool in ("iperf3", "sockperf"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             sys.exit(f"daemon_vs: {tool} is not installed: apt-get install -y iperf3 sockperf")
-    vs_tcp.sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
-               "-p", "iwarpd", "--bin", "iwarpd"], cwd=ROOT)
+    global IWARPD
+    if a.bin_dir:
+        IWARPD = os.path.join(a.bin_dir, "iwarpd")
+        vs_tcp.IWPERF = os.path.join(a.bin_dir, "iwperf")
+    else:
+        vs_tcp.sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
+                   "-p", "iwarpd", "--bin", "iwarpd"], cwd=ROOT)
     path = vs_tcp.Path(False)
     d = start_iwarpd(a.iwarpd_args.split())
     try:

@@ -216,6 +216,60 @@ impl PushRegion {
     }
 }
 
+/// The library's side of seed 000's push rules for one queue pair, the same embedded and
+/// through iwarpd: push while allowed; stop after a discard or when the region is full;
+/// resume once the send queue is empty. It also spreads writers over the slots.
+#[derive(Debug)]
+pub struct PushPolicy {
+    pushing: bool,
+    /// Where the next slot search starts.
+    hint: u32,
+}
+
+impl PushPolicy {
+    /// Pushing, with the first slot search starting at `hint`.
+    pub fn new(hint: u32) -> Self {
+        Self {
+            pushing: true,
+            hint,
+        }
+    }
+
+    /// Applies the stop and resume rules before a post: `discarded` if a pushed message
+    /// of this queue pair was discarded since the last look, `sq_empty` if every request
+    /// posted before has retired. True if this post may push.
+    pub fn may_push(&mut self, discarded: bool, sq_empty: bool) -> bool {
+        if discarded {
+            self.pushing = false;
+        }
+        if !self.pushing && sq_empty {
+            self.pushing = true;
+        }
+        self.pushing
+    }
+
+    /// The stop rule after a discard seen at once (embedded, where the engine side runs
+    /// on the posting thread).
+    pub fn discarded(&mut self) {
+        self.pushing = false;
+    }
+
+    /// Claims a slot of `region` for the next message; `None` (and the stop rule) when
+    /// every slot is taken.
+    pub fn claim(&mut self, region: &PushRegion) -> Option<u32> {
+        match region.claim(self.hint) {
+            Some(slot) => {
+                self.hint = slot.wrapping_add(1);
+                Some(slot)
+            }
+            None => {
+                self.pushing = false;
+                None
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +352,24 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// Seed 000's rules, the same for both backends: a discard or a full region stops
+    /// pushing, an empty send queue resumes it, and claims spread over the slots.
+    #[test]
+    fn the_policy_stops_on_a_discard_or_a_full_region_and_resumes_on_an_empty_queue() {
+        let region = PushRegion::create(2).unwrap();
+        let mut p = PushPolicy::new(1);
+        assert!(p.may_push(false, false));
+        assert_eq!(p.claim(&region), Some(1), "from the hint");
+        assert_eq!(p.claim(&region), Some(0), "then the next slot");
+        assert_eq!(p.claim(&region), None, "full");
+        assert!(!p.may_push(false, false), "stopped by the full region");
+        assert!(p.may_push(false, true), "resumed: the send queue is empty");
+        assert!(!p.may_push(true, false), "a discard stops it");
+        assert!(!p.may_push(false, false), "until the send queue is empty");
+        assert!(p.may_push(false, true));
+        p.discarded();
+        assert!(!p.may_push(false, false));
     }
 }

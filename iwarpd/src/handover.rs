@@ -51,8 +51,8 @@ use std::sync::Arc;
 use offload_engine::Engine;
 use tokio::sync::oneshot;
 
+use crate::local_guard::LocalGuard;
 use crate::remote_memory::{MoveRequest, Moving, Resumed, StagedConn, stage_conn};
-use crate::serve::LocalGuard;
 use iwarpd::local::SessionMover;
 
 use rustix::net::{

@@ -27,6 +27,8 @@ mod cli;
 mod config;
 mod handover;
 mod inherit;
+mod link;
+mod local_guard;
 mod metrics;
 mod out;
 mod proto;

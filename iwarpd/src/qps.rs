@@ -7,7 +7,7 @@ use std::path::Path;
 
 use ipc::control::{QpListing, Reply, Request};
 
-use crate::stat::Link;
+use crate::link::Link;
 
 /// Asks the daemon at `path` for every queue pair it holds, a page at a time.
 pub(crate) fn query(path: &Path) -> Result<Vec<QpListing>, String> {

@@ -9,8 +9,9 @@
 //! - a work request that names a pending STag (in a gather or scatter list, as an Atomic
 //!   result, as the region of a bind or fast registration, or as the target of a Local
 //!   Invalidate) is **held**: it and every later request of its queue pair wait, in order,
-//!   outside the send queue, and go into it once the registration is done. Other queue
-//!   pairs are not held;
+//!   at the head of the send queue (the stream asks `LocalOps::registration_pending`,
+//!   which the queue pair's view of the TPT answers), and go once the registration is
+//!   done (this queue wakes the domain's queue pairs). Other queue pairs are not held;
 //! - if the region is deregistered before its registration is done, the registration
 //!   fails: the held requests go on and complete with a local protection error (or are
 //!   flushed), as for any invalid STag;

@@ -11,7 +11,7 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Completions, Home, Io, Qp, QpNum, QpPush, Shared, State};
+use crate::conn::{Completions, Connection, Home, Io, Qp, QpNum, QpPush, Shared};
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
 use crate::push_share::{PdPush, PushShare};
@@ -430,10 +430,8 @@ impl Engine {
         let num = next_qp_num();
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
-        let (depth, _) = self.queue_depths(init);
         let io = Io::new(sock.clone(), tap);
-        let mut state = State::new(stream, Box::new(mem), io, rx, home, depth);
-        state.srq = init.srq.clone();
+        let state = Connection::new(stream, Box::new(mem), io, rx, (home, init.srq.clone()));
         let shared = Shared::new(num, init.pd, state, init.completions.clone());
         self.inner
             .totals
@@ -473,8 +471,7 @@ impl Engine {
     pub(crate) fn disown(&self, num: QpNum) {
         let gone = self.registry().remove(&num).and_then(|w| w.upgrade());
         if let Some(shared) = gone {
-            let stats = shared.lock().stream.stats();
-            self.inner.totals.retire(&stats);
+            self.inner.totals.retire(&shared.stats());
         }
     }
 

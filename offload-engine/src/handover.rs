@@ -35,7 +35,7 @@ use crate::{Engine, Qp};
 use shm::Region;
 
 /// The first octets of a domain image: its format.
-const FORMAT: &[u8; 8] = b"iWPDimg1";
+const FORMAT: &[u8; 8] = b"iWPDimg2";
 
 /// What crosses, besides the descriptors.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -193,7 +193,7 @@ impl ParkedPd {
         let queue_pairs = self.qps.len();
         for p in self.qps {
             let shared: Arc<Shared> = Arc::clone(p.shared());
-            let push = shared.lock().home.push.take();
+            let push = shared.take_push();
             let push = push.and_then(|push| to.adopt_push(pd, push));
             let mem = to.tpt().view(pd, QpId::from(shared.num.0));
             from.disown(shared.num);

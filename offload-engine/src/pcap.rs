@@ -280,6 +280,11 @@ impl Tap {
         Self(None)
     }
 
+    /// True if it records.
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// This engine wrote `data` to the socket.
     pub(crate) fn sent(&mut self, data: &[u8]) {
         if let Some(t) = &mut self.0 {

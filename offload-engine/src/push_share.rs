@@ -13,8 +13,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use bytes::{Bytes, BytesMut};
 use ipc::push::PushRegion;
-use ipc::qpseg::{Discard, PushCounters};
+use ipc::qpseg::{Discard, PushCounters, SQE_SIZE};
+use ipc::wqe::{Data, decode_sqe};
+use rdmap::SendWr;
 
 /// The push settings of a daemon.
 #[derive(Clone, Debug)]
@@ -94,6 +97,35 @@ impl PushShare {
         }
     }
 
+    /// Seed 000's admission checks of the pushed message `entry` (a send queue entry
+    /// copied out of its slot), in the seed's order, the same embedded and in iwarpd:
+    /// it decodes to a request that may be pushed, its payload inline (copied into
+    /// `arena`); D3, `at_head`: its twin is next in the send queue and nothing of the
+    /// queue pair is part-way through transmission; D4, `backlogged()` is false: the
+    /// connection is not back-pressured; then [`admit`](Self::admit) (D1/D2, D5). On
+    /// success, the request to execute, holding a tracking entry.
+    pub fn admit_message(
+        &self,
+        entry: &[u8; SQE_SIZE],
+        arena: &mut BytesMut,
+        at_head: Result<(), Discard>,
+        backlogged: impl FnOnce() -> bool,
+        now: Instant,
+    ) -> Result<SendWr, Discard> {
+        let wr = decode_sqe(entry, &mut |d| match d {
+            Data::Inline(b) => Some(carve(arena, b)),
+            Data::Staged { .. } => None,
+        })
+        .map_err(|_| Discard::Malformed)?;
+        let octets = pushed_octets(&wr).ok_or(Discard::Malformed)?;
+        at_head?;
+        if backlogged() {
+            return Err(Discard::FlowControl);
+        }
+        self.admit(octets, now)?;
+        Ok(wr)
+    }
+
     /// The last admission checks of a pushed message of `octets` payload octets, in the
     /// seed's order: a tracking entry (D1/D2), then transmit credit for the message and
     /// its headers (D5). On success the message holds a tracking entry until
@@ -151,10 +183,21 @@ impl PushShare {
     }
 }
 
+/// Copies `b` into a `Bytes` carved from `arena`: one allocation per 64 KiB of payloads
+/// (a fresh arena once the old one is full and still referenced by requests in flight),
+/// not one per request.
+pub fn carve(arena: &mut BytesMut, b: &[u8]) -> Bytes {
+    if arena.capacity() < b.len() {
+        arena.reserve(b.len().max(64 << 10));
+    }
+    arena.extend_from_slice(b);
+    arena.split().freeze()
+}
+
 /// The payload octets of a request that may be executed from a pushed message (a Send or
 /// Write with its payload inline, or Immediate Data); `None` for any other, which a
 /// pushed message must not carry.
-pub fn pushed_octets(wr: &rdmap::SendWr) -> Option<u64> {
+pub fn pushed_octets(wr: &SendWr) -> Option<u64> {
     use rdmap::{Payload, SendOp};
     match &wr.op {
         SendOp::Send {

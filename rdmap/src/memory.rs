@@ -142,6 +142,17 @@ pub trait LocalOps {
 
     /// Binds a type 2 memory window to this queue pair, for a bind work request.
     fn bind(&mut self, bind: &Bind) -> Result<(), AccessError>;
+
+    /// True while the registration of `stag` is queued and not yet done (seed 003 §3.4:
+    /// registration through a control queue). A send-queue request that names such an
+    /// STag waits at the head of the queue, and every later request behind it, until it
+    /// is done (the owner then lets the stream transmit again); if the registration
+    /// fails, the request goes on and fails its local checks. By default nothing is
+    /// pending.
+    fn registration_pending(&self, stag: STag) -> bool {
+        let _ = stag;
+        false
+    }
 }
 
 /// Placement and local operations together: what the transmit side needs.

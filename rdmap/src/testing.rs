@@ -35,6 +35,9 @@ pub struct VecMemory {
     regions: HashMap<u32, Region>,
     /// STags passed to [`Memory::message_placed`], in order.
     pub placed: Vec<STag>,
+    /// STags whose registration is queued and not done
+    /// ([`LocalOps::registration_pending`]).
+    pub pending: Vec<STag>,
 }
 
 impl VecMemory {
@@ -197,6 +200,10 @@ impl LocalOps for VecMemory {
     /// Windows alias region storage, which plain vectors cannot express.
     fn bind(&mut self, _bind: &Bind) -> Result<(), AccessError> {
         Err(AccessError::InvalidStag)
+    }
+
+    fn registration_pending(&self, stag: STag) -> bool {
+        self.pending.contains(&stag)
     }
 }
 

@@ -131,6 +131,11 @@ impl SendFlags {
     pub const SOLICITED: Self = Self(0x02);
     /// Start only after every earlier RDMA Read and Atomic of this queue has completed.
     pub const FENCE: Self = Self(0x04);
+    /// Seed 000's push path: this request was pushed, its pushed copy was discarded, and
+    /// it runs from the send queue instead. Its completion says so
+    /// ([`Completion::push_discarded`]); nothing else changes. Set by the push path, not
+    /// by applications.
+    pub const PUSH_DISCARDED: Self = Self(0x08);
 
     /// True if every flag of `other` is set in `self`.
     pub const fn contains(self, other: Self) -> bool {

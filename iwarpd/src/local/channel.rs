@@ -13,10 +13,10 @@ use tokio::sync::mpsc;
 
 use super::Device;
 use super::logs;
-use super::moving;
 use super::replies::err;
 use super::requests;
 use super::session::{Objects, Out, Session, release};
+use super::{mover, moving};
 use offload_engine::Engine;
 
 /// Runs a new client's session.
@@ -193,7 +193,7 @@ async fn vet(
 async fn read_loop(
     s: &Arc<Session>,
     stream: &UnixStream,
-    asks: &mut mpsc::Receiver<moving::Ask>,
+    asks: &mut mpsc::Receiver<mover::Ask>,
     member: &Membership,
 ) -> Ended {
     let mut inbox = Inbox::new();

@@ -29,6 +29,7 @@ mod files;
 mod listing;
 mod logs;
 mod memory;
+mod mover;
 mod moving;
 mod queue_pairs;
 mod recvs;
@@ -39,7 +40,7 @@ mod session;
 mod users;
 
 pub use listing::engine_counters;
-pub use moving::{MovingSession, SessionMover};
+pub use mover::{MovingSession, SessionMover};
 pub use offload_engine::push_share::PushConfig;
 
 use std::io;
@@ -484,7 +485,9 @@ async fn shard(
                             Ok(staged) => {
                                 sessions.spawn(async move {
                                     if go.await.is_ok() {
-                                        staged.start().await;
+                                        let m = staged.start();
+                                        let member = channel::Membership { serial: m.serial, go: None };
+                                        channel::serve(m.session, m.control, m.writer, member).await;
                                     }
                                 });
                                 let _ = ready.send(Ok(()));

@@ -21,7 +21,6 @@
 //! peer sees its connection closed, and connects again.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -30,10 +29,10 @@ use ipc::push::PushRegion;
 use ipc::qpseg::{Doorbell, Geometry, QpSegment};
 use ipc::srq::SrqSegment;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::Device;
-use super::channel::{self, Membership};
+use super::mover::{Ask, MovingSession};
 use super::queue_pairs::on_end;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Frozen, Prepared, ServantImage};
@@ -44,9 +43,6 @@ use offload_engine::{Engine, ExportedPd, ImportQueues, StagedPd};
 /// How long a session waits for what it queued for the client to be written before it
 /// moves.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Asks a session to pack itself for a successor daemon.
-pub(super) type Ask = oneshot::Sender<Result<MovingSession, String>>;
 
 /// The first octets of a session image: its format.
 const FORMAT: &[u8; 8] = b"iWSess02";
@@ -104,47 +100,6 @@ struct QpImage {
     was: u32,
     geometry: [u32; 4],
     servant: ServantImage,
-}
-
-/// A session packed to cross to a successor daemon: [`take`](Self::take) its image and
-/// descriptors, send them over, and once the successor runs it, [`commit`](Self::commit).
-/// Dropped without committing, the session goes on here where it stopped.
-#[derive(Debug)]
-pub struct MovingSession {
-    image: Vec<u8>,
-    files: Vec<OwnedFd>,
-    verdict: oneshot::Sender<bool>,
-}
-
-impl MovingSession {
-    /// The session as octets, and the descriptors to send with it (this leaves them
-    /// empty: they are taken once).
-    pub fn take(&mut self) -> (Vec<u8>, Vec<OwnedFd>) {
-        (
-            std::mem::take(&mut self.image),
-            std::mem::take(&mut self.files),
-        )
-    }
-
-    /// The successor runs the session now: it ends here without a trace (no queue pair
-    /// closes, nothing is flushed).
-    pub fn commit(self) {
-        let _ = self.verdict.send(true);
-    }
-}
-
-/// One session of the old daemon, to move.
-#[derive(Clone, Debug)]
-pub struct SessionMover(pub(super) mpsc::Sender<Ask>);
-
-impl SessionMover {
-    /// Stops the session and packs it; `Err` says why it stays (it then goes on).
-    pub async fn pack(&self) -> Result<MovingSession, String> {
-        let gone = || "the application detached".to_owned();
-        let (tx, rx) = oneshot::channel();
-        self.0.send(tx).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
 }
 
 /// What a session stopped to move, given back to it if the move does not happen.
@@ -216,11 +171,7 @@ pub(super) async fn pack(s: &Arc<Session>, stream: &UnixStream, idle: bool, ask:
     };
     let (verdict, taken) = oneshot::channel();
     let (image, files) = packed;
-    let sent = ask.send(Ok(MovingSession {
-        image,
-        files,
-        verdict,
-    }));
+    let sent = ask.send(Ok(MovingSession::new(image, files, verdict)));
     if sent.is_err() || !taken.await.unwrap_or(false) {
         drop(exports);
         stopped.resume(s);
@@ -578,8 +529,8 @@ pub(super) fn stage(
 
 impl StagedSession {
     /// The successor's side, second half: the queue pairs start, the servants resume where
-    /// the old ones stopped, the listeners accept; returns the session to run.
-    pub(super) fn start(self) -> impl Future<Output = ()> {
+    /// the old ones stopped, the listeners accept; returns the session to serve.
+    pub(super) fn start(self) -> MovedIn {
         let Self {
             engine,
             device,
@@ -627,7 +578,21 @@ impl StagedSession {
             uid = s.uid,
             "a local application's session moved in"
         );
-        let member = Membership { serial, go: None };
-        channel::serve(s, control, writer, member)
+        MovedIn {
+            session: s,
+            control,
+            writer,
+            serial,
+        }
     }
+}
+
+/// A session that moved in and runs, for its control channel to serve
+/// (`channel::serve`).
+pub(super) struct MovedIn {
+    pub(super) session: Arc<Session>,
+    pub(super) control: Arc<UnixStream>,
+    pub(super) writer: tokio::task::JoinHandle<()>,
+    /// Its place in the registry of sessions.
+    pub(super) serial: u64,
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::{Notify, mpsc};
 
-use super::moving::{Ask, SessionMover};
+use super::mover::{Ask, SessionMover};
 use super::session::Session;
 
 /// Sessions that have not opened the device yet, at most: past this many the oldest is

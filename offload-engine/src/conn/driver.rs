@@ -1,7 +1,8 @@
 //! The driver of one connected queue pair: one tokio task per connection (the quinn
 //! `ConnectionDriver` shape). Each turn of its loop processes input, produces output,
 //! runs the timers and delivers what the step produced, with the lock held only for the
-//! protocol work and released before anything is delivered or awaited.
+//! protocol work and released before anything is delivered or awaited. Its reads and
+//! writes run outside the lock (see `io`).
 
 use std::io;
 use std::ops::ControlFlow;
@@ -14,10 +15,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::connection::ParkRequest;
 use super::handle::Shared;
 use super::inline_tx::TX_HIGH_WATER;
-use super::io::Read;
-use super::state::ParkRequest;
+use super::io::{read_unlocked, write_unlocked};
 
 /// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
 /// driver leaves reading to it. If it stops polling, the driver reads again after this.
@@ -27,9 +28,9 @@ const POLL_MUTE: Duration = Duration::from_millis(1);
 const LINGER: Duration = Duration::from_secs(2);
 
 /// Runs the connection until it ends. Octets that arrived together with the MPA
-/// handshake and belong to FPDU mode are in `State::rx` already (and in the capture).
-/// `sock` is the driver's own reference, for readiness only: reads and writes go through
-/// the state's [`Io`](super::io::Io).
+/// handshake and belong to FPDU mode are in `Connection::rx` already (and in the capture).
+/// `sock` is the driver's own reference: its reads and writes outside the lock use it,
+/// and the connection's [`Io`](super::io::Io) accounts for them.
 pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
     let span = tracing::debug_span!("qp", qp = %shared.num, peer = ?sock.peer_addr().ok());
     tokio::spawn(
@@ -52,8 +53,6 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
             if !matches!(st.stream.state(), QpState::Error | QpState::Idle) {
                 st.stream.handle_eof(&mut BytesMut::new());
             }
-            // Requests still held for a registration are flushed with the rest.
-            st.release_held();
             st.collect(shared.num);
             // Published below, once the capture has ended.
             st.publish_end = None;
@@ -78,8 +77,11 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
 /// Drives the connection until it ends (`Ok(None)`) or parks for a migration
 /// (`Ok(Some(request))`, see `migrate`).
 async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
+    let capturing = shared.lock().io.capturing();
     let mut driver = Driver {
         out: Transmit::new(),
+        capturing,
+        copy: Vec::new(),
         shut_down: false,
         linger_until: None,
         progress: Progress {
@@ -105,6 +107,9 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
 struct Driver {
     /// Octets the driver must write, in order: what an inline transmit left over first.
     out: Transmit,
+    /// The connection is captured: what it writes is copied into `copy` for the capture.
+    capturing: bool,
+    copy: Vec<u8>,
     /// TCP's sending half is shut down: this side is done.
     shut_down: bool,
     /// When to stop waiting for the peer's FIN once shut down.
@@ -135,7 +140,7 @@ struct Waits {
 
 impl Driver {
     /// One turn under the connection's lock: park if a migration asks and nothing is
-    /// half done, else [`State::step`](super::state::State::step) on the turn's one
+    /// half done, else [`Connection::step`](super::connection::Connection::step) on the turn's one
     /// clock reading, and what to wait for next. Delivery happens as the lock is
     /// released.
     fn turn(&mut self, shared: &Shared) -> Turn {
@@ -216,18 +221,25 @@ impl Driver {
         tokio::select! {
             r = sock.readable(), if !w.eof && w.muted_until.is_none() => {
                 r?;
-                let mut st = shared.lock();
-                if st.read_input(false)? == Read::Eof {
-                    st.rx_eof = true;
+                // Claimed under the lock, read without it, handed back under it.
+                let claimed = shared.lock().claim_input();
+                if let Some(mut input) = claimed {
+                    let read = read_unlocked(sock, &mut input);
+                    shared.lock().return_input(input, read)?;
                 }
             }
             r = sock.writable(), if !self.out.is_empty() => {
                 r?;
+                // The driver alone writes while it holds octets (`tx_busy`): the system
+                // call needs no lock.
+                self.copy.clear();
+                let copy = self.capturing.then_some(&mut self.copy);
+                let n = write_unlocked(sock, &mut self.out, copy)?;
                 let mut st = shared.lock();
-                let n = {
+                {
                     let st = &mut *st;
-                    st.io.write(&mut st.stream, &mut self.out)?
-                };
+                    st.io.wrote(&mut st.stream, n, &self.copy);
+                }
                 st.tx_busy = !self.out.is_empty();
                 if n > 0 {
                     st.collect(shared.num);

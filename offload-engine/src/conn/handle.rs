@@ -8,8 +8,8 @@ use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, RecvWr, SendWr};
 use tokio::sync::{Notify, watch};
 
 use super::completions::Completions;
+use super::connection::Connection;
 use super::io::Read;
-use super::state::State;
 use cq::{CompletionFuture, Waiters, check_wr_id};
 
 thread_local! {
@@ -24,7 +24,7 @@ pub(crate) struct Shared {
     pub(crate) num: QpNum,
     /// Its protection domain (live migration moves the domain with its queue pairs).
     pub(crate) pd: crate::tpt::PdId,
-    state: Mutex<State>,
+    state: Mutex<Connection>,
     /// Wakes the driver: new work was posted.
     pub(crate) wake: Notify,
     /// Where completions go.
@@ -47,7 +47,7 @@ impl Shared {
     pub(crate) fn new(
         num: QpNum,
         pd: crate::tpt::PdId,
-        state: State,
+        state: Connection,
         completions: Completions,
     ) -> Self {
         Self {
@@ -61,14 +61,24 @@ impl Shared {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The stream's counters.
+    pub(crate) fn stats(&self) -> rdmap::StreamStats {
+        self.lock().stream.stats()
+    }
+
+    /// Takes its part of the push path out (it moves to another engine, which adopts it).
+    pub(crate) fn take_push(&self) -> Option<Arc<super::QpPush>> {
+        self.lock().home.push.take()
+    }
+
     /// Releases the lock, then delivers what the locked step collected
-    /// ([`State::collect`]): completions to their futures and completion queues (in one
+    /// ([`Connection::collect`]): completions to their futures and completion queues (in one
     /// batch per queue), and the end of the connection to [`Qp::closed`].
-    pub(crate) fn unlock(&self, mut st: MutexGuard<'_, State>) {
+    pub(crate) fn unlock(&self, mut st: MutexGuard<'_, Connection>) {
         if st.ready.is_empty() && st.publish_end.is_none() {
             return;
         }
@@ -217,9 +227,6 @@ impl Qp {
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
         self.locked(|st| {
-            if st.must_hold(&wr) {
-                return (st.hold(wr), false);
-            }
             // Out of the state while it runs, as it runs on the state.
             let push = st.home.push.take();
             let posted = match &push {
@@ -247,11 +254,7 @@ impl Qp {
             let post = || {
                 for wr in wrs {
                     self.shared.check_id(wr.wr_id)?;
-                    if st.must_hold(&wr) {
-                        st.hold(wr)?;
-                    } else {
-                        st.stream.post_send(wr)?;
-                    }
+                    st.stream.post_send(wr)?;
                     queued += 1;
                 }
                 Ok(())
@@ -310,13 +313,14 @@ impl Qp {
     pub fn poll_input(&self) -> bool {
         let mut st = self.shared.lock();
         if st.rx_eof
+            || st.rx_busy
             || st.migrating
             || !matches!(st.stream.state(), QpState::Rts | QpState::Closing)
         {
             return false;
         }
         st.polled_at = Some(super::now());
-        let read = st.read_input(true);
+        let read = st.read_input();
         if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
             st.rx_eof = true;
         }
@@ -388,7 +392,7 @@ impl Qp {
 
     /// Runs a post `f` under the connection's lock, delivers what it produced after the
     /// lock is released, and wakes the driver if `f` says it must run.
-    fn locked<T>(&self, f: impl FnOnce(&mut State) -> (T, bool)) -> T {
+    fn locked<T>(&self, f: impl FnOnce(&mut Connection) -> (T, bool)) -> T {
         let mut st = self.shared.lock();
         let (result, wake) = f(&mut st);
         st.collect(self.shared.num);

@@ -3,20 +3,21 @@
 //!
 //! The image holds what `migrate` moves as a value inside one process: the stream (as its
 //! snapshot), the octets read and not yet consumed, the octets produced and not yet
-//! written, requests held for queued registrations and completions not yet delivered. The
+//! written (its send queue holds requests waiting for queued registrations), and
+//! completions not yet delivered. The
 //! socket crosses as a file descriptor beside it, so the TCP connection is the same one.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use rdmap::{Completion, MemoryOps, QpEnd, QpNum, SendWr, Stream};
+use rdmap::{Completion, MemoryOps, QpEnd, QpNum, Stream};
 use tokio::net::TcpStream;
 
+use super::connection::{Connection, Home};
 use super::handle::Shared;
 use super::io::Io;
 use super::migrate::Parked;
-use super::state::{Home, State};
 use crate::pcap::Tap;
 
 /// One queue pair of a domain crossing to another process.
@@ -28,9 +29,7 @@ pub(crate) struct QpImage {
     rx: Vec<u8>,
     rx_eof: bool,
     unwritten: Vec<u8>,
-    held: Vec<SendWr>,
     ready: Vec<Completion>,
-    sq_depth: usize,
     /// It draws on a shared receive queue.
     pub(crate) srq: bool,
 }
@@ -62,9 +61,7 @@ impl Parked {
             rx: st.rx.to_vec(),
             rx_eof: st.rx_eof,
             unwritten: unwritten.to_vec(),
-            held: st.held.iter().cloned().collect(),
             ready: st.ready.clone(),
-            sq_depth: st.sq_depth,
             srq: st.srq.is_some(),
         };
         Ok(Some((image, fd)))
@@ -82,7 +79,6 @@ impl Parked {
         // The engine it left counted it gone already (`Engine::disown`).
         st.home.totals = Arc::default();
         st.unwritten.clear();
-        st.held.clear();
         st.ready.clear();
         let tap = st.io.close();
         shared.unlock(st);
@@ -136,13 +132,11 @@ impl Prepared {
         } = self;
         let io = Io::new(Arc::clone(&sock), Tap::off());
         let rx = BytesMut::from(&image.rx[..]);
-        let mut st = State::new(stream, mem, io, rx, home, image.sq_depth);
+        let mut st = Connection::new(stream, mem, io, rx, (home, srq));
         st.rx_eof = image.rx_eof;
         st.unwritten.push_framed(Bytes::from(image.unwritten));
         st.tx_busy = !st.unwritten.is_empty();
-        st.held = image.held.into();
         st.ready = image.ready;
-        st.srq = srq;
         let shared = Arc::new(Shared::new(num, pd, st, completions));
         super::spawn(Arc::clone(&shared), sock);
         shared.wake.notify_one();

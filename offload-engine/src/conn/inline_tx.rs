@@ -4,13 +4,13 @@
 //! futex wake) on every message, which is most of a small message's cost.
 //!
 //! Ordering on the wire is kept by one rule, checked under the connection's lock: the
-//! caller writes only when the driver holds nothing unwritten (`State::tx_busy` is false).
-//! What the socket does not take is left in `State::unwritten` with `tx_busy` set, and the
+//! caller writes only when the driver holds nothing unwritten (`Connection::tx_busy` is false).
+//! What the socket does not take is left in `Connection::unwritten` with `tx_busy` set, and the
 //! driver sends it before anything else.
 
 use rdmap::QpState;
 
-use super::state::State;
+use super::connection::Connection;
 
 /// The largest payload a post sends on the caller's thread. Small messages are where the
 /// saved wake-up matters; large ones go faster through the driver, which keeps the
@@ -27,7 +27,10 @@ pub(crate) const INLINE_MAX: usize = 64 * 1024;
 /// Queues `wr` on the send queue, and writes it on this thread if it is small and the
 /// queue was idle (the inline doorbell); otherwise the driver sends it. Returns true when
 /// the driver must run.
-pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdmap::PostError> {
+pub(crate) fn post_queued(
+    st: &mut Connection,
+    wr: rdmap::SendWr,
+) -> Result<bool, rdmap::PostError> {
     // A Delay starts on the driver's clock: the driver must run, never the inline path.
     let delay = matches!(wr.op, rdmap::SendOp::Delay { .. });
     let inline =
@@ -43,7 +46,7 @@ pub(crate) fn post_queued(st: &mut State, wr: rdmap::SendWr) -> Result<bool, rdm
 /// Sends up to `max` octets of what the stream has to send now, if the driver is idle.
 /// Returns true when the driver must run (it has a backlog, the socket was full, more is
 /// left to send, or the state is not RTS).
-pub(crate) fn transmit(st: &mut State, max: usize) -> bool {
+pub(crate) fn transmit(st: &mut Connection, max: usize) -> bool {
     if st.tx_busy || st.migrating || !st.io.is_open() || st.stream.state() != QpState::Rts {
         return true;
     }

@@ -1,6 +1,14 @@
 //! [`Io`]: the socket and the capture of one connection. Only this module reads, writes or
 //! shuts the socket, and every octet it moves is recorded in the capture in the same
 //! order, whoever (the driver, a posting thread, a polling thread) asked for it.
+//!
+//! The driver reads and writes outside the connection's lock, as quinn's driver does its
+//! IO outside `Connection`: it claims the input or the output first (under the lock, so
+//! that nobody else reads or writes meanwhile), does the system call with the lock
+//! released ([`read_unlocked`], [`write_unlocked`]), and hands the result back under the
+//! lock ([`Io::took`], [`Io::wrote`]), where the capture records it in order. A post's
+//! inline transmit and an application's poll of its input are short and run under the
+//! lock (as siw's direct send runs under its queue pair's lock).
 
 use std::io::{self, Read as _};
 use std::sync::Arc;
@@ -28,6 +36,64 @@ pub(crate) struct Io {
     moved: u64,
 }
 
+/// Where a read outside the lock goes: the octets read and not yet consumed (taken out
+/// of the connection meanwhile), or registered memory the stream named.
+pub(crate) enum Input {
+    Buffer(BytesMut),
+    Direct(DirectTarget),
+}
+
+/// One non-blocking read of `sock` into `into`, through tokio's readiness, with the
+/// connection's lock released (the driver claimed the input). `Ok(None)`: nothing there;
+/// `Ok(Some(0))`: the peer's FIN.
+pub(crate) fn read_unlocked(sock: &TcpStream, into: &mut Input) -> io::Result<Option<usize>> {
+    let read = match into {
+        Input::Buffer(rx) => {
+            rx.reserve(RX_CHUNK);
+            sock.try_read_buf(rx)
+        }
+        Input::Direct(to) => {
+            let mut view = to
+                .region
+                .view_mut(to.offset, to.len)
+                .map_err(io::Error::other)?;
+            sock.try_read(&mut view)
+        }
+    };
+    match read {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes as much of the front of `out` as `sock` takes now (vectored, never blocking),
+/// with the connection's lock released (the driver alone writes while it holds octets),
+/// and drops it from `out`; with `copy`, the octets written are appended to it for the
+/// capture. Returns the octets written: 0 when the socket is full.
+pub(crate) fn write_unlocked(
+    sock: &TcpStream,
+    out: &mut Transmit,
+    mut copy: Option<&mut Vec<u8>>,
+) -> io::Result<usize> {
+    out.write_with(|slices| {
+        let n = match sock.try_write_vectored(slices) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        if let Some(copy) = copy.as_mut() {
+            let mut left = n;
+            for s in slices {
+                let take = left.min(s.len());
+                copy.extend_from_slice(s.get(..take).unwrap_or_default());
+                left -= take;
+            }
+        }
+        Ok(n)
+    })
+}
+
 /// What a read found.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Read {
@@ -46,6 +112,44 @@ impl Io {
             tap,
             moved: 0,
         }
+    }
+
+    /// True while a capture records this connection (what the driver writes outside the
+    /// lock is then copied for it).
+    pub(crate) fn capturing(&self) -> bool {
+        self.tap.is_on()
+    }
+
+    /// Accounts for a read of `n` octets into `input` done outside the lock
+    /// ([`read_unlocked`]; 0: the FIN): the capture records it, and it counts.
+    pub(crate) fn took(&mut self, input: &Input, n: usize) -> Read {
+        match input {
+            Input::Buffer(rx) => self.record(rx, n),
+            Input::Direct(_) if n == 0 => {
+                self.tap.received_fin();
+                Read::Eof
+            }
+            Input::Direct(to) => {
+                if self.tap.is_on()
+                    && let Ok(view) = to.region.view(to.offset, n)
+                {
+                    self.tap.received(&view);
+                }
+                self.moved += n as u64;
+                Read::Data(n)
+            }
+        }
+    }
+
+    /// Accounts for a write of `n` octets done outside the lock ([`write_unlocked`],
+    /// which copied them into `copy` if the capture is on): recorded, counted, and told
+    /// to the stream (send completions may follow).
+    pub(crate) fn wrote(&mut self, stream: &mut Stream, n: usize, copy: &[u8]) {
+        if !copy.is_empty() {
+            self.tap.sent(copy);
+        }
+        self.moved += n as u64;
+        stream.handle_written(n);
     }
 
     /// Octets read and written so far.
@@ -69,19 +173,6 @@ impl Io {
         ))
     }
 
-    /// One non-blocking read into `rx` through tokio's readiness (the driver's read).
-    pub(crate) fn read(&mut self, rx: &mut BytesMut) -> io::Result<Read> {
-        let Some(sock) = self.sock.as_deref() else {
-            return Ok(Read::Nothing);
-        };
-        rx.reserve(RX_CHUNK);
-        match sock.try_read_buf(rx) {
-            Ok(n) => Ok(self.record(rx, n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
-            Err(e) => Err(e),
-        }
-    }
-
     /// One read of the socket itself, not through tokio's readiness (which only the
     /// runtime's poller updates: the octets may have arrived a moment ago), for an
     /// application polling its input. Into `buf`, kept zeroed so that a poll that finds
@@ -101,11 +192,10 @@ impl Io {
         }
     }
 
-    /// One read straight into registered memory ([`Stream::direct_target`]): through
-    /// tokio's readiness for the driver, or of the socket itself (`now`) for an
-    /// application polling its input, as [`read`](Self::read) and
+    /// One read of the socket itself straight into registered memory
+    /// ([`Stream::direct_target`]), for an application polling its input, as
     /// [`read_now`](Self::read_now).
-    pub(crate) fn read_direct(&mut self, to: &DirectTarget, now: bool) -> io::Result<Read> {
+    pub(crate) fn read_direct(&mut self, to: &DirectTarget) -> io::Result<Read> {
         let Some(sock) = self.sock.as_deref() else {
             return Ok(Read::Nothing);
         };
@@ -113,12 +203,7 @@ impl Io {
             .region
             .view_mut(to.offset, to.len)
             .map_err(io::Error::other)?;
-        let read = if now {
-            (&*socket2::SockRef::from(sock)).read(&mut view)
-        } else {
-            sock.try_read(&mut view)
-        };
-        match read {
+        match (&*socket2::SockRef::from(sock)).read(&mut view) {
             Ok(0) => {
                 self.tap.received_fin();
                 Ok(Read::Eof)
@@ -153,27 +238,10 @@ impl Io {
         let Some(sock) = self.sock.as_deref() else {
             return Ok(0);
         };
-        let tap = &mut self.tap;
-        let written = out.write_with(|slices| {
-            let n = match sock.try_write_vectored(slices) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-                Err(e) => return Err(e),
-            };
-            let mut left = n;
-            for s in slices {
-                if left == 0 {
-                    break;
-                }
-                let take = left.min(s.len());
-                tap.sent(s.get(..take).unwrap_or_default());
-                left -= take;
-            }
-            Ok(n)
-        })?;
-        self.moved += written as u64;
-        stream.handle_written(written);
-        Ok(written)
+        let mut copy = Vec::new();
+        let n = write_unlocked(sock, out, self.tap.is_on().then_some(&mut copy))?;
+        self.wrote(stream, n, &copy);
+        Ok(n)
     }
 
     /// Shuts down the sending half (TCP FIN) and records it.

@@ -5,7 +5,7 @@
 //! Nothing of the connection is in flight while it is parked: the stream (every queue,
 //! sequence number, partly received message and outstanding Read) and the octets read
 //! and not yet consumed are in the state, and so are the octets produced and not yet
-//! written (the driver gives them back first). While `State::migrating` is set only a
+//! written (the driver gives them back first). While `Connection::migrating` is set only a
 //! driver touches the socket and memory: posts queue their requests (no push, no inline
 //! write) and busy polling reads nothing, so the application may go on posting; its
 //! requests run once the new driver starts.
@@ -16,8 +16,8 @@ use rdmap::{MemoryOps, QpNum, QpState};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use super::connection::{Home, ParkRequest};
 use super::handle::Shared;
-use super::state::{Home, ParkRequest};
 
 /// Why a queue pair could not be parked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

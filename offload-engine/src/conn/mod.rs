@@ -1,8 +1,9 @@
 //! One connected queue pair, split the way quinn splits a connection from its driver:
 //!
-//! - [`state`]: `State`, everything behind the connection's lock: the protocol stream, the
-//!   queue pair's view of memory, octets read and not yet consumed, what an inline
-//!   transmit left unwritten, and the completions waiting to be delivered;
+//! - [`connection`]: `Connection`, everything behind the connection's lock (private to
+//!   this module): the protocol stream, the queue pair's view of memory, octets read and
+//!   not yet consumed, what an inline transmit left unwritten, and the completions
+//!   waiting to be delivered;
 //! - [`io`]: `Io`, the only code that touches the socket and the capture (reads, vectored
 //!   writes, the FIN), so that the capture sees every octet in the order the socket did;
 //! - [`driver`]: the connection's task, one loop of process -> transmit -> timers ->
@@ -16,8 +17,6 @@
 //!   engine;
 //! - [`image`]: a parked queue pair as plain data and a socket, for migration to another
 //!   process, and the queue pair built from them there;
-//! - [`held`]: send requests waiting for a queued registration (the control queue's
-//!   pending bit);
 //! - [`handle`]: [`Qp`], the application's handle;
 //! - [`completions`]: where completions go: completion queues and futures, or one sink.
 //!
@@ -28,17 +27,17 @@
 //! tokio's, so that timers run in paused time in tests.
 
 mod completions;
+mod connection;
 mod driver;
 mod handle;
-mod held;
 mod image;
 mod inline_tx;
 mod io;
 mod migrate;
 mod push_slots;
-mod state;
 
 pub use completions::{CompletionSink, Completions};
+pub(crate) use connection::{Connection, Home};
 pub(crate) use driver::spawn;
 pub use handle::Qp;
 pub(crate) use handle::Shared;
@@ -47,7 +46,6 @@ pub(crate) use io::Io;
 pub(crate) use migrate::{ParkError, Parked};
 pub(crate) use push_slots::QpPush;
 pub use rdmap::{QpEnd, QpNum};
-pub(crate) use state::{Home, State};
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.
 pub(crate) fn now() -> std::time::Instant {

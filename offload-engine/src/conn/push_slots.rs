@@ -24,14 +24,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::{Discard, PushCounters};
-use ipc::wqe::{Data, INLINE_MAX, decode_sqe, encode_sqe, set_inline};
-use rdmap::{Payload, PostError, QpNum, QpState, SendOp, SendWr, WrId};
+use ipc::wqe::{INLINE_MAX, encode_sqe, set_inline};
+use rdmap::{Payload, PostError, QpNum, QpState, SendOp, SendWr};
 
-use super::state::State;
-use crate::push_share::{PdPush, PushShare, pushed_octets};
+use super::connection::Connection;
+use crate::push_share::{PdPush, PushShare};
 use crate::tpt::{PdId, Tpt};
 
 /// A queue pair's part of the push path.
@@ -49,31 +48,6 @@ pub(crate) struct QpPush {
 impl Drop for QpPush {
     fn drop(&mut self) {
         self.pd.remove_qp(self.num);
-    }
-}
-
-/// The library side's state, behind the connection's lock.
-#[derive(Debug)]
-pub(crate) struct Policy {
-    /// Pushing, or stopped after a discard or a full region until the send queue empties.
-    pushing: bool,
-    /// Where the next slot search starts.
-    hint: u32,
-    /// Signaled requests whose pushed message was discarded: their completions are
-    /// flagged. At most the send queue's depth.
-    pub(crate) flagged: Vec<WrId>,
-    /// Payloads copied out of slots are carved from this (one allocation per 64 KiB).
-    arena: BytesMut,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            pushing: true,
-            hint: 0,
-            flagged: Vec::new(),
-            arena: BytesMut::new(),
-        }
     }
 }
 
@@ -127,30 +101,21 @@ impl QpPush {
     /// Posts `wr` (a lone request) by the push path if it may be pushed, else through
     /// the send queue; the home's TPT reads a gather list's octets into the message.
     /// Returns true when the driver must run.
-    pub(crate) fn post(&self, st: &mut State, wr: SendWr) -> Result<bool, PostError> {
+    pub(crate) fn post(&self, st: &mut Connection, wr: SendWr) -> Result<bool, PostError> {
         let empty = st.stream.outstanding_sends() == 0;
         let idle = st.stream.state() == QpState::Rts && st.io.is_open() && !st.migrating;
-        let policy = &mut st.push_policy;
-        // Seed 000's resume rule: the send queue is empty.
-        if !policy.pushing && empty {
-            policy.pushing = true;
-        }
-        let message = match policy.pushing && idle {
+        // Seed 000's rules (ipc's, as verbs' daemon backend applies them). A discard
+        // stops pushing at once (`discarded`), not at the next post.
+        let message = match st.push_rules.may_push(false, empty) && idle {
             true => self.message(&st.home.tpt, &wr),
             false => None,
         };
-        let slot = message.and_then(|m| match self.pd.region.claim(policy.hint) {
-            Some(slot) => Some((slot, m)),
-            None => {
-                // Stop condition: the region is full.
-                policy.pushing = false;
-                None
-            }
-        });
+        // The stop rule for a full region is the rules' too.
+        let rules = &mut st.push_rules;
+        let slot = message.and_then(|m| rules.claim(&self.pd.region).map(|s| (s, m)));
         let Some((slot, message)) = slot else {
             return self.queue(st, wr, false);
         };
-        policy.hint = slot.wrapping_add(1);
         self.pd.region.publish(slot, self.num, 0, &message);
         // The doorbell: the engine side runs now, on this thread.
         let Some(s) = self.scan() else {
@@ -183,24 +148,25 @@ impl QpPush {
     }
 
     /// The request goes through the send queue; `after_discard`: its push was discarded.
-    fn queue(&self, st: &mut State, wr: SendWr, after_discard: bool) -> Result<bool, PostError> {
+    fn queue(
+        &self,
+        st: &mut Connection,
+        mut wr: SendWr,
+        after_discard: bool,
+    ) -> Result<bool, PostError> {
         self.queued(1);
         if !after_discard {
             return super::inline_tx::post_queued(st, wr);
         }
         // The twin runs from the send queue through the driver, its completion flagged.
-        let flag = wr
-            .flags
-            .contains(rdmap::SendFlags::SIGNALED)
-            .then_some(wr.wr_id);
+        wr.flags = wr.flags | rdmap::SendFlags::PUSH_DISCARDED;
         st.stream.post_send(wr)?;
-        st.push_policy.flagged.extend(flag);
         Ok(true)
     }
 
     /// Seed 000's stop rule after a discard; the twin runs from the send queue.
-    fn discarded(&self, st: &mut State, wr: SendWr) -> Result<bool, PostError> {
-        st.push_policy.pushing = false;
+    fn discarded(&self, st: &mut Connection, wr: SendWr) -> Result<bool, PostError> {
+        st.push_rules.discarded();
         self.queue(st, wr, true)
     }
 
@@ -256,33 +222,16 @@ impl QpPush {
 
     /// The admission checks, in the seed's order: the request to execute, or why the
     /// message is discarded.
-    fn admit(&self, st: &mut State, s: &Snapshot) -> Result<SendWr, Discard> {
-        let arena = &mut st.push_policy.arena;
-        let wr = decode_sqe(&s.entry, &mut |d| match d {
-            Data::Inline(b) => Some(carve(arena, b)),
-            Data::Staged { .. } => None,
-        })
-        .map_err(|_| Discard::Malformed)?;
-        let octets = pushed_octets(&wr).ok_or(Discard::Malformed)?;
+    fn admit(&self, st: &mut Connection, s: &Snapshot) -> Result<SendWr, Discard> {
         // D3: the twin is at the head of the send queue (nothing posted before it is
-        // still outstanding), and nothing is part-way through transmission.
-        if st.stream.outstanding_sends() > 0 {
-            return Err(Discard::NotAtHead);
-        }
-        // D4: the connection is not back-pressured.
-        if st.tx_busy || st.stream.wants_transmit() {
-            return Err(Discard::FlowControl);
-        }
-        self.share.admit(octets, super::now())?;
-        Ok(wr)
+        // still outstanding).
+        let at_head = match st.stream.outstanding_sends() {
+            0 => Ok(()),
+            _ => Err(Discard::NotAtHead),
+        };
+        let (busy, wants) = (st.tx_busy, st.stream.wants_transmit());
+        let arena = &mut st.push_arena;
+        self.share
+            .admit_message(&s.entry, arena, at_head, || busy || wants, super::now())
     }
-}
-
-/// Copies `b` into a `Bytes` carved from `arena` (a fresh 64 KiB once it is used up).
-fn carve(arena: &mut BytesMut, b: &[u8]) -> Bytes {
-    if arena.capacity() < b.len() {
-        arena.reserve(b.len().max(64 << 10));
-    }
-    arena.extend_from_slice(b);
-    arena.split().freeze()
 }

@@ -265,6 +265,12 @@ impl LocalOps for QpMemory {
     /// then the region: valid, a region, of this domain, instance, wrap and bounds, the
     /// BIND right and rights no wider than its own. The window is tied to this queue pair
     /// and answers to `bind.mw`'s instance.
+    /// A region registered through the control queue whose registration is not done
+    /// (see `cqp`): the control queue wakes the domain's queue pairs when it is.
+    fn registration_pending(&self, stag: STag) -> bool {
+        self.tpt.has_pending() && self.tpt.is_pending(stag)
+    }
+
     fn bind(&mut self, bind: &Bind) -> Result<(), AccessError> {
         let mut t = self.tpt.table_mut();
         let e = t.entry(bind.mw).ok_or(AccessError::InvalidStag)?;

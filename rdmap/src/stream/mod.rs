@@ -38,7 +38,7 @@ use mpa::{Deframer, Extensions, Framer, Negotiated, Role, Rtr, RtrFlags};
 use crate::memory::{Memory, MemoryOps, NoSharedRecv, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::TerminateRepr;
-use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
+use crate::work::{Completion, Queue, RecvWr, SendFlags, SendWr, WcOpcode, WcStatus};
 
 pub(crate) use direct::Direct;
 pub use direct::DirectTarget;
@@ -299,13 +299,10 @@ impl Stream {
             QpState::Rts => self.tx.sq_drained,
         };
         if flushed {
-            let opcode = wr.op.wc_opcode();
-            self.push_completion(Completion::new(
-                wr.wr_id,
-                Queue::Send,
-                opcode,
-                WcStatus::Flushed,
-            ));
+            let mut wc =
+                Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Flushed);
+            wc.push_discarded = wr.flags.contains(SendFlags::PUSH_DISCARDED);
+            self.push_completion(wc);
             return Ok(());
         }
         if self.tx.outstanding() >= self.cfg.sq_depth {

@@ -235,27 +235,23 @@ impl Shared {
 #[derive(Debug)]
 struct PushPolicy {
     region: Arc<PushRegion>,
-    /// Pushing, or suspended after a discard or a full region until the send queue is
-    /// empty.
-    pushing: bool,
+    rules: ipc::push::PushPolicy,
     /// The daemon's discard count when last looked at.
     discards_seen: u32,
-    /// Where the next slot search starts.
-    hint: u32,
+    /// The rules allow pushing the next post.
+    pushing: bool,
 }
 
 impl PushPolicy {
-    /// Applies the stop and resume rules: stop when the daemon discarded since the last
-    /// look; resume once every request posted has retired (the send queue is empty).
+    /// Applies the stop and resume rules before a post: stop when the daemon discarded
+    /// since the last look; resume once every request posted has retired (the send queue
+    /// is empty).
     fn update(&mut self, seg: &QpSegment) {
         let discards = seg.push_discards();
-        if discards != self.discards_seen {
-            self.discards_seen = discards;
-            self.pushing = false;
-        }
-        if !self.pushing && seg.sq_prod() == seg.sq_cons_done().1 {
-            self.pushing = true;
-        }
+        let discarded = discards != self.discards_seen;
+        self.discards_seen = discards;
+        let sq_empty = seg.sq_prod() == seg.sq_cons_done().1;
+        self.pushing = self.rules.may_push(discarded, sq_empty);
     }
 }
 
@@ -362,9 +358,9 @@ impl DaemonQp {
                     .filter(|_| client.push_enabled())
                     .map(|region| PushPolicy {
                         region,
-                        pushing: true,
+                        rules: ipc::push::PushPolicy::new(info.qp),
                         discards_seen: 0,
-                        hint: info.qp,
+                        pushing: true,
                     }),
             }),
             info,
@@ -552,14 +548,8 @@ impl DaemonQp {
                 _ => None,
             };
             let slot = match (message, push.as_mut()) {
-                (Some(m), Some(p)) => match p.region.claim(p.hint) {
-                    Some(slot) => Some((slot, m)),
-                    None => {
-                        // Stop condition 2: no room in the region.
-                        p.pushing = false;
-                        None
-                    }
-                },
+                // Stop condition 2 (no room in the region) is the rules'.
+                (Some(m), Some(p)) => p.rules.claim(&p.region).map(|slot| (slot, m)),
                 _ => None,
             };
             match slot {
@@ -571,7 +561,6 @@ impl DaemonQp {
                     seg.sq_publish(1);
                     if let Some(p) = push.as_mut() {
                         p.region.publish(slot, self.id, idx, &message);
-                        p.hint = slot.wrapping_add(1);
                     }
                 }
                 None => {

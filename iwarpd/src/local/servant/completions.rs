@@ -109,7 +109,8 @@ impl ClientRing {
         let from = st.sends.len().saturating_sub(wcs.len());
         let sent: Vec<Sent> = st.sends.drain(from..).collect();
         let mut pushed = false;
-        for (wc, sent) in wcs.zip(sent) {
+        for (mut wc, sent) in wcs.zip(sent) {
+            wc.push_discarded = sent.via == Via::QueueAfterDiscard;
             if let Some(e) = self.finish_send(wc, sent) {
                 pushed |= self.put(&mut st, e);
             }
@@ -156,12 +157,11 @@ impl ClientRing {
 
     /// A send request's end: its ring entry retires, its push tracking entry goes, and
     /// its completion is the client's unless it asked for none and it succeeded.
-    fn finish_send(&self, mut wc: Completion, sent: Sent) -> Option<[u8; CQE_SIZE]> {
+    fn finish_send(&self, wc: Completion, sent: Sent) -> Option<[u8; CQE_SIZE]> {
         self.seg.sq_retire(1);
         if sent.via == Via::Push {
             self.share.untrack();
         }
-        wc.push_discarded = sent.via == Via::QueueAfterDiscard;
         (sent.signaled || !wc.is_ok()).then(|| encode_cqe(&wc))
     }
 

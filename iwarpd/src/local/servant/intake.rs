@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::{Discard, QpSegment};
 use ipc::wqe::{Data, decode_sqe, sqe_pushed};
-use offload_engine::push_share::{PushShare, pushed_octets};
+use offload_engine::push_share::PushShare;
 use rdmap::SendWr;
 
 use super::Run;
@@ -145,16 +145,16 @@ impl Run {
     /// The admission checks of a pushed message, in the seed's order; the request to
     /// execute, or why the message is discarded.
     fn admit(&mut self, s: &Snapshot, now: std::time::Instant) -> Result<SendWr, Discard> {
-        // Only a whole request with its payload inline may be pushed.
-        let arena = &mut self.arena;
-        let wr = decode_sqe(&s.entry, &mut |d| match d {
-            Data::Inline(_) => own(arena, &self.seg, d),
-            Data::Staged { .. } => None,
-        })
-        .map_err(|_| Discard::Malformed)?;
-        let octets = pushed_octets(&wr).ok_or(Discard::Malformed)?;
-        // D3: its twin is the next entry of the send queue, and nothing of this queue
-        // pair is part-way through transmission.
+        let qp = &self.qp;
+        let at_head = self.twin_at_head(s);
+        self.push
+            .share
+            .admit_message(&s.entry, &mut self.arena, at_head, || qp.tx_backlog(), now)
+    }
+
+    /// D3 through the rings: the twin of `s` is the next entry of the send queue (and is
+    /// marked pushed), and nothing of this queue pair is in the connection.
+    fn twin_at_head(&self, s: &Snapshot) -> Result<(), Discard> {
         let twin_waiting = self.seg.sq_pending().is_ok_and(|n| n > 0);
         if s.sq_index != self.seg.sq_head() || !twin_waiting || self.ring.sends_in_flight() > 0 {
             return Err(Discard::NotAtHead);
@@ -163,12 +163,7 @@ impl Run {
         if !sqe_pushed(&twin) {
             return Err(Discard::Malformed);
         }
-        // D4: the connection is not back-pressured.
-        if self.qp.tx_backlog() {
-            return Err(Discard::FlowControl);
-        }
-        self.push.share.admit(octets, now)?;
-        Ok(wr)
+        Ok(())
     }
 }
 

@@ -35,10 +35,14 @@ impl Sent {
         via: Via::Queue,
     };
 
-    /// `wr` as it came `via`, and the request to post: made signaled.
+    /// `wr` as it came `via`, and the request to post: made signaled (and flagged if its
+    /// push was discarded, which its completion then says).
     pub(super) fn of(mut wr: SendWr, via: Via) -> (Self, SendWr) {
         let signaled = wr.flags.contains(SendFlags::SIGNALED);
         wr.flags = wr.flags | SendFlags::SIGNALED;
+        if via == Via::QueueAfterDiscard {
+            wr.flags = wr.flags | SendFlags::PUSH_DISCARDED;
+        }
         (Self { signaled, via }, wr)
     }
 }

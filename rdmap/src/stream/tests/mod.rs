@@ -6,6 +6,7 @@ mod drain;
 mod negative;
 mod ops;
 mod pair;
+mod pending;
 mod prop;
 mod read_v2;
 mod refuse;

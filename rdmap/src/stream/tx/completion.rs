@@ -13,6 +13,7 @@ impl TxState {
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Success);
+        wc.push_discarded = wr.flags.contains(SendFlags::PUSH_DISCARDED);
         wc.byte_len = match &wr.op {
             SendOp::Send { data, .. }
             | SendOp::Write { data, .. }

@@ -79,6 +79,9 @@ impl Stream {
                 self.tx.delay.get_or_insert(DelayState::Waiting(duration));
                 return None;
             }
+            if names_pending(&wr.op, &*mem) {
+                return None;
+            }
             let needs_orq = matches!(
                 wr.op,
                 SendOp::Read { .. }
@@ -139,7 +142,7 @@ impl Stream {
     fn run_local_head(&mut self, mem: &mut dyn MemoryOps) {
         while let Some(wr) = self.tx.sq.front() {
             let fenced = wr.flags.contains(SendFlags::FENCE) && !self.tx.orq.is_empty();
-            if fenced || !is_local_only(&wr.op) {
+            if fenced || !is_local_only(&wr.op) || names_pending(&wr.op, &*mem) {
                 return;
             }
             let Some(wr) = self.tx.sq.pop_front() else {
@@ -156,6 +159,12 @@ impl Stream {
             }
         }
     }
+}
+
+/// True if `op` names an STag whose registration is still queued: it waits at the head
+/// of the send queue (see [`LocalOps::registration_pending`](crate::LocalOps)).
+fn names_pending(op: &SendOp, mem: &dyn MemoryOps) -> bool {
+    op.local_stags().any(|s| mem.registration_pending(s))
 }
 
 /// True for requests that only touch local memory.

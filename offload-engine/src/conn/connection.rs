@@ -1,5 +1,6 @@
-//! [`State`]: what the connection's lock protects, and the step that turns the stream's
-//! events into deliveries.
+//! [`Connection`]: one queue pair's connection state, what the connection's lock
+//! protects (its fields are private to `conn`), built by one constructor, and the one
+//! step that turns input, output, timers and the stream's events into deliveries.
 
 use std::sync::Arc;
 use std::{fmt, io};
@@ -7,7 +8,7 @@ use std::{fmt, io};
 use bytes::BytesMut;
 use rdmap::{Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
 
-use super::io::{Io, Read};
+use super::io::{Input, Io, Read};
 use crate::engine::{Srq, Totals};
 use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
@@ -25,68 +26,69 @@ pub(crate) struct Home {
 
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
 /// memory, the IO part, and what waits for delivery.
-pub(crate) struct State {
-    pub(crate) stream: Stream,
-    pub(crate) mem: Box<dyn MemoryOps + Send>,
+pub(crate) struct Connection {
+    pub(super) stream: Stream,
+    pub(super) mem: Box<dyn MemoryOps + Send>,
     /// The shared receive queue this queue pair draws on, an input of the stream.
-    pub(crate) srq: Option<Srq>,
+    pub(super) srq: Option<Srq>,
     /// The socket and the capture ([`Io`] alone touches them).
-    pub(crate) io: Io,
+    pub(super) io: Io,
     /// How the connection ended, once known.
-    pub(crate) end: Option<QpEnd>,
+    pub(super) end: Option<QpEnd>,
     /// Octets read and not yet consumed by the stream (a partial FPDU).
-    pub(crate) rx: BytesMut,
+    pub(super) rx: BytesMut,
+    /// The driver is reading outside the lock (it holds `rx`, or reads into memory the
+    /// stream named): nobody else reads or processes input meanwhile.
+    pub(super) rx_busy: bool,
     /// The peer's FIN was read.
-    pub(crate) rx_eof: bool,
+    pub(super) rx_eof: bool,
     /// [`Qp::poll_input`](super::Qp::poll_input)'s read buffer (allocated on first use).
-    pub(crate) poll_buf: Vec<u8>,
+    pub(super) poll_buf: Vec<u8>,
     /// When the application last polled the input itself: while it keeps polling, the
     /// driver does not wait for the socket to be readable (it would only be woken to find
     /// the input taken).
-    pub(crate) polled_at: Option<std::time::Instant>,
+    pub(super) polled_at: Option<std::time::Instant>,
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so an inline transmit must not put anything on the wire ahead of them.
-    pub(crate) tx_busy: bool,
+    pub(super) tx_busy: bool,
     /// What an inline transmit produced but the socket did not take; the driver sends it next.
-    pub(crate) unwritten: Transmit,
+    pub(super) unwritten: Transmit,
     /// Completions produced under the lock, delivered after it is released.
-    pub(crate) ready: Vec<Completion>,
+    pub(super) ready: Vec<Completion>,
     /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
     /// released.
-    pub(crate) publish_end: Option<QpEnd>,
-    /// Seed 000's library-side state (see `push_slots`).
-    pub(crate) push_policy: super::push_slots::Policy,
+    pub(super) publish_end: Option<QpEnd>,
+    /// Seed 000's stop and resume rules on this side (see `push_slots`).
+    pub(super) push_rules: ipc::push::PushPolicy,
+    /// Payloads copied out of push slots are carved from this (one allocation per 64 KiB).
+    pub(super) push_arena: BytesMut,
     /// The engine it belongs to now.
-    pub(crate) home: Home,
+    pub(super) home: Home,
     /// True while it moves to another engine: only the driver touches the socket and
     /// memory (no push, no inline write, no busy poll), and the driver parks.
-    pub(crate) migrating: bool,
+    pub(super) migrating: bool,
     /// Where the driver hands its socket over when it parks (see `migrate`).
-    pub(crate) park: Option<ParkRequest>,
-    /// Send requests waiting for queued registrations (see `held`).
-    pub(crate) held: std::collections::VecDeque<rdmap::SendWr>,
-    /// The send queue's depth, which held requests count against.
-    pub(crate) sq_depth: usize,
+    pub(super) park: Option<ParkRequest>,
 }
 
-impl State {
+impl Connection {
     /// A connection in its first state: `stream` over `mem`, with `rx` already read (the
-    /// octets that came with the MPA handshake).
+    /// octets that came with the MPA handshake), in `home`, drawing on `srq`.
     pub(crate) fn new(
         stream: Stream,
         mem: Box<dyn MemoryOps + Send>,
         io: Io,
         rx: BytesMut,
-        home: Home,
-        sq_depth: usize,
+        (home, srq): (Home, Option<Srq>),
     ) -> Self {
         Self {
             stream,
             mem,
-            srq: None,
+            srq,
             io,
             end: None,
             rx,
+            rx_busy: false,
             rx_eof: false,
             poll_buf: Vec::new(),
             polled_at: None,
@@ -94,36 +96,73 @@ impl State {
             unwritten: Transmit::new(),
             ready: Vec::new(),
             publish_end: None,
-            push_policy: Default::default(),
+            push_rules: ipc::push::PushPolicy::new(0),
+            push_arena: BytesMut::new(),
             home,
             migrating: false,
             park: None,
-            held: Default::default(),
-            sq_depth,
         }
     }
 
-    /// One read of the socket: straight into registered memory when the stream has a
-    /// payload coming there ([`Stream::direct_target`]), otherwise into `rx`. `now`: the
-    /// application polls (the socket itself, not tokio's readiness).
-    pub(crate) fn read_input(&mut self, now: bool) -> io::Result<Read> {
+    /// An application's poll of its input, under the lock: one read of the socket
+    /// itself (not tokio's readiness), straight into registered memory when the stream
+    /// has a payload coming there ([`Stream::direct_target`]), otherwise into `rx`.
+    pub(super) fn read_input(&mut self) -> io::Result<Read> {
         let mem: &mut dyn Memory = self.mem.as_mut();
         if let Some(to) = self.stream.direct_target(&mut self.rx, mem) {
-            let read = self.io.read_direct(&to, now)?;
+            let read = self.io.read_direct(&to)?;
             if let Read::Data(n) = read {
                 self.stream.handle_direct(n);
             }
             return Ok(read);
         }
-        if now {
-            self.io.read_now(&mut self.poll_buf, &mut self.rx)
-        } else {
-            self.io.read(&mut self.rx)
+        self.io.read_now(&mut self.poll_buf, &mut self.rx)
+    }
+
+    /// The driver's claim of the input, to read outside the lock: registered memory the
+    /// stream names ([`Stream::direct_target`]), or the octets read so far, taken out to
+    /// be read onto. `None` if it is claimed already.
+    pub(super) fn claim_input(&mut self) -> Option<Input> {
+        if self.rx_busy {
+            return None;
         }
+        self.rx_busy = true;
+        let mem: &mut dyn Memory = self.mem.as_mut();
+        Some(match self.stream.direct_target(&mut self.rx, mem) {
+            Some(to) => Input::Direct(to),
+            None => Input::Buffer(std::mem::take(&mut self.rx)),
+        })
+    }
+
+    /// The claimed input back, with what the read outside the lock found: recorded and
+    /// counted, the stream told of octets read into memory, the FIN noted.
+    pub(super) fn return_input(
+        &mut self,
+        input: Input,
+        read: io::Result<Option<usize>>,
+    ) -> io::Result<Read> {
+        self.rx_busy = false;
+        let got = match read {
+            Ok(Some(n)) => Ok(self.io.took(&input, n)),
+            Ok(None) => Ok(Read::Nothing),
+            Err(e) => Err(e),
+        };
+        match input {
+            Input::Buffer(rx) => self.rx = rx,
+            Input::Direct(_) => {
+                if let Ok(Read::Data(n)) = got {
+                    self.stream.handle_direct(n);
+                }
+            }
+        }
+        if let Ok(Read::Eof) = got {
+            self.rx_eof = true;
+        }
+        got
     }
 
     /// Feeds the octets read so far to the stream (placement happens here).
-    pub(crate) fn process_input(&mut self) {
+    pub(super) fn process_input(&mut self) {
         if self.rx.is_empty() {
             return;
         }
@@ -135,23 +174,20 @@ impl State {
         }
     }
 
-    /// One turn of the connection, in the one order that is right: requests held for a
-    /// registration that is done are released, the input read so far is processed (with
+    /// One turn of the connection, in the one order that is right: the input read so far
+    /// is processed (with
     /// the peer's FIN), output is produced into `out` (after what an inline transmit left
     /// unwritten, and up to `high_water` octets), the timers run, and the events are
     /// collected. After `shut_down` (TCP's sending half is closed) output is discarded.
     /// Returns the turn's one clock reading (tokio's clock, so paused time applies),
     /// taken once the work is done; `tx_busy` tells whether `out` holds octets.
-    pub(crate) fn step(
+    pub(super) fn step(
         &mut self,
         num: QpNum,
         out: &mut Transmit,
         high_water: usize,
         shut_down: bool,
     ) -> tokio::time::Instant {
-        if !self.held.is_empty() {
-            self.release_held();
-        }
         self.process_input();
         if self.rx_eof {
             self.stream.handle_eof(&mut self.rx);
@@ -180,21 +216,10 @@ impl State {
     /// Moves the stream's events into `ready` and records how the connection ended. Call
     /// with the lock held after every call into the stream; the lock's holder then
     /// releases it with [`Shared::unlock`](super::Shared::unlock), which delivers.
-    pub(crate) fn collect(&mut self, num: QpNum) {
+    pub(super) fn collect(&mut self, num: QpNum) {
         while let Some(ev) = self.stream.poll_event() {
             match ev {
-                Event::Completion(mut wc) => {
-                    let flagged = &mut self.push_policy.flagged;
-                    if !flagged.is_empty()
-                        && wc.queue == rdmap::Queue::Send
-                        && let Some(at) = flagged.iter().position(|&id| id == wc.wr_id)
-                    {
-                        // Its pushed message was discarded: it ran from the send queue.
-                        flagged.swap_remove(at);
-                        wc.push_discarded = true;
-                    }
-                    self.ready.push(wc)
-                }
+                Event::Completion(wc) => self.ready.push(wc),
                 Event::TerminateSent(t) => {
                     tracing::info!(qp = %num, code = %t.code, "sent Terminate");
                     self.end.get_or_insert(QpEnd::Terminated(t.code));
@@ -231,9 +256,9 @@ impl State {
 #[derive(Debug)]
 pub(crate) struct ParkRequest(pub(crate) tokio::sync::oneshot::Sender<Arc<tokio::net::TcpStream>>);
 
-impl fmt::Debug for State {
+impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("State")
+        f.debug_struct("Connection")
             .field("stream", &self.stream)
             .field("end", &self.end)
             .finish_non_exhaustive()
