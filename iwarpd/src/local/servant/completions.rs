@@ -12,6 +12,8 @@
 //! rings itself ([`QpRecvs`](crate::local::recvs::QpRecvs)).
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
@@ -42,6 +44,12 @@ pub(super) struct ClientRing {
     state: Mutex<RingState>,
     /// Wakes the servant: the backlog overflowed, or holds entries for the ring.
     pub(super) wake: tokio::sync::Notify,
+    /// The servant runs its turns (it has not parked): entries that go into the ring
+    /// meanwhile leave the client's doorbell `owed`, and the servant rings it once at its
+    /// next turn, instead of each delivery ringing it (a client that wakes for each
+    /// completion of a stream of them costs both sides a wake-up per message).
+    spinning: AtomicBool,
+    owed: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -79,6 +87,8 @@ impl ClientRing {
                 overran: false,
             }),
             wake: tokio::sync::Notify::new(),
+            spinning: AtomicBool::new(false),
+            owed: AtomicBool::new(false),
         }
     }
 
@@ -213,9 +223,43 @@ impl ClientRing {
         pushed
     }
 
+    /// Entries went into the ring: the client's doorbell is rung now, or by the servant
+    /// at its next turn if it is running them.
     fn ring_client(&self) {
+        if self.spinning.load(SeqCst) {
+            self.owed.store(true, SeqCst);
+            if self.spinning.load(SeqCst) {
+                return;
+            }
+            // The servant stopped meanwhile and may have settled already: whoever takes
+            // the debt rings.
+            if !self.owed.swap(false, SeqCst) {
+                return;
+            }
+        }
+        self.ring_now();
+    }
+
+    fn ring_now(&self) {
         if self.seg.must_wake(Side::Client) {
             self.to_client.ring();
+        }
+    }
+
+    /// The servant runs its turns (`true`), or is about to park or stop (`false`: what
+    /// is owed is rung now).
+    pub(super) fn set_spinning(&self, on: bool) {
+        self.spinning.store(on, SeqCst);
+        if !on {
+            self.settle();
+        }
+    }
+
+    /// The servant's turn: rings the client's doorbell if entries went into the ring
+    /// since the last one.
+    pub(super) fn settle(&self) {
+        if self.owed.swap(false, SeqCst) {
+            self.ring_now();
         }
     }
 }

@@ -87,6 +87,7 @@ impl Run {
         let mut spins = 0u32;
         let mut last_moved = std::time::Instant::now();
         let yielder = Yielder::new();
+        self.ring.set_spinning(true);
         loop {
             if self
                 .signals
@@ -96,6 +97,7 @@ impl Run {
                 self.signals
                     .freeze
                     .store(false, std::sync::atomic::Ordering::Relaxed);
+                self.ring.set_spinning(false);
                 return Some(Frozen { run: self, bell });
             }
             if self.turn() {
@@ -107,6 +109,7 @@ impl Run {
                 continue;
             }
             if self.stopping && self.end.is_some() && !self.ring.holds_any() {
+                self.ring.set_spinning(false);
                 return None;
             }
             if last_moved.elapsed() < SPIN {
@@ -115,9 +118,11 @@ impl Run {
                 continue;
             }
             yielder.release();
+            self.ring.set_spinning(false);
             self.seg.park(Side::Daemon);
             if self.work_waiting_or_signaled() {
                 self.seg.unpark(Side::Daemon);
+                self.ring.set_spinning(true);
                 continue;
             }
             tokio::select! {
@@ -129,6 +134,7 @@ impl Run {
                 _ = tokio::time::sleep(Duration::from_millis(1)), if self.ring.holds_any() => {}
             }
             self.seg.unpark(Side::Daemon);
+            self.ring.set_spinning(true);
         }
     }
 
@@ -158,7 +164,9 @@ impl Run {
         if self.end.is_some() {
             moved |= self.flush_recvs();
         }
-        moved | self.ring.flush()
+        let flushed = self.ring.flush();
+        self.ring.settle();
+        moved | flushed
     }
 
     /// The client wrote garbage (`why`) into its rings: its queue pair closes.
