@@ -6,6 +6,8 @@ next to the targets of issue 11. Nothing here is a test: it only prints numbers.
 
     scripts/daemon_vs.py                     # 3 rounds of 5 s per line
     scripts/daemon_vs.py --rounds 5 --secs 3 --only lat
+    scripts/daemon_vs.py --bin-dir /tmp/old/target/release   # another build's iwperf
+                                                             # and iwarpd (an A/B)
 
 Lines:
   lat   iwperf send_lat -s 8 (t_typical, and t_avg through the daemon): through iwarpd
