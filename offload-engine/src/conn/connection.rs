@@ -175,10 +175,9 @@ impl Connection {
     }
 
     /// One turn of the connection, in the one order that is right: the input read so far
-    /// is processed (with
-    /// the peer's FIN), output is produced into `out` (after what an inline transmit left
-    /// unwritten, and up to `high_water` octets), the timers run, and the events are
-    /// collected. After `shut_down` (TCP's sending half is closed) output is discarded.
+    /// is processed (with the peer's FIN), output is produced into `out` (after what an
+    /// inline transmit left unwritten, and up to `high_water` octets), the timers run, and
+    /// the events are collected. After `shut_down` (TCP's sending half is closed) output is discarded.
     /// Returns the turn's one clock reading (tokio's clock, so paused time applies),
     /// taken once the work is done; `tx_busy` tells whether `out` holds octets.
     pub(super) fn step(
