@@ -106,8 +106,9 @@ impl ClientRing {
         self.lock().sends.len()
     }
 
-    /// Records send requests about to be posted, in order; `posted` then says how many
-    /// the connection took (it may take none).
+    /// Records send requests about to be posted, in order (before the post: a small one
+    /// may complete within it); those the connection then refuses are taken back by
+    /// [`not_posted`](Self::not_posted).
     pub(super) fn sending(&self, sent: impl Iterator<Item = Sent>) {
         self.lock().sends.extend(sent);
     }
