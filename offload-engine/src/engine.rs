@@ -182,6 +182,10 @@ pub struct QpInit {
     /// Its send and receive queue depths, `None` for the engine's
     /// ([`StreamConfig`]'s `sq_depth`, `rq_depth`).
     pub queue_depths: Option<(usize, usize)>,
+    /// Report every send request when it ends, unsignaled ones too, each completion
+    /// carrying its request's flags ([`rdmap::Stream::set_complete_every_send`]): for a
+    /// completion sink that must know when each request is done (iwarpd's servants).
+    pub complete_every_send: bool,
 }
 
 impl QpInit {
@@ -199,6 +203,7 @@ impl QpInit {
             recvs: Vec::new(),
             push: true,
             queue_depths: None,
+            complete_every_send: false,
         }
     }
 }
@@ -356,6 +361,7 @@ impl Engine {
         tap: Tap,
     ) -> Result<Qp, ConnectError> {
         let mut stream = Stream::new(self.stream_config(&init, &sock, negotiated), negotiated);
+        stream.set_complete_every_send(init.complete_every_send);
         for wr in init.recvs.iter().cloned() {
             if !init.completions.any_id() {
                 cq::check_wr_id(wr.wr_id).map_err(|e| {

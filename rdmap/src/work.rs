@@ -136,6 +136,10 @@ impl SendFlags {
     /// ([`Completion::push_discarded`]); nothing else changes. Set by the push path, not
     /// by applications.
     pub const PUSH_DISCARDED: Self = Self(0x08);
+    /// Seed 000's push path: this request runs from its pushed message. Its completion
+    /// carries the flag back ([`Completion::flags`]), so the push path knows which
+    /// requests held its resources. Set by the push path, not by applications.
+    pub const PUSHED: Self = Self(0x10);
 
     /// True if every flag of `other` is set in `self`.
     pub const fn contains(self, other: Self) -> bool {
@@ -458,6 +462,11 @@ pub struct Completion {
     /// Through a local daemon with the push path (seed 000): the request was pushed, the
     /// daemon discarded the pushed copy, and it ran from the send queue instead.
     pub push_discarded: bool,
+    /// A send-queue completion's request flags as posted ([`SendFlags::SIGNALED`] says
+    /// whether it asked for this completion: a stream that reports every request, see
+    /// [`Stream::set_complete_every_send`](crate::Stream::set_complete_every_send), also
+    /// reports those that did not); none for a receive.
+    pub flags: SendFlags,
 }
 
 impl Completion {
@@ -475,6 +484,7 @@ impl Completion {
             atomic_orig: None,
             term: None,
             push_discarded: false,
+            flags: SendFlags::NONE,
         }
     }
 

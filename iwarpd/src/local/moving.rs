@@ -314,6 +314,11 @@ fn image(
     }
     let mut qps = Vec::with_capacity(stopped.servants.len());
     for f in &mut stopped.servants {
+        // Checked again now that its queue pair is parked: the connection delivered
+        // until then (a completion ring that overflowed meanwhile keeps it here).
+        if let Some(why) = f.unmovable() {
+            return Err(why);
+        }
         let pd = o
             .pds
             .iter()

@@ -233,6 +233,9 @@ where
     let prep = servant::Prepared::new(seg, to_client, feed.clone(), s.device.share.clone());
     let mut init = QpInit::with_completions(engine_pd, prep.completions());
     init.srq = Some(offload_engine::Srq::fed(feed));
+    // Every send request reports its end, so its ring entry retires (the completion
+    // ring passes on only those the client asked for).
+    init.complete_every_send = true;
     // The servant runs its client's push path itself.
     init.push = false;
     // The engine's queues are as deep as the rings, so that it takes all the client

@@ -186,7 +186,10 @@ impl Driver {
         self.progress.update(st.io.moved(), now);
         let liveness = (st.stream.state() == QpState::Rts)
             .then(|| {
-                let busy = !st.rx.is_empty() || !self.out.is_empty() || st.stream.has_outstanding();
+                // Requests waiting for a queued registration are not a stall.
+                let busy = !st.rx.is_empty()
+                    || !self.out.is_empty()
+                    || (st.stream.has_outstanding() && !st.stream.waits_on_registration(&*st.mem));
                 st.home.timeouts.deadline(self.progress.at, busy)
             })
             .flatten();

@@ -38,7 +38,7 @@ use mpa::{Deframer, Extensions, Framer, Negotiated, Role, Rtr, RtrFlags};
 use crate::memory::{Memory, MemoryOps, NoSharedRecv, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::TerminateRepr;
-use crate::work::{Completion, Queue, RecvWr, SendFlags, SendWr, WcOpcode, WcStatus};
+use crate::work::{Completion, Queue, RecvWr, SendWr, WcOpcode, WcStatus};
 
 pub(crate) use direct::Direct;
 pub use direct::DirectTarget;
@@ -289,8 +289,9 @@ impl Stream {
     // ---- commands ----------------------------------------------------------------------
 
     /// Queues a send-queue work request. In [`QpState::Error`] and [`QpState::Terminate`],
-    /// and while the send queue is drained after a local failure, it completes at once as
-    /// flushed (so draining works as in verbs).
+    /// and while the send queue is drained after a local failure, it completes as flushed
+    /// (so draining works as in verbs), once the requests posted before it have completed:
+    /// send completions always come in posting order.
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
         let flushed = match self.state {
             QpState::Closing => return Err(PostError::Closing),
@@ -299,10 +300,13 @@ impl Stream {
             QpState::Rts => self.tx.sq_drained,
         };
         if flushed {
-            let mut wc =
-                Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Flushed);
-            wc.push_discarded = wr.flags.contains(SendFlags::PUSH_DISCARDED);
-            self.push_completion(wc);
+            // Through the in-flight list, so that it completes after the requests posted
+            // before it (a Terminate keeps those already on their way to the socket, and
+            // a drained send queue lets Reads under way finish): send completions keep
+            // posting order, which the layer above may count on.
+            let seq = self.tx.start(&wr);
+            self.tx.finish(seq, WcStatus::Flushed, None);
+            self.release_completions();
             return Ok(());
         }
         if self.tx.outstanding() >= self.cfg.sq_depth {
@@ -365,6 +369,16 @@ impl Stream {
     /// and requests already under way) until [`resume_send_queue`](Self::resume_send_queue).
     pub fn set_drain_on_local_failure(&mut self, drain: bool) {
         self.tx.drain_on_local_failure = drain;
+    }
+
+    /// Reports every send-queue request when it ends (`true`), unsignaled ones too, in
+    /// posting order, each completion carrying its request's flags
+    /// ([`Completion::flags`]): for a layer above that must know when each request's
+    /// resources are free (iwarpd retires its clients' ring entries so) and passes on
+    /// only the completions its requests asked for. Default `false`: as verbs, an
+    /// unsignaled request that succeeds reports nothing.
+    pub fn set_complete_every_send(&mut self, every: bool) {
+        self.tx.complete_every_send = every;
     }
 
     /// Leaves the drained send queue state: requests posted from now on run again.

@@ -4,12 +4,12 @@
 //! client's doorbell rung if it sleeps. No queue of the engine's and no task stand in
 //! between.
 //!
-//! Send requests complete in the order they were posted (RFC 5040), so what a send
-//! completion needs that the stream does not know, whether the client asked for it
-//! (every request goes in signaled, so that each one's end retires its ring entry) and
-//! how it reached the connection (seed 000), is kept in that order ([`Sent`]) beside the
-//! ring. Receives complete as they are: the connection takes them from the client's
-//! rings itself ([`QpRecvs`](crate::local::recvs::QpRecvs)).
+//! The connection reports every send request when it ends, each completion carrying the
+//! request's flags: its end retires its ring entry, `SIGNALED` says whether the client
+//! asked for the completion, and `PUSHED` that it held the push path's resources (seed
+//! 000). No state beside the ring has to match completions to requests. Receives
+//! complete as they are: the connection takes them from the client's rings itself
+//! ([`QpRecvs`](crate::local::recvs::QpRecvs)).
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -20,10 +20,7 @@ use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::encode_cqe;
 use offload_engine::CompletionSink;
 use offload_engine::push_share::PushShare;
-use rdmap::{Completion, QpNum, Queue};
-
-use super::posting::{Sent, Via};
-use crate::local::logs::{CLIENT_OTHER, limited};
+use rdmap::{Completion, QpNum, Queue, SendFlags};
 
 /// The most completions held for the client beyond its completion ring: what its own
 /// requests can make at most (its ring holds one per send and receive it may have
@@ -54,8 +51,9 @@ pub(super) struct ClientRing {
 
 #[derive(Debug)]
 struct RingState {
-    /// The send requests in the connection, oldest first.
-    sends: VecDeque<Sent>,
+    /// Send requests in the connection, and those of them from pushed messages.
+    sends: usize,
+    pushed: usize,
     /// Completions waiting for room in the client's ring, at most `cap`.
     backlog: VecDeque<[u8; CQE_SIZE]>,
     cap: usize,
@@ -64,24 +62,26 @@ struct RingState {
 }
 
 impl ClientRing {
-    /// The sink of a queue pair whose client has `seg` and `to_client`, with the send
-    /// requests `sends` in the connection and the completions `backlog` not yet in the
-    /// ring (a servant a daemon before this one ran; empty for a new one).
+    /// The sink of a queue pair whose client has `seg` and `to_client`, with `sends`
+    /// send requests in the connection (`pushed` of them from pushed messages) and the
+    /// completions `backlog` not yet in the ring (a servant a daemon before this one ran;
+    /// none for a new one).
     pub(super) fn new(
         seg: Arc<QpSegment>,
         to_client: Doorbell,
         share: Arc<PushShare>,
-        (sends, backlog): (VecDeque<Sent>, VecDeque<[u8; CQE_SIZE]>),
+        (sends, pushed, backlog): (usize, usize, VecDeque<[u8; CQE_SIZE]>),
         cap: usize,
     ) -> Self {
         // Pushed requests still in the connection hold tracking entries here now.
-        share.retrack(sends.iter().filter(|s| s.via == Via::Push).count());
+        share.retrack(pushed);
         Self {
             seg,
             to_client,
             share,
             state: Mutex::new(RingState {
                 sends,
+                pushed,
                 backlog,
                 cap,
                 overran: false,
@@ -103,33 +103,22 @@ impl ClientRing {
 
     /// Send requests in the connection.
     pub(super) fn sends_in_flight(&self) -> usize {
-        self.lock().sends.len()
+        self.lock().sends
     }
 
-    /// Records send requests about to be posted, in order (before the post: a small one
-    /// may complete within it); those the connection then refuses are taken back by
-    /// [`not_posted`](Self::not_posted).
-    pub(super) fn sending(&self, sent: impl Iterator<Item = Sent>) {
-        self.lock().sends.extend(sent);
-    }
-
-    /// The last `wcs.len()` requests given to [`sending`](Self::sending) were not
-    /// posted: they complete as `wcs` (flushed), in order.
-    pub(super) fn not_posted(&self, wcs: impl ExactSizeIterator<Item = Completion>) {
+    /// Counts `n` send requests about to be posted, `pushed` of them from pushed
+    /// messages (before the post: a small one may complete within it); those the
+    /// connection then refuses complete through [`not_posted`](Self::not_posted).
+    pub(super) fn sending(&self, n: usize, pushed: usize) {
         let mut st = self.lock();
-        let from = st.sends.len().saturating_sub(wcs.len());
-        let sent: Vec<Sent> = st.sends.drain(from..).collect();
-        let mut pushed = false;
-        for (mut wc, sent) in wcs.zip(sent) {
-            wc.push_discarded = sent.via == Via::QueueAfterDiscard;
-            if let Some(e) = self.finish_send(wc, sent) {
-                pushed |= self.put(&mut st, e);
-            }
-        }
-        drop(st);
-        if pushed {
-            self.ring_client();
-        }
+        st.sends += n;
+        st.pushed += pushed;
+    }
+
+    /// Requests given to [`sending`](Self::sending) that the connection refused: they
+    /// complete as `wcs` (flushed, with their flags).
+    pub(super) fn not_posted(&self, mut wcs: impl Iterator<Item = Completion>) {
+        self.deliver_all(&mut wcs);
     }
 
     /// True if the backlog overflowed: the servant ends the queue pair.
@@ -144,10 +133,11 @@ impl ClientRing {
 
     /// What a successor daemon's servant starts from: the send requests in the
     /// connection and the completions not yet in the ring (entries back to back).
-    pub(super) fn image(&self) -> (Vec<Sent>, Vec<u8>) {
+    pub(super) fn image(&self) -> (usize, usize, Vec<u8>) {
         let st = self.lock();
         (
-            st.sends.iter().copied().collect(),
+            st.sends,
+            st.pushed,
             st.backlog.iter().flatten().copied().collect(),
         )
     }
@@ -155,12 +145,7 @@ impl ClientRing {
     /// Its queue pair runs in another daemon now: the tracking entries of its pushed
     /// requests are let go here.
     pub(super) fn moved_away(&self) {
-        let pushed = self
-            .lock()
-            .sends
-            .iter()
-            .filter(|s| s.via == Via::Push)
-            .count();
+        let pushed = self.lock().pushed;
         for _ in 0..pushed {
             self.share.untrack();
         }
@@ -168,26 +153,40 @@ impl ClientRing {
 
     /// A send request's end: its ring entry retires, its push tracking entry goes, and
     /// its completion is the client's unless it asked for none and it succeeded.
-    fn finish_send(&self, wc: Completion, sent: Sent) -> Option<[u8; CQE_SIZE]> {
+    fn finish_send(&self, st: &mut RingState, wc: &Completion) -> Option<[u8; CQE_SIZE]> {
         self.seg.sq_retire(1);
-        if sent.via == Via::Push {
+        st.sends = st.sends.saturating_sub(1);
+        if wc.flags.contains(SendFlags::PUSHED) && st.pushed > 0 {
+            st.pushed -= 1;
             self.share.untrack();
         }
-        (sent.signaled || !wc.is_ok()).then(|| encode_cqe(&wc))
+        (wc.flags.contains(SendFlags::SIGNALED) || !wc.is_ok()).then(|| encode_cqe(wc))
     }
 
-    /// Completions flushed for receives the connection never took (still in the client's
-    /// ring when the queue pair ended).
-    pub(super) fn flushed_recvs(&self, wcs: impl Iterator<Item = Completion>) {
+    /// Completions into the ring (held if it is full), in order, and the client's
+    /// doorbell rung if any went in.
+    fn deliver_all(&self, wcs: &mut dyn Iterator<Item = Completion>) {
         let mut st = self.lock();
         let mut pushed = false;
         for wc in wcs {
-            pushed |= self.put(&mut st, encode_cqe(&wc));
+            let entry = match wc.queue {
+                Queue::Send => self.finish_send(&mut st, &wc),
+                Queue::Recv => Some(encode_cqe(&wc)),
+            };
+            if let Some(e) = entry {
+                pushed |= self.put(&mut st, e);
+            }
         }
         drop(st);
         if pushed {
             self.ring_client();
         }
+    }
+
+    /// Completions flushed for receives the connection never took (still in the client's
+    /// ring when the queue pair ended).
+    pub(super) fn flushed_recvs(&self, mut wcs: impl Iterator<Item = Completion>) {
+        self.deliver_all(&mut wcs);
     }
 
     /// An entry into the ring behind those already held, or held; true if it went into
@@ -266,27 +265,75 @@ impl ClientRing {
 }
 
 impl CompletionSink for ClientRing {
-    fn deliver(&self, qp: QpNum, batch: &mut Vec<Completion>) {
-        let mut st = self.lock();
-        let mut pushed = false;
-        for wc in batch.drain(..) {
-            let entry = match wc.queue {
-                Queue::Send => {
-                    let sent = st.sends.pop_front().unwrap_or_else(|| {
-                        limited!(CLIENT_OTHER, error, qp = %qp, "a send completion for no request of the client's");
-                        Sent::QUEUED
-                    });
-                    self.finish_send(wc, sent)
-                }
-                Queue::Recv => Some(encode_cqe(&wc)),
-            };
-            if let Some(e) = entry {
-                pushed |= self.put(&mut st, e);
-            }
-        }
-        drop(st);
-        if pushed {
-            self.ring_client();
-        }
+    fn deliver(&self, _qp: QpNum, batch: &mut Vec<Completion>) {
+        self.deliver_all(&mut batch.drain(..));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::qpseg::Discard;
+    use ipc::wqe::decode_cqe;
+    use offload_engine::PushConfig;
+    use rdmap::{WcOpcode, WcStatus};
+
+    fn wc(id: u64, flags: SendFlags, status: WcStatus) -> Completion {
+        let mut wc = Completion::new(id, Queue::Send, WcOpcode::Send, status);
+        wc.flags = flags;
+        wc
+    }
+
+    /// Each completion says itself whether the client asked for it and whether it held
+    /// the push path's resources: whatever order they come in (a Terminate keeps requests
+    /// on their way to the socket while later posts flush), the client gets exactly the
+    /// completions it asked for, every ring entry retires, and each pushed request gives
+    /// its tracking entry back once.
+    #[test]
+    fn completions_carry_what_the_client_asked_for_in_any_order() {
+        let geo = Geometry {
+            sq_depth: 4,
+            rq_depth: 4,
+            cq_depth: 4,
+            staging: 64,
+        };
+        let seg = Arc::new(QpSegment::create(geo).unwrap());
+        let file = std::fs::File::from(seg.fd().try_clone_to_owned().unwrap());
+        let client = QpSegment::map(file, geo).unwrap();
+        let share = Arc::new(PushShare::new(PushConfig {
+            tracking: 1,
+            ..PushConfig::default()
+        }));
+        let now = std::time::Instant::now();
+        assert!(
+            share.admit(8, now).is_ok(),
+            "the pushed request's tracking entry"
+        );
+        let ring = ClientRing::new(
+            seg,
+            Doorbell::new().unwrap(),
+            share.clone(),
+            (0, 0, VecDeque::new()),
+            4,
+        );
+        ring.sending(3, 1);
+        assert_eq!(ring.sends_in_flight(), 3);
+        let pushed = SendFlags::PUSHED | SendFlags::SIGNALED;
+        ring.deliver(
+            QpNum(1),
+            &mut vec![
+                wc(3, SendFlags::SIGNALED, WcStatus::Flushed),
+                wc(1, SendFlags::NONE, WcStatus::Success),
+                wc(2, pushed, WcStatus::Success),
+            ],
+        );
+        let got: Vec<_> = std::iter::from_fn(|| client.cq_pop().unwrap())
+            .map(|e| decode_cqe(&e).unwrap().wr_id)
+            .collect();
+        assert_eq!(got, [3, 2], "the unsignaled success stays quiet");
+        assert_eq!(client.sq_cons_done().1, 3, "every entry retired");
+        assert_eq!(ring.sends_in_flight(), 0);
+        assert!(share.admit(8, now).is_ok(), "the tracking entry came back");
+        assert_eq!(share.admit(8, now), Err(Discard::TrackingFull), "once");
     }
 }

@@ -10,7 +10,7 @@ use offload_engine::push_share::PushShare;
 use rdmap::SendWr;
 
 use super::Run;
-use super::posting::{Sent, Via};
+use super::posting::{Via, marked};
 
 /// Octets an arena holds before a fresh one is taken.
 const ARENA: usize = 64 << 10;
@@ -83,7 +83,7 @@ impl Run {
             } else {
                 Via::Queue
             };
-            batch.push(Sent::of(wr, via));
+            batch.push(marked(wr, via));
             seg.sq_take();
         }
         self.executed(0, take as u64);
@@ -131,7 +131,7 @@ impl Run {
                     self.seg.sq_take();
                     self.executed(1, 0);
                     let mut one = std::mem::take(&mut self.batch);
-                    one.push(Sent::of(wr, Via::Push));
+                    one.push(marked(wr, Via::Push));
                     self.post_sends(&mut one);
                     self.batch = one;
                 }

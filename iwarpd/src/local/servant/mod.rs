@@ -33,7 +33,6 @@ use super::recvs::QpRecvs;
 use completions::{ClientRing, backlog_cap};
 use offload_engine::push_share::{PdPush, PushShare};
 use offload_engine::{Completions, Qp};
-use posting::Sent;
 
 /// The push path's share of a servant: its domain's region, and the resources every
 /// pushed message draws on.
@@ -53,11 +52,13 @@ pub(super) struct Prepared {
     seg: Arc<QpSegment>,
 }
 
-/// What a servant holds that is not in shared memory, for a successor daemon: the send
-/// requests in the connection, and the completions not yet in the client's ring.
+/// What a servant holds that is not in shared memory, for a successor daemon: how many
+/// send requests are in the connection (and how many of them from pushed messages), and
+/// the completions not yet in the client's ring.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(super) struct ServantImage {
-    sends: Vec<Sent>,
+    sends: u32,
+    pushed: u32,
     /// Completion entries back to back.
     backlog: Vec<u8>,
 }
@@ -72,7 +73,8 @@ impl Prepared {
         share: Arc<PushShare>,
     ) -> Self {
         let image = ServantImage {
-            sends: Vec::new(),
+            sends: 0,
+            pushed: 0,
             backlog: Vec::new(),
         };
         Self::restore(seg, to_client, recvs, share, image).expect("an empty image fits")
@@ -88,7 +90,8 @@ impl Prepared {
     ) -> Result<Self, String> {
         let geo = seg.geometry();
         let cap = backlog_cap(&geo, recvs.srq().map(|q| q.depth()));
-        if image.sends.len() > geo.sq_depth as usize
+        if image.sends > geo.sq_depth
+            || image.pushed > image.sends
             || !image.backlog.len().is_multiple_of(CQE_SIZE)
             || image.backlog.len() / CQE_SIZE > cap
         {
@@ -99,8 +102,8 @@ impl Prepared {
             .chunks_exact(CQE_SIZE)
             .map(|c| c.try_into().expect("exact chunks"))
             .collect();
-        let sends = image.sends.into_iter().collect();
-        let ring = ClientRing::new(seg.clone(), to_client, share, (sends, backlog), cap);
+        let counts = (image.sends as usize, image.pushed as usize, backlog);
+        let ring = ClientRing::new(seg.clone(), to_client, share, counts, cap);
         Ok(Self {
             ring: Arc::new(ring),
             recvs,
@@ -215,6 +218,12 @@ impl Frozen {
         if r.end.is_some() || r.stopping {
             return Some(format!("its queue pair {} has ended", r.id));
         }
+        if r.overran || r.ring.overran() {
+            return Some(format!(
+                "its queue pair {} does not take its completions",
+                r.id
+            ));
+        }
         if r.broken || r.recvs.garbage().is_some() {
             return Some(format!(
                 "its queue pair {} wrote garbage into its rings",
@@ -227,8 +236,12 @@ impl Frozen {
     /// Its image, once its queue pair is parked (the connection delivered everything it
     /// made until then).
     pub(super) fn image(&self) -> ServantImage {
-        let (sends, backlog) = self.run.ring.image();
-        ServantImage { sends, backlog }
+        let (sends, pushed, backlog) = self.run.ring.image();
+        ServantImage {
+            sends: sends as u32,
+            pushed: pushed as u32,
+            backlog,
+        }
     }
 
     /// The descriptors that go with the image: its segment and its two doorbells.
@@ -340,7 +353,7 @@ struct Run {
     /// pair was terminated for it.
     overran: bool,
     /// Buffers kept from turn to turn, so that moving requests allocates nothing.
-    batch: Vec<(Sent, SendWr)>,
+    batch: Vec<SendWr>,
     snapshots: Vec<Snapshot>,
     /// Where owned payloads are copied out of shared memory (see [`own`](intake::own)).
     arena: BytesMut,

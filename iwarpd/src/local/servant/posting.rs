@@ -1,7 +1,8 @@
 //! A servant posts its client's send requests on the connection as the client wrote
-//! them, under the client's own ids. Each goes in signaled, so that its end retires its
-//! ring entry; whether the client asked for its completion, and how it came in, wait in
-//! posting order beside the completion ring ([`Sent`]). One the connection refuses
+//! them, under the client's own ids and flags, marked with how they came in (seed 000).
+//! The connection reports every request when it ends (`QpInit::complete_every_send`), each
+//! completion carrying its request's flags, so the completion ring knows which ones the
+//! client asked for and which held the push path's resources; one the connection refuses
 //! completes as flushed.
 
 use rdmap::{Completion, PostError, Queue, SendFlags, SendWr, WcOpcode, WcStatus, WrId};
@@ -9,7 +10,7 @@ use rdmap::{Completion, PostError, Queue, SendFlags, SendWr, WcOpcode, WcStatus,
 use super::Run;
 
 /// How a request reached the connection.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum Via {
     /// From the send queue, with no pushed twin.
     Queue,
@@ -19,67 +20,59 @@ pub(super) enum Via {
     Push,
 }
 
-/// A send request in the connection: what its completion needs that the stream does not
-/// know.
-#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub(super) struct Sent {
-    /// The client asked for its completion.
-    pub(super) signaled: bool,
-    pub(super) via: Via,
+/// `wr`, which came `via`, marked so for its completion.
+pub(super) fn marked(mut wr: SendWr, via: Via) -> SendWr {
+    match via {
+        Via::Queue => {}
+        Via::QueueAfterDiscard => wr.flags = wr.flags | SendFlags::PUSH_DISCARDED,
+        Via::Push => wr.flags = wr.flags | SendFlags::PUSHED,
+    }
+    wr
 }
 
-impl Sent {
-    /// A plain signaled request.
-    pub(super) const QUEUED: Self = Self {
-        signaled: true,
-        via: Via::Queue,
-    };
+/// What a refused request's flushed completion needs.
+type Refused = (WrId, SendFlags, WcOpcode);
 
-    /// `wr` as it came `via`, and the request to post: made signaled (and flagged if its
-    /// push was discarded, which its completion then says).
-    pub(super) fn of(mut wr: SendWr, via: Via) -> (Self, SendWr) {
-        let signaled = wr.flags.contains(SendFlags::SIGNALED);
-        wr.flags = wr.flags | SendFlags::SIGNALED;
-        if via == Via::QueueAfterDiscard {
-            wr.flags = wr.flags | SendFlags::PUSH_DISCARDED;
-        }
-        (Self { signaled, via }, wr)
-    }
+fn refused(wr: &SendWr) -> Refused {
+    (wr.wr_id, wr.flags, wr.op.wc_opcode())
 }
 
 impl Run {
-    /// Posts `batch` (in order); those the connection refuses complete as flushed.
-    pub(super) fn post_sends(&mut self, batch: &mut Vec<(Sent, SendWr)>) {
-        self.ring.sending(batch.iter().map(|(s, _)| *s));
+    /// Posts `batch` (in order, leaving it empty); those the connection refuses complete
+    /// as flushed.
+    pub(super) fn post_sends(&mut self, batch: &mut Vec<SendWr>) {
+        let pushed = batch
+            .iter()
+            .filter(|wr| wr.flags.contains(SendFlags::PUSHED))
+            .count();
+        self.ring.sending(batch.len(), pushed);
         // A lone request goes through `post_send`, which writes a small one to the socket
         // on this thread when the connection is idle (no hop to the connection's driver).
-        let refused: Option<(PostError, Vec<WrId>)> = if batch.len() == 1 {
-            let (_, wr) = batch.pop().expect("one");
-            let id = wr.wr_id;
-            self.qp.post_send(wr).err().map(|e| (e, vec![id]))
+        let failed: Option<(PostError, Vec<Refused>)> = if batch.len() == 1 {
+            let wr = batch.pop().expect("one");
+            let r = refused(&wr);
+            self.qp.post_send(wr).err().map(|e| (e, vec![r]))
         } else {
-            let mut last = 0;
+            let mut last = None;
             let mut rest = batch.drain(..);
-            let posted = self.qp.post_send_batch(rest.by_ref().map(|(_, wr)| {
-                last = wr.wr_id;
-                wr
+            let posted = self.qp.post_send_batch(rest.by_ref().inspect(|wr| {
+                last = Some(refused(wr));
             }));
             // The request that failed, and those after it, which were not tried.
             posted.err().map(|(_, e)| {
-                (
-                    e,
-                    std::iter::once(last)
-                        .chain(rest.map(|(_, wr)| wr.wr_id))
-                        .collect(),
-                )
+                let tail = rest.map(|wr| refused(&wr));
+                (e, last.into_iter().chain(tail).collect())
             })
         };
-        if let Some((e, refused)) = refused {
+        if let Some((e, refused)) = failed {
             tracing::debug!(error = %e, "send requests not posted");
-            let flushed = refused
-                .into_iter()
-                .map(|id| Completion::new(id, Queue::Send, WcOpcode::Send, WcStatus::Flushed));
-            self.ring.not_posted(flushed);
+            self.ring
+                .not_posted(refused.into_iter().map(|(id, flags, op)| {
+                    let mut wc = Completion::new(id, Queue::Send, op, WcStatus::Flushed);
+                    wc.flags = flags;
+                    wc.push_discarded = flags.contains(SendFlags::PUSH_DISCARDED);
+                    wc
+                }));
         }
     }
 

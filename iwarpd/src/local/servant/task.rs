@@ -123,6 +123,8 @@ impl Run {
             if self.work_waiting_or_signaled() {
                 self.seg.unpark(Side::Daemon);
                 self.ring.set_spinning(true);
+                // Never a loop without an await: the shard's other tasks run meanwhile.
+                tokio::task::yield_now().await;
                 continue;
             }
             tokio::select! {
@@ -184,7 +186,9 @@ impl Run {
         (!self.stopping
             && !self.broken
             && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
-            || (self.end.is_some() && self.seg.rq_pending().is_ok_and(|n| n > 0))
+            || (self.end.is_some()
+                && self.recvs.garbage().is_none()
+                && self.seg.rq_pending().is_ok_and(|n| n > 0))
             || self
                 .signals
                 .freeze

@@ -93,3 +93,42 @@ fn a_responder_drains_too_before_the_first_fpdu() {
     assert_eq!((p.b.state(), p.b.term_sent()), (QpState::Rts, None));
     assert!(p.b.s.send_queue_drained());
 }
+
+/// A request posted to a drained send queue completes as flushed after the Read that was
+/// under way before it: send completions keep posting order (iwarpd matches them to the
+/// client's requests by that order).
+#[test]
+fn a_request_posted_while_drained_completes_after_the_read_before_it() {
+    let mut p = Pair::new(4);
+    p.a.mem.register(stag(1), 0, 64, 0, RW);
+    p.b.mem.register(stag(7), 0, 64, 0x77, RW);
+    p.a.s.set_drain_on_local_failure(true);
+    p.a.s
+        .post_send(read(1, remote(stag(7), 0, 8), sge(stag(1), 0, 8)))
+        .unwrap();
+    p.a.s.post_send(bad_invalidate(2)).unwrap();
+    // A sends the Read and fails the invalidate (its queue is drained), and the Read's
+    // response has not come back yet.
+    let mut out = crate::Transmit::new();
+    assert!(p.a.s.poll_transmit(&mut p.a.mem, &mut out, 64 << 10) > 0);
+    assert!(p.a.s.send_queue_drained());
+    p.a.s.post_send(send(3, b"late")).unwrap();
+    assert!(
+        p.a.completions().is_empty(),
+        "nothing completes ahead of the Read under way"
+    );
+    let n = out.len();
+    let mut wire = bytes::BytesMut::from(&out.take(n)[..]);
+    p.a.s.handle_written(n);
+    p.b.s.handle_input(&mut wire, &mut p.b.mem);
+    p.drive();
+    let wcs = p.a.completions();
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [
+            (1, WcStatus::Success),
+            (2, WcStatus::LocalProtection),
+            (3, WcStatus::Flushed),
+        ]
+    );
+}

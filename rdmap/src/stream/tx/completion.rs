@@ -9,11 +9,12 @@ use crate::work::{Completion, Queue, SendFlags, SendOp, SendWr, WcOpcode, WcStat
 impl TxState {
     /// Starts send request `wr`: it is given the next sequence number, returned, and waits
     /// in order for its completion to be reported.
-    pub(super) fn start(&mut self, wr: &SendWr) -> u64 {
+    pub(in crate::stream) fn start(&mut self, wr: &SendWr) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), WcStatus::Success);
         wc.push_discarded = wr.flags.contains(SendFlags::PUSH_DISCARDED);
+        wc.flags = wr.flags;
         wc.byte_len = match &wr.op {
             SendOp::Send { data, .. }
             | SendOp::Write { data, .. }
@@ -63,7 +64,7 @@ impl TxState {
     pub(in crate::stream) fn pop_finished(&mut self) -> Option<Completion> {
         while self.inflight.front().is_some_and(|e| e.done) {
             let e = self.inflight.pop_front()?;
-            if e.signaled || e.wc.status != WcStatus::Success {
+            if e.signaled || e.wc.status != WcStatus::Success || self.complete_every_send {
                 return Some(e.wc);
             }
         }

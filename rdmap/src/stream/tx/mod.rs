@@ -121,6 +121,8 @@ pub(super) struct TxState {
     pub(super) drain_on_local_failure: bool,
     /// The send queue is drained: posts complete as flushed until it is resumed.
     pub(super) sq_drained: bool,
+    /// Unsignaled requests are reported too (their completions' flags say so).
+    pub(super) complete_every_send: bool,
 }
 
 /// The progress of the Delay at the head of the send queue.
@@ -154,6 +156,7 @@ impl TxState {
             delay: None,
             drain_on_local_failure: false,
             sq_drained: false,
+            complete_every_send: false,
         }
     }
 
@@ -180,8 +183,12 @@ impl TxState {
 
     /// Nothing is queued, in flight, owed or unwritten.
     pub(super) fn is_idle(&self) -> bool {
-        self.sq.is_empty()
-            && self.inflight.is_empty()
+        self.sq.is_empty() && self.idle_but_queued()
+    }
+
+    /// Nothing is in flight, owed or unwritten (requests may be queued).
+    pub(super) fn idle_but_queued(&self) -> bool {
+        self.inflight.is_empty()
             && self.current.is_none()
             && self.orq.is_empty()
             && self.irq.is_empty()

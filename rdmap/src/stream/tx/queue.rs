@@ -34,6 +34,19 @@ impl Stream {
         }
     }
 
+    /// True if all this stream has to do is send-queue requests behind one that waits for
+    /// a queued registration ([`LocalOps::registration_pending`](crate::LocalOps)): the
+    /// connection is idle until that is done, not stalled.
+    pub fn waits_on_registration(&self, mem: &dyn MemoryOps) -> bool {
+        self.tx.idle_but_queued()
+            && self.rx.direct.is_none()
+            && self
+                .tx
+                .sq
+                .front()
+                .is_some_and(|wr| names_pending(&wr.op, mem))
+    }
+
     /// The end of a running Delay.
     pub(in crate::stream) fn delay_deadline(&self) -> Option<std::time::Instant> {
         match self.tx.delay {
