@@ -43,6 +43,25 @@ pub(super) fn own(arena: &mut BytesMut, seg: &QpSegment, d: Data<'_>) -> Option<
     Some(arena.split().freeze())
 }
 
+/// How long a pushed twin at the head of the send queue waits for its message (the
+/// library publishes the message right after the twin) before it runs from the send
+/// queue as a discarded push. A client that marks entries pushed and publishes nothing
+/// delays only its own queue pair, by this much per entry.
+const TWIN_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// True once the pushed twin at send queue index `index` has waited [`TWIN_WAIT`] for
+/// its message (`seen`: the twin being waited for, and since when).
+fn twin_waited(seen: &mut Option<(u32, std::time::Instant)>, index: u32) -> bool {
+    let now = std::time::Instant::now();
+    match *seen {
+        Some((i, since)) if i == index => now.duration_since(since) >= TWIN_WAIT,
+        _ => {
+            *seen = Some((index, now));
+            false
+        }
+    }
+}
+
 /// Counts a discarded pushed message, in the queue pair's segment and the device's totals.
 fn discard(seg: &QpSegment, share: &PushShare, why: Discard) {
     seg.count_discard(why);
@@ -73,8 +92,14 @@ impl Run {
         }
         let mut batch = std::mem::take(&mut self.batch);
         let seg = &self.seg;
-        for _ in 0..take {
-            let (_, e) = seg.sq_peek();
+        let mut taken = 0;
+        while taken < take {
+            let (index, e) = seg.sq_peek();
+            // A pushed twin whose message may not be in its slot yet (the library
+            // publishes the twin first): the push pass gets it a moment longer.
+            if sqe_pushed(&e) && !twin_waited(&mut self.twin_seen, index) {
+                break;
+            }
             let arena = &mut self.arena;
             let wr = decode_sqe(&e, &mut |d| own(arena, seg, d)).map_err(|m| m.0)?;
             // A pushed twin that reaches the send queue path: its push was discarded.
@@ -85,7 +110,13 @@ impl Run {
             };
             batch.push(marked(wr, via));
             seg.sq_take();
+            taken += 1;
         }
+        if taken == 0 {
+            self.batch = batch;
+            return Ok(false);
+        }
+        let take = taken;
         self.executed(0, take as u64);
         self.post_sends(&mut batch);
         self.batch = batch;
@@ -135,7 +166,11 @@ impl Run {
                     self.post_sends(&mut one);
                     self.batch = one;
                 }
-                Err(why) => discard(&self.seg, &self.push.share, why),
+                Err(why) => {
+                    discard(&self.seg, &self.push.share, why);
+                    // Its twin need not wait for it any longer.
+                    self.twin_seen = now.checked_sub(TWIN_WAIT).map(|at| (s.sq_index, at));
+                }
             }
         }
         self.snapshots = mine;

@@ -143,6 +143,7 @@ impl Prepared {
             batch: Vec::new(),
             snapshots: Vec::new(),
             arena: BytesMut::new(),
+            twin_seen: None,
         };
         run.spawn(Bell::Raw(to_daemon))
     }
@@ -357,6 +358,9 @@ struct Run {
     snapshots: Vec<Snapshot>,
     /// Where owned payloads are copied out of shared memory (see [`own`](intake::own)).
     arena: BytesMut,
+    /// The pushed twin at the head of the send queue waiting for its message, and since
+    /// when (see `intake::TWIN_WAIT`).
+    twin_seen: Option<(u32, std::time::Instant)>,
 }
 
 impl Run {
