@@ -273,7 +273,7 @@ impl CompletionSink for ClientRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipc::qpseg::Discard;
+    use ipc::qpseg::{Discard, Side};
     use ipc::wqe::decode_cqe;
     use offload_engine::PushConfig;
     use rdmap::{WcOpcode, WcStatus};
@@ -335,5 +335,57 @@ mod tests {
         assert_eq!(ring.sends_in_flight(), 0);
         assert!(share.admit(8, now).is_ok(), "the tracking entry came back");
         assert_eq!(share.admit(8, now), Err(Discard::TrackingFull), "once");
+    }
+
+    /// While the servant runs its turns, completions the connection delivers leave the
+    /// client's doorbell owed and the servant rings it once at its turn; a parked
+    /// servant's deliveries ring at once. Either way a sleeping client is woken.
+    #[test]
+    fn a_spinning_servant_rings_once_per_turn_a_parked_one_at_once() {
+        use std::io::Read as _;
+        use std::os::fd::AsFd;
+        let geo = Geometry {
+            sq_depth: 4,
+            rq_depth: 4,
+            cq_depth: 8,
+            staging: 64,
+        };
+        let seg = Arc::new(QpSegment::create(geo).unwrap());
+        let file = std::fs::File::from(seg.fd().try_clone_to_owned().unwrap());
+        let client = QpSegment::map(file, geo).unwrap();
+        let share = Arc::new(PushShare::new(PushConfig::default()));
+        let ring = ClientRing::new(
+            seg,
+            Doorbell::new().unwrap(),
+            share,
+            (0, 0, VecDeque::new()),
+            8,
+        );
+        let mut bell = std::fs::File::from(ring.to_client().as_fd().try_clone_to_owned().unwrap());
+        // The eventfd's count of rings since the last read (0: none).
+        let mut rings = move || {
+            let mut b = [0u8; 8];
+            bell.read(&mut b).map_or(0, |_| u64::from_ne_bytes(b))
+        };
+        let signaled = || wc(1, SendFlags::SIGNALED, WcStatus::Success);
+        ring.sending(4, 0);
+
+        client.park(Side::Client);
+        ring.set_spinning(true);
+        ring.deliver(QpNum(1), &mut vec![signaled()]);
+        ring.deliver(QpNum(1), &mut vec![signaled()]);
+        assert_eq!(rings(), 0, "owed, not rung, while the servant spins");
+        ring.settle();
+        assert_eq!(rings(), 1, "rung once at the servant's turn");
+        ring.settle();
+        assert_eq!(rings(), 0, "nothing owed any more");
+
+        client.park(Side::Client);
+        ring.deliver(QpNum(1), &mut vec![signaled()]);
+        ring.set_spinning(false);
+        assert_eq!(rings(), 1, "what was owed is rung as the servant parks");
+        client.park(Side::Client);
+        ring.deliver(QpNum(1), &mut vec![signaled()]);
+        assert_eq!(rings(), 1, "a parked servant's delivery rings at once");
     }
 }

@@ -699,3 +699,33 @@ fn shared_receive_queue_feeds_a_stream_without_its_own_receives() {
     );
     assert_eq!(p.b.srq.len(), 1);
 }
+
+/// A stream that reports every send reports the unsignaled ones too, in posting order,
+/// each completion carrying its request's flags; by default they stay quiet.
+#[test]
+fn every_send_is_reported_when_asked_with_its_flags() {
+    let mut p = Pair::new(31);
+    p.b.mem.register(stag(1), 0, 64, 0, RW);
+    for i in 0..4 {
+        p.b.s.post_recv(recv(i, stag(1), i * 16, 16)).unwrap();
+    }
+    let quiet = |wr_id, data: &'static [u8]| SendWr {
+        flags: SendFlags::NONE,
+        ..send(wr_id, data)
+    };
+    p.a.s.post_send(quiet(1, b"a")).unwrap();
+    p.a.s.post_send(send(2, b"b")).unwrap();
+    p.drive();
+    let ids: Vec<_> = p.a.completions().iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, [2], "by default an unsignaled success reports nothing");
+    p.a.s.set_complete_every_send(true);
+    p.a.s.post_send(quiet(3, b"c")).unwrap();
+    p.a.s.post_send(send(4, b"d")).unwrap();
+    p.drive();
+    let got: Vec<_> =
+        p.a.completions()
+            .iter()
+            .map(|w| (w.wr_id, w.flags.contains(SendFlags::SIGNALED)))
+            .collect();
+    assert_eq!(got, [(3, false), (4, true)]);
+}

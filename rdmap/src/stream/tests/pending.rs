@@ -52,3 +52,23 @@ fn a_request_on_a_pending_registration_holds_the_queue_until_it_is_done() {
     assert_eq!(got, [(0, 16), (1, 6)], "in posting order");
     assert_eq!(&p.b.mem.bytes(stag(1))[..16], &[0x5a; 16]);
 }
+
+/// A queue held on a pending registration is idle, not stalled: nothing else is under way.
+#[test]
+fn a_queue_held_on_a_registration_waits_on_it_and_nothing_else() {
+    let mut p = Pair::new(8);
+    p.a.mem.register(stag(2), 0, 16, 0x5a, RW);
+    p.a.mem.pending.push(stag(2));
+    p.b.mem.register(stag(1), 0, 64, 0, RW);
+    p.b.s.post_recv(recv(0, stag(1), 0, 32)).unwrap();
+    assert!(
+        !p.a.s.waits_on_registration(&p.a.mem),
+        "an empty queue waits on nothing"
+    );
+    p.a.s.post_send(send_from(1, stag(2), 16)).unwrap();
+    p.drive();
+    assert!(p.a.s.has_outstanding());
+    assert!(p.a.s.waits_on_registration(&p.a.mem));
+    p.a.mem.pending.clear();
+    assert!(!p.a.s.waits_on_registration(&p.a.mem));
+}
