@@ -505,3 +505,77 @@ async fn a_reserved_id_among_the_initial_receives_is_refused() {
         "{err}"
     );
 }
+
+/// Completions that go to a sink: every id is the layer above's (one with the future bit
+/// is accepted, at connect time and when posted, and comes back unchanged), and a post
+/// with a future is refused, since the future would never finish.
+#[tokio::test]
+async fn a_sink_takes_every_completion_with_its_id_as_posted() {
+    #[derive(Debug, Default)]
+    struct Collect(std::sync::Mutex<Vec<rdmap::Completion>>);
+    impl offload_engine::CompletionSink for Collect {
+        fn deliver(&self, _qp: rdmap::QpNum, batch: &mut Vec<rdmap::Completion>) {
+            self.0.lock().unwrap().append(batch);
+        }
+    }
+    let server = Engine::new(EngineConfig::default());
+    let client = Engine::new(EngineConfig::default());
+    let listener = server
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("listen");
+    let addr = listener.local_addr();
+    let spd = server.alloc_pd();
+    let scq = Cq::new(16);
+    let accepting = {
+        let scq = scq.clone();
+        tokio::spawn(async move {
+            let inc = listener.accept().await.expect("incoming");
+            inc.accept(QpInit::new(spd, &scq), b"")
+                .await
+                .expect("accept")
+        })
+    };
+    let sink = std::sync::Arc::new(Collect::default());
+    let id = offload_engine::NOTIFY_BIT | 7;
+    let mut init = QpInit::with_completions(
+        client.alloc_pd(),
+        offload_engine::Completions::Sink(sink.clone()),
+    );
+    init.recvs = vec![RecvWr {
+        wr_id: id + 1,
+        sgl: Default::default(),
+    }];
+    let (qp, _) = client.connect(addr, init, b"").await.expect("connect");
+    let _server = accepting.await.unwrap();
+    // A zero-length Write touches nothing on the peer and completes at the socket.
+    let write = |wr_id| SendWr {
+        wr_id,
+        op: SendOp::Write {
+            data: Payload::Bytes(Bytes::new()),
+            dst: RemoteBuf {
+                stag: STag::from_u32(0x100),
+                to: 0,
+                len: 0,
+            },
+        },
+        flags: SendFlags::SIGNALED,
+    };
+    assert_eq!(
+        qp.post_send_notify(write(1)).map(drop),
+        Err(rdmap::PostError::NoFutures)
+    );
+    qp.post_send(write(id)).expect("any id is the sink's");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(wc) = sink.0.lock().unwrap().first() {
+            assert_eq!((wc.wr_id, wc.status), (id, rdmap::WcStatus::Success));
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no completion reached the sink"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
