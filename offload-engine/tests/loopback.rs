@@ -569,7 +569,7 @@ async fn a_sink_takes_every_completion_with_its_id_as_posted() {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         if let Some(wc) = sink.0.lock().unwrap().first() {
-            assert_eq!((wc.wr_id, wc.status), (id, rdmap::WcStatus::Success));
+            assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
             break;
         }
         assert!(
