@@ -14,6 +14,8 @@ they flatter it; their ratio is printed second.
     scripts/vs_tcp.py --only write,rate --secs 3 --rounds 5
     scripts/vs_tcp.py --netns --large-fpdus   # both iwperf sides offer FPDUs above one segment
     scripts/vs_tcp.py --iwperf /tmp/old/target/release/iwperf   # another build (A/B)
+    scripts/vs_tcp.py --pin --only lat  # servers on CPU 1, clients on CPU 0
+    scripts/vs_tcp.py --base /tmp/old/target/release/iwperf   # A/B in the same rounds
 
 Lines (the server runs in one process, the client in another; with --netns each in its
 own namespace), each as "ours  vs  floor / blocking":
@@ -27,7 +29,8 @@ own namespace), each as "ours  vs  floor / blocking":
   lat    iwperf send_lat  -s 8 (t_typical) vs  sockperf ping-pong --tcp --nonblocked -m 14
   wlat   iwperf write_lat -s 8                  (median, server --nonblocked too) /
   rlat   iwperf read_lat  -s 8                  sockperf ping-pong --tcp -m 14 (median);
-         all one-way: half the round trip
+         one-way (half the round trip), but read_lat, as perftest's, is the whole round
+         trip of a Read, so its baselines are twice sockperf's
 
 Needs iperf3 and sockperf (apt-get install -y iperf3 sockperf); builds iwperf and
 tcp-spin in release.
@@ -73,8 +76,11 @@ def sh(cmd, **kw):
 class Path:
     """Where the server and the client run: both on loopback, or one per namespace."""
 
-    def __init__(self, netns):
+    def __init__(self, netns, pin=False):
         self.kind = "veth" if netns else "lo"
+        self.pin = pin
+        # Pinning is for the latency lines: a stream on one CPU per side swings widely.
+        self.pin_now = False
         self.server_addr, _ = ADDR[self.kind]
         if netns:
             self.setup()
@@ -95,6 +101,8 @@ class Path:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
     def wrap(self, side, cmd):
+        if self.pin and self.pin_now:
+            cmd = ["taskset", "-c", "1" if side == "server" else "0"] + cmd
         if self.kind == "lo":
             return cmd
         return ["ip", "netns", "exec", NS[0] if side == "server" else NS[1]] + cmd
@@ -123,10 +131,14 @@ def pair(path, server, client, settle=0.4):
 IWPERF_EXTRA = []
 
 
-def iwperf(path, test, args, secs, port):
+# Another iwperf build measured in the same rounds (--base): an A/B.
+BASE = None
+
+
+def iwperf(path, test, args, secs, port, binary=None):
     # -D on both sides: a latency server counts its own iterations (without it, it stopped
     # after -n's default and the client measured that many, whatever -D asked).
-    base = [IWPERF, test, "-p", str(port), "-D", str(secs)] + args + IWPERF_EXTRA
+    base = [binary or IWPERF, test, "-p", str(port), "-D", str(secs)] + args + IWPERF_EXTRA
     out = pair(path, base, base + ["--json", path.server_addr])
     line = next(l for l in out.splitlines() if l.startswith("{"))
     return json.loads(line)
@@ -174,30 +186,39 @@ NAMES = {
     "rate": ("write_bw -s 64, FPDU octets", "Gbit/s"),
     "lat": ("send_lat -s 8 typical", "us"),
     "wlat": ("write_lat -s 8 typical", "us"),
-    "rlat": ("read_lat -s 8 typical", "us"),
+    "rlat": ("read_lat -s 8 typical (RTT)", "us"),
 }
 
 
 def measure(line, path, secs, port):
     """{"ours", "floor", "blocking"} for one round of one line (and "msgs"/"writes" for
-    rate: M messages/s against iperf3's write() calls)."""
+    rate: M messages/s against iperf3's write() calls; "base": the --base build's)."""
+    r = measure_one(line, path, secs, port, IWPERF)
+    if BASE:
+        r["base"] = measure_one(line, path, secs, port + 5, BASE)["ours"]
+    return r
+
+
+def measure_one(line, path, secs, port, binary):
     if line in ("write", "read", "write-nocrc"):
         test, crc = {"write": ("write_bw", ["--crc"]), "read": ("read_bw", ["--crc"]),
                      "write-nocrc": ("write_bw", [])}[line]
-        r = iwperf(path, test, ["-s", "65536", "--report_gbits"] + crc, secs, port)
+        r = iwperf(path, test, ["-s", "65536", "--report_gbits"] + crc, secs, port, binary)
         return {"ours": r["bw_avg"], "floor": tcp_spin_stream(path, secs, port + 1),
                 "blocking": iperf3(path, "64K", secs, port + 2) / 1e9}
     if line == "rate":
-        r = iwperf(path, "write_bw", ["-s", "64"], secs, port)
+        r = iwperf(path, "write_bw", ["-s", "64"], secs, port, binary)
         writes = iperf3(path, "64", secs, port + 1) / 8 / 64 / 1e6
         return {"ours": r["msg_rate"] * 1e6 * FPDU_64 * 8 / 1e9,
                 "floor": tcp_spin_stream(path, secs, port + 2),
                 "blocking": writes * 64 * 8 / 1e3, "msgs": r["msg_rate"], "writes": writes}
     if line in ("lat", "wlat", "rlat"):
         test = {"lat": "send_lat", "wlat": "write_lat", "rlat": "read_lat"}[line]
-        r = iwperf(path, test, ["-s", "8"], secs, port)
-        return {"ours": r["t_typical"], "floor": sockperf(path, secs, port + 1, True),
-                "blocking": sockperf(path, secs, port + 2, False)}
+        r = iwperf(path, test, ["-s", "8"], secs, port, binary)
+        # perftest's read_lat is the whole round trip (a Read is one), the others half.
+        trips = 2 if line == "rlat" else 1
+        return {"ours": r["t_typical"], "floor": trips * sockperf(path, secs, port + 1, True),
+                "blocking": trips * sockperf(path, secs, port + 2, False)}
     raise ValueError(line)
 
 
@@ -213,6 +234,11 @@ def main():
     p.add_argument("--only", default="write,read,write-nocrc,rate,lat,wlat,rlat")
     p.add_argument("--port", type=int, default=19500)
     p.add_argument("--iwperf", help="use this iwperf binary instead of building this tree's")
+    p.add_argument("--base", help="another iwperf build, measured in the same rounds (A/B)")
+    p.add_argument("--pin", action="store_true",
+                   help="latency lines: every server on CPU 1 and every client on CPU 0 "
+                   "(taskset), less spread between runs for A/B comparisons; users' runs "
+                   "are unpinned")
     p.add_argument("--large-fpdus", action="store_true",
                    help="pass --large-fpdus to both iwperf sides (FPDUs above one TCP segment)")
     a = p.parse_args()
@@ -223,13 +249,15 @@ def main():
             sys.exit(f"vs_tcp: {tool} is not installed: apt-get install -y iperf3 sockperf")
     if a.netns and os.geteuid() != 0:
         sys.exit("vs_tcp: --netns creates network namespaces and needs root")
-    global IWPERF
+    global IWPERF, BASE
+    if a.base:
+        BASE = os.path.abspath(a.base)
     if a.iwperf:
         IWPERF = os.path.abspath(a.iwperf)
     else:
         sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"], cwd=ROOT)
     sh(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "tcp-spin"], cwd=ROOT)
-    path = Path(a.netns)
+    path = Path(a.netns, a.pin)
     try:
         fpdus = "large FPDUs" if a.large_fpdus else "segment-sized FPDUs"
         print(f"vs_tcp: {path.kind}, {fpdus}, {a.rounds} rounds of {a.secs} s per line, "
@@ -237,6 +265,7 @@ def main():
         print(f"{'line':30} {'ours':>8}   {'floor':>8}   {'blocking':>8} {'unit':7} "
               f"{'/floor':>7} {'/blocking':>9}  target vs floor")
         for i, line in enumerate(a.only.split(",")):
+            path.pin_now = line in ("lat", "wlat", "rlat")
             rounds = [measure(line, path, a.secs, a.port + 10 * (i * a.rounds + r))
                       for r in range(a.rounds)]
             med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
@@ -250,6 +279,11 @@ def main():
                   f"{unit:7} {ratio(med['ours'], med['floor']):6.2f}x "
                   f"{ratio(med['ours'], med['blocking']):8.2f}x  {target}  {spread}",
                   flush=True)
+            if BASE:
+                print(f"{'  --base build':30} {med['base']:8.2f} {unit:7} this build / base = "
+                      f"{ratio(med['ours'], med['base']):.2f}x  "
+                      f"[{min(r['base'] for r in rounds):.2f}..{max(r['base'] for r in rounds):.2f}]",
+                      flush=True)
             if line == "rate":
                 print(f"{'  messages':30} {med['msgs']:8.2f} M/s vs iperf3 -l 64 "
                       f"{med['writes']:.2f} M write()s/s "

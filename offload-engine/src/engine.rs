@@ -372,7 +372,7 @@ impl Engine {
                 ConnectError::Invalid(format!("initial receives: {e} (raise the RQ depth)"))
             })?;
         }
-        let sock = Arc::new(sock);
+        let sock = Arc::new(sock.into_std().map_err(ConnectError::Io)?);
         let qp = self.make_qp(&init, stream, &sock, tap, leftover);
         crate::conn::spawn(qp.shared.clone(), sock);
         Ok(qp)
@@ -393,7 +393,12 @@ impl Engine {
             negotiated,
             code,
         );
-        let sock = Arc::new(sock);
+        let sock = match sock.into_std() {
+            Ok(sock) => Arc::new(sock),
+            Err(e) => {
+                return tracing::debug!(error = %e, "cannot take the socket of a failed connection");
+            }
+        };
         let qp = self.make_qp(init, stream, &sock, tap, BytesMut::new());
         crate::conn::spawn(qp.shared, sock);
     }
@@ -429,7 +434,7 @@ impl Engine {
         &self,
         init: &QpInit,
         stream: Stream,
-        sock: &Arc<TcpStream>,
+        sock: &Arc<std::net::TcpStream>,
         tap: Tap,
         rx: BytesMut,
     ) -> Qp {
@@ -457,6 +462,7 @@ impl Engine {
             push,
             timeouts: self.inner.cfg.timeouts.clone(),
             totals: Arc::clone(&self.inner.totals),
+            busy_poll: self.inner.cfg.socket.busy_poll,
         }
     }
 

@@ -18,6 +18,20 @@ pub struct SocketOptions {
     pub recv_buffer: Option<usize>,
     /// TCP keepalive, so a peer that vanished is noticed (`None` = off).
     pub keepalive: Option<std::time::Duration>,
+    /// Busy polling, as Linux's `SO_BUSY_POLL`: for this long after a connection last
+    /// answered its peer (a Read or Atomic Response: the responder's part, which no
+    /// application thread does), its driver polls the socket instead of sleeping until
+    /// the kernel wakes a runtime thread, which costs more than a round trip on most
+    /// machines. The price is a CPU for up to this long after each response. Zero turns
+    /// it off. While the application polls its own input
+    /// ([`Qp::poll_input`](crate::Qp::poll_input)), the driver neither polls nor sleeps
+    /// on the socket.
+    pub busy_poll: std::time::Duration,
+}
+
+impl SocketOptions {
+    /// Default [`busy_poll`](Self::busy_poll): Linux's suggested `busy_read` value.
+    pub const BUSY_POLL: std::time::Duration = std::time::Duration::from_micros(50);
 }
 
 impl Default for SocketOptions {
@@ -27,6 +41,7 @@ impl Default for SocketOptions {
             send_buffer: None,
             recv_buffer: None,
             keepalive: Some(std::time::Duration::from_secs(60)),
+            busy_poll: Self::BUSY_POLL,
         }
     }
 }

@@ -41,8 +41,10 @@
 //! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
 //! pointers to memory they own), the two slice constructions in the views (under the
 //! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
-//! references into a segment (bounds and alignment checked), and (with the `tokio` feature)
-//! registering an owned descriptor with tokio's reactor ([`register_readable`]). Each
+//! references into a segment (bounds and alignment checked), marking the octets a read wrote
+//! into a buffer's spare capacity as its own ([`read_spare`]: the engine's socket reads),
+//! and (with the `tokio` feature) registering an owned descriptor with tokio's reactor
+//! ([`register_readable`]). Each
 //! block has its `SAFETY:` comment.
 //!
 //! Memory files cross process boundaries sealed: [`Region::alloc`] and
@@ -66,12 +68,14 @@ use memmap2::{MmapOptions, MmapRaw};
 #[cfg(feature = "tokio")]
 mod async_fd;
 mod held;
+mod read_spare;
 mod sealed;
 mod segment;
 
 #[cfg(feature = "tokio")]
 pub use async_fd::register_readable;
 pub use held::memory_files;
+pub use read_spare::read_spare;
 pub use segment::Segment;
 
 /// An access outside the region.

@@ -14,14 +14,17 @@ use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
 
 /// The engine a queue pair belongs to, which live migration changes: its memory table,
-/// its part of the push path, its liveness limits and where its counters go when it is
-/// gone.
+/// its part of the push path, its liveness limits, its busy polling and where its
+/// counters go when it is gone.
 #[derive(Debug)]
 pub(crate) struct Home {
     pub(crate) tpt: Arc<Tpt>,
     pub(crate) push: Option<Arc<super::QpPush>>,
     pub(crate) timeouts: Timeouts,
     pub(crate) totals: Arc<Totals>,
+    /// How long after a connection last received its driver polls instead of sleeping
+    /// ([`SocketOptions::busy_poll`](crate::SocketOptions::busy_poll)).
+    pub(crate) busy_poll: std::time::Duration,
 }
 
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
@@ -42,8 +45,6 @@ pub(crate) struct Connection {
     pub(super) rx_busy: bool,
     /// The peer's FIN was read.
     pub(super) rx_eof: bool,
-    /// [`Qp::poll_input`](super::Qp::poll_input)'s read buffer (allocated on first use).
-    pub(super) poll_buf: Vec<u8>,
     /// When the application last polled the input itself: while it keeps polling, the
     /// driver does not wait for the socket to be readable (it would only be woken to find
     /// the input taken).
@@ -90,7 +91,6 @@ impl Connection {
             rx,
             rx_busy: false,
             rx_eof: false,
-            poll_buf: Vec::new(),
             polled_at: None,
             tx_busy: false,
             unwritten: Transmit::new(),
@@ -116,7 +116,7 @@ impl Connection {
             }
             return Ok(read);
         }
-        self.io.read_now(&mut self.poll_buf, &mut self.rx)
+        self.io.read_now(&mut self.rx)
     }
 
     /// The driver's claim of the input, to read outside the lock: registered memory the
@@ -139,12 +139,12 @@ impl Connection {
     pub(super) fn return_input(
         &mut self,
         input: Input,
-        read: io::Result<Option<usize>>,
+        read: io::Result<usize>,
     ) -> io::Result<Read> {
         self.rx_busy = false;
         let got = match read {
-            Ok(Some(n)) => Ok(self.io.took(&input, n)),
-            Ok(None) => Ok(Read::Nothing),
+            Ok(n) => Ok(self.io.took(&input, n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
             Err(e) => Err(e),
         };
         match input {
@@ -253,7 +253,7 @@ impl Connection {
 
 /// A migration's request that the driver park, and where the driver answers.
 #[derive(Debug)]
-pub(crate) struct ParkRequest(pub(crate) tokio::sync::oneshot::Sender<Arc<tokio::net::TcpStream>>);
+pub(crate) struct ParkRequest(pub(crate) tokio::sync::oneshot::Sender<Arc<std::net::TcpStream>>);
 
 impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -4,21 +4,23 @@
 //! protocol work and released before anything is delivered or awaited. Its reads and
 //! writes run outside the lock (see `io`).
 
-use std::io;
+use std::io::{self, IoSlice, Write as _};
+use std::net::TcpStream;
 use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use rdmap::{QpState, Transmit};
-use tokio::net::TcpStream;
+use tokio::io::Interest;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::connection::ParkRequest;
 use super::handle::Shared;
 use super::inline_tx::TX_HIGH_WATER;
-use super::io::{read_unlocked, write_unlocked};
+use super::io::{Input, Read, read_unlocked, register, write_unlocked};
 
 /// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
 /// driver leaves reading to it. If it stops polling, the driver reads again after this.
@@ -26,6 +28,8 @@ const POLL_MUTE: Duration = Duration::from_millis(1);
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
+/// Where the driver's timer rests while it has no deadline.
+const FAR: Duration = Duration::from_secs(86_400);
 
 /// Runs the connection until it ends. Octets that arrived together with the MPA
 /// handshake and belong to FPDU mode are in `Connection::rx` already (and in the capture).
@@ -84,6 +88,11 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
         copy: Vec::new(),
         shut_down: false,
         linger_until: None,
+        timer: Box::pin(tokio::time::sleep(FAR)),
+        reg: None,
+        busy_poll: shared.lock().home.busy_poll,
+        busy_until: None,
+        fresh_input: false,
         progress: Progress {
             moved: 0,
             at: Instant::now(),
@@ -116,6 +125,21 @@ struct Driver {
     linger_until: Option<Instant>,
     /// Liveness: the socket's octet count at the last turn that saw it change, and when.
     progress: Progress,
+    /// The driver's one timer, reset to each turn's earliest deadline rather than made
+    /// anew: a new timer made while the runtime's timer wheel is empty (between two
+    /// turns) wakes the thread parked in the runtime's poller, once per message.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// The socket registered with the runtime, while the driver waits for it to be
+    /// readable or writable; dropped (deregistered) while the application polls the input
+    /// and the driver has nothing to write, so that no packet wakes a runtime thread.
+    reg: Option<tokio::net::TcpStream>,
+    /// How long after input that made output (a response) the driver polls the socket
+    /// instead of sleeping (zero: never).
+    busy_poll: Duration,
+    /// Until when it does.
+    busy_until: Option<std::time::Instant>,
+    /// Octets arrived since the last turn.
+    fresh_input: bool,
 }
 
 /// What a turn decided.
@@ -199,19 +223,58 @@ impl Driver {
             muted_until,
             liveness,
         };
+        // Busy polling is for the responder's part, which no application thread does:
+        // input that made output (a Read or Atomic Response) opens the window. Completions
+        // for the application's queues may wake its task, on this worker: give the thread
+        // to it rather than spin (a sink, iwarpd's, wakes no task here).
+        if std::mem::take(&mut self.fresh_input) && !self.out.is_empty() {
+            self.busy_until = busy_window(self.busy_poll);
+        }
+        if !st.ready.is_empty() && !shared.completions.any_id() {
+            self.busy_until = None;
+        }
         shared.unlock(st);
         Turn::Wait(waits)
     }
 
-    /// Waits for the socket, a post's wake-up or a timer, and does the IO it is ready
-    /// for. `Break` when the connection is over: the linger after this side's close ran
-    /// out. A liveness timeout is an error.
+    /// Writes what the driver holds, waits for the socket, a post's wake-up or a timer,
+    /// and does the IO it is ready for. `Break` when the connection is over: the linger
+    /// after this side's close ran out. A liveness timeout is an error.
+    ///
+    /// Within the connection's busy-poll window after it last answered the peer
+    /// ([`SocketOptions::busy_poll`](crate::SocketOptions::busy_poll)), the driver polls
+    /// the socket itself instead of sleeping until the kernel wakes a runtime thread (a
+    /// wake-up costs more than the round trip); while the application polls the input,
+    /// the driver leaves it alone.
     async fn wait(
         &mut self,
         shared: &Shared,
         sock: &TcpStream,
         w: &Waits,
     ) -> io::Result<ControlFlow<()>> {
+        // The socket usually has room: write at once, and wait for it only if it is full.
+        // Once all is written, turn again: the stream may have more to produce.
+        if !self.out.is_empty() {
+            let copy = self.capturing.then_some(&mut self.copy);
+            write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))?;
+            if self.out.is_empty() {
+                return Ok(ControlFlow::Continue(()));
+            }
+        }
+        let read = !w.eof && w.muted_until.is_none();
+        // The socket is full: sleep until it has room (or input comes), do not spin.
+        let write = !self.out.is_empty();
+        let spin_until = self
+            .busy_until
+            .filter(|&until| read && !write && std::time::Instant::now() < until);
+        let sleep_read = read && spin_until.is_none();
+        // Not registered while the application polls the input and the driver has nothing
+        // to write, so that no packet wakes a runtime thread then.
+        if !read && !write {
+            self.reg = None;
+        } else if (sleep_read || write) && self.reg.is_none() {
+            self.reg = Some(register(sock)?);
+        }
         let timer = [
             w.deadline.map(Instant::from_std),
             self.linger_until,
@@ -221,36 +284,34 @@ impl Driver {
         .into_iter()
         .flatten()
         .min();
+        if let Some(t) = timer
+            && t != self.timer.deadline()
+        {
+            self.timer.as_mut().reset(t);
+        }
+        let reg = self.reg.as_ref();
         tokio::select! {
-            r = sock.readable(), if !w.eof && w.muted_until.is_none() => {
-                r?;
-                // Claimed under the lock, read without it, handed back under it.
-                let claimed = shared.lock().claim_input();
-                if let Some(mut input) = claimed {
-                    let read = read_unlocked(sock, &mut input);
-                    shared.lock().return_input(input, read)?;
+            r = ready(reg, Interest::READABLE), if sleep_read => {
+                let reg = r?;
+                // `try_io`: a read that finds nothing clears the readiness.
+                if read_claimed(shared, |input| {
+                    reg.try_io(Interest::READABLE, || read_unlocked(sock, input))
+                })? {
+                    self.fresh_input = true;
                 }
             }
-            r = sock.writable(), if !self.out.is_empty() => {
-                r?;
-                // The driver alone writes while it holds octets (`tx_busy`): the system
-                // call needs no lock.
-                self.copy.clear();
+            got = spin(shared, sock, spin_until) => {
+                self.fresh_input = got?;
+            }
+            r = ready(reg, Interest::WRITABLE), if write => {
+                let reg = r?;
                 let copy = self.capturing.then_some(&mut self.copy);
-                let n = write_unlocked(sock, &mut self.out, copy)?;
-                let mut st = shared.lock();
-                {
-                    let st = &mut *st;
-                    st.io.wrote(&mut st.stream, n, &self.copy);
-                }
-                st.tx_busy = !self.out.is_empty();
-                if n > 0 {
-                    st.collect(shared.num);
-                }
-                shared.unlock(st);
+                write_out(shared, &mut self.out, copy, |s| {
+                    reg.try_io(Interest::WRITABLE, || (&*sock).write_vectored(s))
+                })?;
             }
             () = shared.wake.notified() => {}
-            () = sleep_until(timer) => {
+            () = &mut self.timer, if timer.is_some() => {
                 let now = Instant::now();
                 if self.linger_until.is_some_and(|l| now >= l) {
                     return Ok(ControlFlow::Break(()));
@@ -276,6 +337,88 @@ impl Driver {
     }
 }
 
+/// Writes as much of `out` as `write` (one vectored write of the socket) takes, with the
+/// lock released (the driver alone writes while it holds octets, `tx_busy`), copying it
+/// into `copy` for the capture, and accounts for it under the lock.
+fn write_out(
+    shared: &Shared,
+    out: &mut Transmit,
+    mut copy: Option<&mut Vec<u8>>,
+    write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
+) -> io::Result<()> {
+    if let Some(copy) = copy.as_mut() {
+        copy.clear();
+    }
+    let n = write_unlocked(write, out, copy.as_deref_mut())?;
+    let mut st = shared.lock();
+    {
+        let st = &mut *st;
+        st.io
+            .wrote(&mut st.stream, n, copy.map_or(&[][..], |c| &c[..]));
+    }
+    st.tx_busy = !out.is_empty();
+    if n > 0 {
+        st.collect(shared.num);
+    }
+    shared.unlock(st);
+    Ok(())
+}
+
+/// The end of a busy-poll window of `busy_poll` that opens now (`None` for zero).
+fn busy_window(busy_poll: Duration) -> Option<std::time::Instant> {
+    (!busy_poll.is_zero()).then(|| std::time::Instant::now() + busy_poll)
+}
+
+/// Claims the input, reads it with `read` outside the lock and hands it back: true if
+/// octets (or the FIN) arrived. Nothing happens if someone else holds the input.
+fn read_claimed(
+    shared: &Shared,
+    read: impl FnOnce(&mut Input) -> io::Result<usize>,
+) -> io::Result<bool> {
+    let claimed = shared.lock().claim_input();
+    let Some(mut input) = claimed else {
+        return Ok(false);
+    };
+    let got = read(&mut input);
+    let got = shared.lock().return_input(input, got)?;
+    Ok(got != Read::Nothing)
+}
+
+/// Polls `sock` until octets arrive, the connection has output for the driver, or
+/// `until` passes: true if something arrived. It spins on the worker thread without
+/// yielding: a yield puts the task back on the run queue, and tokio then wakes an idle
+/// worker to steal it, one thread wake-up per poll. The window is short and real time
+/// (tokio's paused time cannot stall it). Never completes without `until`.
+async fn spin(
+    shared: &Shared,
+    sock: &TcpStream,
+    until: Option<std::time::Instant>,
+) -> io::Result<bool> {
+    let Some(until) = until else {
+        return std::future::pending().await;
+    };
+    loop {
+        let claimed = {
+            let mut st = shared.lock();
+            if st.park.is_some() || st.stream.wants_transmit() || !st.unwritten.is_empty() {
+                return Ok(false);
+            }
+            st.claim_input()
+        };
+        let Some(mut input) = claimed else {
+            return Ok(false);
+        };
+        let got = read_unlocked(sock, &mut input);
+        if shared.lock().return_input(input, got)? != Read::Nothing {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(false);
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// When the connection's octet count last changed, as the driver saw it.
 struct Progress {
     moved: u64,
@@ -292,9 +435,14 @@ impl Progress {
     }
 }
 
-async fn sleep_until(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
+/// Waits until the registered socket `reg` is ready for `interest` (never, unregistered),
+/// and returns it.
+async fn ready(
+    reg: Option<&tokio::net::TcpStream>,
+    interest: Interest,
+) -> io::Result<&tokio::net::TcpStream> {
+    match reg {
+        Some(reg) => reg.ready(interest).await.map(|_| reg),
         None => std::future::pending().await,
     }
 }

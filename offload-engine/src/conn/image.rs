@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use rdmap::{Completion, MemoryOps, QpEnd, QpNum, Stream};
-use tokio::net::TcpStream;
+use std::net::TcpStream;
 
 use super::connection::{Connection, Home};
 use super::handle::Shared;
@@ -97,14 +97,13 @@ pub(crate) struct Prepared {
 }
 
 impl QpImage {
-    /// Reads the stream back and takes `sock` into the runtime.
+    /// Reads the stream back and takes `sock`.
     pub(crate) fn prepare(self, sock: OwnedFd) -> Result<Prepared, String> {
         let stream =
             Stream::from_snapshot(&self.stream, super::now()).map_err(|e| e.to_string())?;
-        let sock = std::net::TcpStream::from(sock);
+        let sock = TcpStream::from(sock);
         sock.set_nonblocking(true)
             .map_err(|e| format!("the socket: {e}"))?;
-        let sock = TcpStream::from_std(sock).map_err(|e| format!("the socket: {e}"))?;
         Ok(Prepared {
             stream,
             sock: Arc::new(sock),

@@ -2,6 +2,12 @@
 //! shuts the socket, and every octet it moves is recorded in the capture in the same
 //! order, whoever (the driver, a posting thread, a polling thread) asked for it.
 //!
+//! The socket is a plain non-blocking one, not registered with the runtime: the driver
+//! registers a duplicate of it ([`register`]) only while it waits for readiness, so that
+//! while the application polls its input itself, no packet wakes a runtime thread (with
+//! it registered, every arrival and every ACK woke a parked worker, which then preempted
+//! the spinning application: 8,000 context switches a second in `send_lat`).
+//!
 //! The driver reads and writes outside the connection's lock, as quinn's driver does its
 //! IO outside `Connection`: it claims the input or the output first (under the lock, so
 //! that nobody else reads or writes meanwhile), does the system call with the lock
@@ -10,12 +16,12 @@
 //! inline transmit and an application's poll of its input are short and run under the
 //! lock (as siw's direct send runs under its queue pair's lock).
 
-use std::io::{self, Read as _};
+use std::io::{self, IoSlice, Read as _, Write as _};
+use std::net::TcpStream;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use rdmap::{DirectTarget, Stream, Transmit};
-use tokio::net::TcpStream;
 
 use crate::pcap::Tap;
 
@@ -43,41 +49,39 @@ pub(crate) enum Input {
     Direct(DirectTarget),
 }
 
-/// One non-blocking read of `sock` into `into`, through tokio's readiness, with the
-/// connection's lock released (the driver claimed the input). `Ok(None)`: nothing there;
-/// `Ok(Some(0))`: the peer's FIN.
-pub(crate) fn read_unlocked(sock: &TcpStream, into: &mut Input) -> io::Result<Option<usize>> {
-    let read = match into {
-        Input::Buffer(rx) => {
-            rx.reserve(RX_CHUNK);
-            sock.try_read_buf(rx)
-        }
+/// The connection's socket registered with the current runtime, for a driver to wait on
+/// its readiness: a duplicate of `sock` (the same socket), deregistered when dropped.
+pub(crate) fn register(sock: &TcpStream) -> io::Result<tokio::net::TcpStream> {
+    tokio::net::TcpStream::from_std(sock.try_clone()?)
+}
+
+/// One non-blocking read of `sock` into `into`, with the connection's lock released (the
+/// driver claimed the input). `WouldBlock` when nothing is there; `Ok(0)`: the peer's FIN.
+pub(crate) fn read_unlocked(sock: &TcpStream, into: &mut Input) -> io::Result<usize> {
+    match into {
+        Input::Buffer(rx) => shm::read_spare(sock, rx, RX_CHUNK),
         Input::Direct(to) => {
             let mut view = to
                 .region
                 .view_mut(to.offset, to.len)
                 .map_err(io::Error::other)?;
-            sock.try_read(&mut view)
+            (&*sock).read(&mut view)
         }
-    };
-    match read {
-        Ok(n) => Ok(Some(n)),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
-/// Writes as much of the front of `out` as `sock` takes now (vectored, never blocking),
-/// with the connection's lock released (the driver alone writes while it holds octets),
-/// and drops it from `out`; with `copy`, the octets written are appended to it for the
-/// capture. Returns the octets written: 0 when the socket is full.
+/// Writes as much of the front of `out` as `write` (one non-blocking vectored write of the
+/// socket) takes now, and drops it from `out`; with `copy`, the octets written are
+/// appended to it for the capture. Returns the octets written: 0 when the socket is full.
+/// The driver writes through its registration with the lock released (it alone writes
+/// while it holds octets).
 pub(crate) fn write_unlocked(
-    sock: &TcpStream,
+    mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
     out: &mut Transmit,
     mut copy: Option<&mut Vec<u8>>,
 ) -> io::Result<usize> {
     out.write_with(|slices| {
-        let n = match sock.try_write_vectored(slices) {
+        let n = match write(slices) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
             Err(e) => return Err(e),
@@ -174,19 +178,14 @@ impl Io {
     }
 
     /// One read of the socket itself, not through tokio's readiness (which only the
-    /// runtime's poller updates: the octets may have arrived a moment ago), for an
-    /// application polling its input. Into `buf`, kept zeroed so that a poll that finds
-    /// nothing costs no fill, then appended to `rx`.
-    pub(crate) fn read_now(&mut self, buf: &mut Vec<u8>, rx: &mut BytesMut) -> io::Result<Read> {
+    /// runtime's poller updates, and only while the driver has it registered), for an
+    /// application polling its input, appended to `rx`.
+    pub(crate) fn read_now(&mut self, rx: &mut BytesMut) -> io::Result<Read> {
         let Some(sock) = self.sock.as_deref() else {
             return Ok(Read::Nothing);
         };
-        buf.resize(POLL_READ, 0);
-        match (&*socket2::SockRef::from(sock)).read(buf) {
-            Ok(n) => {
-                rx.extend_from_slice(buf.get(..n).unwrap_or_default());
-                Ok(self.record(rx, n))
-            }
+        match shm::read_spare(sock, rx, POLL_READ) {
+            Ok(n) => Ok(self.record(rx, n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
             Err(e) => Err(e),
         }
@@ -203,7 +202,7 @@ impl Io {
             .region
             .view_mut(to.offset, to.len)
             .map_err(io::Error::other)?;
-        match (&*socket2::SockRef::from(sock)).read(&mut view) {
+        match (&*sock).read(&mut view) {
             Ok(0) => {
                 self.tap.received_fin();
                 Ok(Read::Eof)
@@ -232,14 +231,15 @@ impl Io {
 
     /// Writes as much of the front of `out` as the socket takes now (vectored, never
     /// blocking), records it, drops it from `out` and tells the stream (send completions
-    /// may follow). Returns the octets written: 0 when the socket is full (its readiness
-    /// is then cleared, so the driver's `writable()` waits for room).
+    /// may follow). Returns the octets written: 0 when the socket is full (the driver
+    /// then waits for room).
     pub(crate) fn write(&mut self, stream: &mut Stream, out: &mut Transmit) -> io::Result<usize> {
         let Some(sock) = self.sock.as_deref() else {
             return Ok(0);
         };
         let mut copy = Vec::new();
-        let n = write_unlocked(sock, out, self.tap.is_on().then_some(&mut copy))?;
+        let write = |slices: &[IoSlice<'_>]| (&*sock).write_vectored(slices);
+        let n = write_unlocked(write, out, self.tap.is_on().then_some(&mut copy))?;
         self.wrote(stream, n, &copy);
         Ok(n)
     }
@@ -247,7 +247,7 @@ impl Io {
     /// Shuts down the sending half (TCP FIN) and records it.
     pub(crate) fn shutdown_write(&mut self) {
         if let Some(sock) = self.sock.as_deref()
-            && let Err(e) = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Write)
+            && let Err(e) = sock.shutdown(std::net::Shutdown::Write)
         {
             tracing::debug!(error = %e, "shutdown");
         }

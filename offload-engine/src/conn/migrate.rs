@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use rdmap::{MemoryOps, QpNum, QpState};
-use tokio::net::TcpStream;
+use std::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::connection::{Home, ParkRequest};
