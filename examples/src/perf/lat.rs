@@ -18,7 +18,14 @@ use super::stats::Intervals;
 use super::{Error, step};
 
 /// How many polls of the buffer between two clock reads.
-const POLLS_PER_CLOCK: u32 = 64;
+const POLLS_PER_CLOCK: u32 = 16;
+/// How many clock reads between two yields to the runtime.
+const CLOCKS_PER_YIELD: u32 = 4;
+/// How long a wait spins before it also offers the CPU to other threads at each clock
+/// read (`sched_yield`): longer than a round trip, so that an idle machine never yields;
+/// a peer that shares the CPU (both ends pinned to one) then runs within a poll interval
+/// instead of after the scheduler's time slice (4 ms a round trip).
+const SHARE_CPU_AFTER: Duration = Duration::from_micros(20);
 
 /// One measured run: `size` octets, `iters` iterations or until the deadline.
 #[derive(Debug)]
@@ -239,10 +246,12 @@ async fn completion(
     }
 }
 
-/// Polls `ready` until it yields, the way perftest waits: busily, reading the clock and
-/// yielding to the runtime (the connection's own tasks share it) every
-/// [`POLLS_PER_CLOCK`] polls. (Yielding on every poll made a multi-threaded runtime wake
-/// its other worker each time: through iwarpd, ten thread switches per message.)
+/// Polls `ready` until it yields, the way perftest waits: busily, reading the clock every
+/// [`POLLS_PER_CLOCK`] polls, yielding to the runtime (the connection's own tasks share
+/// it) every [`CLOCKS_PER_YIELD`] clock reads, and offering the CPU to other threads at
+/// each clock read once it has spun [`SHARE_CPU_AFTER`]. (Yielding to the runtime on every poll made a multi-threaded
+/// runtime wake its other worker each time: through iwarpd, ten thread switches per
+/// message.)
 /// `Ok(None)` if the run's deadline passed first or Ctrl-C ended it; an error after the
 /// run's timeout (`what` number `n` never came), or once `qp` left RTS (the peer closed
 /// it) in a run without a deadline.
@@ -253,7 +262,8 @@ async fn spin<T>(
     n: u64,
     mut ready: impl FnMut() -> Result<Option<T>, Error>,
 ) -> Result<Option<T>, Error> {
-    let limit = Instant::now() + lim.timeout;
+    let start = Instant::now();
+    let limit = start + lim.timeout;
     let mut polls = 0u32;
     loop {
         if let Some(v) = ready()? {
@@ -262,6 +272,9 @@ async fn spin<T>(
         polls += 1;
         if polls.is_multiple_of(POLLS_PER_CLOCK) {
             let now = Instant::now();
+            if now - start >= SHARE_CPU_AFTER {
+                std::thread::yield_now();
+            }
             if lim.deadline.is_some_and(|d| now >= d) || super::interrupted() {
                 return Ok(None);
             }
@@ -275,7 +288,9 @@ async fn spin<T>(
             if now >= limit {
                 return Err(lim.timed_out(what, n));
             }
-            tokio::task::yield_now().await;
+            if polls.is_multiple_of(POLLS_PER_CLOCK * CLOCKS_PER_YIELD) {
+                tokio::task::yield_now().await;
+            }
         }
     }
 }

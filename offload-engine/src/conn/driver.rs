@@ -28,6 +28,9 @@ const POLL_MUTE: Duration = Duration::from_millis(1);
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
+/// How long a busy poll spins before it offers the CPU to other threads between polls
+/// (`sched_yield`, which returns at once on an idle CPU).
+const SHARE_CPU_AFTER: Duration = Duration::from_micros(20);
 /// Where the driver's timer rests while it has no deadline.
 const FAR: Duration = Duration::from_secs(86_400);
 
@@ -397,6 +400,7 @@ async fn spin(
     let Some(until) = until else {
         return std::future::pending().await;
     };
+    let share_after = std::time::Instant::now() + SHARE_CPU_AFTER;
     loop {
         let claimed = {
             let mut st = shared.lock();
@@ -412,10 +416,16 @@ async fn spin(
         if shared.lock().return_input(input, got)? != Read::Nothing {
             return Ok(true);
         }
-        if std::time::Instant::now() >= until {
+        let now = std::time::Instant::now();
+        if now >= until {
             return Ok(false);
         }
-        std::hint::spin_loop();
+        if now >= share_after {
+            // The peer may share this CPU (both ends pinned to one): let it run.
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
