@@ -72,6 +72,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "keepalive",
         "seconds of silence before TCP keepalive probes (0: off)",
     ),
+    (
+        "busy_poll_us",
+        "microseconds a connection polls its socket after answering a Read or Atomic, \
+         instead of sleeping until the kernel wakes it (0: off)",
+    ),
     ("crc", "ask for MPA CRC32c (boolean)"),
     ("markers", "ask the peer to insert MPA markers (boolean)"),
     (
@@ -202,6 +207,8 @@ pub(crate) struct Config {
     pub(crate) stall_timeout: Option<Duration>,
     /// TCP keepalive idle time (`None`: off).
     pub(crate) keepalive: Option<Duration>,
+    /// Busy polling after a response (zero: off).
+    pub(crate) busy_poll: Duration,
     /// MPA C bit.
     pub(crate) crc: bool,
     /// MPA M bit.
@@ -259,6 +266,7 @@ impl Default for Config {
             idle_timeout: Some(Duration::from_secs(60)),
             stall_timeout: Some(Duration::from_secs(30)),
             keepalive: Some(Duration::from_secs(60)),
+            busy_poll: offload_engine::SocketOptions::BUSY_POLL,
             crc: true,
             markers: false,
             large_fpdus: false,
@@ -523,6 +531,7 @@ impl Config {
             "idle_timeout" => self.idle_timeout = seconds(v.number(0, 1 << 20)?),
             "stall_timeout" => self.stall_timeout = seconds(v.number(0, 1 << 20)?),
             "keepalive" => self.keepalive = seconds(v.number(0, 1 << 20)?),
+            "busy_poll_us" => self.busy_poll = Duration::from_micros(v.number(0, 1_000_000)?),
             "crc" => self.crc = v.boolean()?,
             "markers" => self.markers = v.boolean()?,
             "large_fpdus" => self.large_fpdus = v.boolean()?,
@@ -638,6 +647,7 @@ impl Config {
         cfg.timeouts.idle = self.idle_timeout;
         cfg.timeouts.stall = self.stall_timeout;
         cfg.socket.keepalive = self.keepalive;
+        cfg.socket.busy_poll = self.busy_poll;
         // Posted receives must fit the receive queue.
         cfg.stream.rq_depth = cfg.stream.rq_depth.max(self.recv_depth as usize);
         cfg

@@ -38,6 +38,7 @@ pub(crate) fn value_of(cfg: &Config, key: &str) -> Option<String> {
         "idle_timeout" => secs(cfg.idle_timeout),
         "stall_timeout" => secs(cfg.stall_timeout),
         "keepalive" => secs(cfg.keepalive),
+        "busy_poll_us" => Some(cfg.busy_poll.as_micros().to_string()),
         "crc" => Some(cfg.crc.to_string()),
         "markers" => Some(cfg.markers.to_string()),
         "large_fpdus" => Some(cfg.large_fpdus.to_string()),

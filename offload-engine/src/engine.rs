@@ -236,6 +236,8 @@ pub(crate) struct Inner {
 pub(crate) struct Totals {
     /// Connections that reached FPDU mode.
     connections: AtomicU64,
+    /// Reads that a driver's busy poll found (see [`EngineStats::busy_polled_reads`]).
+    pub(crate) busy_polled: AtomicU64,
     retired: Mutex<(u64, StreamStats)>,
 }
 
@@ -266,6 +268,10 @@ pub struct EngineStats {
     /// Seed 000's push path over every queue pair: requests executed from pushed
     /// messages, from the send queue, and discards by reason.
     pub push: ipc::qpseg::PushCounters,
+    /// Input that a connection's driver found by busy polling after a response
+    /// ([`SocketOptions::busy_poll`](crate::SocketOptions::busy_poll)), each a runtime
+    /// wake-up saved.
+    pub busy_polled_reads: u64,
 }
 
 /// One software RNIC. Cheap to clone; clones share it.
@@ -580,6 +586,7 @@ impl Engine {
                 .push
                 .as_ref()
                 .map_or_else(Default::default, |p| p.totals()),
+            busy_polled_reads: self.inner.totals.busy_polled.load(Ordering::Relaxed),
         }
     }
 

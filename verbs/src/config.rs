@@ -309,6 +309,16 @@ impl DeviceConfig {
         self
     }
 
+    /// How long a connection polls its socket after answering a Read or Atomic, instead
+    /// of sleeping until the kernel wakes it (default 50 us, as Linux's `busy_read`;
+    /// zero turns it off). It keeps the responder's part, which no application thread
+    /// does, at the floor, for a CPU's time up to this long after each response.
+    #[cfg(feature = "embedded")]
+    pub fn busy_poll(mut self, window: Duration) -> Self {
+        self.engine.socket.busy_poll = window;
+        self
+    }
+
     /// Capture every connection of the device to a pcapng file at `path` (created now,
     /// truncated if it exists), for Wireshark/tshark: synthesized Ethernet/IP/TCP headers
     /// around the exact MPA octets sent and received (see

@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -413,9 +414,12 @@ async fn spin(
             return Ok(false);
         };
         let got = read_unlocked(sock, &mut input);
-        if shared.lock().return_input(input, got)? != Read::Nothing {
+        let mut st = shared.lock();
+        if st.return_input(input, got)? != Read::Nothing {
+            st.home.totals.busy_polled.fetch_add(1, Ordering::Relaxed);
             return Ok(true);
         }
+        drop(st);
         let now = std::time::Instant::now();
         if now >= until {
             return Ok(false);
