@@ -147,7 +147,7 @@ impl Engine {
     /// of it may go on.
     pub fn wake_domain(&self, pd: PdId) {
         for qp in self.qps_of(pd) {
-            qp.wake.notify_one();
+            qp.wake_driver();
         }
     }
 

@@ -23,7 +23,9 @@ pub struct SocketOptions {
     /// application thread does), its driver polls the socket instead of sleeping until
     /// the kernel wakes a runtime thread, which costs more than a round trip on most
     /// machines. The price is a CPU for up to this long after each response. Zero turns
-    /// it off. While the application polls its own input
+    /// it off; so does a current-thread runtime (the spin would hold up every other task
+    /// of the runtime, the one it waits for among them). While the application polls its
+    /// own input
     /// ([`Qp::poll_input`](crate::Qp::poll_input)), the driver neither polls nor sleeps
     /// on the socket.
     pub busy_poll: std::time::Duration,

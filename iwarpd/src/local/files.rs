@@ -13,10 +13,11 @@ use ipc::control::{Reply, error};
 
 use super::replies::err;
 
-/// Descriptors a new queue pair takes: its segment, its two doorbells and its socket. (A
+/// Descriptors a new queue pair takes: its segment, its two doorbells, its socket and
+/// the connection driver's registration of the socket (a duplicate, made once). (A
 /// listener asks room for one, its socket: descriptors that are not memory files count
 /// against the half the budget leaves.)
-pub(super) const PER_QP: usize = 4;
+pub(super) const PER_QP: usize = 5;
 
 /// The daemon's limits, read once when the service starts.
 #[derive(Clone, Copy, Debug)]

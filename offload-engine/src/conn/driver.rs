@@ -21,7 +21,7 @@ use tracing::Instrument;
 use super::connection::ParkRequest;
 use super::handle::Shared;
 use super::inline_tx::TX_HIGH_WATER;
-use super::io::{Input, Read, read_unlocked, register, write_unlocked};
+use super::io::{Input, Read, Registration, read_unlocked, write_unlocked};
 
 /// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
 /// driver leaves reading to it. If it stops polling, the driver reads again after this.
@@ -86,6 +86,12 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
 /// (`Ok(Some(request))`, see `migrate`).
 async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
     let capturing = shared.lock().io.capturing();
+    // A spin on a current-thread runtime would hold up every other task of the runtime,
+    // the peer's or the servant's that it waits for among them.
+    let busy_poll = match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => Duration::ZERO,
+        _ => shared.lock().home.busy_poll,
+    };
     let mut driver = Driver {
         out: Transmit::new(),
         capturing,
@@ -93,8 +99,8 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
         shut_down: false,
         linger_until: None,
         timer: Box::pin(tokio::time::sleep(FAR)),
-        reg: None,
-        busy_poll: shared.lock().home.busy_poll,
+        reg: Registration::default(),
+        busy_poll,
         busy_until: None,
         fresh_input: false,
         progress: Progress {
@@ -103,6 +109,9 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
         },
     };
     loop {
+        // A driver that always finds work (a busy poll that finds the next request, a
+        // write the socket always takes) still lets the worker's other tasks run.
+        tokio::task::coop::consume_budget().await;
         let waits = match driver.turn(shared) {
             Turn::Park(park) => return Ok(Some(park)),
             Turn::Wait(waits) => waits,
@@ -136,7 +145,7 @@ struct Driver {
     /// The socket registered with the runtime, while the driver waits for it to be
     /// readable or writable; dropped (deregistered) while the application polls the input
     /// and the driver has nothing to write, so that no packet wakes a runtime thread.
-    reg: Option<tokio::net::TcpStream>,
+    reg: Registration,
     /// How long after input that made output (a response) the driver polls the socket
     /// instead of sleeping (zero: never).
     busy_poll: Duration,
@@ -234,7 +243,7 @@ impl Driver {
         if std::mem::take(&mut self.fresh_input) && !self.out.is_empty() {
             self.busy_until = busy_window(self.busy_poll);
         }
-        if !st.ready.is_empty() && !shared.completions.any_id() {
+        if shared.delivers_to_app(&st) {
             self.busy_until = None;
         }
         shared.unlock(st);
@@ -260,7 +269,9 @@ impl Driver {
         // Once all is written, turn again: the stream may have more to produce.
         if !self.out.is_empty() {
             let copy = self.capturing.then_some(&mut self.copy);
-            write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))?;
+            if write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))? {
+                self.busy_until = None;
+            }
             if self.out.is_empty() {
                 return Ok(ControlFlow::Continue(()));
             }
@@ -275,9 +286,9 @@ impl Driver {
         // Not registered while the application polls the input and the driver has nothing
         // to write, so that no packet wakes a runtime thread then.
         if !read && !write {
-            self.reg = None;
-        } else if (sleep_read || write) && self.reg.is_none() {
-            self.reg = Some(register(sock)?);
+            self.reg.release();
+        } else if sleep_read || write {
+            self.reg.register(sock)?;
         }
         let timer = [
             w.deadline.map(Instant::from_std),
@@ -288,12 +299,16 @@ impl Driver {
         .into_iter()
         .flatten()
         .min();
-        if let Some(t) = timer
-            && t != self.timer.deadline()
-        {
-            self.timer.as_mut().reset(t);
+        match timer {
+            Some(t) if t != self.timer.deadline() => self.timer.as_mut().reset(t),
+            // Not left armed at an old deadline (a wake-up for nothing, and with paused
+            // time a jump of the clock to it).
+            None if self.timer.deadline() < Instant::now() + FAR / 2 => {
+                self.timer.as_mut().reset(Instant::now() + FAR);
+            }
+            _ => {}
         }
-        let reg = self.reg.as_ref();
+        let reg = self.reg.get();
         tokio::select! {
             r = ready(reg, Interest::READABLE), if sleep_read => {
                 let reg = r?;
@@ -310,9 +325,11 @@ impl Driver {
             r = ready(reg, Interest::WRITABLE), if write => {
                 let reg = r?;
                 let copy = self.capturing.then_some(&mut self.copy);
-                write_out(shared, &mut self.out, copy, |s| {
+                if write_out(shared, &mut self.out, copy, |s| {
                     reg.try_io(Interest::WRITABLE, || (&*sock).write_vectored(s))
-                })?;
+                })? {
+                    self.busy_until = None;
+                }
             }
             () = shared.wake.notified() => {}
             () = &mut self.timer, if timer.is_some() => {
@@ -334,6 +351,9 @@ impl Driver {
                 }
                 st.stream.handle_timeout(now.into_std());
                 st.collect(shared.num);
+                if shared.delivers_to_app(&st) {
+                    self.busy_until = None;
+                }
                 shared.unlock(st);
             }
         }
@@ -343,13 +363,14 @@ impl Driver {
 
 /// Writes as much of `out` as `write` (one vectored write of the socket) takes, with the
 /// lock released (the driver alone writes while it holds octets, `tx_busy`), copying it
-/// into `copy` for the capture, and accounts for it under the lock.
+/// into `copy` for the capture, and accounts for it under the lock. True if that
+/// delivered completions to the application's queues.
 fn write_out(
     shared: &Shared,
     out: &mut Transmit,
     mut copy: Option<&mut Vec<u8>>,
     write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     if let Some(copy) = copy.as_mut() {
         copy.clear();
     }
@@ -364,8 +385,9 @@ fn write_out(
     if n > 0 {
         st.collect(shared.num);
     }
+    let delivers = shared.delivers_to_app(&st);
     shared.unlock(st);
-    Ok(())
+    Ok(delivers)
 }
 
 /// The end of a busy-poll window of `busy_poll` that opens now (`None` for zero).
@@ -388,10 +410,12 @@ fn read_claimed(
     Ok(got != Read::Nothing)
 }
 
-/// Polls `sock` until octets arrive, the connection has output for the driver, or
-/// `until` passes: true if something arrived. It spins on the worker thread without
-/// yielding: a yield puts the task back on the run queue, and tokio then wakes an idle
-/// worker to steal it, one thread wake-up per poll. The window is short and real time
+/// Polls `sock` until octets arrive, the driver is woken (a post, a close, a migration:
+/// [`Shared::wake_driver`]), or `until` passes: true if something arrived. It spins on
+/// the worker thread without yielding to the runtime: a yield puts the task back on the
+/// run queue, and tokio then wakes an idle worker to steal it, one thread wake-up per
+/// poll (the driver's loop spends tokio's budget instead). After [`SHARE_CPU_AFTER`] it
+/// offers the CPU to other threads between polls. The window is short and real time
 /// (tokio's paused time cannot stall it). Never completes without `until`.
 async fn spin(
     shared: &Shared,
@@ -402,26 +426,25 @@ async fn spin(
         return std::future::pending().await;
     };
     let share_after = std::time::Instant::now() + SHARE_CPU_AFTER;
+    let wakes = shared.wakes();
     loop {
-        let claimed = {
-            let mut st = shared.lock();
-            if st.park.is_some() || st.stream.wants_transmit() || !st.unwritten.is_empty() {
-                return Ok(false);
-            }
-            st.claim_input()
-        };
+        let claimed = shared.lock().claim_input();
         let Some(mut input) = claimed else {
             return Ok(false);
         };
         let got = read_unlocked(sock, &mut input);
         let mut st = shared.lock();
-        if st.return_input(input, got)? != Read::Nothing {
-            st.home.totals.busy_polled.fetch_add(1, Ordering::Relaxed);
-            return Ok(true);
+        match st.return_input(input, got)? {
+            Read::Nothing => {}
+            Read::Data(_) => {
+                st.home.totals.busy_polled.fetch_add(1, Ordering::Relaxed);
+                return Ok(true);
+            }
+            Read::Eof => return Ok(true),
         }
         drop(st);
         let now = std::time::Instant::now();
-        if now >= until {
+        if now >= until || shared.wakes() != wakes {
             return Ok(false);
         }
         if now >= share_after {

@@ -2,6 +2,7 @@
 //! and the connection's driver share.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, RecvWr, SendWr};
@@ -25,8 +26,10 @@ pub(crate) struct Shared {
     /// Its protection domain (live migration moves the domain with its queue pairs).
     pub(crate) pd: crate::tpt::PdId,
     state: Mutex<Connection>,
-    /// Wakes the driver: new work was posted.
+    /// Wakes the driver: new work was posted ([`wake_driver`](Self::wake_driver)).
     pub(crate) wake: Notify,
+    /// How many times the driver was woken: a busy poll stops when it changes.
+    wakes: AtomicU64,
     /// Where completions go.
     pub(crate) completions: Completions,
     /// The end, once known.
@@ -55,10 +58,28 @@ impl Shared {
             pd,
             state: Mutex::new(state),
             wake: Notify::new(),
+            wakes: AtomicU64::new(0),
             completions,
             ended: watch::channel(None).0,
             waiters: Arc::default(),
         }
+    }
+
+    /// Wakes the driver: there is work for it.
+    pub(crate) fn wake_driver(&self) {
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// How many times the driver was woken so far.
+    pub(crate) fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::Relaxed)
+    }
+
+    /// True if the completions `st` collected go to the application's completion queues
+    /// (whose delivery may wake its task), not to a sink.
+    pub(crate) fn delivers_to_app(&self, st: &Connection) -> bool {
+        !st.ready.is_empty() && !self.completions.any_id()
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -348,7 +369,7 @@ impl Qp {
         st.collect(self.shared.num);
         self.shared.unlock(st);
         if driver {
-            self.shared.wake.notify_one();
+            self.shared.wake_driver();
         }
         got
     }
@@ -360,7 +381,7 @@ impl Qp {
         st.stream.close(super::now());
         st.collect(self.shared.num);
         self.shared.unlock(st);
-        self.shared.wake.notify_one();
+        self.shared.wake_driver();
     }
 
     /// Ends the queue pair at once with a Terminate carrying `code`, for a local error
@@ -398,7 +419,7 @@ impl Qp {
         st.collect(self.shared.num);
         self.shared.unlock(st);
         if wake {
-            self.shared.wake.notify_one();
+            self.shared.wake_driver();
         }
         result
     }

@@ -138,7 +138,7 @@ impl Prepared {
         st.ready = image.ready;
         let shared = Arc::new(Shared::new(num, pd, st, completions));
         super::spawn(Arc::clone(&shared), sock);
-        shared.wake.notify_one();
+        shared.wake_driver();
         shared
     }
 }

@@ -3,7 +3,7 @@
 //! order, whoever (the driver, a posting thread, a polling thread) asked for it.
 //!
 //! The socket is a plain non-blocking one, not registered with the runtime: the driver
-//! registers a duplicate of it ([`register`]) only while it waits for readiness, so that
+//! registers a duplicate of it ([`Registration`]) only while it waits for readiness, so that
 //! while the application polls its input itself, no packet wakes a runtime thread (with
 //! it registered, every arrival and every ACK woke a parked worker, which then preempted
 //! the spinning application: 8,000 context switches a second in `send_lat`).
@@ -49,10 +49,44 @@ pub(crate) enum Input {
     Direct(DirectTarget),
 }
 
-/// The connection's socket registered with the current runtime, for a driver to wait on
-/// its readiness: a duplicate of `sock` (the same socket), deregistered when dropped.
-pub(crate) fn register(sock: &TcpStream) -> io::Result<tokio::net::TcpStream> {
-    tokio::net::TcpStream::from_std(sock.try_clone()?)
+/// The connection's socket registered with the current runtime while a driver waits on
+/// its readiness: a duplicate of the socket (the same socket), made once per driver and
+/// kept when the registration is released, so that releasing and registering again never
+/// needs a new descriptor (a process at its descriptor limit must not lose a connection
+/// for it).
+#[derive(Debug, Default)]
+pub(crate) struct Registration {
+    /// Registered: the driver may wait on it.
+    active: Option<tokio::net::TcpStream>,
+    /// The duplicate, not registered.
+    idle: Option<TcpStream>,
+}
+
+impl Registration {
+    /// The registration, made now if there is none (a duplicate of `sock` the first time).
+    pub(crate) fn register(&mut self, sock: &TcpStream) -> io::Result<()> {
+        if self.active.is_none() {
+            let dup = match self.idle.take() {
+                Some(dup) => dup,
+                None => sock.try_clone()?,
+            };
+            self.active = Some(tokio::net::TcpStream::from_std(dup)?);
+        }
+        Ok(())
+    }
+
+    /// Deregisters it (the duplicate is kept).
+    pub(crate) fn release(&mut self) {
+        if let Some(active) = self.active.take() {
+            // Fails only if the runtime is gone; the duplicate is then closed with it.
+            self.idle = active.into_std().ok();
+        }
+    }
+
+    /// The registered socket, if it is.
+    pub(crate) fn get(&self) -> Option<&tokio::net::TcpStream> {
+        self.active.as_ref()
+    }
 }
 
 /// One non-blocking read of `sock` into `into`, with the connection's lock released (the

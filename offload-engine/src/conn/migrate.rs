@@ -64,7 +64,7 @@ impl Shared {
             st.park = Some(ParkRequest(tx));
             rx
         };
-        self.wake.notify_one();
+        self.wake_driver();
         // If the driver ends instead of parking, it drops the request.
         let sock = rx.await.ok();
         if sock.is_none() {
@@ -133,7 +133,7 @@ impl Parked {
             super::spawn(Arc::clone(&self.shared), sock);
         }
         // Work posted while it was parked is waiting.
-        self.shared.wake.notify_one();
+        self.shared.wake_driver();
     }
 }
 
