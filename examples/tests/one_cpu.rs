@@ -1,5 +1,6 @@
 //! Liveness when processors are scarce (issue 33, item 5): both ends of every latency test
-//! pinned to one CPU, busy-polling and with `-e`. A spinning application must never
+//! pinned to one CPU, busy-polling and with `-e`, embedded and through an `iwarpd` pinned
+//! there too. A spinning application must never
 //! starve the progress it waits for: here the peer it waits for shares its CPU, so each
 //! wait must give the CPU up. Before, every message waited out the scheduler's time slice
 //! (4 ms a round trip), and a build in a one-CPU VM froze for 100 s.
@@ -11,20 +12,53 @@
 
 mod common;
 
+use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{IWPERF, port, shown, spawn, try_finish};
+use common::{IWPERF, Iwarpd, port, shown, spawn, try_finish};
+
+/// The tests share CPU 0: one at a time.
+static CPU0: Mutex<()> = Mutex::new(());
 
 #[test]
 fn latency_tests_with_both_ends_on_one_cpu_never_stall() {
-    if std::process::Command::new("taskset")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: no taskset (util-linux)");
+    let _cpu = CPU0.lock().unwrap_or_else(|e| e.into_inner());
+    if !has_taskset() {
         return;
     }
+    every_test(None, "both ends on CPU 0");
+}
+
+#[test]
+fn through_iwarpd_on_one_cpu_too() {
+    let _cpu = CPU0.lock().unwrap_or_else(|e| e.into_inner());
+    if !has_taskset() {
+        return;
+    }
+    let d = Iwarpd::start("one-cpu", &[]);
+    // Every thread of the daemon on CPU 0 as well.
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-c", "-p", "0", &d.child.id().to_string()])
+        .output()
+        .expect("taskset");
+    assert!(pinned.status.success(), "pin iwarpd: {}", shown(&pinned));
+    every_test(Some(d.sock()), "both ends and iwarpd on CPU 0");
+}
+
+fn has_taskset() -> bool {
+    let found = std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_ok();
+    if !found {
+        eprintln!("SKIPPED: no taskset (util-linux)");
+    }
+    found
+}
+
+/// Each latency test, busy and `-e`, `IWARP_ONE_CPU_RUNS` times (default 2), through the
+/// daemon listening on `daemon` if given; prints the worst round trip of each.
+fn every_test(daemon: Option<&str>, how: &str) {
     let runs: usize = std::env::var("IWARP_ONE_CPU_RUNS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -33,20 +67,23 @@ fn latency_tests_with_both_ends_on_one_cpu_never_stall() {
         for events in [false, true] {
             let mut worst = 0.0f64;
             for _ in 0..runs {
-                worst = worst.max(run(test, events));
+                worst = worst.max(run(test, events, daemon));
             }
             let mode = if events { "-e" } else { "busy" };
-            eprintln!("{test} {mode}, both ends on CPU 0, {runs} runs: worst {worst:.0} us");
+            eprintln!("{test} {mode}, {how}, {runs} runs: worst {worst:.0} us");
         }
     }
 }
 
 /// One pinned run of 20,000 iterations; the client's longest sample (us).
-fn run(test: &str, events: bool) -> f64 {
+fn run(test: &str, events: bool, daemon: Option<&str>) -> f64 {
     let p = port();
     let mut args = vec!["-c", "0", IWPERF, test, "-p", &p, "-n", "20000", "-s", "8"];
     if events {
         args.push("-e");
+    }
+    if let Some(sock) = daemon {
+        args.extend(["--daemon", sock]);
     }
     let server = spawn("taskset", &args);
     let client = spawn(

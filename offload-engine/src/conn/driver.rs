@@ -32,6 +32,9 @@ const LINGER: Duration = Duration::from_secs(2);
 /// How long a busy poll spins before it offers the CPU to other threads between polls
 /// (`sched_yield`, which returns at once on an idle CPU).
 const SHARE_CPU_AFTER: Duration = Duration::from_micros(20);
+/// tokio's budget of one task poll (`tokio::task::coop`): what a turn that delivered that
+/// many completions spends at most.
+const COOP_BUDGET: usize = 128;
 /// Where the driver's timer rests while it has no deadline.
 const FAR: Duration = Duration::from_secs(86_400);
 
@@ -103,6 +106,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
         busy_poll,
         busy_until: None,
         fresh_input: false,
+        delivered: 0,
         progress: Progress {
             moved: 0,
             at: Instant::now(),
@@ -110,8 +114,18 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
     };
     loop {
         // A driver that always finds work (a busy poll that finds the next request, a
-        // write the socket always takes) still lets the worker's other tasks run.
-        tokio::task::coop::consume_budget().await;
+        // write the socket always takes) still lets the worker's other tasks run: each
+        // turn spends tokio's budget, and each completion it delivered to the
+        // application's queues one more, so that the application's task (woken onto this
+        // thread: the worker's LIFO slot, or a current-thread runtime) drains them before
+        // they overrun its queue. It does not busy-poll ahead of that task either.
+        let delivered = std::mem::take(&mut driver.delivered);
+        if delivered > 0 {
+            driver.busy_until = None;
+        }
+        for _ in 0..=delivered.min(COOP_BUDGET) {
+            tokio::task::coop::consume_budget().await;
+        }
         let waits = match driver.turn(shared) {
             Turn::Park(park) => return Ok(Some(park)),
             Turn::Wait(waits) => waits,
@@ -153,6 +167,8 @@ struct Driver {
     busy_until: Option<std::time::Instant>,
     /// Octets arrived since the last turn.
     fresh_input: bool,
+    /// Completions delivered to the application's queues since the last turn.
+    delivered: usize,
 }
 
 /// What a turn decided.
@@ -239,11 +255,13 @@ impl Driver {
         // Busy polling is for the responder's part, which no application thread does:
         // input that made output (a Read or Atomic Response) opens the window. Completions
         // for the application's queues may wake its task, on this worker: give the thread
-        // to it rather than spin (a sink, iwarpd's, wakes no task here).
+        // to it rather than spin (a sink, iwarpd's, wakes no task here; see `run`).
         if std::mem::take(&mut self.fresh_input) && !self.out.is_empty() {
             self.busy_until = busy_window(self.busy_poll);
         }
-        if shared.delivers_to_app(&st) {
+        let delivers = shared.delivers_to_app(&st);
+        if delivers > 0 {
+            self.delivered += delivers;
             self.busy_until = None;
         }
         shared.unlock(st);
@@ -269,9 +287,8 @@ impl Driver {
         // Once all is written, turn again: the stream may have more to produce.
         if !self.out.is_empty() {
             let copy = self.capturing.then_some(&mut self.copy);
-            if write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))? {
-                self.busy_until = None;
-            }
+            self.delivered +=
+                write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))?;
             if self.out.is_empty() {
                 return Ok(ControlFlow::Continue(()));
             }
@@ -325,11 +342,9 @@ impl Driver {
             r = ready(reg, Interest::WRITABLE), if write => {
                 let reg = r?;
                 let copy = self.capturing.then_some(&mut self.copy);
-                if write_out(shared, &mut self.out, copy, |s| {
+                self.delivered += write_out(shared, &mut self.out, copy, |s| {
                     reg.try_io(Interest::WRITABLE, || (&*sock).write_vectored(s))
-                })? {
-                    self.busy_until = None;
-                }
+                })?;
             }
             () = shared.wake.notified() => {}
             () = &mut self.timer, if timer.is_some() => {
@@ -351,9 +366,7 @@ impl Driver {
                 }
                 st.stream.handle_timeout(now.into_std());
                 st.collect(shared.num);
-                if shared.delivers_to_app(&st) {
-                    self.busy_until = None;
-                }
+                self.delivered += shared.delivers_to_app(&st);
                 shared.unlock(st);
             }
         }
@@ -363,14 +376,14 @@ impl Driver {
 
 /// Writes as much of `out` as `write` (one vectored write of the socket) takes, with the
 /// lock released (the driver alone writes while it holds octets, `tx_busy`), copying it
-/// into `copy` for the capture, and accounts for it under the lock. True if that
-/// delivered completions to the application's queues.
+/// into `copy` for the capture, and accounts for it under the lock. Returns how many
+/// completions that delivered to the application's queues.
 fn write_out(
     shared: &Shared,
     out: &mut Transmit,
     mut copy: Option<&mut Vec<u8>>,
     write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
-) -> io::Result<bool> {
+) -> io::Result<usize> {
     if let Some(copy) = copy.as_mut() {
         copy.clear();
     }

@@ -76,10 +76,14 @@ impl Shared {
         self.wakes.load(Ordering::Relaxed)
     }
 
-    /// True if the completions `st` collected go to the application's completion queues
-    /// (whose delivery may wake its task), not to a sink.
-    pub(crate) fn delivers_to_app(&self, st: &Connection) -> bool {
-        !st.ready.is_empty() && !self.completions.any_id()
+    /// How many of the completions `st` collected go to the application's completion
+    /// queues (whose delivery may wake its task), not to a sink.
+    pub(crate) fn delivers_to_app(&self, st: &Connection) -> usize {
+        if self.completions.any_id() {
+            0
+        } else {
+            st.ready.len()
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
