@@ -284,6 +284,28 @@ mod tests {
         wc
     }
 
+    /// A ring over a fresh segment with a completion ring `cq_depth` deep, drawing on
+    /// `share`, and the client's mapping of the same segment.
+    fn ring(cq_depth: u32, share: &Arc<PushShare>) -> (ClientRing, QpSegment) {
+        let geo = Geometry {
+            sq_depth: 4,
+            rq_depth: 4,
+            cq_depth,
+            staging: 64,
+        };
+        let seg = Arc::new(QpSegment::create(geo).unwrap());
+        let file = std::fs::File::from(seg.fd().try_clone_to_owned().unwrap());
+        let client = QpSegment::map(file, geo).unwrap();
+        let ring = ClientRing::new(
+            seg,
+            Doorbell::new().unwrap(),
+            share.clone(),
+            (0, 0, VecDeque::new()),
+            cq_depth as usize,
+        );
+        (ring, client)
+    }
+
     /// Each completion says itself whether the client asked for it and whether it held
     /// the push path's resources: whatever order they come in (a Terminate keeps requests
     /// on their way to the socket while later posts flush), the client gets exactly the
@@ -291,15 +313,6 @@ mod tests {
     /// its tracking entry back once.
     #[test]
     fn completions_carry_what_the_client_asked_for_in_any_order() {
-        let geo = Geometry {
-            sq_depth: 4,
-            rq_depth: 4,
-            cq_depth: 4,
-            staging: 64,
-        };
-        let seg = Arc::new(QpSegment::create(geo).unwrap());
-        let file = std::fs::File::from(seg.fd().try_clone_to_owned().unwrap());
-        let client = QpSegment::map(file, geo).unwrap();
         let share = Arc::new(PushShare::new(PushConfig {
             tracking: 1,
             ..PushConfig::default()
@@ -309,13 +322,7 @@ mod tests {
             share.admit(8, now).is_ok(),
             "the pushed request's tracking entry"
         );
-        let ring = ClientRing::new(
-            seg,
-            Doorbell::new().unwrap(),
-            share.clone(),
-            (0, 0, VecDeque::new()),
-            4,
-        );
+        let (ring, client) = ring(4, &share);
         ring.sending(3, 1);
         assert_eq!(ring.sends_in_flight(), 3);
         let pushed = SendFlags::PUSHED | SendFlags::SIGNALED;
@@ -344,23 +351,7 @@ mod tests {
     fn a_spinning_servant_rings_once_per_turn_a_parked_one_at_once() {
         use std::io::Read as _;
         use std::os::fd::AsFd;
-        let geo = Geometry {
-            sq_depth: 4,
-            rq_depth: 4,
-            cq_depth: 8,
-            staging: 64,
-        };
-        let seg = Arc::new(QpSegment::create(geo).unwrap());
-        let file = std::fs::File::from(seg.fd().try_clone_to_owned().unwrap());
-        let client = QpSegment::map(file, geo).unwrap();
-        let share = Arc::new(PushShare::new(PushConfig::default()));
-        let ring = ClientRing::new(
-            seg,
-            Doorbell::new().unwrap(),
-            share,
-            (0, 0, VecDeque::new()),
-            8,
-        );
+        let (ring, client) = ring(8, &Arc::new(PushShare::new(PushConfig::default())));
         let mut bell = std::fs::File::from(ring.to_client().as_fd().try_clone_to_owned().unwrap());
         // The eventfd's count of rings since the last read (0: none).
         let mut rings = move || {
