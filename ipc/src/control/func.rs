@@ -57,6 +57,9 @@ pub const QUERY_DEVICE: u16 = 0x0019;
 pub const SERVICE_STATS: u16 = 0x001a;
 /// A page of every queue pair the daemon holds, whoever's (`iwarpd stat --qps`).
 pub const LIST_QPS: u16 = 0x001b;
+/// Share a queue pair's socket with its client, for the push path that skips the daemon
+/// (the socket comes with the reply; the transmit share is in the queue pair's segment).
+pub const SHARE_TX: u16 = 0x001c;
 /// Set in a reply's function code.
 pub const REPLY: u16 = 0x8000;
 /// Event: a connection request arrived on a listener.
@@ -92,6 +95,9 @@ pub fn name(func: u16) -> &'static str {
         RESERVE_STAG => "RESERVE_STAG",
         REG_MR_AT => "REG_MR_AT",
         QUERY_DEVICE => "QUERY_DEVICE",
+        SERVICE_STATS => "SERVICE_STATS",
+        LIST_QPS => "LIST_QPS",
+        SHARE_TX => "SHARE_TX",
         EVENT_INCOMING => "EVENT_INCOMING",
         EVENT_QP_ENDED => "EVENT_QP_ENDED",
         _ => "an unknown request",

@@ -186,14 +186,14 @@ impl Reply {
 }
 
 /// Memory files the reply to function `func` (or an event) carries, judged from its
-/// header: a successful queue pair reply carries three.
+/// header: a successful queue pair reply carries three, a shared socket's one.
 pub fn reply_fds(func: u16, body: &[u8]) -> usize {
     let ok = body.get(field::STATUS) == Some(&STATUS_OK.to_le_bytes()[..]);
     let f = func & !func::REPLY;
     match f {
         _ if func & func::REPLY == 0 || !ok => 0,
         func::CONNECT | func::ACCEPT => 3,
-        func::ALLOC_PD | func::CREATE_SRQ => 1,
+        func::ALLOC_PD | func::CREATE_SRQ | func::SHARE_TX => 1,
         _ => 0,
     }
 }

@@ -29,9 +29,11 @@ use crate::ring::{Ring, pending};
 
 mod counters;
 mod geometry;
+mod tx_share;
 
 pub use counters::{Discard, PushCounters};
 pub use geometry::{Geometry, MAX_DEPTH, MAX_STAGING};
+pub use tx_share::{DaemonLock, TxCounts, TxFraming, TxPoint, TxShare, now_ns};
 
 /// Octets of a send queue entry.
 pub const SQE_SIZE: usize = 256;

@@ -23,8 +23,8 @@ pub use crate::qpseg::{CQE_SIZE, RQE_SIZE, SQE_SIZE};
 pub use completion::{decode_cqe, encode_cqe};
 pub use recv::{RQ_SGES, decode_rqe, encode_rqe};
 pub use send::{
-    Data, F_PUSHED, INLINE_MAX, SQ_SGES, copy_inline, decode_sqe, encode_sqe, mark_pushed,
-    set_inline, sqe_pushed,
+    Data, F_PUSH_DISCARDED, F_PUSHED, INLINE_MAX, SQ_SGES, copy_inline, decode_sqe, encode_sqe,
+    mark_push_discarded, mark_pushed, set_inline, sqe_push_discarded, sqe_pushed,
 };
 
 /// Why a work request does not fit an entry.

@@ -145,6 +145,12 @@ pub enum Request {
         /// The last number of the page before (0 for the first page).
         after: u32,
     },
+    /// Shares a queue pair's socket with its client (the push path that skips the
+    /// daemon): the reply carries the socket.
+    ShareTx {
+        /// The queue pair.
+        qp: u32,
+    },
     /// Creates a shared receive queue of at least `depth` entries.
     CreateSrq {
         /// Entries wanted (the daemon rounds up to a power of two).
@@ -220,6 +226,7 @@ impl Request {
             Self::QueryDevice => func::QUERY_DEVICE,
             Self::ServiceStats => func::SERVICE_STATS,
             Self::ListQps { .. } => func::LIST_QPS,
+            Self::ShareTx { .. } => func::SHARE_TX,
             Self::CreateSrq { .. } => func::CREATE_SRQ,
             Self::DestroySrq { .. } => func::DESTROY_SRQ,
             Self::AllocMw { .. } => func::ALLOC_MW,
@@ -269,7 +276,8 @@ impl Request {
             | Self::DestroySrq { srq: n }
             | Self::DeallocMw { stag: n }
             | Self::Invalidate { stag: n }
-            | Self::ListQps { after: n } => out.put_u32_le(*n),
+            | Self::ListQps { after: n }
+            | Self::ShareTx { qp: n } => out.put_u32_le(*n),
             Self::AllocMw { pd, kind } => {
                 out.put_u32_le(*pd);
                 out.put_u8(*kind);
@@ -377,6 +385,7 @@ impl Request {
             func::LISTEN => Self::Listen { addr: r.addr()? },
             func::CLOSE_LISTENER => Self::CloseListener { id: r.u32("id")? },
             func::DISCONNECT => Self::Disconnect { qp: r.u32("qp")? },
+            func::SHARE_TX => Self::ShareTx { qp: r.u32("qp")? },
             func::DESTROY_QP => Self::DestroyQp { qp: r.u32("qp")? },
             func::QUERY_QP => Self::QueryQp { qp: r.u32("qp")? },
             func::MODIFY_QP => Self::ModifyQp {

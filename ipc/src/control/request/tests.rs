@@ -172,6 +172,7 @@ fn every_request() -> Vec<Request> {
         Request::QueryDevice,
         Request::ServiceStats,
         Request::ListQps { after: 77 },
+        Request::ShareTx { qp: 9 },
         Request::CreateSrq { depth: 100 },
         Request::DestroySrq { srq: 7 },
         Request::AllocMw { pd: 1, kind: 2 },

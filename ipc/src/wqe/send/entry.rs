@@ -70,9 +70,18 @@ pub(super) const F_ONE_TOUCH: u8 = 0x20;
 pub(super) const F_IMMEDIATE: u8 = 0x40;
 /// The entry's twin message was pushed (seed 000's indication 110).
 pub const F_PUSHED: u8 = 0x10;
+/// The library tried to write the request to the shared socket itself and could not (the
+/// send queue was not empty, or the stream was busy): its completion says so.
+pub const F_PUSH_DISCARDED: u8 = 0x80;
 /// Every flag bit an entry may have.
-pub(super) const KNOWN_FLAGS: u8 =
-    F_SIGNALED | F_SOLICITED | F_FENCE | F_INVALIDATE | F_PUSHED | F_ONE_TOUCH | F_IMMEDIATE;
+pub(super) const KNOWN_FLAGS: u8 = F_SIGNALED
+    | F_SOLICITED
+    | F_FENCE
+    | F_INVALIDATE
+    | F_PUSHED
+    | F_ONE_TOUCH
+    | F_IMMEDIATE
+    | F_PUSH_DISCARDED;
 
 /// The request flags and their bits.
 pub(super) const REQUEST_FLAGS: [(SendFlags, u8); 3] = [

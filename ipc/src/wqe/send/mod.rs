@@ -14,7 +14,7 @@ use entry::{
     F_IMMEDIATE, F_INVALIDATE, F_ONE_TOUCH, KNOWN_FLAGS, P_INLINE, P_SGL, REQUEST_FLAGS, SendEntry,
     op,
 };
-pub use entry::{F_PUSHED, INLINE_MAX, SQ_SGES};
+pub use entry::{F_PUSH_DISCARDED, F_PUSHED, INLINE_MAX, SQ_SGES};
 
 /// Encodes a send work request. A `Bytes` payload longer than [`INLINE_MAX`] is handed to
 /// `stage`, which copies it into the staging area and returns its offset (or `None` when
@@ -196,6 +196,18 @@ pub fn mark_pushed(e: &mut [u8; SQE_SIZE]) {
     let mut e = SendEntry::new(e);
     let flags = e.flags();
     e.set_flags(flags | F_PUSHED);
+}
+
+/// True if the library could not write the request to its shared socket itself.
+pub fn sqe_push_discarded(e: &[u8; SQE_SIZE]) -> bool {
+    SendEntry::new(e).flags() & F_PUSH_DISCARDED != 0
+}
+
+/// Marks an encoded entry as one the library could not write to its shared socket.
+pub fn mark_push_discarded(e: &mut [u8; SQE_SIZE]) {
+    let mut e = SendEntry::new(e);
+    let flags = e.flags();
+    e.set_flags(flags | F_PUSH_DISCARDED);
 }
 
 /// Where the octets of an owned (`Bytes`) payload are.
@@ -531,5 +543,10 @@ mod tests {
         mark_pushed(&mut e);
         assert_eq!(e[1], 0x11);
         assert!(sqe_pushed(&e));
+        // Discarded by the library's own push: flag 0x80.
+        assert!(!sqe_push_discarded(&e));
+        mark_push_discarded(&mut e);
+        assert_eq!(e[1], 0x91);
+        assert!(sqe_push_discarded(&e));
     }
 }
