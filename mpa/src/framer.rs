@@ -33,6 +33,17 @@ impl Framer {
         }
     }
 
+    /// A framer at stream position `pos` (octets since SeqStart): another writer of the
+    /// same stream (the push path's library) continues where it stands.
+    pub fn at(markers: bool, crc: bool, pos: u64) -> Self {
+        Self { markers, crc, pos }
+    }
+
+    /// Moves the position to `pos`: another writer put FPDUs on the stream meanwhile.
+    pub fn set_position(&mut self, pos: u64) {
+        self.pos = pos;
+    }
+
     /// A framer for our direction of a negotiated connection (`markers_tx`, `crc`).
     pub fn from_negotiated(n: &Negotiated) -> Self {
         Self::new(n.markers_tx, n.crc)

@@ -73,6 +73,7 @@
 
 pub mod atomic;
 mod memory;
+pub mod pushed;
 mod qp;
 mod sgl;
 mod snapshot;

@@ -593,6 +593,29 @@ impl Stream {
         self.tx.outstanding() > 0 || !self.tx.is_idle() || self.rx.direct.is_some()
     }
 
+    /// Where the transmit side stands for another writer of the stream (the push path
+    /// that skips the daemon): the last MSN of untagged queue 0 and the stream position.
+    pub fn tx_point(&self) -> (u32, u64) {
+        (self.tx.last_msn(0), self.framer.position())
+    }
+
+    /// Continues from where another writer left the stream: it sent FPDUs up to position
+    /// `pos` and Sends up to MSN `send_msn` (see [`tx_point`](Self::tx_point)).
+    /// Call it only while [`tx_quiet`](Self::tx_quiet): the octets in between count as
+    /// written.
+    pub fn set_tx_point(&mut self, send_msn: u32, pos: u64) {
+        self.tx.set_last_msn(0, send_msn);
+        let others = pos.wrapping_sub(self.framer.position());
+        self.tx.skip(others);
+        self.framer.set_position(pos);
+    }
+
+    /// True when the transmit side has nothing to send and every octet it produced was
+    /// written: another writer may put whole FPDUs on the stream now.
+    pub fn tx_quiet(&self) -> bool {
+        !self.tx.has_work() && self.tx.term.is_none() && self.tx.all_written()
+    }
+
     /// True if something is waiting to be transmitted right now.
     pub fn wants_transmit(&self) -> bool {
         self.tx.term.is_some() || (self.may_send() && self.tx.has_work())

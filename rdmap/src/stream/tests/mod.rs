@@ -8,6 +8,7 @@ mod ops;
 mod pair;
 mod pending;
 mod prop;
+mod pushed;
 mod read_v2;
 mod refuse;
 mod send_imm;

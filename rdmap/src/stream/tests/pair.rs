@@ -206,6 +206,13 @@ impl Pair {
         });
     }
 
+    /// Puts `octets` on the wire from A to B as another writer of A's stream would (the
+    /// push path that skips the daemon), between what A's stream sent.
+    pub(super) fn inject_a(&mut self, octets: &[u8]) {
+        self.a_pos += octets.len() as u64;
+        self.a_to_b.extend_from_slice(octets);
+    }
+
     /// Moves bytes both ways until neither side has anything left to do.
     pub(super) fn drive(&mut self) {
         for step in 1..100_000 {

@@ -198,6 +198,23 @@ impl TxState {
             && self.all_written()
     }
 
+    /// Another writer put `octets` on the stream: they are emitted and written as far as
+    /// this side's accounting goes (wrapping: the other writer's word is not trusted).
+    pub(super) fn skip(&mut self, octets: u64) {
+        self.emitted = self.emitted.wrapping_add(octets);
+        self.written = self.written.wrapping_add(octets);
+    }
+
+    /// The MSN of the last message on queue number `qn`.
+    pub(super) fn last_msn(&self, qn: u32) -> u32 {
+        self.msn[qn as usize & 3]
+    }
+
+    /// Another writer sent messages on queue number `qn` up to MSN `msn`.
+    pub(super) fn set_last_msn(&mut self, qn: u32, msn: u32) {
+        self.msn[qn as usize & 3] = msn;
+    }
+
     /// The MSN of the next message on queue number `qn`.
     fn next_msn(&mut self, qn: u32) -> u32 {
         let slot = &mut self.msn[qn as usize & 3];
