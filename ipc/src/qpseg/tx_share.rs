@@ -147,7 +147,7 @@ impl TxShare<'_> {
     /// Daemon: shares the stream as it is now (`framing`, `at`), keeping the lock (it is
     /// released at the daemon's next idle moment).
     pub fn grant(&self, framing: TxFraming, at: TxPoint) {
-        let bits = u32::from(framing.crc) * CRC | u32::from(framing.markers) * MARKERS;
+        let bits = (u32::from(framing.crc) * CRC) | (u32::from(framing.markers) * MARKERS);
         self.word(field::FRAMING).store(bits, Ordering::Relaxed);
         self.word(field::MULPDU)
             .store(u32::from(framing.mulpdu), Ordering::Relaxed);

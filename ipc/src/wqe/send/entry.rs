@@ -73,15 +73,19 @@ pub const F_PUSHED: u8 = 0x10;
 /// The library tried to write the request to the shared socket itself and could not (the
 /// send queue was not empty, or the stream was busy): its completion says so.
 pub const F_PUSH_DISCARDED: u8 = 0x80;
-/// Every flag bit an entry may have.
-pub(super) const KNOWN_FLAGS: u8 = F_SIGNALED
-    | F_SOLICITED
-    | F_FENCE
-    | F_INVALIDATE
-    | F_PUSHED
-    | F_ONE_TOUCH
-    | F_IMMEDIATE
-    | F_PUSH_DISCARDED;
+/// Every flag bit an entry may have: all eight, so no flags octet is garbage.
+#[cfg(test)]
+const _ALL_FLAGS: () = assert!(
+    F_SIGNALED
+        | F_SOLICITED
+        | F_FENCE
+        | F_INVALIDATE
+        | F_PUSHED
+        | F_ONE_TOUCH
+        | F_IMMEDIATE
+        | F_PUSH_DISCARDED
+        == 0xff
+);
 
 /// The request flags and their bits.
 pub(super) const REQUEST_FLAGS: [(SendFlags, u8); 3] = [

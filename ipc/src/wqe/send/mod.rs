@@ -11,8 +11,7 @@ use crate::codec::Malformed;
 mod entry;
 
 use entry::{
-    F_IMMEDIATE, F_INVALIDATE, F_ONE_TOUCH, KNOWN_FLAGS, P_INLINE, P_SGL, REQUEST_FLAGS, SendEntry,
-    op,
+    F_IMMEDIATE, F_INVALIDATE, F_ONE_TOUCH, P_INLINE, P_SGL, REQUEST_FLAGS, SendEntry, op,
 };
 pub use entry::{F_PUSH_DISCARDED, F_PUSHED, INLINE_MAX, SQ_SGES};
 
@@ -25,7 +24,7 @@ pub use entry::{F_PUSH_DISCARDED, F_PUSHED, INLINE_MAX, SQ_SGES};
 /// | off | size | field |
 /// |---|---|---|
 /// | 0 | 1 | opcode: 1 Send, 2 Write, 3 Read, 4 Immediate, 5 FetchAdd, 6 CmpSwap, 7 LocalInvalidate, 8 FastRegister, 9 Bind, 10 Delay, 11 RegisterSend, 12 ReadSgl (Read V2 into the gather list of the body) |
-/// | 1 | 1 | flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present, 0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind), 0x40 immediate value present (Send) |
+/// | 1 | 1 | flags: 0x01 signaled, 0x02 solicited, 0x04 fence, 0x08 invalidate STag present, 0x10 pushed (a twin message went to the push region), 0x20 one-touch (Bind), 0x40 immediate value present (Send), 0x80 push discarded (the library could not write it to its shared socket itself) |
 /// | 2 | 1 | payload: 0 none, 1 inline (in the body), 2 gather list (in the body), 3 staged |
 /// | 3 | 1 | gather entries in the body (payload 2; 1 for a Read's sink or an Atomic's result) |
 /// | 4 | 4 | payload length (inline or staged) |
@@ -241,10 +240,8 @@ pub fn decode_sqe(
     own: &mut dyn FnMut(Data<'_>) -> Option<Bytes>,
 ) -> Result<SendWr, Malformed> {
     let e = SendEntry::new(e);
+    // Every bit of the flags octet has a meaning: none is garbage.
     let flags_bits = e.flags();
-    if flags_bits & !KNOWN_FLAGS != 0 {
-        return Err(Malformed("send entry flags"));
-    }
     let mut flags = SendFlags::NONE;
     for (f, bit) in REQUEST_FLAGS {
         if flags_bits & bit != 0 {
