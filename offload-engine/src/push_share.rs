@@ -30,6 +30,10 @@ pub struct PushConfig {
     pub credit_cap: u64,
     /// Octets of credit added per second.
     pub credit_rate: u64,
+    /// Share each connection's socket with the application that owns the queue pair,
+    /// when it asks, so that it writes small messages itself (the push path that skips
+    /// the daemon). Never for a privileged port unless the application runs as root.
+    pub share_socket: bool,
 }
 
 impl Default for PushConfig {
@@ -39,6 +43,7 @@ impl Default for PushConfig {
             tracking: 256,
             credit_cap: 1 << 20,
             credit_rate: 4 << 30,
+            share_socket: true,
         }
     }
 }

@@ -622,6 +622,7 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
             "tracking",
             PushConfig {
                 tracking: 0,
+                share_socket: false,
                 ..PushConfig::default()
             },
             2,
@@ -630,6 +631,7 @@ async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error>
             "credits",
             PushConfig {
                 credit_cap: 0,
+                share_socket: false,
                 ..PushConfig::default()
             },
             3,

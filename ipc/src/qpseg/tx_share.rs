@@ -207,14 +207,14 @@ impl TxShare<'_> {
         }
     }
 
-    /// Daemon: ends the share for good (the client stops writing once it sees it);
-    /// returns the word it replaced.
-    pub fn revoke(&self) -> u64 {
+    /// Daemon: ends the share for good (the client stops writing once it sees it); true
+    /// if the client held the lock then (see [`intent`](Self::intent)).
+    pub fn revoke(&self) -> bool {
         let l = self.lock();
         let mut w = l.load(Ordering::Relaxed);
         loop {
             match l.compare_exchange(w, w & !OWNER, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return w,
+                Ok(_) => return w & OWNER == CLIENT,
                 Err(now) => w = now,
             }
         }
@@ -441,10 +441,11 @@ mod tests {
         ds.daemon_unlock(TxPoint::default());
         let w2 = cs.client_lock().unwrap();
         assert_ne!(w2, w, "each acquisition its own word");
-        ds.revoke();
+        assert!(ds.revoke(), "the client held it");
         assert!(!cs.client_unlock(w2));
         assert!(!cs.is_on() && cs.client_lock().is_none());
         assert_eq!(ds.daemon_lock(), DaemonLock::Off);
+        assert!(!ds.revoke());
         ds.daemon_unlock(TxPoint::default());
         assert!(!cs.is_on(), "unlocking does not turn it back on");
     }

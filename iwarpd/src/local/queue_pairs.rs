@@ -84,6 +84,51 @@ pub(super) fn query(s: &Session, qp: u32) -> Reply {
     }
 }
 
+/// `ShareTx`: shares the socket of the client's queue pair `qp` with it (the push path
+/// that skips the daemon; the socket goes with the reply). The client can then do to its
+/// own connection what it could do to any TCP connection of its own, and nothing more:
+/// the transmit lock and its state are in its own queue pair's segment. Refused for a
+/// privileged port (either end below 1024) unless the client runs as root, since the
+/// port vouches to the peer for a privileged process.
+pub(super) fn share_tx(s: &Session, qp: u32) -> (Reply, Vec<OwnedFd>) {
+    if !s.device.share.cfg.share_socket {
+        return (
+            err(
+                error::REFUSED,
+                "this iwarpd does not share sockets (push.share_socket is off)",
+            ),
+            Vec::new(),
+        );
+    }
+    let Some((q, seg)) = s
+        .objs()
+        .qps
+        .get(&qp)
+        .map(|sv| (sv.qp.clone(), sv.seg.clone()))
+    else {
+        return (not_found("queue pair", qp), Vec::new());
+    };
+    let privileged = q
+        .addrs()
+        .is_none_or(|(local, peer)| local.port() < 1024 || peer.port() < 1024);
+    if privileged && s.uid != Some(0) {
+        return (
+            err(
+                error::REFUSED,
+                "a connection on a privileged port is not shared with an unprivileged application",
+            ),
+            Vec::new(),
+        );
+    }
+    match q.share_tx(seg) {
+        Ok(fd) => (Reply::Done, vec![fd]),
+        Err(e) => (
+            err(error::REFUSED, format!("the socket is not shared: {e}")),
+            Vec::new(),
+        ),
+    }
+}
+
 /// `CreateSrq`: a shared receive queue at least `depth` deep (its segment's memory file
 /// goes with the reply).
 pub(super) fn create_srq(s: &Session, depth: u32) -> (Reply, Vec<OwnedFd>) {

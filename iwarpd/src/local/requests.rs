@@ -68,6 +68,7 @@ pub(super) async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: V
         Request::DestroyQp { qp } => queue_pairs::destroy(s, qp).await.into(),
         Request::ModifyQp { qp, change } => queue_pairs::modify(s, qp, change).into(),
         Request::QueryQp { qp } => queue_pairs::query(s, qp).into(),
+        Request::ShareTx { qp } => queue_pairs::share_tx(s, qp).into(),
         Request::CreateSrq { depth } => queue_pairs::create_srq(s, depth).into(),
         Request::DestroySrq { srq } => queue_pairs::destroy_srq(s, srq).into(),
         Request::QueryDevice => query_device(s).into(),

@@ -2,13 +2,17 @@
 //! protects (its fields are private to `conn`), built by one constructor, and the one
 //! step that turns input, output, timers and the stream's events into deliveries.
 
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::{fmt, io};
 
 use bytes::BytesMut;
-use rdmap::{Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, Transmit};
+use rdmap::{
+    Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, TermCode, Transmit,
+};
 
 use super::io::{Input, Io, Read};
+use super::tx_share::{Gate, SharedTx};
 use crate::engine::{Srq, Totals};
 use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
@@ -70,6 +74,11 @@ pub(crate) struct Connection {
     pub(super) migrating: bool,
     /// Where the driver hands its socket over when it parks (see `migrate`).
     pub(super) park: Option<ParkRequest>,
+    /// The socket is shared with the application that owns the queue pair, and this is
+    /// the transmit lock's state (see `tx_share`).
+    pub(super) tx_share: Option<SharedTx>,
+    /// The application held the transmit lock: the driver looks again then.
+    pub(super) tx_retry: Option<std::time::Instant>,
 }
 
 impl Connection {
@@ -101,7 +110,83 @@ impl Connection {
             home,
             migrating: false,
             park: None,
+            tx_share: None,
+            tx_retry: None,
         }
+    }
+
+    /// Shares the socket with the application that owns the queue pair, with the stream's
+    /// transmit state in `seg` (the push path that skips the daemon). Only while
+    /// connected and in RTS, once.
+    pub(super) fn share_tx(&mut self, seg: Arc<ipc::qpseg::QpSegment>) -> io::Result<OwnedFd> {
+        if self.stream.state() != QpState::Rts || self.migrating {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the queue pair is not connected",
+            ));
+        }
+        if self.tx_share.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the socket is shared already",
+            ));
+        }
+        let fd = self.io.share()?;
+        let mut share = SharedTx::grant(seg, &self.stream);
+        share.settle(&self.stream, self.unwritten.is_empty() && !self.tx_busy);
+        self.tx_share = Some(share);
+        Ok(fd)
+    }
+
+    /// May the stream produce output now? With a shared socket, only while this side
+    /// holds the transmit lock (taken here); outside RTS or while moving, the share ends.
+    pub(super) fn tx_gate(&mut self) -> bool {
+        let Some(share) = &mut self.tx_share else {
+            return true;
+        };
+        if self.stream.state() != QpState::Rts || self.migrating {
+            self.revoke_tx();
+            return true;
+        }
+        if !self.stream.wants_transmit() {
+            return true;
+        }
+        match share.acquire(&mut self.stream) {
+            Gate::Open => {
+                self.tx_retry = None;
+                true
+            }
+            Gate::Wait(at) => {
+                self.tx_retry = Some(at);
+                false
+            }
+            Gate::Torn => {
+                self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
+                self.revoke_tx();
+                true
+            }
+        }
+    }
+
+    /// After a write: lets the application have the stream if this side is done with it
+    /// (`out_empty`: nothing waits for the socket).
+    pub(super) fn settle_tx(&mut self, out_empty: bool) {
+        let empty = out_empty && self.unwritten.is_empty();
+        if let Some(share) = &mut self.tx_share {
+            share.settle(&self.stream, empty);
+        }
+    }
+
+    /// Ends the socket's share for good; a stream the application left in the middle of
+    /// an FPDU ends this connection.
+    pub(super) fn revoke_tx(&mut self) {
+        if let Some(share) = self.tx_share.take()
+            && !share.revoke(&mut self.stream)
+        {
+            tracing::warn!("the application's write to its shared socket was cut short");
+            self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
+        }
+        self.tx_retry = None;
     }
 
     /// An application's poll of its input, under the lock: one read of the socket
@@ -194,7 +279,7 @@ impl Connection {
         if out.is_empty() && !self.unwritten.is_empty() {
             std::mem::swap(out, &mut self.unwritten);
         }
-        if out.len() < high_water {
+        if out.len() < high_water && self.tx_gate() {
             let _ = self
                 .stream
                 .poll_transmit(self.mem.as_mut(), out, high_water);
@@ -204,6 +289,7 @@ impl Connection {
             out.clear();
         }
         self.tx_busy = !out.is_empty();
+        self.settle_tx(out.is_empty());
         // A Delay that reached the head of the send queue starts now (its end is then a
         // deadline of poll_timeout).
         let now = tokio::time::Instant::now();

@@ -4,7 +4,7 @@
 //! protocol work and released before anything is delivered or awaited. Its reads and
 //! writes run outside the lock (see `io`).
 
-use std::io::{self, IoSlice, Write as _};
+use std::io::{self, IoSlice};
 use std::net::TcpStream;
 use std::ops::ControlFlow;
 use std::pin::Pin;
@@ -21,7 +21,7 @@ use tracing::Instrument;
 use super::connection::ParkRequest;
 use super::handle::Shared;
 use super::inline_tx::TX_HIGH_WATER;
-use super::io::{Input, Read, Registration, read_unlocked, write_unlocked};
+use super::io::{Input, Read, Registration, read_unlocked, send_now, write_unlocked};
 
 /// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
 /// driver leaves reading to it. If it stops polling, the driver reads again after this.
@@ -212,6 +212,10 @@ impl Driver {
         let can_park =
             (self.out.is_empty() || st.unwritten.is_empty()) && !st.stream.placing_directly();
         if let Some(park) = st.park.take_if(|_| can_park) {
+            // The socket goes to another engine: the application stops writing to it, and
+            // this side's end no longer shuts it down.
+            st.revoke_tx();
+            st.io.handed_over();
             if !self.out.is_empty() {
                 std::mem::swap(&mut self.out, &mut st.unwritten);
             }
@@ -247,7 +251,10 @@ impl Driver {
             })
             .flatten();
         let waits = Waits {
-            deadline: st.stream.poll_timeout(),
+            deadline: [st.stream.poll_timeout(), st.tx_retry]
+                .into_iter()
+                .flatten()
+                .min(),
             eof: st.rx_eof,
             muted_until,
             liveness,
@@ -287,8 +294,7 @@ impl Driver {
         // Once all is written, turn again: the stream may have more to produce.
         if !self.out.is_empty() {
             let copy = self.capturing.then_some(&mut self.copy);
-            self.delivered +=
-                write_out(shared, &mut self.out, copy, |s| (&*sock).write_vectored(s))?;
+            self.delivered += write_out(shared, &mut self.out, copy, |s| send_now(sock, s))?;
             if self.out.is_empty() {
                 return Ok(ControlFlow::Continue(()));
             }
@@ -343,7 +349,7 @@ impl Driver {
                 let reg = r?;
                 let copy = self.capturing.then_some(&mut self.copy);
                 self.delivered += write_out(shared, &mut self.out, copy, |s| {
-                    reg.try_io(Interest::WRITABLE, || (&*sock).write_vectored(s))
+                    reg.try_io(Interest::WRITABLE, || send_now(sock, s))
                 })?;
             }
             () = shared.wake.notified() => {}
@@ -395,6 +401,7 @@ fn write_out(
             .wrote(&mut st.stream, n, copy.map_or(&[][..], |c| &c[..]));
     }
     st.tx_busy = !out.is_empty();
+    st.settle_tx(out.is_empty());
     if n > 0 {
         st.collect(shared.num);
     }

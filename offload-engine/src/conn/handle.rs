@@ -240,6 +240,21 @@ impl Qp {
         st.tx_busy || st.stream.wants_transmit()
     }
 
+    /// Shares this connection's socket with the application that owns the queue pair, for
+    /// the push path that skips the daemon: the application writes small messages to it
+    /// itself, under the transmit lock in `seg` (its queue pair segment), which this
+    /// connection takes too before it sends. Only in RTS, once; the share ends when the
+    /// queue pair leaves RTS or moves, and closing it then shuts the socket down.
+    pub fn share_tx(
+        &self,
+        seg: Arc<ipc::qpseg::QpSegment>,
+    ) -> std::io::Result<std::os::fd::OwnedFd> {
+        let mut st = self.shared.lock();
+        let fd = st.share_tx(seg);
+        self.shared.unlock(st);
+        fd
+    }
+
     /// Queues a send-queue work request. In the Error state it completes at once as
     /// flushed, so a queue pair can be drained by posting to it.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {

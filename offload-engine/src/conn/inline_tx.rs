@@ -50,6 +50,9 @@ pub(crate) fn transmit(st: &mut Connection, max: usize) -> bool {
     if st.tx_busy || st.migrating || !st.io.is_open() || st.stream.state() != QpState::Rts {
         return true;
     }
+    if !st.tx_gate() {
+        return true;
+    }
     let produced = st
         .stream
         .poll_transmit(st.mem.as_mut(), &mut st.unwritten, max);
@@ -65,6 +68,7 @@ pub(crate) fn transmit(st: &mut Connection, max: usize) -> bool {
         }
     }
     st.tx_busy = !st.unwritten.is_empty();
+    st.settle_tx(true);
     // Stopping at `max` may have left more to send: the driver carries on.
     st.tx_busy || produced >= max
 }

@@ -16,8 +16,9 @@
 //! inline transmit and an application's poll of its input are short and run under the
 //! lock (as siw's direct send runs under its queue pair's lock).
 
-use std::io::{self, IoSlice, Read as _, Write as _};
+use std::io::{self, IoSlice};
 use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -40,6 +41,8 @@ pub(crate) struct Io {
     /// Octets moved either way so far: the driver compares it between its turns to see
     /// progress (the liveness timeouts), with its own clock.
     moved: u64,
+    /// The socket was shared with the application ([`share`](Self::share)).
+    shared: bool,
 }
 
 /// Where a read outside the lock goes: the octets read and not yet consumed (taken out
@@ -99,9 +102,24 @@ pub(crate) fn read_unlocked(sock: &TcpStream, into: &mut Input) -> io::Result<us
                 .region
                 .view_mut(to.offset, to.len)
                 .map_err(io::Error::other)?;
-            (&*sock).read(&mut view)
+            recv_now(sock, &mut view)
         }
     }
+}
+
+/// One non-blocking receive of `sock` into `buf` (`MSG_DONTWAIT`: a socket shared with
+/// the application that owns the queue pair may have had its own mode changed, and the
+/// engine's threads must never block on it).
+pub(crate) fn recv_now(sock: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    Ok(rustix::net::recv(sock, buf, rustix::net::RecvFlags::DONTWAIT)?.0)
+}
+
+/// One non-blocking vectored send of `slices` on `sock` (`MSG_DONTWAIT`, as [`recv_now`];
+/// `MSG_NOSIGNAL`: a closed connection is an error, not a signal).
+pub(crate) fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+    let mut none = rustix::net::SendAncillaryBuffer::default();
+    Ok(rustix::net::sendmsg(sock, slices, &mut none, flags)?)
 }
 
 /// Writes as much of the front of `out` as `write` (one non-blocking vectored write of the
@@ -149,6 +167,7 @@ impl Io {
             sock: Some(sock),
             tap,
             moved: 0,
+            shared: false,
         }
     }
 
@@ -236,7 +255,7 @@ impl Io {
             .region
             .view_mut(to.offset, to.len)
             .map_err(io::Error::other)?;
-        match (&*sock).read(&mut view) {
+        match recv_now(sock, &mut view) {
             Ok(0) => {
                 self.tap.received_fin();
                 Ok(Read::Eof)
@@ -272,7 +291,7 @@ impl Io {
             return Ok(0);
         };
         let mut copy = Vec::new();
-        let write = |slices: &[IoSlice<'_>]| (&*sock).write_vectored(slices);
+        let write = |slices: &[IoSlice<'_>]| send_now(sock, slices);
         let n = write_unlocked(write, out, self.tap.is_on().then_some(&mut copy))?;
         self.wrote(stream, n, &copy);
         Ok(n)
@@ -288,9 +307,33 @@ impl Io {
         self.tap.sent_fin();
     }
 
+    /// A duplicate of the socket, for the application that owns the queue pair (the push
+    /// path that skips the daemon); from now on closing the connection shuts the socket
+    /// down both ways, so the application's copy does not keep it open.
+    pub(crate) fn share(&mut self) -> io::Result<OwnedFd> {
+        let sock = self
+            .sock
+            .as_deref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "the connection ended"))?;
+        let fd = sock.as_fd().try_clone_to_owned()?;
+        self.shared = true;
+        Ok(fd)
+    }
+
+    /// The socket goes to another engine (live migration): closing this side must not
+    /// shut it down.
+    pub(crate) fn handed_over(&mut self) {
+        self.shared = false;
+    }
+
     /// Ends the connection's IO: the socket is dropped (closed once the driver lets go of
     /// its own reference) and the capture is returned, to be finished outside the lock.
     pub(crate) fn close(&mut self) -> Tap {
+        if self.shared
+            && let Some(sock) = self.sock.as_deref()
+        {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
         self.sock = None;
         std::mem::take(&mut self.tap)
     }

@@ -13,6 +13,8 @@
 //! - [`push_slots`]: seed 000's push path on an in-process region, which decides whether
 //!   a lone small request is executed from its pushed message or goes through the send
 //!   queue;
+//! - [`tx_share`]: the socket shared with the application that owns the queue pair, and
+//!   the transmit lock both writers take (the push path that skips the daemon);
 //! - [`migrate`]: parking a queue pair so that live migration can move it to another
 //!   engine;
 //! - [`image`]: a parked queue pair as plain data and a socket, for migration to another
@@ -35,6 +37,7 @@ mod inline_tx;
 mod io;
 mod migrate;
 mod push_slots;
+mod tx_share;
 
 pub use completions::{CompletionSink, Completions};
 pub(crate) use connection::{Connection, Home};

@@ -8,6 +8,7 @@
 //! thread turns events into connection requests and queue pair ends.
 
 pub(crate) mod qp;
+mod shared_socket;
 pub(crate) mod srq;
 
 use std::collections::HashMap;

@@ -14,16 +14,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cq::{CompletionFuture, Cq, NOTIFY_BIT, Waiters, check_wr_id};
 use ipc::control::{QpInfo, QueueDepths, Reply, Request};
 use ipc::push::PushRegion;
-use ipc::qpseg::{Doorbell, QpSegment, Side};
+use ipc::qpseg::{Discard, Doorbell, QpSegment, Side};
 use ipc::wqe::{
-    EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_pushed, set_inline,
+    EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_push_discarded,
+    mark_pushed, set_inline,
 };
+use rdmap::pushed::PushedOp;
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
     SendWr, WcOpcode, WcStatus, WrId,
 };
 use tokio::sync::watch;
 
+use super::shared_socket::{Pushed, SharedSocket};
 use super::{Client, DaemonError};
 
 /// The staging area's allocator: a ring of octets, freed in send queue order as the
@@ -255,11 +258,13 @@ impl PushPolicy {
     }
 }
 
-/// What posting changes, under one lock: the staging area and the push policy.
+/// What posting changes, under one lock: the staging area, the push policy, and the
+/// socket the daemon shared (the push path that skips it).
 #[derive(Debug)]
 struct Poster {
     staging: Staging,
     push: Option<PushPolicy>,
+    direct: Option<SharedSocket>,
 }
 
 /// A queue pair served by `iwarpd`.
@@ -343,6 +348,10 @@ impl DaemonQp {
             }),
         });
         let end = client.qp_end(id);
+        let direct = client
+            .push_enabled()
+            .then(|| share_socket(client, id))
+            .flatten();
         let pump = tokio::spawn(pump(shared.clone(), to_client, client.clone(), end.clone()));
         Ok(Self {
             client: client.clone(),
@@ -362,6 +371,7 @@ impl DaemonQp {
                         discards_seen: 0,
                         pushing: true,
                     }),
+                direct,
             }),
             info,
             shared,
@@ -402,9 +412,15 @@ impl DaemonQp {
         }
     }
 
-    /// The push counters the daemon keeps in the segment.
+    /// The push counters the daemon keeps in the segment, with what this library wrote
+    /// to the shared socket itself (executed) and could not (discarded).
     pub(crate) fn push_counters(&self) -> ipc::qpseg::PushCounters {
-        self.shared.seg.push_counters()
+        let mut c = self.shared.seg.push_counters();
+        let own = self.shared.seg.tx_share().counts();
+        c.executed += own.pushed;
+        c.discards[Discard::NotAtHead.index()] += own.not_at_head;
+        c.discards[Discard::FlowControl.index()] += own.busy;
+        c
     }
 
     /// The traffic counters from the daemon, and the push counters from the segment.
@@ -478,7 +494,18 @@ impl DaemonQp {
     ) -> Result<(), (usize, PostError)> {
         let seg = &self.shared.seg;
         let mut post = self.post.lock().unwrap_or_else(PoisonError::into_inner);
-        let Poster { staging, push } = &mut *post;
+        let Poster {
+            staging,
+            push,
+            direct,
+        } = &mut *post;
+        if direct.as_ref().is_some_and(|d| !d.is_on(seg)) {
+            // The daemon ended the share (the queue pair left RTS or moved): the socket
+            // is let go, so that this copy does not keep the connection open.
+            *direct = None;
+        }
+        let mut direct = direct.as_mut();
+        let mut sent_here: Option<Completion> = None;
         let (taken, done) = seg.sq_cons_done();
         staging.reclaim(taken);
         let mut outstanding = self.shared.outstanding();
@@ -506,6 +533,26 @@ impl DaemonQp {
             if room == 0 {
                 failed = Some(PostError::QueueFull);
                 break;
+            }
+            // The push path that skips the daemon: a lone small request onto an empty
+            // send queue goes on the wire from this thread.
+            let mut discarded = false;
+            if let Some(d) = direct.as_mut().filter(|_| n == 0 && wrs.peek().is_none()) {
+                let sq_empty = outstanding.sends.is_empty();
+                match self.push_direct(d, &wr, sq_empty) {
+                    Pushed::Sent => {
+                        sent_here = Some(wc_of(&wr, WcStatus::Success));
+                        done += 1;
+                        continue;
+                    }
+                    Pushed::Broken => {
+                        sent_here = Some(wc_of(&wr, WcStatus::Flushed));
+                        done += 1;
+                        continue;
+                    }
+                    Pushed::Discarded(_) => discarded = true,
+                    Pushed::NotForPush => {}
+                }
             }
             let idx = seg.sq_prod().wrapping_add(n);
             let mut staged_end = None;
@@ -543,8 +590,14 @@ impl DaemonQp {
                 staging.live.push_back((idx, end));
             }
             outstanding.sends.push_back((wr.wr_id, wr.op.wc_opcode()));
+            if discarded {
+                mark_push_discarded(&mut e);
+            }
+            // Seed 000's push through the daemon, when the socket is not shared.
             let message = match push.as_mut() {
-                Some(p) if n == 0 && wrs.peek().is_none() && p.pushing => self.message(&wr, &e),
+                Some(p) if direct.is_none() && n == 0 && wrs.peek().is_none() && p.pushing => {
+                    self.message(&wr, &e)
+                }
                 _ => None,
             };
             let slot = match (message, push.as_mut()) {
@@ -576,13 +629,61 @@ impl DaemonQp {
         }
         drop(outstanding);
         drop(post);
-        if done > 0 {
+        if let Some(wc) = sent_here {
+            // After what the ring holds: completions stay in posting order.
+            if wc.flags.contains(SendFlags::SIGNALED) || !wc.is_ok() {
+                self.shared.drain();
+                self.complete_locally(wc);
+            }
+        } else if done > 0 {
             self.shared.ring_daemon();
         }
         match failed {
             None => Ok(()),
             Some(e) => Err((done, e)),
         }
+    }
+
+    /// Offers `wr` to the shared socket: a Send (without Invalidate or Immediate Data) or
+    /// an RDMA Write whose payload is at most an entry's inline octets.
+    fn push_direct(&self, d: &mut SharedSocket, wr: &SendWr, sq_empty: bool) -> Pushed {
+        let (op, data) = match &wr.op {
+            SendOp::Send {
+                data,
+                invalidate: None,
+                immediate: None,
+            } => (
+                PushedOp::Send {
+                    solicited: wr.flags.contains(SendFlags::SOLICITED),
+                },
+                data,
+            ),
+            SendOp::Write { data, dst } if data.len().is_some_and(|l| l <= dst.len) => (
+                PushedOp::Write {
+                    stag: dst.stag,
+                    to: dst.to,
+                },
+                data,
+            ),
+            _ => return Pushed::NotForPush,
+        };
+        let mut body = [0u8; INLINE_MAX];
+        let payload: &[u8] = match data {
+            Payload::Bytes(b) if b.len() <= INLINE_MAX => b,
+            Payload::Bytes(_) => return Pushed::NotForPush,
+            Payload::Sgl(sgl) => {
+                let mut at = 0;
+                for sge in sgl.iter() {
+                    let end = at + sge.len as usize;
+                    if end > INLINE_MAX || !self.client.copy_local(sge, &mut body[at..end]) {
+                        return Pushed::NotForPush;
+                    }
+                    at = end;
+                }
+                &body[..at]
+            }
+        };
+        d.push(&self.shared.seg, op, payload, sq_empty)
     }
 
     /// The pushed message for `wr` (encoded as `entry`), if it may be pushed: a Send,
@@ -694,6 +795,31 @@ impl DaemonQp {
         self.shared.awaited.notify_one();
         Ok(waiters.future(id))
     }
+}
+
+/// Asks the daemon to share queue pair `id`'s socket; `None` if it does not (an older
+/// daemon, a privileged port, or sharing turned off): seed 000's push then goes through
+/// the daemon.
+fn share_socket(client: &Arc<Client>, id: u32) -> Option<SharedSocket> {
+    match client.call_with(&Request::ShareTx { qp: id }, &[]) {
+        Ok((Reply::Done, mut fds)) if fds.len() == 1 => fds.pop().map(SharedSocket::new),
+        Ok(other) => {
+            tracing::debug!(?other, "iwarpd did not share the socket");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "iwarpd did not share the socket");
+            None
+        }
+    }
+}
+
+/// The completion of `wr`, which ended here with `status` (its flags, and its length).
+fn wc_of(wr: &SendWr, status: WcStatus) -> Completion {
+    let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), status);
+    wc.flags = wr.flags | SendFlags::PUSHED;
+    wc.byte_len = wr.op.payload_len();
+    wc
 }
 
 /// How often the pump looks at the ring while the application busy-polls it.

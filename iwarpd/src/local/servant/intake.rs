@@ -5,7 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::{Discard, QpSegment};
-use ipc::wqe::{Data, decode_sqe, sqe_pushed};
+use ipc::wqe::{Data, decode_sqe, sqe_push_discarded, sqe_pushed};
 use offload_engine::push_share::PushShare;
 use rdmap::SendWr;
 
@@ -102,8 +102,9 @@ impl Run {
             }
             let arena = &mut self.arena;
             let wr = decode_sqe(&e, &mut |d| own(arena, seg, d)).map_err(|m| m.0)?;
-            // A pushed twin that reaches the send queue path: its push was discarded.
-            let via = if sqe_pushed(&e) {
+            // A pushed twin that reaches the send queue path: its push was discarded (by
+            // this daemon, or by the library, which could not write it to its socket).
+            let via = if sqe_pushed(&e) || sqe_push_discarded(&e) {
                 Via::QueueAfterDiscard
             } else {
                 Via::Queue

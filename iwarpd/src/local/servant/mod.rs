@@ -154,6 +154,8 @@ pub(super) struct Servant {
     /// The client's id of the queue pair (what its push slots name).
     id: u32,
     pub(super) qp: Qp,
+    /// The queue pair's segment (its transmit share, when the socket is shared).
+    pub(super) seg: Arc<QpSegment>,
     /// Its domain's push region, which names it until it is gone.
     pd: Arc<PdPush>,
     signals: Arc<Signals>,
@@ -373,10 +375,12 @@ impl Run {
             self.signals.clone(),
         );
         let octets = self.seg.geometry().len() as u64;
+        let seg = self.seg.clone();
         let task = tokio::spawn(self.run(bell));
         Servant {
             id,
             qp,
+            seg,
             pd,
             signals,
             octets,

@@ -1,0 +1,130 @@
+//! The connection's side of a shared socket (issue 33's push path that skips the daemon):
+//! iwarpd shares the socket with the application that owns the queue pair, which writes
+//! small messages to it itself, under the lock in the queue pair segment's transmit share
+//! ([`ipc::qpseg::TxShare`]).
+//!
+//! The connection takes that lock before its stream produces anything, continues from
+//! where the application left the stream (its MSN and position), and releases it, with
+//! its own point, once its stream is quiet and every octet is in the socket. If the
+//! application holds the lock, the connection waits a moment; past the lease (the
+//! application's heartbeat is older than [`LEASE`]) it takes the lock over, and if the
+//! application was in the middle of an FPDU the stream may be torn: that connection, and
+//! only it, ends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ipc::qpseg::{DaemonLock, QpSegment, TxFraming, TxPoint, now_ns};
+use rdmap::Stream;
+
+/// How long an application may hold the transmit lock without a heartbeat before the
+/// connection takes it over. It holds it for one FPDU's write (microseconds), or while
+/// its socket is full, beating all the while.
+pub(crate) const LEASE: Duration = Duration::from_millis(200);
+/// How long the connection spins for the lock the application holds before it tries
+/// again later: a holder is one system call from letting go.
+const SPIN: Duration = Duration::from_micros(20);
+/// When the connection looks again after a spin that did not get the lock.
+const RETRY: Duration = Duration::from_millis(1);
+
+/// What the connection may do now.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// It holds the lock (or the socket is not shared): produce and write.
+    Open,
+    /// The application holds the lock: look again at this instant.
+    Wait(Instant),
+    /// The application's lease ran out in the middle of an FPDU: the stream is torn.
+    Torn,
+}
+
+/// A shared socket's transmit share, as the connection holds it.
+#[derive(Debug)]
+pub(crate) struct SharedTx {
+    seg: Arc<QpSegment>,
+    /// The connection holds the lock.
+    held: bool,
+}
+
+impl SharedTx {
+    /// Shares the stream as it is now; the connection keeps the lock until it is quiet.
+    pub(crate) fn grant(seg: Arc<QpSegment>, stream: &Stream) -> Self {
+        let framing = stream.framing();
+        let (send_msn, position) = stream.tx_point();
+        seg.tx_share().grant(
+            TxFraming {
+                crc: framing.crc,
+                markers: framing.markers_tx,
+                mulpdu: stream.mulpdu(),
+            },
+            TxPoint { send_msn, position },
+        );
+        Self { seg, held: true }
+    }
+
+    /// Before the stream produces output: takes the lock, and moves the stream to where
+    /// the application left it.
+    pub(crate) fn acquire(&mut self, stream: &mut Stream) -> Gate {
+        if self.held {
+            return Gate::Open;
+        }
+        let share = self.seg.tx_share();
+        let start = Instant::now();
+        loop {
+            match share.daemon_lock() {
+                DaemonLock::Held => break,
+                // Revoked from outside (never by the application): this side writes alone.
+                DaemonLock::Off => break,
+                DaemonLock::Client { word, heartbeat } => {
+                    if now_ns().saturating_sub(heartbeat) > LEASE.as_nanos() as u64 {
+                        if !share.take_over(word) {
+                            continue;
+                        }
+                        tracing::warn!(
+                            "the application held its connection's transmit lock past the lease; taken back"
+                        );
+                        break;
+                    }
+                    if start.elapsed() >= SPIN {
+                        return Gate::Wait(Instant::now() + RETRY);
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        self.held = true;
+        // The application let go (or was taken over) in the middle of an FPDU.
+        if share.intent() != 0 {
+            return Gate::Torn;
+        }
+        let at = share.point();
+        stream.set_tx_point(at.send_msn, at.position);
+        Gate::Open
+    }
+
+    /// After output was written: releases the lock if the stream is quiet and nothing
+    /// waits for the socket (`out_empty`).
+    pub(crate) fn settle(&mut self, stream: &Stream, out_empty: bool) {
+        if self.held && out_empty && stream.tx_quiet() {
+            let (send_msn, position) = stream.tx_point();
+            self.seg
+                .tx_share()
+                .daemon_unlock(TxPoint { send_msn, position });
+            self.held = false;
+        }
+    }
+
+    /// Ends the share for good (the connection is leaving RTS, or moving): the stream
+    /// continues from the application's point. False if the application was in the middle
+    /// of an FPDU (the stream may be torn).
+    pub(crate) fn revoke(self, stream: &mut Stream) -> bool {
+        let share = self.seg.tx_share();
+        let client_held = share.revoke();
+        if self.held {
+            return true;
+        }
+        let at = share.point();
+        stream.set_tx_point(at.send_msn, at.position);
+        !client_held || share.intent() == 0
+    }
+}
