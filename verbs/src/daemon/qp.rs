@@ -264,7 +264,7 @@ impl PushPolicy {
 struct Poster {
     staging: Staging,
     push: Option<PushPolicy>,
-    direct: Option<SharedSocket>,
+    direct: Option<Box<SharedSocket>>,
 }
 
 /// A queue pair served by `iwarpd`.
@@ -800,9 +800,11 @@ impl DaemonQp {
 /// Asks the daemon to share queue pair `id`'s socket; `None` if it does not (an older
 /// daemon, a privileged port, or sharing turned off): seed 000's push then goes through
 /// the daemon.
-fn share_socket(client: &Arc<Client>, id: u32) -> Option<SharedSocket> {
+fn share_socket(client: &Arc<Client>, id: u32) -> Option<Box<SharedSocket>> {
     match client.call_with(&Request::ShareTx { qp: id }, &[]) {
-        Ok((Reply::Done, mut fds)) if fds.len() == 1 => fds.pop().map(SharedSocket::new),
+        Ok((Reply::Done, mut fds)) if fds.len() == 1 => {
+            fds.pop().map(|fd| Box::new(SharedSocket::new(fd)))
+        }
         Ok(other) => {
             tracing::debug!(?other, "iwarpd did not share the socket");
             None
