@@ -152,7 +152,7 @@ pub(crate) fn other_device_srq() -> crate::ConnectError {
 pub(crate) enum QpImpl {
     #[cfg(feature = "embedded")]
     Embedded(offload_engine::Qp),
-    Daemon(DaemonQp),
+    Daemon(Box<DaemonQp>),
 }
 
 macro_rules! either {
@@ -289,7 +289,7 @@ impl Qp {
     }
 
     pub(crate) fn from_daemon(qp: DaemonQp, pd: Pd) -> Self {
-        Self::with(QpImpl::Daemon(qp), pd)
+        Self::with(QpImpl::Daemon(Box::new(qp)), pd)
     }
 
     fn with(qp: QpImpl, pd: Pd) -> Self {
