@@ -273,6 +273,7 @@ mod tests {
             tracking: 2,
             credit_cap: 1000,
             credit_rate: 1000,
+            share_socket: false,
         });
         assert!(share.track() && share.track());
         assert!(!share.track());
