@@ -43,6 +43,7 @@ pub struct DeviceConfig {
     engine: EngineConfig,
     daemon: Option<Daemon>,
     no_push: bool,
+    push_socket: Option<bool>,
 }
 
 impl Default for DeviceConfig {
@@ -65,6 +66,7 @@ impl Default for DeviceConfig {
             engine,
             daemon: None,
             no_push: false,
+            push_socket: None,
         }
     }
 }
@@ -126,6 +128,24 @@ impl DeviceConfig {
 
     pub(crate) fn push_enabled(&self) -> bool {
         !self.no_push
+    }
+
+    /// Through iwarpd: ask it to share each queue pair's socket, and write a lone small
+    /// Send or Write onto an empty send queue to the socket from the posting thread (the
+    /// push path that skips the daemon, issue 33), instead of pushing it through the
+    /// daemon. Off unless asked for here or with `IWARP_PUSH_SOCKET=1`: on a machine with
+    /// as many spinning processes as processors it is slower, since the daemon then sleeps
+    /// until the answer arrives and pays its wake-up on the answer's path (BENCHMARKS.md).
+    pub fn push_socket(mut self, on: bool) -> Self {
+        self.push_socket = Some(on);
+        self
+    }
+
+    pub(crate) fn push_socket_wanted(&self) -> bool {
+        self.push_socket.unwrap_or_else(|| {
+            std::env::var("IWARP_PUSH_SOCKET")
+                .is_ok_and(|v| matches!(v.as_str(), "1" | "on" | "yes"))
+        })
     }
 
     /// Run the engine in this process whatever `IWARP_DEVICE` says.

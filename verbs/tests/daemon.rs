@@ -448,13 +448,13 @@ async fn echo_peer() -> Result<(SocketAddr, verbs::Cq, verbs::Mr, verbs::Mr), Er
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_requests_are_pushed_and_every_request_runs_once() -> Result<(), Error> {
     let path = daemon("push").await;
-    small_requests_are_pushed(Some(&path)).await
+    small_requests_are_pushed(Some(&path), false).await
 }
 
 /// The same with the engine in this process, on its in-process push region.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_small_requests_are_pushed_and_every_request_runs_once() -> Result<(), Error> {
-    small_requests_are_pushed(None).await
+    small_requests_are_pushed(None, false).await
 }
 
 /// A device through the daemon at `path`, or embedded.
@@ -465,10 +465,13 @@ fn device(path: Option<&std::path::Path>, cfg: DeviceConfig) -> Result<Device, E
     })
 }
 
-async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(), Error> {
+async fn small_requests_are_pushed(
+    path: Option<&std::path::Path>,
+    socket: bool,
+) -> Result<(), Error> {
     let (addr, _pcq, _region, _inbox) = echo_peer().await?;
     for push in [true, false] {
-        let dev = device(path, DeviceConfig::default().push(push))?;
+        let dev = device(path, DeviceConfig::default().push(push).push_socket(socket))?;
         let pd = dev.alloc_pd()?;
         let cq = dev.create_cq(64);
         let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
@@ -519,6 +522,13 @@ async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(),
                 st.push.sq_path, discards,
                 "only discarded pushes took the queue: {st:?}"
             );
+            if socket {
+                // Written by the library: not one of the daemon's own FPDUs.
+                assert!(
+                    st.traffic.fpdus_sent < 50,
+                    "the library wrote them to its socket: {st:?}"
+                );
+            }
         } else {
             assert_eq!((st.push.executed, discards), (0, 0), "{st:?}");
         }
@@ -529,18 +539,21 @@ async fn small_requests_are_pushed(path: Option<&std::path::Path>) -> Result<(),
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error> {
     let path = daemon("order").await;
-    push_behind_a_large_write(Some(&path)).await
+    push_behind_a_large_write(Some(&path), false).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedded_push_behind_a_large_write_is_discarded_and_runs_in_order() -> Result<(), Error>
 {
-    push_behind_a_large_write(None).await
+    push_behind_a_large_write(None, false).await
 }
 
-async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(), Error> {
+async fn push_behind_a_large_write(
+    path: Option<&std::path::Path>,
+    socket: bool,
+) -> Result<(), Error> {
     let (addr, pcq, _region, inbox) = echo_peer().await?;
-    let dev = device(path, DeviceConfig::default())?;
+    let dev = device(path, DeviceConfig::default().push_socket(socket))?;
     let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(1024);
     let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
@@ -609,6 +622,16 @@ async fn push_behind_a_large_write(path: Option<&std::path::Path>) -> Result<(),
         "a push behind a large Write was discarded: {st:?}"
     );
     Ok(())
+}
+
+/// The push path that skips the daemon: the same requests, written to the shared socket
+/// by the library itself, each run once; those behind a large Write take the send queue,
+/// flagged, and every completion comes back in posting order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_requests_go_to_the_shared_socket_and_every_request_runs_once() -> Result<(), Error> {
+    let path = daemon("socket").await;
+    small_requests_are_pushed(Some(&path), true).await?;
+    push_behind_a_large_write(Some(&path), true).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

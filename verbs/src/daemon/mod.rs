@@ -122,6 +122,8 @@ pub(crate) struct Client {
     regions: Mutex<HashMap<u32, (std::sync::Weak<shm::Region>, u64)>>,
     /// The library's push policy is on (seed 000).
     push: bool,
+    /// New queue pairs ask iwarpd for their socket (the push path that skips it).
+    push_socket: std::sync::atomic::AtomicBool,
     /// The queue depths every queue pair asks for.
     depths: QueueDepths,
     path: PathBuf,
@@ -176,6 +178,7 @@ impl Client {
         let client = Arc::new(Self {
             regions: Mutex::new(HashMap::new()),
             push,
+            push_socket: std::sync::atomic::AtomicBool::new(false),
             depths,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
@@ -212,6 +215,16 @@ impl Client {
     /// True if work requests may be pushed.
     pub(crate) fn push_enabled(&self) -> bool {
         self.push
+    }
+
+    /// Asks for each new queue pair's socket, to push without the daemon (or not).
+    pub(crate) fn share_sockets(&self, on: bool) {
+        self.push_socket.store(on, Ordering::Relaxed);
+    }
+
+    /// True if new queue pairs ask for their socket.
+    pub(crate) fn push_socket(&self) -> bool {
+        self.push && self.push_socket.load(Ordering::Relaxed)
     }
 
     /// The queue depths every queue pair asks for.

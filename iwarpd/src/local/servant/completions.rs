@@ -153,8 +153,10 @@ impl ClientRing {
 
     /// A send request's end: its ring entry retires, its push tracking entry goes, and
     /// its completion is the client's unless it asked for none and it succeeded.
+    /// The caller retires the entry once its completion is in the ring (or held): a
+    /// library that writes to its shared socket itself pushes only once everything
+    /// before has retired, and its own completion must come after theirs.
     fn finish_send(&self, st: &mut RingState, wc: &Completion) -> Option<[u8; CQE_SIZE]> {
-        self.seg.sq_retire(1);
         st.sends = st.sends.saturating_sub(1);
         if wc.flags.contains(SendFlags::PUSHED) && st.pushed > 0 {
             st.pushed -= 1;
@@ -175,6 +177,9 @@ impl ClientRing {
             };
             if let Some(e) = entry {
                 pushed |= self.put(&mut st, e);
+            }
+            if wc.queue == Queue::Send {
+                self.seg.sq_retire(1);
             }
         }
         drop(st);
