@@ -349,7 +349,7 @@ impl DaemonQp {
         });
         let end = client.qp_end(id);
         let direct = client
-            .push_enabled()
+            .push_socket()
             .then(|| share_socket(client, id))
             .flatten();
         let pump = tokio::spawn(pump(shared.clone(), to_client, client.clone(), end.clone()));
