@@ -185,28 +185,36 @@ pub fn set_inline(e: &mut [u8; SQE_SIZE], data: &[u8]) -> bool {
     true
 }
 
+/// True if the entry has flag `bit`.
+fn has_flag(e: &[u8; SQE_SIZE], bit: u8) -> bool {
+    SendEntry::new(e).flags() & bit != 0
+}
+
+/// Sets flag `bit` of an encoded entry.
+fn add_flag(e: &mut [u8; SQE_SIZE], bit: u8) {
+    let mut e = SendEntry::new(e);
+    let flags = e.flags();
+    e.set_flags(flags | bit);
+}
+
 /// True if the entry says its twin message was pushed.
 pub fn sqe_pushed(e: &[u8; SQE_SIZE]) -> bool {
-    SendEntry::new(e).flags() & F_PUSHED != 0
+    has_flag(e, F_PUSHED)
 }
 
 /// Marks an encoded entry as having a pushed twin.
 pub fn mark_pushed(e: &mut [u8; SQE_SIZE]) {
-    let mut e = SendEntry::new(e);
-    let flags = e.flags();
-    e.set_flags(flags | F_PUSHED);
+    add_flag(e, F_PUSHED);
 }
 
 /// True if the library could not write the request to its shared socket itself.
 pub fn sqe_push_discarded(e: &[u8; SQE_SIZE]) -> bool {
-    SendEntry::new(e).flags() & F_PUSH_DISCARDED != 0
+    has_flag(e, F_PUSH_DISCARDED)
 }
 
 /// Marks an encoded entry as one the library could not write to its shared socket.
 pub fn mark_push_discarded(e: &mut [u8; SQE_SIZE]) {
-    let mut e = SendEntry::new(e);
-    let flags = e.flags();
-    e.set_flags(flags | F_PUSH_DISCARDED);
+    add_flag(e, F_PUSH_DISCARDED);
 }
 
 /// Where the octets of an owned (`Bytes`) payload are.
