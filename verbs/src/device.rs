@@ -98,11 +98,11 @@ impl Device {
     /// device this library knows (the message lists the forms it takes).
     pub fn open(cfg: DeviceConfig) -> Result<Self, DaemonError> {
         let backend = match cfg.daemon_path()? {
-            Some(path) => {
-                let client = Client::connect(&path, cfg.push_enabled(), cfg.queue_depths_wanted())?;
-                client.share_sockets(cfg.push_socket_wanted());
-                Backend::Daemon(client)
-            }
+            Some(path) => Backend::Daemon(Client::connect(
+                &path,
+                (cfg.push_enabled(), cfg.push_socket_wanted()),
+                cfg.queue_depths_wanted(),
+            )?),
             #[cfg(feature = "embedded")]
             None => Backend::Embedded(Engine::new(cfg.into_engine())),
             #[cfg(not(feature = "embedded"))]

@@ -123,7 +123,7 @@ pub(crate) struct Client {
     /// The library's push policy is on (seed 000).
     push: bool,
     /// New queue pairs ask iwarpd for their socket (the push path that skips it).
-    push_socket: std::sync::atomic::AtomicBool,
+    push_socket: bool,
     /// The queue depths every queue pair asks for.
     depths: QueueDepths,
     path: PathBuf,
@@ -164,10 +164,10 @@ fn lock(d: &Mutex<Dispatch>) -> std::sync::MutexGuard<'_, Dispatch> {
 
 impl Client {
     /// Connects to the daemon at `path` and opens the device; its queue pairs push (or
-    /// not) and ask for `depths`.
+    /// not), through their own socket (`push_socket`) or the daemon, and ask for `depths`.
     pub(crate) fn connect(
         path: &Path,
-        push: bool,
+        (push, push_socket): (bool, bool),
         depths: QueueDepths,
     ) -> Result<Arc<Self>, DaemonError> {
         let sock = UnixStream::connect(path)
@@ -178,7 +178,7 @@ impl Client {
         let client = Arc::new(Self {
             regions: Mutex::new(HashMap::new()),
             push,
-            push_socket: std::sync::atomic::AtomicBool::new(false),
+            push_socket,
             depths,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
@@ -217,14 +217,9 @@ impl Client {
         self.push
     }
 
-    /// Asks for each new queue pair's socket, to push without the daemon (or not).
-    pub(crate) fn share_sockets(&self, on: bool) {
-        self.push_socket.store(on, Ordering::Relaxed);
-    }
-
     /// True if new queue pairs ask for their socket.
     pub(crate) fn push_socket(&self) -> bool {
-        self.push && self.push_socket.load(Ordering::Relaxed)
+        self.push && self.push_socket
     }
 
     /// The queue depths every queue pair asks for.
@@ -631,7 +626,8 @@ mod tests {
                 d.send(&Reply::Id(1).encode(h.func, h.txn));
                 d
             });
-            let client = Client::connect(&path, false, QueueDepths { sq: 8, rq: 8 }).unwrap();
+            let client =
+                Client::connect(&path, (false, false), QueueDepths { sq: 8, rq: 8 }).unwrap();
             let _ = std::fs::remove_file(&path);
             (client, daemon.join().unwrap())
         }

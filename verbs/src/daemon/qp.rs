@@ -668,22 +668,10 @@ impl DaemonQp {
             _ => return Pushed::NotForPush,
         };
         let mut body = [0u8; INLINE_MAX];
-        let payload: &[u8] = match data {
-            Payload::Bytes(b) if b.len() <= INLINE_MAX => b,
-            Payload::Bytes(_) => return Pushed::NotForPush,
-            Payload::Sgl(sgl) => {
-                let mut at = 0;
-                for sge in sgl.iter() {
-                    let end = at + sge.len as usize;
-                    if end > INLINE_MAX || !self.client.copy_local(sge, &mut body[at..end]) {
-                        return Pushed::NotForPush;
-                    }
-                    at = end;
-                }
-                &body[..at]
-            }
-        };
-        d.push(&self.shared.seg, op, payload, sq_empty)
+        match self.inline_payload(data, &mut body) {
+            Some(payload) => d.push(&self.shared.seg, op, payload, sq_empty),
+            None => Pushed::NotForPush,
+        }
     }
 
     /// The pushed message for `wr` (encoded as `entry`), if it may be pushed: a Send,
@@ -696,9 +684,28 @@ impl DaemonQp {
             _ => return None,
         };
         match data {
+            // Inline in its entry already.
             Payload::Bytes(b) => (b.len() <= INLINE_MAX).then_some(*entry),
-            Payload::Sgl(sgl) => {
+            Payload::Sgl(_) => {
                 let mut body = [0u8; INLINE_MAX];
+                let payload = self.inline_payload(data, &mut body)?;
+                let mut m = *entry;
+                set_inline(&mut m, payload).then_some(m)
+            }
+        }
+    }
+
+    /// The octets of `data` if they fit an entry's inline payload: `Bytes` as they are, a
+    /// gather list of this process's regions copied into `body`; `None` if longer, or if
+    /// a region is not one this library registered here.
+    fn inline_payload<'a>(
+        &self,
+        data: &'a Payload,
+        body: &'a mut [u8; INLINE_MAX],
+    ) -> Option<&'a [u8]> {
+        match data {
+            Payload::Bytes(b) => (b.len() <= INLINE_MAX).then_some(&b[..]),
+            Payload::Sgl(sgl) => {
                 let mut at = 0;
                 for sge in sgl.iter() {
                     let end = at + sge.len as usize;
@@ -707,8 +714,7 @@ impl DaemonQp {
                     }
                     at = end;
                 }
-                let mut m = *entry;
-                set_inline(&mut m, &body[..at]).then_some(m)
+                Some(&body[..at])
             }
         }
     }
