@@ -50,14 +50,13 @@ impl SharedTx {
     /// Shares the stream as it is now; the connection keeps the lock until it is quiet.
     pub(crate) fn grant(seg: Arc<QpSegment>, stream: &Stream) -> Self {
         let framing = stream.framing();
-        let (send_msn, position) = stream.tx_point();
         seg.tx_share().grant(
             TxFraming {
                 crc: framing.crc,
                 markers: framing.markers_tx,
                 mulpdu: stream.mulpdu(),
             },
-            TxPoint { send_msn, position },
+            point_of(stream),
         );
         Self { seg, held: true }
     }
@@ -97,8 +96,7 @@ impl SharedTx {
         if share.intent() != 0 {
             return Gate::Torn;
         }
-        let at = share.point();
-        stream.set_tx_point(at.send_msn, at.position);
+        move_to(stream, share.point());
         Gate::Open
     }
 
@@ -106,10 +104,7 @@ impl SharedTx {
     /// waits for the socket (`out_empty`).
     pub(crate) fn settle(&mut self, stream: &Stream, out_empty: bool) {
         if self.held && out_empty && stream.tx_quiet() {
-            let (send_msn, position) = stream.tx_point();
-            self.seg
-                .tx_share()
-                .daemon_unlock(TxPoint { send_msn, position });
+            self.seg.tx_share().daemon_unlock(point_of(stream));
             self.held = false;
         }
     }
@@ -123,8 +118,18 @@ impl SharedTx {
         if self.held {
             return true;
         }
-        let at = share.point();
-        stream.set_tx_point(at.send_msn, at.position);
+        move_to(stream, share.point());
         !client_held || share.intent() == 0
     }
+}
+
+/// Where `stream` stands, as the transmit share writes it.
+fn point_of(stream: &Stream) -> TxPoint {
+    let (send_msn, position) = stream.tx_point();
+    TxPoint { send_msn, position }
+}
+
+/// Moves `stream` to where the application left it.
+fn move_to(stream: &mut Stream, at: TxPoint) {
+    stream.set_tx_point(at.send_msn, at.position);
 }
