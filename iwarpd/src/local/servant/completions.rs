@@ -56,6 +56,11 @@ struct RingState {
     pushed: usize,
     /// Completions waiting for room in the client's ring, at most `cap`.
     backlog: VecDeque<[u8; CQE_SIZE]>,
+    /// Send requests that ended while completions were held: their ring entries retire
+    /// once the held completions are in the ring, so that no later completion (one the
+    /// library makes itself, for a message it wrote to its shared socket once everything
+    /// before had retired) overtakes them.
+    retire_held: u32,
     cap: usize,
     /// The backlog overflowed (the servant ends the queue pair for it).
     overran: bool,
@@ -83,6 +88,7 @@ impl ClientRing {
                 sends,
                 pushed,
                 backlog,
+                retire_held: 0,
                 cap,
                 overran: false,
             }),
@@ -134,7 +140,10 @@ impl ClientRing {
     /// What a successor daemon's servant starts from: the send requests in the
     /// connection and the completions not yet in the ring (entries back to back).
     pub(super) fn image(&self) -> (usize, usize, Vec<u8>) {
-        let st = self.lock();
+        let mut st = self.lock();
+        // The image carries the held completions, not the retirements behind them: those
+        // retire now (a later completion of the library's may then overtake a held one).
+        self.seg.sq_retire(std::mem::take(&mut st.retire_held));
         (
             st.sends,
             st.pushed,
@@ -151,11 +160,9 @@ impl ClientRing {
         }
     }
 
-    /// A send request's end: its ring entry retires, its push tracking entry goes, and
-    /// its completion is the client's unless it asked for none and it succeeded.
-    /// The caller retires the entry once its completion is in the ring (or held): a
-    /// library that writes to its shared socket itself pushes only once everything
-    /// before has retired, and its own completion must come after theirs.
+    /// A send request's end: its push tracking entry goes, and its completion is the
+    /// client's unless it asked for none and it succeeded. The caller retires its ring
+    /// entry once that completion, and every one before it, is in the ring.
     fn finish_send(&self, st: &mut RingState, wc: &Completion) -> Option<[u8; CQE_SIZE]> {
         st.sends = st.sends.saturating_sub(1);
         if wc.flags.contains(SendFlags::PUSHED) && st.pushed > 0 {
@@ -179,7 +186,11 @@ impl ClientRing {
                 pushed |= self.put(&mut st, e);
             }
             if wc.queue == Queue::Send {
-                self.seg.sq_retire(1);
+                if st.backlog.is_empty() {
+                    self.seg.sq_retire(1);
+                } else {
+                    st.retire_held += 1;
+                }
             }
         }
         drop(st);
@@ -220,6 +231,9 @@ impl ClientRing {
                 }
                 st.backlog.pop_front();
                 pushed = true;
+            }
+            if st.backlog.is_empty() {
+                self.seg.sq_retire(std::mem::take(&mut st.retire_held));
             }
         }
         if pushed {
@@ -347,6 +361,44 @@ mod tests {
         assert_eq!(ring.sends_in_flight(), 0);
         assert!(share.admit(8, now).is_ok(), "the tracking entry came back");
         assert_eq!(share.admit(8, now), Err(Discard::TrackingFull), "once");
+    }
+
+    /// A send whose completion is held (the client's ring is full) retires only once it
+    /// and every completion before it are in the ring, and so does an unsignaled send
+    /// behind it: the library may write to its shared socket once everything retired,
+    /// and completes that message itself, after what it drained from the ring.
+    #[test]
+    fn sends_behind_held_completions_retire_once_those_are_in_the_ring() {
+        let (ring, client) = ring(2, &Arc::new(PushShare::new(PushConfig::default())));
+        ring.sending(4, 0);
+        ring.deliver(
+            QpNum(1),
+            &mut vec![
+                wc(1, SendFlags::SIGNALED, WcStatus::Success),
+                wc(2, SendFlags::SIGNALED, WcStatus::Success),
+                wc(3, SendFlags::SIGNALED, WcStatus::Success),
+                wc(4, SendFlags::NONE, WcStatus::Success),
+            ],
+        );
+        assert!(ring.holds_any());
+        assert_eq!(client.sq_cons_done().1, 2, "those in the ring retired");
+        assert_eq!(
+            decode_cqe(&client.cq_pop().unwrap().unwrap())
+                .unwrap()
+                .wr_id,
+            1
+        );
+        assert!(ring.flush());
+        assert!(!ring.holds_any());
+        assert_eq!(
+            client.sq_cons_done().1,
+            4,
+            "the held one and the one behind it"
+        );
+        let got: Vec<_> = std::iter::from_fn(|| client.cq_pop().unwrap())
+            .map(|e| decode_cqe(&e).unwrap().wr_id)
+            .collect();
+        assert_eq!(got, [2, 3]);
     }
 
     /// While the servant runs its turns, completions the connection delivers leave the
