@@ -232,6 +232,7 @@ mod raw {
 
     /// A queue pair made by hand.
     pub(crate) struct RawQp {
+        pub(crate) pd: u32,
         pub(crate) info: QpInfo,
         pub(crate) seg: QpSegment,
         pub(crate) to_daemon: Doorbell,
@@ -316,11 +317,42 @@ mod raw {
             let to_daemon = Doorbell::from_fd(fds.remove(1));
             let seg = QpSegment::map(File::from(fds.remove(0)), info.geometry).unwrap();
             RawQp {
+                pd,
                 info,
                 seg,
                 to_daemon,
                 region,
             }
+        }
+
+        /// The socket of `q`, shared by the daemon (the push path that skips it).
+        pub(crate) fn share_tx(&mut self, q: &RawQp) -> OwnedFd {
+            let (reply, mut fds) = self.call(&Request::ShareTx { qp: q.info.qp });
+            assert_eq!(reply, Reply::Done);
+            fds.pop().expect("the socket")
+        }
+
+        /// `len` octets of memory registered in `q`'s domain: the file and its STag.
+        pub(crate) fn region(&mut self, q: &RawQp, len: u64) -> (File, u32) {
+            let memfd = memfd::MemfdOptions::default()
+                .allow_sealing(true)
+                .create("raw")
+                .unwrap();
+            memfd.as_file().set_len(len).unwrap();
+            memfd
+                .add_seals(&[memfd::FileSeal::SealShrink, memfd::FileSeal::SealGrow])
+                .unwrap();
+            let file = memfd.into_file();
+            let reg = Request::RegMr {
+                pd: q.pd,
+                access: u32::from(verbs::Access::LOCAL_WRITE.bits()),
+                va: None,
+                len,
+            };
+            let (Reply::Id(stag), _) = self.call_with(&reg, &[file.as_fd()]) else {
+                panic!("no region")
+            };
+            (file, stag)
         }
 
         pub(crate) fn event(&mut self) -> Event {
@@ -388,6 +420,251 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
     let sink = pd.alloc_mr(10, Access::LOCAL_WRITE)?;
     conn.qp.read(remote.slice(0, 10), &sink).await?;
     assert_eq!(sink.read(..)?, b"still fine");
+    Ok(())
+}
+
+/// A peer whose accepted queue pairs (each with 64 receives of 256 octets into `inbox`)
+/// come out of the returned channel, for the test to send from.
+async fn sending_peer() -> Result<
+    (
+        SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<verbs::Qp>,
+        verbs::Cq,
+        verbs::Mr,
+    ),
+    Error,
+> {
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let pd = peer.alloc_pd()?;
+    let inbox = pd.alloc_mr(64 * 256, Access::LOCAL_WRITE)?;
+    let cq = peer.create_cq(1024);
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (cq2, inbox2) = (cq.clone(), inbox.clone());
+    tokio::spawn(async move {
+        let _keep = peer;
+        while let Ok(inc) = listener.accept().await {
+            let mut cfg = QpConfig::new(&cq2);
+            for i in 0..64u64 {
+                let at = i as usize * 256;
+                cfg = cfg.recv(RecvWr {
+                    wr_id: i,
+                    sgl: [inbox2.local(at..at + 256)].into(),
+                });
+            }
+            let qp = inc.accept(&pd, cfg, b"").await.expect("peer accept");
+            if tx.send(qp).is_err() {
+                return;
+            }
+        }
+    });
+    Ok((addr, rx, cq, inbox))
+}
+
+/// Issue 33's shared socket in the hands of a client that misuses it: each misuse ends
+/// that client's connection alone (with the Terminate it calls for), and the daemon's
+/// one shard goes on serving another client, with verified data.
+///
+/// - A socket made blocking by the client: the daemon reads and writes with
+///   `MSG_DONTWAIT`, so its shard never blocks on it (with plain reads it blocked after
+///   the first message, and every other connection of the shard with it).
+/// - A client that holds the transmit lock and stops: past the lease the daemon takes it
+///   back; between FPDUs (no intent) the connection goes on, in the middle of one it
+///   ends with a Terminate (MPA local catastrophic error).
+/// - A client that writes garbage into its socket: the peer sends the Terminate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_misuses_its_shared_socket_hurts_only_itself() -> Result<(), Error> {
+    use ipc::control::{Event, end};
+    use ipc::wqe::{encode_rqe, encode_sqe};
+    use std::io::Write as _;
+
+    let path = std::env::temp_dir().join(format!(
+        "iwarpd-test-{}-shared-socket.sock",
+        std::process::id()
+    ));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    // One shard: a shard that blocked would stop the honest client too.
+    LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
+    let (addr, mut accepted, pcq, pinbox) = sending_peer().await?;
+
+    let p = path.clone();
+    let mut raw_side = tokio::task::spawn_blocking(move || {
+        let mut raw = raw::Raw::connect(&p);
+        // An event that never comes fails the test instead of hanging it.
+        raw.sock
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let send_entry = |id: u64, data: &'static [u8]| {
+            let wr = SendWr {
+                wr_id: id,
+                op: SendOp::Send {
+                    data: Payload::Bytes(Bytes::from_static(data)),
+                    invalidate: None,
+                    immediate: None,
+                },
+                flags: SendFlags::SIGNALED,
+            };
+            encode_sqe(&wr, &mut |_| None).unwrap()
+        };
+
+        // 1. Blocking descriptor: two Sends from the peer still land. (The peer, MPA's
+        // Responder, sends only after the first FPDU from this side.)
+        let q = raw.qp(addr);
+        let sock = raw.share_tx(&q);
+        rustix::io::ioctl_fionbio(&sock, false).unwrap();
+        let (_mem, stag) = raw.region(&q, 4096);
+        for i in 0..4u64 {
+            let sge = verbs::Sge {
+                stag: verbs::STag::from_u32(stag),
+                to: i * 256,
+                len: 256,
+            };
+            let wr = RecvWr {
+                wr_id: i,
+                sgl: [sge].into(),
+            };
+            assert!(q.seg.rq_push(&encode_rqe(&wr).unwrap()));
+        }
+        q.seg.sq_write(0, &send_entry(0, b"first"));
+        q.seg.sq_publish(1);
+        q.ring();
+        let mut landed = 0;
+        let start = std::time::Instant::now();
+        while landed < 3 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the Sends never landed"
+            );
+            match q.seg.cq_pop().unwrap() {
+                Some(e) => {
+                    let wc = ipc::wqe::decode_cqe(&e).unwrap();
+                    assert!(wc.is_ok(), "{wc:?}");
+                    landed += 1;
+                }
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+
+        // 2. A holder that stops between FPDUs: taken over, and the Send queued behind
+        // it goes out.
+        let q2 = raw.qp(addr);
+        let _sock2 = raw.share_tx(&q2);
+        let share = q2.seg.tx_share();
+        let held = loop {
+            if let Some(w) = share.client_lock() {
+                break w;
+            }
+            std::thread::yield_now();
+        };
+        q2.seg.sq_write(0, &send_entry(1, b"after the lease"));
+        q2.seg.sq_publish(1);
+        q2.ring();
+        let start = std::time::Instant::now();
+        while share.client_holds(held) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "never taken back"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!share.client_unlock(held), "the daemon took the lock back");
+
+        // 3. A holder that stops in the middle of an FPDU: that connection ends.
+        let q3 = raw.qp(addr);
+        let mut sock3 = std::fs::File::from(raw.share_tx(&q3));
+        let share = q3.seg.tx_share();
+        let _held = loop {
+            if let Some(w) = share.client_lock() {
+                break w;
+            }
+            std::thread::yield_now();
+        };
+        share.set_intent(28);
+        sock3.write_all(&[0, 20, 0x41]).unwrap();
+        q3.seg.sq_write(0, &send_entry(2, b"never"));
+        q3.seg.sq_publish(1);
+        q3.ring();
+        let torn = raw.event();
+
+        // 4. Garbage into the socket: the peer terminates.
+        let q4 = raw.qp(addr);
+        let mut sock4 = std::fs::File::from(raw.share_tx(&q4));
+        // A whole FPDU's worth (length 8, the ULPDU, PAD, CRC) whose CRC is wrong.
+        let mut fpdu = [0xffu8; 16];
+        fpdu[..2].copy_from_slice(&[0, 8]);
+        sock4.write_all(&fpdu).unwrap();
+        let garbage = raw.event();
+        (
+            q.info.qp,
+            q2.info.qp,
+            (q3.info.qp, torn),
+            (q4.info.qp, garbage),
+            raw,
+        )
+    });
+
+    // The peer's side of 1 and 2: two Sends to the blocking socket, one from 2.
+    let received = |want: &'static [u8]| {
+        let (pcq, pinbox) = (pcq.clone(), pinbox.clone());
+        async move {
+            let wc = tokio::time::timeout(Duration::from_secs(10), pcq.next()).await??;
+            assert!(wc.wc.is_ok(), "{wc:?}");
+            let at = wc.wc.wr_id as usize * 256;
+            assert_eq!(pinbox.read(at..at + want.len())?, want);
+            Ok::<_, Error>(())
+        }
+    };
+    let to_blocking = accepted.recv().await.ok_or("no peer queue pair")?;
+    received(b"first").await?;
+    for m in [&b"one"[..], b"two"] {
+        to_blocking.send(Bytes::copy_from_slice(m)).await?;
+    }
+    let _q2 = accepted.recv().await.ok_or("no peer queue pair")?;
+    received(b"after the lease").await?;
+    let _q3 = accepted.recv().await.ok_or("no peer queue pair")?;
+    let _q4 = accepted.recv().await.ok_or("no peer queue pair")?;
+
+    let (q1, q2, (q3, torn), (q4, garbage), _raw) =
+        tokio::time::timeout(Duration::from_secs(20), &mut raw_side).await??;
+    let _ = (q1, q2);
+    assert_eq!(
+        torn,
+        Event::QpEnded {
+            qp: q3,
+            how: end::TERMINATED,
+            term: verbs::TermCode::MPA_LOCAL_CATASTROPHIC.to_wire(),
+        }
+    );
+    assert_eq!(
+        garbage,
+        Event::QpEnded {
+            qp: q4,
+            how: end::TERMINATED_BY_PEER,
+            term: verbs::TermCode::MPA_CRC.to_wire(),
+        }
+    );
+
+    // Another client of the same one-shard daemon goes on, with verified data.
+    let (eaddr, _ecq, _eregion, _einbox) = echo_peer().await?;
+    let dev = Device::open(DeviceConfig::default().daemon(&path))?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(16);
+    let conn = dev.connect(&pd, eaddr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let honest = async {
+        conn.qp
+            .write(Bytes::from_static(b"still fine"), remote)
+            .await?;
+        let sink = pd.alloc_mr(10, Access::LOCAL_WRITE)?;
+        conn.qp.read(remote.slice(0, 10), &sink).await?;
+        Ok::<_, Error>(sink.read(..)?)
+    };
+    let got = tokio::time::timeout(Duration::from_secs(10), honest).await??;
+    assert_eq!(got, b"still fine");
     Ok(())
 }
 

@@ -257,6 +257,12 @@ impl TxShare<'_> {
         self.word(field::INTENT).store(octets, Ordering::Release);
     }
 
+    /// True while the client's acquisition `word` holds the lock (the daemon has not
+    /// taken it over, nor ended the share).
+    pub fn client_holds(&self, word: u64) -> bool {
+        self.lock().load(Ordering::Acquire) == word
+    }
+
     /// Client: releases the acquisition `word`; false if the daemon took it over or
     /// revoked the share meanwhile (the stream is then not the client's to trust).
     pub fn client_unlock(&self, word: u64) -> bool {
@@ -434,7 +440,9 @@ mod tests {
         assert_eq!(word, w);
         assert!(heartbeat > 0 && heartbeat <= now_ns());
         // Its lease ran out: taken over; the client learns it when it lets go.
+        assert!(cs.client_holds(w));
         assert!(ds.take_over(word));
+        assert!(!cs.client_holds(w));
         assert!(!ds.take_over(word), "once");
         assert!(!cs.client_unlock(w));
         assert_eq!(ds.daemon_lock(), DaemonLock::Held);
