@@ -19,55 +19,22 @@ use ipc::wqe::{
     EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_push_discarded,
     mark_pushed, set_inline,
 };
-use rdmap::pushed::PushedOp;
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
     SendWr, WcOpcode, WcStatus, WrId,
 };
 use tokio::sync::watch;
 
-use super::shared_socket::{Pushed, SharedSocket};
+use super::shared_socket::SharedSocket;
 use super::{Client, DaemonError};
+use direct::{Direct, share_socket};
 
-/// The staging area's allocator: a ring of octets, freed in send queue order as the
-/// daemon takes the entries that name them.
-#[derive(Debug)]
-struct Staging {
-    size: u64,
-    head: u64,
-    tail: u64,
-    /// (send queue index, end of its octets) of staged entries not yet taken.
-    live: VecDeque<(u32, u64)>,
-}
+mod direct;
+mod pump;
+mod staging;
 
-impl Staging {
-    fn reclaim(&mut self, taken: u32) {
-        while let Some(&(idx, end)) = self.live.front() {
-            if (taken.wrapping_sub(idx) as i32) <= 0 {
-                break;
-            }
-            self.tail = end;
-            self.live.pop_front();
-        }
-    }
-
-    fn alloc(&mut self, len: usize) -> Option<u32> {
-        let len = (len as u64).next_multiple_of(64);
-        if len > self.size {
-            return None;
-        }
-        let mut start = self.head;
-        let off = start % self.size;
-        if off + len > self.size {
-            start += self.size - off;
-        }
-        if start + len - self.tail > self.size {
-            return None;
-        }
-        self.head = start + len;
-        Some((start % self.size) as u32)
-    }
-}
+use pump::pump;
+use staging::Staging;
 
 struct Routes {
     send_cq: Cq,
@@ -536,90 +503,42 @@ impl DaemonQp {
             }
             // The push path that skips the daemon: a lone small request onto an empty
             // send queue goes on the wire from this thread.
+            let lone = n == 0 && wrs.peek().is_none();
             let mut discarded = false;
-            if let Some(d) = direct.as_mut().filter(|_| n == 0 && wrs.peek().is_none()) {
-                let sq_empty = outstanding.sends.is_empty();
-                match self.push_direct(d, &wr, sq_empty) {
-                    Pushed::Sent => {
-                        sent_here = Some(wc_of(&wr, WcStatus::Success));
+            if let Some(d) = direct.as_deref_mut().filter(|_| lone) {
+                match self.try_direct(d, &wr, outstanding.sends.is_empty()) {
+                    Direct::Done(wc) => {
+                        sent_here = Some(wc);
                         done += 1;
                         continue;
                     }
-                    Pushed::Broken => {
-                        sent_here = Some(wc_of(&wr, WcStatus::Flushed));
-                        done += 1;
-                        continue;
-                    }
-                    Pushed::Discarded(_) => discarded = true,
-                    Pushed::NotForPush => {}
+                    Direct::Queue { discarded: d } => discarded = d,
                 }
             }
             let idx = seg.sq_prod().wrapping_add(n);
-            let mut staged_end = None;
-            let encoded = encode_sqe(&wr, &mut |data| {
-                let at = staging.alloc(data.len())?;
-                seg.stage(at, data);
-                staged_end = Some(staging.head);
-                Some(at)
-            });
-            let mut e = match encoded {
+            let mut e = match self.encode(staging, &wr, idx) {
                 Ok(e) => e,
-                Err(EncodeError::NoStagingRoom) => {
+                Err(None) => {
                     failed = Some(PostError::QueueFull);
                     break;
                 }
-                Err(EncodeError::TooManyEntries { max }) => {
-                    tracing::warn!(
-                        max,
-                        "a gather list longer than iwarpd's send queue entries hold"
-                    );
-                    // It completes at once with a local length error, as a request the
-                    // RNIC cannot take.
-                    let wc = Completion::new(
-                        wr.wr_id,
-                        Queue::Send,
-                        wr.op.wc_opcode(),
-                        WcStatus::LocalLength,
-                    );
+                Err(Some(wc)) => {
                     self.complete_locally(wc);
                     done += 1;
                     continue;
                 }
             };
-            if let Some(end) = staged_end {
-                staging.live.push_back((idx, end));
-            }
             outstanding.sends.push_back((wr.wr_id, wr.op.wc_opcode()));
             if discarded {
                 mark_push_discarded(&mut e);
             }
             // Seed 000's push through the daemon, when the socket is not shared.
-            let message = match push.as_mut() {
-                Some(p) if direct.is_none() && n == 0 && wrs.peek().is_none() && p.pushing => {
-                    self.message(&wr, &e)
-                }
-                _ => None,
-            };
-            let slot = match (message, push.as_mut()) {
-                // Stop condition 2 (no room in the region) is the rules'.
-                (Some(m), Some(p)) => p.rules.claim(&p.region).map(|slot| (slot, m)),
-                _ => None,
-            };
-            match slot {
-                Some((slot, message)) => {
-                    // Seed 000's order: the twin entry first (flagged), published; then the
-                    // message, published READY; then the doorbell.
-                    mark_pushed(&mut e);
-                    seg.sq_write(0, &e);
-                    seg.sq_publish(1);
-                    if let Some(p) = push.as_mut() {
-                        p.region.publish(slot, self.id, idx, &message);
-                    }
-                }
-                None => {
-                    seg.sq_write(n, &e);
-                    n += 1;
-                }
+            let policy = push
+                .as_mut()
+                .filter(|p| direct.is_none() && lone && p.pushing);
+            if !self.push_slot(policy, &wr, &mut e, idx) {
+                seg.sq_write(n, &e);
+                n += 1;
             }
             done += 1;
             room -= 1;
@@ -644,34 +563,71 @@ impl DaemonQp {
         }
     }
 
-    /// Offers `wr` to the shared socket: a Send (without Invalidate or Immediate Data) or
-    /// an RDMA Write whose payload is at most an entry's inline octets.
-    fn push_direct(&self, d: &mut SharedSocket, wr: &SendWr, sq_empty: bool) -> Pushed {
-        let (op, data) = match &wr.op {
-            SendOp::Send {
-                data,
-                invalidate: None,
-                immediate: None,
-            } => (
-                PushedOp::Send {
-                    solicited: wr.flags.contains(SendFlags::SOLICITED),
-                },
-                data,
-            ),
-            SendOp::Write { data, dst } if data.len().is_some_and(|l| l <= dst.len) => (
-                PushedOp::Write {
-                    stag: dst.stag,
-                    to: dst.to,
-                },
-                data,
-            ),
-            _ => return Pushed::NotForPush,
-        };
-        let mut body = [0u8; INLINE_MAX];
-        match self.inline_payload(data, &mut body) {
-            Some(payload) => d.push(&self.shared.seg, op, payload, sq_empty),
-            None => Pushed::NotForPush,
+    /// `wr` as the send queue entry at index `idx`, a payload too long to be inline
+    /// staged. `Err(None)`: no staging room now; `Err(Some(wc))`: a gather list longer
+    /// than an entry holds, which completes at once with a local length error, as a
+    /// request the RNIC cannot take.
+    fn encode(
+        &self,
+        staging: &mut Staging,
+        wr: &SendWr,
+        idx: u32,
+    ) -> Result<[u8; SQE_SIZE], Option<Completion>> {
+        let seg = &self.shared.seg;
+        let mut staged_end = None;
+        let encoded = encode_sqe(wr, &mut |data| {
+            let at = staging.alloc(data.len())?;
+            seg.stage(at, data);
+            staged_end = Some(staging.head);
+            Some(at)
+        });
+        match encoded {
+            Ok(e) => {
+                if let Some(end) = staged_end {
+                    staging.live.push_back((idx, end));
+                }
+                Ok(e)
+            }
+            Err(EncodeError::NoStagingRoom) => Err(None),
+            Err(EncodeError::TooManyEntries { max }) => {
+                tracing::warn!(
+                    max,
+                    "a gather list longer than iwarpd's send queue entries hold"
+                );
+                let op = wr.op.wc_opcode();
+                let wc = Completion::new(wr.wr_id, Queue::Send, op, WcStatus::LocalLength);
+                Err(Some(wc))
+            }
         }
+    }
+
+    /// Seed 000's push through the daemon's region, for `wr` (encoded as `e`, at send
+    /// queue index `idx`) if `policy` lets it: the twin entry first (flagged),
+    /// published; then the message, published READY. False if it was not pushed (the
+    /// caller writes the entry with the others).
+    fn push_slot(
+        &self,
+        policy: Option<&mut PushPolicy>,
+        wr: &SendWr,
+        e: &mut [u8; SQE_SIZE],
+        idx: u32,
+    ) -> bool {
+        let Some(p) = policy else {
+            return false;
+        };
+        let Some(message) = self.message(wr, e) else {
+            return false;
+        };
+        // Stop condition 2 (no room in the region) is the rules'.
+        let Some(slot) = p.rules.claim(&p.region) else {
+            return false;
+        };
+        mark_pushed(e);
+        let seg = &self.shared.seg;
+        seg.sq_write(0, e);
+        seg.sq_publish(1);
+        p.region.publish(slot, self.id, idx, &message);
+        true
     }
 
     /// The pushed message for `wr` (encoded as `entry`), if it may be pushed: a Send,
@@ -800,84 +756,5 @@ impl DaemonQp {
         self.push_recv(wr).inspect_err(|_| waiters.forget(id))?;
         self.shared.awaited.notify_one();
         Ok(waiters.future(id))
-    }
-}
-
-/// Asks the daemon to share queue pair `id`'s socket; `None` if it does not (an older
-/// daemon, a privileged port, or sharing turned off): seed 000's push then goes through
-/// the daemon.
-fn share_socket(client: &Arc<Client>, id: u32) -> Option<Box<SharedSocket>> {
-    match client.call_with(&Request::ShareTx { qp: id }, &[]) {
-        Ok((Reply::Done, mut fds)) if fds.len() == 1 => {
-            fds.pop().map(|fd| Box::new(SharedSocket::new(fd)))
-        }
-        Ok(other) => {
-            tracing::debug!(?other, "iwarpd did not share the socket");
-            None
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "iwarpd did not share the socket");
-            None
-        }
-    }
-}
-
-/// The completion of `wr`, which ended here with `status` (its flags, and its length).
-fn wc_of(wr: &SendWr, status: WcStatus) -> Completion {
-    let mut wc = Completion::new(wr.wr_id, Queue::Send, wr.op.wc_opcode(), status);
-    wc.flags = wr.flags | SendFlags::PUSHED;
-    wc.byte_len = wr.op.payload_len();
-    wc
-}
-
-/// How often the pump looks at the ring while the application busy-polls it.
-const POLLED_PUMP: std::time::Duration = std::time::Duration::from_millis(1);
-
-async fn pump(
-    shared: Arc<Shared>,
-    bell: ipc::qpseg::AsyncDoorbell,
-    client: Arc<Client>,
-    mut end: watch::Receiver<Option<QpEnd>>,
-) {
-    let mut polls = shared.polls.load(Ordering::Relaxed);
-    let mut watching = true;
-    let mut awaited = false;
-    loop {
-        if end.borrow().is_some() && client.is_gone() {
-            shared.flush_all();
-            return;
-        }
-        if shared.drain() {
-            continue;
-        }
-        // While the application busy-polls (`poll_input`), the ring is its: the pump
-        // stays unparked, so the daemon does not ring for each completion, and looks
-        // again now and then in case the polling stopped. Once it awaits instead (a
-        // request's future, or a completion queue: it polled, then posted and awaited,
-        // as iwperf write_lat does), the pump parks so that the daemon rings for the
-        // completion: before, that completion waited for the pump's next look, 1 ms.
-        let now = shared.polls.load(Ordering::Relaxed);
-        if now != polls && !awaited {
-            polls = now;
-            tokio::select! {
-                _ = tokio::time::sleep(POLLED_PUMP) => {}
-                _ = shared.awaited.notified() => awaited = true,
-            }
-            continue;
-        }
-        polls = now;
-        awaited = false;
-        shared.seg.park(Side::Client);
-        if shared.drain() {
-            shared.seg.unpark(Side::Client);
-            continue;
-        }
-        tokio::select! {
-            rung = bell.wait() => if rung.is_err() {
-                return;
-            },
-            changed = end.changed(), if watching => watching = changed.is_ok(),
-        }
-        shared.seg.unpark(Side::Client);
     }
 }
