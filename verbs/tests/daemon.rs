@@ -1516,7 +1516,13 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
     let cfg = || (EngineConfig::default(), LocalConfig::default());
     let (e, l) = cfg();
     let before = LocalService::start(&path("move-a"), e, l, 1)?;
-    let app = Device::open(DeviceConfig::default().daemon(path("move-a")))?;
+    // Its queue pairs' sockets are shared with it (the push path that skips the daemon):
+    // the move ends the share without shutting the socket the new service takes.
+    let app = Device::open(
+        DeviceConfig::default()
+            .daemon(path("move-a"))
+            .push_socket(true),
+    )?;
     let (pd, cq) = (app.alloc_pd()?, app.create_cq(64));
     let srq = app.create_srq(8)?;
     let inbox = pd.alloc_mr(8 * 64, Access::LOCAL_WRITE)?;
