@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use offload_engine::tpt::{Base, PdId};
-use offload_engine::{Cq, Engine, EngineConfig, Qp, QpEnd, QpInit, Wc};
+use offload_engine::{Cq, Engine, EngineConfig, Listener, Qp, QpEnd, QpInit, Wc};
 use rdmap::{
     Access, Payload, QpState, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, WcOpcode,
     WcStatus,
@@ -24,8 +24,8 @@ struct Side {
     qp: Qp,
 }
 
-/// A client and a server engine, connected.
-async fn pair(cfg: EngineConfig) -> (Side, Side) {
+/// A server engine listening on loopback, a client engine, and where the server listens.
+async fn engines(cfg: EngineConfig) -> (Engine, Engine, Listener, SocketAddr) {
     let server = Engine::new(cfg.clone());
     let client = Engine::new(cfg);
     let listener = server
@@ -33,6 +33,12 @@ async fn pair(cfg: EngineConfig) -> (Side, Side) {
         .await
         .expect("listen");
     let addr = listener.local_addr();
+    (server, client, listener, addr)
+}
+
+/// A client and a server engine, connected.
+async fn pair(cfg: EngineConfig) -> (Side, Side) {
+    let (server, client, listener, addr) = engines(cfg).await;
     let (spd, scq) = (server.alloc_pd(), Cq::new(1024));
     let (cpd, ccq) = (client.alloc_pd(), Cq::new(1024));
     let accept = {
@@ -267,13 +273,7 @@ async fn graceful_disconnect() {
 
 #[tokio::test]
 async fn many_queue_pairs_at_once() {
-    let server = Engine::new(EngineConfig::default());
-    let client = Engine::new(EngineConfig::default());
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
+    let (server, client, listener, addr) = engines(EngineConfig::default()).await;
     let (spd, scq) = (server.alloc_pd(), Cq::new(8192));
     let sbuf = server
         .tpt()
@@ -403,13 +403,7 @@ async fn per_request_futures_bypass_the_cq() {
 
 #[tokio::test]
 async fn receives_posted_at_accept_catch_the_first_send() {
-    let server = Engine::new(EngineConfig::default());
-    let client = Engine::new(EngineConfig::default());
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap();
-    let addr = listener.local_addr();
+    let (server, client, listener, addr) = engines(EngineConfig::default()).await;
     let (spd, scq) = (server.alloc_pd(), Cq::new(64));
     let buf = server
         .tpt()
@@ -480,13 +474,7 @@ async fn reserved_work_request_ids_are_refused() {
 /// refused, naming the receive.
 #[tokio::test]
 async fn a_reserved_id_among_the_initial_receives_is_refused() {
-    let server = Engine::new(EngineConfig::default());
-    let client = Engine::new(EngineConfig::default());
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("listen");
-    let addr = listener.local_addr();
+    let (server, client, listener, addr) = engines(EngineConfig::default()).await;
     let spd = server.alloc_pd();
     tokio::spawn(async move {
         if let Ok(inc) = listener.accept().await {
@@ -518,13 +506,7 @@ async fn a_sink_takes_every_completion_with_its_id_as_posted() {
             self.0.lock().unwrap().append(batch);
         }
     }
-    let server = Engine::new(EngineConfig::default());
-    let client = Engine::new(EngineConfig::default());
-    let listener = server
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("listen");
-    let addr = listener.local_addr();
+    let (server, client, listener, addr) = engines(EngineConfig::default()).await;
     let spd = server.alloc_pd();
     let scq = Cq::new(16);
     let accepting = {
