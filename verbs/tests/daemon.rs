@@ -423,9 +423,11 @@ async fn a_client_that_scribbles_over_its_rings_hurts_only_itself() -> Result<()
     Ok(())
 }
 
-/// A peer whose accepted queue pairs (each with 64 receives of 256 octets into `inbox`)
-/// come out of the returned channel, for the test to send from.
-async fn sending_peer() -> Result<
+/// A peer listening on `at` whose accepted queue pairs (each with 64 receives of 256
+/// octets into `inbox`) come out of the returned channel, for the test to send from.
+async fn sending_peer(
+    at: SocketAddr,
+) -> Result<
     (
         SocketAddr,
         tokio::sync::mpsc::UnboundedReceiver<verbs::Qp>,
@@ -438,7 +440,7 @@ async fn sending_peer() -> Result<
     let pd = peer.alloc_pd()?;
     let inbox = pd.alloc_mr(64 * 256, Access::LOCAL_WRITE)?;
     let cq = peer.create_cq(1024);
-    let listener = peer.listen(any_port()).await?;
+    let listener = peer.listen(at).await?;
     let addr = listener.local_addr();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (cq2, inbox2) = (cq.clone(), inbox.clone());
@@ -489,7 +491,7 @@ async fn a_client_that_misuses_its_shared_socket_hurts_only_itself() -> Result<(
         .try_init();
     // One shard: a shard that blocked would stop the honest client too.
     LocalService::start(&path, EngineConfig::default(), LocalConfig::default(), 1)?;
-    let (addr, mut accepted, pcq, pinbox) = sending_peer().await?;
+    let (addr, mut accepted, pcq, pinbox) = sending_peer(any_port()).await?;
 
     let p = path.clone();
     let mut raw_side = tokio::task::spawn_blocking(move || {
@@ -665,6 +667,48 @@ async fn a_client_that_misuses_its_shared_socket_hurts_only_itself() -> Result<(
     };
     let got = tokio::time::timeout(Duration::from_secs(10), honest).await??;
     assert_eq!(got, b"still fine");
+    Ok(())
+}
+
+/// A connection on a privileged port is not shared with an application that does not
+/// run as root (the port vouches to the peer for a privileged process); the same
+/// application gets the socket of a connection on an ordinary port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_privileged_port_is_not_shared_with_an_unprivileged_client() -> Result<(), Error> {
+    use ipc::control::{Reply, Request, error};
+    use std::os::unix::fs::PermissionsExt as _;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: binding a privileged port and changing user need root");
+        return Ok(());
+    }
+    let path = daemon("privileged").await;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    // Port 1000 is below 1024: root may bind it.
+    let privileged = SocketAddr::from(([127, 0, 0, 1], 1000));
+    let (paddr, _p, _pcq, _pinbox) = sending_peer(privileged).await?;
+    let (oaddr, _o, _ocq, _oinbox) = sending_peer(any_port()).await?;
+    let answers = std::thread::spawn(move || {
+        // This thread alone becomes user 65534 (the raw system call is per thread).
+        rustix::thread::set_thread_uid(rustix::process::Uid::from_raw(65534)).unwrap();
+        let mut raw = raw::Raw::connect(&path);
+        let q = raw.qp(paddr);
+        let refused = raw.call(&Request::ShareTx { qp: q.info.qp });
+        let o = raw.qp(oaddr);
+        let shared = raw.call(&Request::ShareTx { qp: o.info.qp });
+        (refused, shared.0, shared.1.len())
+    })
+    .join()
+    .map_err(|_| "the unprivileged client panicked")?;
+    let ((refused, fds), shared, shared_fds) = answers;
+    match refused {
+        Reply::Error { code, text } => {
+            assert_eq!(code, error::REFUSED);
+            assert!(text.contains("privileged port"), "{text}");
+        }
+        other => panic!("shared: {other:?}"),
+    }
+    assert!(fds.is_empty());
+    assert_eq!((shared, shared_fds), (Reply::Done, 1));
     Ok(())
 }
 
