@@ -21,6 +21,8 @@ use rdmap::{Access, Payload, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcStatus
 const LEN: usize = 64 * 1024;
 /// Connections open at once.
 const AT_ONCE: usize = 100;
+/// Cycles of [`AT_ONCE`] before the baseline is taken.
+const WARM_UP: usize = 3;
 const RW: Access = Access::REMOTE_READ
     .union(Access::REMOTE_WRITE)
     .union(Access::LOCAL_READ)
@@ -141,7 +143,11 @@ fn a_thousand_queue_pairs_come_and_go_and_leave_nothing_behind() {
             }
         });
         let metrics = tokio::runtime::Handle::current().metrics();
-        // A first cycle warms the allocator and the runtime up; the baseline is after it.
+        // The first cycles warm the allocator and the runtime up; the baseline is after
+        // them. (After one cycle it was too early: the allocator's per-thread arenas
+        // still grew for two or three more, to a plateau, 14.1 -> 31.8 -> 28.6 MiB in a
+        // CI run, the same with the build before the shared socket; a leak keeps growing
+        // past the plateau, which the comparison at the end still catches.)
         let mut done = 0;
         let mut baseline = None;
         let start = Instant::now();
@@ -168,7 +174,9 @@ fn a_thousand_queue_pairs_come_and_go_and_leave_nothing_behind() {
                 now.1,
                 now.2
             );
-            baseline.get_or_insert(now);
+            if done >= (WARM_UP * AT_ONCE).min(total) {
+                baseline.get_or_insert(now);
+            }
         }
         let (fds0, tasks0, rss0) = baseline.unwrap();
         let (fds, tasks, rss) = (open_fds(), metrics.num_alive_tasks(), rss_kib());
