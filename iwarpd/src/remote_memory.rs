@@ -439,13 +439,11 @@ async fn run_conn(
     }
     let end = loop {
         tokio::select! {
-            wc = recv_cq.next() => match wc {
-                Ok(wc) => {
-                    let r = echo.on_recv(&wc);
-                    echo.end_on(r, peer);
-                }
-                Err(e) => break overrun(&qp, &e).await,
-            },
+            // Send completions first: each receive posts an echo, so taking receives while
+            // send completions wait would let those pile up past the send queue's depth (a
+            // CI run overran the 272-deep queue so, choosing the two at random); taken
+            // first, they never exceed the echoes in flight, at most the send queue.
+            biased;
             wc = send_cq.next() => match wc {
                 Ok(wc) if wc.wc.status == WcStatus::Success => {
                     let r = echo.post_waiting();
@@ -455,6 +453,13 @@ async fn run_conn(
                     tracing::warn!(%peer, status = ?wc.wc.status, term = ?wc.wc.term, "echo failed");
                 }
                 Ok(_) => {}
+                Err(e) => break overrun(&qp, &e).await,
+            },
+            wc = recv_cq.next() => match wc {
+                Ok(wc) => {
+                    let r = echo.on_recv(&wc);
+                    echo.end_on(r, peer);
+                }
                 Err(e) => break overrun(&qp, &e).await,
             },
             end = qp.closed() => break end,
