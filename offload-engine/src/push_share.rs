@@ -99,6 +99,7 @@ impl PushShare {
             executed: get(0),
             sq_path: get(1),
             discards: std::array::from_fn(|i| get(2 + i)),
+            daemon_sleeps: 0,
         }
     }
 

@@ -955,6 +955,56 @@ async fn small_requests_go_to_the_shared_socket_and_every_request_runs_once() ->
     push_behind_a_large_write(Some(&path), true).await
 }
 
+/// A client that writes everything to its shared socket keeps its servant awake, as a
+/// client that posts through the send queue does: the peer's answers are then taken by
+/// a thread that is already running, not one woken per message. Each round posts a
+/// receive (which rings a sleeping servant) and a Send, 30 µs apart; with a servant
+/// that spins only for its send queue, the shared socket's servant slept once a round.
+/// Compared with the send queue in the same run, so that a slow machine cannot fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_pushes_keeps_its_servant_awake() -> Result<(), Error> {
+    let path = daemon("awake").await;
+    let (addr, _pcq, _region, _inbox) = echo_peer().await?;
+    const ROUNDS: u64 = 200;
+    let mut sleeps = Vec::new();
+    for socket in [false, true] {
+        let cfg = DeviceConfig::default()
+            .push_socket(socket)
+            .queue_depths(256, 256);
+        let dev = device(Some(&path), cfg)?;
+        let pd = dev.alloc_pd()?;
+        let cq = dev.create_cq(1024);
+        let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+        let inbox = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+        let before = conn.qp.stats().push;
+        for i in 0..ROUNDS {
+            conn.qp.post_recv(RecvWr {
+                wr_id: i,
+                sgl: [inbox.local(0..64)].into(),
+            })?;
+            conn.qp.send(Bytes::copy_from_slice(b"ping")).await?;
+            let until = std::time::Instant::now() + Duration::from_micros(30);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        let after = conn.qp.stats().push;
+        if socket {
+            assert!(
+                after.executed - before.executed >= ROUNDS / 2,
+                "pushed: {after:?}"
+            );
+        }
+        sleeps.push(after.daemon_sleeps - before.daemon_sleeps);
+    }
+    let (queue, socket) = (sleeps[0], sleeps[1]);
+    assert!(
+        socket <= queue + ROUNDS / 4,
+        "the servant slept {socket} times in {ROUNDS} rounds of pushes, {queue} through the send queue"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error> {
     use iwarpd::local::PushConfig;

@@ -48,9 +48,17 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
             .filter(|(_, n)| *n > 0)
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
+        // Through iwarpd: how often its servant slept (each a wake-up on the path).
+        let slept = match opts.daemon {
+            Some(_) => format!(
+                "; iwarpd slept {}",
+                crate::words::count(st.daemon_sleeps, "time", "times")
+            ),
+            None => String::new(),
+        };
         crate::errln!(
             "iwperf: QP {}: {who} ran {} from pushed messages, {} from the send \
-             queue; push discards: {}",
+             queue; push discards: {}{slept}",
             i + 1,
             crate::words::count(st.executed, "request", "requests"),
             st.sq_path,

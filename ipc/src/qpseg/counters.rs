@@ -57,6 +57,11 @@ pub struct PushCounters {
     pub sq_path: u64,
     /// Pushed messages discarded, by reason ([`Discard::ALL`] order).
     pub discards: [u64; 6],
+    /// Times iwarpd's servant of this queue pair went to sleep on its doorbell (0
+    /// embedded). It spins while its client posts or pushes, so that the peer's
+    /// answers are taken by a thread that is awake: a count near the number of messages
+    /// means each one paid a thread wake-up.
+    pub daemon_sleeps: u64,
 }
 
 impl PushCounters {

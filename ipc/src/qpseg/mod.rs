@@ -67,6 +67,8 @@ mod field {
     pub(crate) const CQ_CONS: Field = 384..388;
     /// Nonzero while the daemon sleeps.
     pub(crate) const DAEMON_PARKED: Field = 448..452;
+    /// Times the daemon went to sleep (u64, the daemon's).
+    pub(crate) const DAEMON_PARKS: Field = 456..464;
     /// Nonzero while the client sleeps.
     pub(crate) const CLIENT_PARKED: Field = 512..516;
     /// Push discards so far (u32; the library's stop rule watches it).
@@ -311,6 +313,7 @@ impl QpSegment {
             executed: get(field::PUSH_EXECUTED),
             sq_path: get(field::PUSH_SQ_PATH),
             discards: [0; 6],
+            daemon_sleeps: get(field::DAEMON_PARKS),
         };
         for (i, d) in c.discards.iter_mut().enumerate() {
             *d = get(nth(field::PUSH_DISCARD, i));
@@ -329,6 +332,13 @@ impl QpSegment {
     /// before sleeping, or a ring just before it is missed.
     pub fn park(&self, side: Side) {
         self.parked(side).store(1, Ordering::SeqCst);
+    }
+
+    /// Daemon: it goes to sleep on its doorbell now (after [`park`](Self::park) and the
+    /// re-check); counted in [`PushCounters::daemon_sleeps`].
+    pub fn count_daemon_sleep(&self) {
+        self.counter(field::DAEMON_PARKS)
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// `side` is awake again.

@@ -297,6 +297,12 @@ impl TxShare<'_> {
         self.long(f).fetch_add(1, Ordering::Relaxed);
     }
 
+    /// How many messages the client wrote itself so far (one load: what a spinning
+    /// daemon watches to see that the client is active).
+    pub fn pushed(&self) -> u64 {
+        self.long(field::PUSHED).load(Ordering::Relaxed)
+    }
+
     /// What the client pushed and could not.
     pub fn counts(&self) -> TxCounts {
         let get = |f| self.long(f).load(Ordering::Relaxed);

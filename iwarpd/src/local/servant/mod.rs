@@ -144,6 +144,7 @@ impl Prepared {
             snapshots: Vec::new(),
             arena: BytesMut::new(),
             twin_seen: None,
+            pushed_seen: 0,
         };
         run.spawn(Bell::Raw(to_daemon))
     }
@@ -363,6 +364,8 @@ struct Run {
     /// The pushed twin at the head of the send queue waiting for its message, and since
     /// when (see `intake::TWIN_WAIT`).
     twin_seen: Option<(u32, std::time::Instant)>,
+    /// The client's count of messages it wrote onto the shared socket, as last seen.
+    pushed_seen: u64,
 }
 
 impl Run {

@@ -127,6 +127,7 @@ impl Run {
                 tokio::task::yield_now().await;
                 continue;
             }
+            self.seg.count_daemon_sleep();
             tokio::select! {
                 _ = bell.wait() => {}
                 how = &mut closed, if self.end.is_none() => self.ended(how),
@@ -156,6 +157,7 @@ impl Run {
             if let Some(why) = self.recvs.garbage() {
                 self.misused(why);
             }
+            moved |= self.client_pushed();
         }
         if self.ring.overran() && !self.overran {
             self.overran = true;
@@ -169,6 +171,16 @@ impl Run {
         let flushed = self.ring.flush();
         self.ring.settle();
         moved | flushed
+    }
+
+    /// True if the client wrote onto its shared socket since the last turn. The servant
+    /// then keeps spinning as it does for a posted request, so the peer's answer is read
+    /// by a thread that is awake: without this, a client that pushes everything leaves
+    /// the servant parked, and every answer paid a thread wake-up (one-way small-Send
+    /// latency 25 µs against 16 µs through the send queue).
+    fn client_pushed(&mut self) -> bool {
+        let pushed = self.seg.tx_share().pushed();
+        std::mem::replace(&mut self.pushed_seen, pushed) != pushed
     }
 
     /// The client wrote garbage (`why`) into its rings: its queue pair closes.
