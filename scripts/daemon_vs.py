@@ -15,8 +15,8 @@ scheduler wake-up per message and are printed second (see vs_tcp.py).
 
 Lines:
   lat   iwperf send_lat -s 8 (t_typical, and t_avg through the daemon): through iwarpd
-        with seed 000's push through the daemon, with the push path that skips it (the
-        shared socket, IWARP_PUSH_SOCKET=1), with --no-push, embedded (push and not);
+        with seed 000's push through the daemon (IWARP_PUSH_SOCKET=0), with the push path
+        that skips it (the shared socket, the default), with --no-push, embedded (push and not);
         against sockperf ping-pong --tcp -m 14 --nonblocked (the floor) and without
         --nonblocked (blocking), medians
   bw    iwperf write_bw -s 65536: through iwarpd (its CRC setting: on), embedded with
@@ -61,7 +61,8 @@ def run(line, path, secs, port):
         for name, extra in (("push", daemon), ("push-socket", daemon),
                             ("no-push", daemon + ["--no-push"]),
                             ("embedded", []), ("emb-nopush", ["--no-push"])):
-            # The push path that skips the daemon is opt-in (the shared socket).
+            # The push path that skips the daemon (the shared socket) is the default;
+            # IWARP_PUSH_SOCKET=0 pushes through the daemon (seed 000 as in hardware).
             os.environ["IWARP_PUSH_SOCKET"] = "1" if name == "push-socket" else "0"
             j = vs_tcp.iwperf(path, "send_lat", ["-s", "8"] + extra, secs, port)
             r[name] = j["t_typical"]

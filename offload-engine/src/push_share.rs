@@ -89,7 +89,12 @@ impl PushShare {
 
     /// Counts a discarded pushed message.
     pub fn count_discard(&self, why: Discard) {
-        self.totals[2 + why.index()].fetch_add(1, Ordering::Relaxed);
+        self.count_discards(why, 1);
+    }
+
+    /// Counts `n` discarded pushed messages.
+    pub fn count_discards(&self, why: Discard, n: u64) {
+        self.totals[2 + why.index()].fetch_add(n, Ordering::Relaxed);
     }
 
     /// The device's push counters.

@@ -133,9 +133,9 @@ impl DeviceConfig {
     /// Through iwarpd: ask it to share each queue pair's socket, and write a lone small
     /// Send or Write onto an empty send queue to the socket from the posting thread (the
     /// push path that skips the daemon, issue 33), instead of pushing it through the
-    /// daemon. Off unless asked for here or with `IWARP_PUSH_SOCKET=1`: on a machine with
-    /// as many spinning processes as processors it is slower, since the daemon then sleeps
-    /// until the answer arrives and pays its wake-up on the answer's path (BENCHMARKS.md).
+    /// daemon. On by default (with the push path); `false` here or `IWARP_PUSH_SOCKET=0`
+    /// turns it off. The daemon keeps reading the socket, and keeps spinning while the
+    /// application pushes, so the answer is taken without a thread wake-up.
     pub fn push_socket(mut self, on: bool) -> Self {
         self.push_socket = Some(on);
         self
@@ -144,7 +144,7 @@ impl DeviceConfig {
     pub(crate) fn push_socket_wanted(&self) -> bool {
         self.push_socket.unwrap_or_else(|| {
             std::env::var("IWARP_PUSH_SOCKET")
-                .is_ok_and(|v| matches!(v.as_str(), "1" | "on" | "yes"))
+                .map_or(true, |v| !matches!(v.as_str(), "0" | "off" | "no"))
         })
     }
 

@@ -15,6 +15,8 @@
 //! 1156 u32 MULPDU (the daemon's, at the grant)
 //! 1216 u64 messages the client pushed, 1224 u64 of them Sends, 1232 u64 their octets
 //! 1240 u64 discarded: the send queue was not empty; 1248 u64: the stream was busy
+//! 1256 u64 payload octets pushed in RDMA Writes, 1264 u64 in Sends, 1272 u64 in Sends
+//!          with Solicited Event (the daemon adds these and the messages to its counters)
 //! ```
 //!
 //! The rules: whoever frames an FPDU holds the lock from the moment it assigns the FPDU's
@@ -30,6 +32,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::QpSegment;
 use crate::layout::{Field, seg_u32, seg_u64};
 use crate::qpseg::Discard;
+use rdmap::pushed::PushedOp;
+use rdmap::wire::Opcode;
 
 /// The block's fields.
 mod field {
@@ -47,6 +51,8 @@ mod field {
     pub(crate) const PUSHED_OCTETS: Field = 1232..1240;
     pub(crate) const DISCARD_QUEUE: Field = 1240..1248;
     pub(crate) const DISCARD_BUSY: Field = 1248..1256;
+    /// Payload octets pushed, of RDMA Writes, Sends and Sends with Solicited Event.
+    pub(crate) const PAYLOAD: [Field; 3] = [1256..1264, 1264..1272, 1272..1280];
 }
 
 const OWNER: u64 = 0b11;
@@ -96,7 +102,7 @@ pub enum DaemonLock {
 /// What the client pushed, and what it could not.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct TxCounts {
-    /// Messages written to the socket by the client.
+    /// Messages written to the socket by the client (one FPDU each).
     pub pushed: u64,
     /// Of them, Sends (each took an MSN of queue 0).
     pub sends: u64,
@@ -106,6 +112,34 @@ pub struct TxCounts {
     pub not_at_head: u64,
     /// Messages that went to the send queue because the stream or socket was busy (D4).
     pub busy: u64,
+    /// Payload octets pushed per RDMAP opcode: RDMA Write, Send, Send with Solicited
+    /// Event (see [`by_opcode`](Self::by_opcode)).
+    pub payload: [u64; 3],
+}
+
+impl TxCounts {
+    /// The payload octets with their opcodes.
+    pub fn by_opcode(&self) -> [(Opcode, u64); 3] {
+        let [w, s, se] = self.payload;
+        [
+            (Opcode::RdmaWrite, w),
+            (Opcode::Send, s),
+            (Opcode::SendSe, se),
+        ]
+    }
+
+    /// What was counted since `earlier`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let d = |a: u64, b: u64| a.wrapping_sub(b);
+        Self {
+            pushed: d(self.pushed, earlier.pushed),
+            sends: d(self.sends, earlier.sends),
+            octets: d(self.octets, earlier.octets),
+            not_at_head: d(self.not_at_head, earlier.not_at_head),
+            busy: d(self.busy, earlier.busy),
+            payload: std::array::from_fn(|i| d(self.payload[i], earlier.payload[i])),
+        }
+    }
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the same clock in every process of the host.
@@ -276,15 +310,22 @@ impl TxShare<'_> {
             .is_ok()
     }
 
-    /// Counts a message the client wrote (`send`: it took an MSN), `octets` on the wire.
-    pub fn count_pushed(&self, send: bool, octets: u64) {
+    /// Counts a message `op` the client wrote: `payload` octets, `octets` on the wire.
+    pub fn count_pushed(&self, op: &PushedOp, payload: u64, octets: u64) {
         self.long(field::PUSHED).fetch_add(1, Ordering::Relaxed);
-        if send {
+        let kind = match op {
+            PushedOp::Write { .. } => 0,
+            PushedOp::Send { solicited: false } => 1,
+            PushedOp::Send { solicited: true } => 2,
+        };
+        if op.is_send() {
             self.long(field::PUSHED_SENDS)
                 .fetch_add(1, Ordering::Relaxed);
         }
         self.long(field::PUSHED_OCTETS)
             .fetch_add(octets, Ordering::Relaxed);
+        self.long(field::PAYLOAD[kind].clone())
+            .fetch_add(payload, Ordering::Relaxed);
     }
 
     /// Counts a message the client could not write itself, for `why` (`NotAtHead` or
@@ -312,6 +353,7 @@ impl TxShare<'_> {
             octets: get(field::PUSHED_OCTETS),
             not_at_head: get(field::DISCARD_QUEUE),
             busy: get(field::DISCARD_BUSY),
+            payload: field::PAYLOAD.map(get),
         }
     }
 
@@ -393,8 +435,13 @@ mod tests {
         assert_ne!(octets::<8>(&c, 1032), [0; 8], "heartbeat");
         c.tx_share().set_intent(300);
         assert_eq!(octets::<4>(&c, 1040), [0x2c, 1, 0, 0]);
-        c.tx_share().count_pushed(true, 40);
-        c.tx_share().count_pushed(false, 60);
+        let send = PushedOp::Send { solicited: true };
+        c.tx_share().count_pushed(&send, 20, 40);
+        let write = PushedOp::Write {
+            stag: 1.into(),
+            to: 0,
+        };
+        c.tx_share().count_pushed(&write, 36, 60);
         c.tx_share().count_discard(Discard::NotAtHead);
         c.tx_share().count_discard(Discard::FlowControl);
         c.tx_share().count_discard(Discard::FlowControl);
@@ -403,6 +450,9 @@ mod tests {
         assert_eq!(octets::<1>(&c, 1232), [100]);
         assert_eq!(octets::<1>(&c, 1240), [1]);
         assert_eq!(octets::<1>(&c, 1248), [2]);
+        assert_eq!(octets::<1>(&c, 1256), [36], "Write payload");
+        assert_eq!(octets::<1>(&c, 1264), [0], "Send payload");
+        assert_eq!(octets::<1>(&c, 1272), [20], "Send SE payload");
         assert!(c.tx_share().client_unlock(w));
         assert_eq!(
             octets::<8>(&c, 1024),

@@ -120,7 +120,7 @@ pub(super) fn share_tx(s: &Session, qp: u32) -> (Reply, Vec<OwnedFd>) {
             Vec::new(),
         );
     }
-    match q.share_tx(seg) {
+    match q.share_tx(seg, s.device.share.clone()) {
         Ok(fd) => (Reply::Done, vec![fd]),
         Err(e) => (
             err(error::REFUSED, format!("the socket is not shared: {e}")),

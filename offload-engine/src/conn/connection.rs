@@ -14,6 +14,7 @@ use rdmap::{
 use super::io::{Input, Io, Read};
 use super::tx_share::{Gate, SharedTx};
 use crate::engine::{Srq, Totals};
+use crate::push_share::PushShare;
 use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
 
@@ -118,7 +119,11 @@ impl Connection {
     /// Shares the socket with the application that owns the queue pair, with the stream's
     /// transmit state in `seg` (the push path that skips the daemon). Only while
     /// connected and in RTS, once.
-    pub(super) fn share_tx(&mut self, seg: Arc<ipc::qpseg::QpSegment>) -> io::Result<OwnedFd> {
+    pub(super) fn share_tx(
+        &mut self,
+        seg: Arc<ipc::qpseg::QpSegment>,
+        totals: Arc<PushShare>,
+    ) -> io::Result<OwnedFd> {
         if self.stream.state() != QpState::Rts || self.migrating {
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,
@@ -132,7 +137,7 @@ impl Connection {
             ));
         }
         let fd = self.io.share()?;
-        let mut share = SharedTx::grant(seg, &self.stream);
+        let mut share = SharedTx::grant(seg, totals, &self.stream);
         share.settle(&self.stream, self.unwritten.is_empty() && !self.tx_busy);
         self.tx_share = Some(share);
         Ok(fd)

@@ -244,13 +244,16 @@ impl Qp {
     /// the push path that skips the daemon: the application writes small messages to it
     /// itself, under the transmit lock in `seg` (its queue pair segment), which this
     /// connection takes too before it sends. Only in RTS, once; the share ends when the
-    /// queue pair leaves RTS or moves, and closing it then shuts the socket down.
+    /// queue pair leaves RTS or moves, and closing it then shuts the socket down. What the
+    /// application writes counts in this connection's counters, and in `totals` as
+    /// executed from pushed messages (or discarded).
     pub fn share_tx(
         &self,
         seg: Arc<ipc::qpseg::QpSegment>,
+        totals: Arc<crate::push_share::PushShare>,
     ) -> std::io::Result<std::os::fd::OwnedFd> {
         let mut st = self.shared.lock();
-        let fd = st.share_tx(seg);
+        let fd = st.share_tx(seg, totals);
         self.shared.unlock(st);
         fd
     }

@@ -14,8 +14,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::qpseg::{DaemonLock, QpSegment, TxFraming, TxPoint, now_ns};
+use ipc::qpseg::{DaemonLock, Discard, QpSegment, TxCounts, TxFraming, TxPoint, now_ns};
 use rdmap::Stream;
+
+use crate::push_share::PushShare;
 
 /// How long an application may hold the transmit lock without a heartbeat before the
 /// connection takes it over. It holds it for one FPDU's write (microseconds), or while
@@ -44,11 +46,15 @@ pub(crate) struct SharedTx {
     seg: Arc<QpSegment>,
     /// The connection holds the lock.
     held: bool,
+    /// The application's counts as last taken into the connection's.
+    seen: TxCounts,
+    /// The device's push counters.
+    totals: Arc<PushShare>,
 }
 
 impl SharedTx {
     /// Shares the stream as it is now; the connection keeps the lock until it is quiet.
-    pub(crate) fn grant(seg: Arc<QpSegment>, stream: &Stream) -> Self {
+    pub(crate) fn grant(seg: Arc<QpSegment>, totals: Arc<PushShare>, stream: &Stream) -> Self {
         let framing = stream.framing();
         seg.tx_share().grant(
             TxFraming {
@@ -58,7 +64,26 @@ impl SharedTx {
             },
             point_of(stream),
         );
-        Self { seg, held: true }
+        let seen = seg.tx_share().counts();
+        Self {
+            seg,
+            held: true,
+            seen,
+            totals,
+        }
+    }
+
+    /// Takes what the application wrote and discarded since the last count into the
+    /// stream's counters (its FPDUs are the stream's as much as its own) and the device's
+    /// push counters (executed from pushed messages; discarded).
+    fn count(&mut self, stream: &mut Stream) {
+        let now = self.seg.tx_share().counts();
+        let c = now.since(&std::mem::replace(&mut self.seen, now));
+        stream.count_pushed(c.pushed, &c.by_opcode());
+        self.totals.count_executed(c.pushed, 0);
+        self.totals
+            .count_discards(Discard::NotAtHead, c.not_at_head);
+        self.totals.count_discards(Discard::FlowControl, c.busy);
     }
 
     /// Before the stream produces output: takes the lock, and moves the stream to where
@@ -92,11 +117,13 @@ impl SharedTx {
             }
         }
         self.held = true;
+        let (intent, at) = (share.intent(), share.point());
+        self.count(stream);
         // The application let go (or was taken over) in the middle of an FPDU.
-        if share.intent() != 0 {
+        if intent != 0 {
             return Gate::Torn;
         }
-        move_to(stream, share.point());
+        move_to(stream, at);
         Gate::Open
     }
 
@@ -112,12 +139,13 @@ impl SharedTx {
     /// Ends the share for good (the connection is leaving RTS, or moving): the stream
     /// continues from the application's point. False if the application was in the middle
     /// of an FPDU (the stream may be torn).
-    pub(crate) fn revoke(self, stream: &mut Stream) -> bool {
-        let share = self.seg.tx_share();
-        let client_held = share.revoke();
+    pub(crate) fn revoke(mut self, stream: &mut Stream) -> bool {
+        let client_held = self.seg.tx_share().revoke();
+        self.count(stream);
         if self.held {
             return true;
         }
+        let share = self.seg.tx_share();
         move_to(stream, share.point());
         !client_held || share.intent() == 0
     }

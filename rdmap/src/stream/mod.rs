@@ -632,6 +632,16 @@ impl Stream {
         self.stats
     }
 
+    /// Counts FPDUs the application framed with [`frame_pushed`](crate::pushed::frame_pushed)
+    /// and wrote to a shared socket itself: `fpdus` of them, with their payload octets per
+    /// opcode. They are this stream's as much as its own.
+    pub fn count_pushed(&mut self, fpdus: u64, octets: &[(crate::wire::Opcode, u64)]) {
+        self.stats.fpdus_sent += fpdus;
+        for &(op, n) in octets {
+            StreamStats::count(&mut self.stats.octets_sent, op, n as usize);
+        }
+    }
+
     // ---- internals shared by rx and tx -------------------------------------------------
 
     fn may_send(&self) -> bool {

@@ -105,7 +105,7 @@ impl SharedSocket {
                     send_msn,
                     position: framer.position(),
                 });
-                share.count_pushed(op.is_send(), len as u64);
+                share.count_pushed(&op, payload.len() as u64, len as u64);
                 share.set_intent(0);
                 Pushed::Sent
             }
