@@ -1,0 +1,228 @@
+//! rdma-core 44's structures, field for field as `<infiniband/verbs.h>` (libibverbs-dev on
+//! Debian 12) declares them, with their C names, so that a reader can hold one against
+//! the other. `tests/layout.rs` compiles a C program against the installed headers and
+//! compares every size and offset with these.
+//!
+//! Only what this library fills or reads is spelled out; a C type it only passes along is
+//! opaque here.
+
+#![allow(non_camel_case_types, missing_docs)]
+
+use libc::{c_char, c_int, c_uint, c_void, pthread_mutex_t};
+
+/// `IBV_SYSFS_NAME_MAX`.
+pub const IBV_SYSFS_NAME_MAX: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const IBV_SYSFS_PATH_MAX: usize = 256;
+
+/// `IBV_NODE_RNIC`: an iWARP adapter.
+pub const IBV_NODE_RNIC: c_int = 4;
+/// `IBV_TRANSPORT_IWARP`.
+pub const IBV_TRANSPORT_IWARP: c_int = 1;
+/// `IBV_PORT_ACTIVE`.
+pub const IBV_PORT_ACTIVE: c_int = 4;
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
+/// `IBV_ATOMIC_HCA`: atomics are atomic with respect to this device's other operations.
+pub const IBV_ATOMIC_HCA: c_int = 1;
+
+/// `struct _ibv_device_ops`: two pointers no caller uses any more.
+#[repr(C)]
+#[derive(Debug)]
+pub struct _ibv_device_ops {
+    pub _dummy1: *mut c_void,
+    pub _dummy2: *mut c_void,
+}
+
+/// `struct ibv_device`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_device {
+    pub _ops: _ibv_device_ops,
+    /// `enum ibv_node_type`.
+    pub node_type: c_int,
+    /// `enum ibv_transport_type`.
+    pub transport_type: c_int,
+    pub name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_name: [c_char; IBV_SYSFS_NAME_MAX],
+    pub dev_path: [c_char; IBV_SYSFS_PATH_MAX],
+    pub ibdev_path: [c_char; IBV_SYSFS_PATH_MAX],
+}
+
+/// A slot of the operation table that only rdma-core's own compatibility code calls.
+pub type Compat = *mut c_void;
+
+/// `struct ibv_context_ops`. The slots with names are what rdma-core's inline functions
+/// (`ibv_post_send`, `ibv_poll_cq`, ...) call in the application's own code.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_context_ops {
+    pub _compat_query_device: Compat,
+    pub _compat_query_port: Compat,
+    pub _compat_alloc_pd: Compat,
+    pub _compat_dealloc_pd: Compat,
+    pub _compat_reg_mr: Compat,
+    pub _compat_rereg_mr: Compat,
+    pub _compat_dereg_mr: Compat,
+    pub alloc_mw: Compat,
+    pub bind_mw: Compat,
+    pub dealloc_mw: Compat,
+    pub _compat_create_cq: Compat,
+    pub poll_cq: Option<unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> c_int>,
+    pub req_notify_cq: Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>,
+    pub _compat_cq_event: Compat,
+    pub _compat_resize_cq: Compat,
+    pub _compat_destroy_cq: Compat,
+    pub _compat_create_srq: Compat,
+    pub _compat_modify_srq: Compat,
+    pub _compat_query_srq: Compat,
+    pub _compat_destroy_srq: Compat,
+    pub post_srq_recv: Option<PostFn>,
+    pub _compat_create_qp: Compat,
+    pub _compat_query_qp: Compat,
+    pub _compat_modify_qp: Compat,
+    pub _compat_destroy_qp: Compat,
+    pub post_send: Option<PostFn>,
+    pub post_recv: Option<PostFn>,
+    pub _compat_create_ah: Compat,
+    pub _compat_destroy_ah: Compat,
+    pub _compat_attach_mcast: Compat,
+    pub _compat_detach_mcast: Compat,
+    pub _compat_async_event: Compat,
+}
+
+/// The shape of `post_send`, `post_recv` and `post_srq_recv`: the object, the first work
+/// request of a list, and where the first one not posted is written.
+pub type PostFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut *mut c_void) -> c_int;
+
+/// `struct ibv_context`. `abi_compat` is not rdma-core's "extended" marker, so the
+/// headers' inline functions take their legacy paths, which call this library's exported
+/// functions.
+#[repr(C)]
+pub struct ibv_context {
+    pub device: *mut ibv_device,
+    pub ops: ibv_context_ops,
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    pub mutex: pthread_mutex_t,
+    pub abi_compat: *mut c_void,
+}
+
+impl std::fmt::Debug for ibv_context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ibv_context")
+            .field("device", &self.device)
+            .field("cmd_fd", &self.cmd_fd)
+            .field("async_fd", &self.async_fd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `struct ibv_device_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_device_attr {
+    pub fw_ver: [c_char; 64],
+    /// Big-endian, as `__be64`.
+    pub node_guid: u64,
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: c_uint,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    /// `enum ibv_atomic_cap`.
+    pub atomic_cap: c_int,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_port_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_port_attr {
+    /// `enum ibv_port_state`.
+    pub state: c_int,
+    /// `enum ibv_mtu`.
+    pub max_mtu: c_int,
+    pub active_mtu: c_int,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// The octets of `struct ibv_port_attr` the exported `ibv_query_port` writes: rdma-core's
+/// `struct _compat_ibv_port_attr`, which ends before `port_cap_flags2` (the headers'
+/// inline wrapper zeroes the rest).
+pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(ibv_port_attr, port_cap_flags2);
+
+/// `union ibv_gid`: 16 octets, aligned as its `__be64` halves.
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_gid {
+    pub raw: [u8; 16],
+}
+
+/// `struct ibv_gid_entry`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`.
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `IBV_GID_TYPE_IB` in `enum ibv_gid_type` (what iWARP devices report).
+pub const IBV_GID_TYPE_IB: u32 = 0;
+/// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` in `enum ibv_gid_type_sysfs` (the same "IB/RoCE v1"
+/// that `ibv_devinfo` prints for siw).
+pub const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: c_int = 0;

@@ -1,0 +1,503 @@
+//! The one device, `iwarp0`: the device list, opening and closing it, and its attributes,
+//! ports and GIDs, as `ibv_devices` and `ibv_devinfo` read them.
+//!
+//! The device stands for this host's iWARP stack on its primary interface (the first one
+//! up, not loopback, with an IPv4 address; loopback if there is none, or the one
+//! `IWARP_IFACE` names). Its GID is that address, IPv4-mapped (`::ffff:a.b.c.d`), and its
+//! node GUID that interface's MAC address, as siw makes them.
+
+use std::collections::HashSet;
+use std::ffi::CStr;
+use std::net::Ipv4Addr;
+use std::sync::{Mutex, OnceLock};
+
+use libc::{c_char, c_int, c_uint};
+
+use crate::abi::*;
+use crate::errors::{Errno, set_errno};
+use crate::iface::Iface;
+
+/// The device's name in the list.
+pub const NAME: &str = "iwarp0";
+
+/// The device and what it was made from.
+#[derive(Debug)]
+pub(crate) struct Device {
+    /// What C programs see (first, so that a pointer to it is a pointer to this).
+    pub(crate) ibv: ibv_device,
+    pub(crate) iface: Iface,
+}
+
+// SAFETY: the raw pointers in `ibv_device` are two unused slots, always null; nothing
+// else in `Device` is tied to a thread.
+unsafe impl Send for Device {}
+// SAFETY: as above; the device is never written after it is made.
+unsafe impl Sync for Device {}
+
+/// The device, made on first use and never freed (rdma-core's devices live as long as
+/// the library, too).
+pub(crate) fn device() -> &'static Device {
+    static DEVICE: OnceLock<Device> = OnceLock::new();
+    DEVICE.get_or_init(|| {
+        let iface = Iface::primary();
+        let mut ibv = ibv_device {
+            _ops: _ibv_device_ops {
+                _dummy1: std::ptr::null_mut(),
+                _dummy2: std::ptr::null_mut(),
+            },
+            node_type: IBV_NODE_RNIC,
+            transport_type: IBV_TRANSPORT_IWARP,
+            name: [0; IBV_SYSFS_NAME_MAX],
+            dev_name: [0; IBV_SYSFS_NAME_MAX],
+            dev_path: [0; IBV_SYSFS_PATH_MAX],
+            ibdev_path: [0; IBV_SYSFS_PATH_MAX],
+        };
+        copy_str(&mut ibv.name, NAME);
+        copy_str(&mut ibv.dev_name, "uverbs-iwarp0");
+        // No sysfs class device exists: these name where one would be, and
+        // `ibv_read_sysfs_file` answers for them (see `sysfs`).
+        copy_str(
+            &mut ibv.dev_path,
+            "/sys/class/infiniband_verbs/uverbs-iwarp0",
+        );
+        copy_str(&mut ibv.ibdev_path, "/sys/class/infiniband/iwarp0");
+        Device { ibv, iface }
+    })
+}
+
+/// Copies `s` into the C string `dst`, cut to fit with its NUL.
+pub(crate) fn copy_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len() - 1);
+    for (d, b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = *b as c_char;
+    }
+    dst[n] = 0;
+}
+
+/// The device behind `dev`, if it is this library's.
+pub(crate) fn ours(dev: *const ibv_device) -> Option<&'static Device> {
+    let d = device();
+    std::ptr::eq(dev, &d.ibv).then_some(d)
+}
+
+/// The contexts open now (their addresses): a pointer not among them is refused, so a
+/// closed or foreign context is an error and not a use after free.
+fn contexts() -> &'static Mutex<HashSet<usize>> {
+    static OPEN: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// An open device, as `ibv_open_device` returns it.
+#[repr(C)]
+pub(crate) struct Context {
+    /// What C programs see (first, so that a pointer to it is a pointer to this).
+    pub(crate) ibv: ibv_context,
+}
+
+/// The context behind `ctx`, if it is open.
+pub(crate) fn context(ctx: *const ibv_context) -> Result<&'static Context, Errno> {
+    let open = contexts().lock().unwrap_or_else(|e| e.into_inner());
+    if ctx.is_null() || !open.contains(&(ctx as usize)) {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: the address is one `ibv_open_device` leaked from a `Box<Context>` (whose
+    // first field is the `ibv_context`) and `ibv_close_device` has not freed: it is in
+    // the open set, which both update under its lock.
+    Ok(unsafe { &*(ctx as *const Context) })
+}
+
+/// The device's attributes.
+fn attributes(d: &Device) -> ibv_device_attr {
+    let mut fw_ver = [0; 64];
+    copy_str(&mut fw_ver, env!("CARGO_PKG_VERSION"));
+    let guid = d.iface.guid();
+    ibv_device_attr {
+        fw_ver,
+        node_guid: guid,
+        sys_image_guid: guid,
+        max_mr_size: u64::MAX,
+        page_size_cap: 4096,
+        // "iwp": no vendor; siw reports "bmt" the same way.
+        vendor_id: 0x0069_7770,
+        vendor_part_id: 0,
+        hw_ver: 0,
+        max_qp: 1024,
+        max_qp_wr: 4096,
+        device_cap_flags: 0,
+        max_sge: 6,
+        max_sge_rd: 6,
+        max_cq: 1024,
+        max_cqe: 65536,
+        max_mr: 65536,
+        max_pd: 1024,
+        max_qp_rd_atom: 64,
+        max_ee_rd_atom: 0,
+        max_res_rd_atom: 64 * 1024,
+        max_qp_init_rd_atom: 64,
+        max_ee_init_rd_atom: 0,
+        atomic_cap: IBV_ATOMIC_HCA,
+        max_ee: 0,
+        max_rdd: 0,
+        max_mw: 65536,
+        max_raw_ipv6_qp: 0,
+        max_raw_ethy_qp: 0,
+        max_mcast_grp: 0,
+        max_mcast_qp_attach: 0,
+        max_total_mcast_qp_attach: 0,
+        max_ah: 0,
+        max_fmr: 0,
+        max_map_per_fmr: 0,
+        max_srq: 1024,
+        max_srq_wr: 4096,
+        max_srq_sge: 6,
+        max_pkeys: 1,
+        local_ca_ack_delay: 0,
+        phys_port_cnt: 1,
+    }
+}
+
+/// Port 1's attributes.
+fn port(d: &Device) -> ibv_port_attr {
+    let mtu = mtu_enum(d.iface.mtu);
+    ibv_port_attr {
+        state: IBV_PORT_ACTIVE,
+        max_mtu: mtu,
+        active_mtu: mtu,
+        gid_tbl_len: 1,
+        // IB_PORT_CM_SUP | IB_PORT_DEVICE_MGMT_SUP, as siw.
+        port_cap_flags: (1 << 16) | (1 << 19),
+        max_msg_sz: u32::MAX,
+        pkey_tbl_len: 1,
+        max_vl_num: 1,
+        active_width: 1,
+        // IBV_SPEED_SDR: the speed of a software device is its processor's.
+        active_speed: 1,
+        // IB_PORT_PHYS_STATE_LINK_UP.
+        phys_state: 5,
+        link_layer: IBV_LINK_LAYER_ETHERNET,
+        ..Default::default()
+    }
+}
+
+/// `enum ibv_mtu` for an interface MTU (the largest IB MTU that fits, as siw reports).
+fn mtu_enum(mtu: u32) -> c_int {
+    match mtu {
+        4096.. => 5,
+        2048.. => 4,
+        1024.. => 3,
+        512.. => 2,
+        _ => 1,
+    }
+}
+
+/// `ibv_get_device_list`: the one device. `num`, if not null, gets the count.
+///
+/// # Safety
+/// `num` is null or points to an `int` the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
+    let dev = &device().ibv as *const ibv_device as *mut ibv_device;
+    // SAFETY: calloc of two pointers; the list is freed by `ibv_free_device_list` with
+    // free(3), so a program that frees it with free(3) itself is not wrong either.
+    let list = unsafe { libc::calloc(2, size_of::<*mut ibv_device>()) } as *mut *mut ibv_device;
+    if list.is_null() {
+        set_errno(Errno::ENOMEM);
+        return list;
+    }
+    // SAFETY: `list` has room for two pointers (calloc above); the second stays null.
+    unsafe { *list = dev };
+    if !num.is_null() {
+        // SAFETY: the caller's `int`, per this function's contract.
+        unsafe { *num = 1 };
+    }
+    list
+}
+
+/// `ibv_free_device_list`.
+///
+/// # Safety
+/// `list` is null or was returned by [`ibv_get_device_list`] and not freed since.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    // SAFETY: calloc'd by `ibv_get_device_list` (or null, which free ignores).
+    unsafe { libc::free(list.cast()) };
+}
+
+/// `ibv_get_device_name`: `iwarp0`, or null for a device that is not this library's.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_char {
+    match ours(dev) {
+        Some(d) => d.ibv.name.as_ptr(),
+        None => {
+            set_errno(Errno::EINVAL);
+            std::ptr::null()
+        }
+    }
+}
+
+/// `ibv_get_device_guid`: the node GUID, big-endian (0 for a device not this library's).
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
+    ours(dev).map_or(0, |d| d.iface.guid())
+}
+
+/// `ibv_open_device`: a new context on the device.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
+    let Some(d) = ours(dev) else {
+        set_errno(Errno::ENODEV);
+        return std::ptr::null_mut();
+    };
+    let ctx = Box::new(Context {
+        ibv: ibv_context {
+            device: &d.ibv as *const ibv_device as *mut ibv_device,
+            ops: crate::ops::table(),
+            cmd_fd: -1,
+            async_fd: -1,
+            num_comp_vectors: 1,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            abi_compat: std::ptr::null_mut(),
+        },
+    });
+    let ptr = Box::into_raw(ctx);
+    contexts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ptr as usize);
+    ptr.cast()
+}
+
+/// `ibv_close_device`: 0, or `EINVAL` for a context that is not open (closed twice, or
+/// never this library's): refused, not freed again.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
+    let removed = contexts()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(ctx as usize));
+    if !removed {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: `ctx` was in the open set, so it came from `Box::into_raw` in
+    // `ibv_open_device` and is freed only here, once (it just left the set).
+    drop(unsafe { Box::from_raw(ctx.cast::<Context>()) });
+    0
+}
+
+/// `ibv_query_device`.
+///
+/// # Safety
+/// `attr` points to a `struct ibv_device_attr` the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_device(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_device_attr,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.code();
+    };
+    if attr.is_null() {
+        return Errno::EINVAL.code();
+    }
+    // SAFETY: the caller's struct, per this function's contract.
+    unsafe { attr.write(attributes(device_of(c))) };
+    0
+}
+
+/// `ibv_query_port` (rdma-core's exported one, which writes the compatible prefix of
+/// `struct ibv_port_attr`).
+///
+/// # Safety
+/// `attr` points to at least [`COMPAT_PORT_ATTR_LEN`] writable octets.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_port(
+    ctx: *mut ibv_context,
+    port_num: u8,
+    attr: *mut ibv_port_attr,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.code();
+    };
+    if port_num != 1 || attr.is_null() {
+        return Errno::EINVAL.code();
+    }
+    let p = port(device_of(c));
+    // SAFETY: `p` is a whole `ibv_port_attr`, of which the first COMPAT_PORT_ATTR_LEN
+    // octets are copied into the caller's buffer of at least that many (the contract).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&p as *const ibv_port_attr).cast::<u8>(),
+            attr.cast::<u8>(),
+            COMPAT_PORT_ATTR_LEN,
+        )
+    };
+    0
+}
+
+/// `ibv_query_gid`: index 0 of port 1, the interface's address.
+///
+/// # Safety
+/// `gid` points to a `union ibv_gid` the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid(
+    ctx: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.fail();
+    };
+    if port_num != 1 || index != 0 || gid.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: the caller's union, per this function's contract.
+    unsafe { gid.write(device_of(c).iface.gid()) };
+    0
+}
+
+/// `_ibv_query_gid_ex` (behind the headers' inline `ibv_query_gid_ex`).
+///
+/// # Safety
+/// `entry` points to `entry_size` writable octets.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    ctx: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.code();
+    };
+    if port_num != 1 || flags != 0 || entry.is_null() {
+        return Errno::EINVAL.code();
+    }
+    if gid_index != 0 {
+        return Errno::ENODATA.code();
+    }
+    if entry_size < size_of::<ibv_gid_entry>() {
+        return Errno::EINVAL.code();
+    }
+    let d = device_of(c);
+    let e = ibv_gid_entry {
+        gid: d.iface.gid(),
+        gid_index: 0,
+        port_num: 1,
+        gid_type: IBV_GID_TYPE_IB,
+        ndev_ifindex: d.iface.index,
+    };
+    // SAFETY: the caller's entry of at least `size_of::<ibv_gid_entry>()` octets (checked).
+    unsafe { entry.write(e) };
+    0
+}
+
+/// `ibv_query_gid_type` (rdma-core's private symbol, which `ibv_devinfo` calls).
+///
+/// # Safety
+/// `kind` points to an `enum ibv_gid_type_sysfs` the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    ctx: *mut ibv_context,
+    port_num: u8,
+    index: c_uint,
+    kind: *mut c_int,
+) -> c_int {
+    if context(ctx).is_err() || port_num != 1 || index != 0 || kind.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: the caller's enum, per this function's contract.
+    unsafe { kind.write(IBV_GID_TYPE_SYSFS_IB_ROCE_V1) };
+    0
+}
+
+/// `ibv_query_pkey`: the one default P_Key.
+///
+/// # Safety
+/// `pkey` points to a `__be16` the caller owns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_pkey(
+    ctx: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    if context(ctx).is_err() || port_num != 1 || index != 0 || pkey.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: the caller's `__be16`, per this function's contract.
+    unsafe { pkey.write(0xffffu16.to_be()) };
+    0
+}
+
+/// The device a context is open on (there is one).
+fn device_of(_c: &Context) -> &'static Device {
+    device()
+}
+
+/// `ibv_read_sysfs_file`: what the device's sysfs files would hold (`node_type`,
+/// `board_id`, ...), for programs that read them; -1 for anything else, as for a file
+/// that does not exist.
+///
+/// # Safety
+/// `dir` and `file` are C strings; `buf` has `size` writable octets.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_read_sysfs_file(
+    dir: *const c_char,
+    file: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+        return -1;
+    }
+    // SAFETY: C strings, per this function's contract.
+    let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+    let (Ok(dir), Ok(file)) = (dir.to_str(), file.to_str()) else {
+        return -1;
+    };
+    let d = device();
+    let ours = [&d.ibv.ibdev_path, &d.ibv.dev_path]
+        .iter()
+        // SAFETY: the device's paths are NUL-terminated (copy_str).
+        .any(|p| unsafe { CStr::from_ptr(p.as_ptr()) }.to_str() == Ok(dir));
+    let value = match (ours, file) {
+        (true, "node_type") => "4: RNIC".to_owned(),
+        (true, "board_id") => "iWARP over TCP (software)".to_owned(),
+        (true, "fw_ver") => env!("CARGO_PKG_VERSION").to_owned(),
+        (true, "ibdev") => NAME.to_owned(),
+        (true, "abi_version") => "1".to_owned(),
+        // The network device behind GID 0, as rdma-core looks it up.
+        (true, "ports/1/gid_attrs/ndevs/0") => d.iface.name.clone(),
+        _ => return -1,
+    };
+    // SAFETY: the caller's buffer of `size` octets; at most size - 1 and a NUL go in.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf, size) };
+    copy_str(out, &value);
+    value.len().min(size - 1) as c_int
+}
+
+impl Iface {
+    /// The GID: the address, IPv4-mapped.
+    pub(crate) fn gid(&self) -> ibv_gid {
+        ibv_gid {
+            raw: self.addr.to_ipv6_mapped().octets(),
+        }
+    }
+
+    /// The node GUID, big-endian: the MAC address in the low six octets (siw's form), or
+    /// for an interface without one (loopback) the address.
+    pub(crate) fn guid(&self) -> u64 {
+        let mut g = [0u8; 8];
+        match self.mac {
+            Some(mac) => g[2..].copy_from_slice(&mac),
+            None => g[4..].copy_from_slice(&self.addr.octets()),
+        }
+        u64::from_ne_bytes(g)
+    }
+}
+
+/// Loopback, when nothing else is up.
+pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;

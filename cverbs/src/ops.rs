@@ -1,0 +1,83 @@
+//! The operation table of every context: what rdma-core's inline `ibv_post_send`,
+//! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` call.
+//! No queue can be made yet, so each refuses, naming itself.
+
+use libc::{c_int, c_void};
+
+use crate::abi::ibv_context_ops;
+use crate::errors::unsupported;
+
+const NO_QUEUES: &str = "no queue pair or completion queue can be made yet (issue 34)";
+
+/// The table a new context gets.
+pub(crate) fn table() -> ibv_context_ops {
+    let null = std::ptr::null_mut();
+    ibv_context_ops {
+        _compat_query_device: null,
+        _compat_query_port: null,
+        _compat_alloc_pd: null,
+        _compat_dealloc_pd: null,
+        _compat_reg_mr: null,
+        _compat_rereg_mr: null,
+        _compat_dereg_mr: null,
+        alloc_mw: null,
+        bind_mw: null,
+        dealloc_mw: null,
+        _compat_create_cq: null,
+        poll_cq: Some(poll_cq),
+        req_notify_cq: Some(req_notify_cq),
+        _compat_cq_event: null,
+        _compat_resize_cq: null,
+        _compat_destroy_cq: null,
+        _compat_create_srq: null,
+        _compat_modify_srq: null,
+        _compat_query_srq: null,
+        _compat_destroy_srq: null,
+        post_srq_recv: Some(post_srq_recv),
+        _compat_create_qp: null,
+        _compat_query_qp: null,
+        _compat_modify_qp: null,
+        _compat_destroy_qp: null,
+        post_send: Some(post_send),
+        post_recv: Some(post_recv),
+        _compat_create_ah: null,
+        _compat_destroy_ah: null,
+        _compat_attach_mcast: null,
+        _compat_detach_mcast: null,
+        _compat_async_event: null,
+    }
+}
+
+unsafe extern "C" fn poll_cq(_cq: *mut c_void, _n: c_int, _wc: *mut c_void) -> c_int {
+    // ibv_poll_cq returns a negative number on failure.
+    -unsupported("ibv_poll_cq", NO_QUEUES).0
+}
+
+unsafe extern "C" fn req_notify_cq(_cq: *mut c_void, _solicited: c_int) -> c_int {
+    unsupported("ibv_req_notify_cq", NO_QUEUES).0
+}
+
+unsafe extern "C" fn post_send(_qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
+    refuse_post("ibv_post_send", wr, bad)
+}
+
+unsafe extern "C" fn post_recv(_qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
+    refuse_post("ibv_post_recv", wr, bad)
+}
+
+unsafe extern "C" fn post_srq_recv(
+    _srq: *mut c_void,
+    wr: *mut c_void,
+    bad: *mut *mut c_void,
+) -> c_int {
+    refuse_post("ibv_post_srq_recv", wr, bad)
+}
+
+/// A post that takes nothing: the first request is the one not posted.
+fn refuse_post(verb: &str, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
+    if !bad.is_null() {
+        // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
+        unsafe { *bad = wr };
+    }
+    unsupported(verb, NO_QUEUES).0
+}

@@ -1,0 +1,127 @@
+//! The verbs and connection-manager calls that Debian's perftest, rping, ucmatose and
+//! ibv_devinfo link against, and that this library does not carry out yet: each one is
+//! exported (so those programs load), tells the user once which call it is and why, and
+//! fails as rdma-core documents failure for it (a null pointer or an error number, with
+//! errno `EOPNOTSUPP`). None of them takes an argument here: under the C calling
+//! convention the caller's arguments are simply not read.
+
+use libc::{c_int, c_void};
+
+use crate::errors::unsupported;
+
+/// Why, in a user's words.
+const NOT_YET: &str = "this iWARP library answers device queries only so far; protection \
+    domains, memory, queues and connections are not carried out yet (issue 34)";
+/// Why, for what a connected transport does not have.
+const NO_AH: &str = "iWARP is connected: it has no address handles or multicast";
+/// Why, for a vendor's extension.
+const NOT_OURS: &str = "it is a Mellanox ConnectX extension, not on this device";
+/// Why, for Amazon's.
+const NOT_EFA: &str = "it is an AWS EFA extension, not on this device";
+
+/// Defines exported calls that fail: `null` for those returning a pointer, `code` for
+/// those returning an error number, `minus` for those returning -1, `nothing` for void.
+macro_rules! fail {
+    (null: $($name:ident => $why:expr),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not supported (null, errno EOPNOTSUPP).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name() -> *mut c_void {
+            unsupported(stringify!($name), $why);
+            std::ptr::null_mut()
+        }
+    )*};
+    (code: $($name:ident => $why:expr),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not supported (EOPNOTSUPP).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name() -> c_int {
+            unsupported(stringify!($name), $why).0
+        }
+    )*};
+    (minus: $($name:ident => $why:expr),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not supported (-1, errno EOPNOTSUPP).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name() -> c_int {
+            unsupported(stringify!($name), $why);
+            -1
+        }
+    )*};
+    (nothing: $($name:ident => $why:expr),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not supported (does nothing).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name() {
+            unsupported(stringify!($name), $why);
+        }
+    )*};
+}
+
+fail!(null:
+    ibv_alloc_pd => NOT_YET,
+    ibv_reg_mr => NOT_YET,
+    ibv_reg_mr_iova2 => NOT_YET,
+    ibv_create_comp_channel => NOT_YET,
+    ibv_create_cq => NOT_YET,
+    ibv_create_srq => NOT_YET,
+    ibv_create_qp => NOT_YET,
+    ibv_qp_to_qp_ex => NOT_YET,
+    ibv_create_ah => NO_AH,
+    ibv_create_ah_from_wc => NO_AH,
+    mlx5dv_qp_ex_from_ibv_qp_ex => NOT_OURS,
+    mlx5dv_open_device => NOT_OURS,
+    mlx5dv_create_qp => NOT_OURS,
+    mlx5dv_create_mkey => NOT_OURS,
+    mlx5dv_dek_create => NOT_OURS,
+    efadv_create_qp_ex => NOT_EFA,
+    rdma_create_event_channel => NOT_YET,
+);
+
+fail!(code:
+    ibv_dealloc_pd => NOT_YET,
+    ibv_dereg_mr => NOT_YET,
+    ibv_destroy_comp_channel => NOT_YET,
+    ibv_destroy_cq => NOT_YET,
+    ibv_destroy_srq => NOT_YET,
+    ibv_destroy_qp => NOT_YET,
+    ibv_query_qp => NOT_YET,
+    ibv_modify_qp => NOT_YET,
+    ibv_destroy_ah => NO_AH,
+    ibv_attach_mcast => NO_AH,
+    ibv_detach_mcast => NO_AH,
+    mlx5dv_destroy_mkey => NOT_OURS,
+    mlx5dv_devx_general_cmd => NOT_OURS,
+    mlx5dv_crypto_login => NOT_OURS,
+    mlx5dv_dek_destroy => NOT_OURS,
+    efadv_query_device => NOT_EFA,
+);
+
+fail!(minus:
+    ibv_get_cq_event => NOT_YET,
+    rdma_create_id => NOT_YET,
+    rdma_destroy_id => NOT_YET,
+    rdma_bind_addr => NOT_YET,
+    rdma_resolve_addr => NOT_YET,
+    rdma_resolve_route => NOT_YET,
+    rdma_listen => NOT_YET,
+    rdma_connect => NOT_YET,
+    rdma_accept => NOT_YET,
+    rdma_reject => NOT_YET,
+    rdma_disconnect => NOT_YET,
+    rdma_establish => NOT_YET,
+    rdma_get_cm_event => NOT_YET,
+    rdma_ack_cm_event => NOT_YET,
+    rdma_create_qp => NOT_YET,
+    rdma_create_qp_ex => NOT_YET,
+    rdma_init_qp_attr => NOT_YET,
+    rdma_migrate_id => NOT_YET,
+    rdma_set_option => NOT_YET,
+    rdma_getaddrinfo => NOT_YET,
+    rdma_create_ep => NOT_YET,
+    rdma_get_request => NOT_YET,
+);
+
+fail!(nothing:
+    ibv_ack_cq_events => NOT_YET,
+    rdma_destroy_qp => NOT_YET,
+    rdma_destroy_event_channel => NOT_YET,
+    rdma_freeaddrinfo => NOT_YET,
+    rdma_destroy_ep => NOT_YET,
+);
