@@ -226,3 +226,34 @@ pub const IBV_GID_TYPE_IB: u32 = 0;
 /// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` in `enum ibv_gid_type_sysfs` (the same "IB/RoCE v1"
 /// that `ibv_devinfo` prints for siw).
 pub const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: c_int = 0;
+
+/// `struct ibv_pd`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `enum ibv_access_flags`, the ones this device carries out.
+pub const IBV_ACCESS_LOCAL_WRITE: u32 = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: u32 = 1 << 1;
+pub const IBV_ACCESS_REMOTE_READ: u32 = 1 << 2;
+pub const IBV_ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
+pub const IBV_ACCESS_MW_BIND: u32 = 1 << 4;
+pub const IBV_ACCESS_ZERO_BASED: u32 = 1 << 5;
+pub const IBV_ACCESS_ON_DEMAND: u32 = 1 << 6;
+pub const IBV_ACCESS_HUGETLB: u32 = 1 << 7;

@@ -6,16 +6,16 @@
 //! `IWARP_IFACE` names). Its GID is that address, IPv4-mapped (`::ffff:a.b.c.d`), and its
 //! node GUID that interface's MAC address, as siw makes them.
 
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::net::Ipv4Addr;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use libc::{c_char, c_int, c_uint};
 
 use crate::abi::*;
 use crate::errors::{Errno, set_errno};
 use crate::iface::Iface;
+use crate::live::Live;
 
 /// The device's name in the list.
 pub const NAME: &str = "iwarp0";
@@ -80,37 +80,46 @@ pub(crate) fn ours(dev: *const ibv_device) -> Option<&'static Device> {
     std::ptr::eq(dev, &d.ibv).then_some(d)
 }
 
-/// The contexts open now (their addresses): a pointer not among them is refused, so a
-/// closed or foreign context is an error and not a use after free.
-fn contexts() -> &'static Mutex<HashSet<usize>> {
-    static OPEN: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
-    OPEN.get_or_init(Default::default)
-}
+/// The contexts open now.
+static CONTEXTS: Live<Context> = Live::new();
 
 /// An open device, as `ibv_open_device` returns it.
 #[repr(C)]
 pub(crate) struct Context {
     /// What C programs see (first, so that a pointer to it is a pointer to this).
     pub(crate) ibv: ibv_context,
+    /// The stack: the engine in this process, or the local iwarpd `IWARP_DEVICE` names,
+    /// as the Rust library chooses.
+    pub(crate) device: verbs::Device,
+    /// Protection domains allocated on it and not freed: it is not closed while any is.
+    pub(crate) domains: std::sync::atomic::AtomicUsize,
 }
+
+// SAFETY: the raw pointers in `ibv_context` are addresses handed to C (the device, which
+// lives for good); Rust never writes through them, and `verbs::Device` is Send and Sync.
+// The mutex is rdma-core's field for C; this library never locks it.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
 
 /// The context behind `ctx`, if it is open.
-pub(crate) fn context(ctx: *const ibv_context) -> Result<&'static Context, Errno> {
-    let open = contexts().lock().unwrap_or_else(|e| e.into_inner());
-    if ctx.is_null() || !open.contains(&(ctx as usize)) {
-        return Err(Errno::EINVAL);
-    }
-    // SAFETY: the address is one `ibv_open_device` leaked from a `Box<Context>` (whose
-    // first field is the `ibv_context`) and `ibv_close_device` has not freed: it is in
-    // the open set, which both update under its lock.
-    Ok(unsafe { &*(ctx as *const Context) })
+pub(crate) fn context(ctx: *const ibv_context) -> Result<Arc<Context>, Errno> {
+    CONTEXTS.get(ctx).ok_or(Errno::EINVAL)
 }
 
-/// The device's attributes.
-fn attributes(d: &Device) -> ibv_device_attr {
+/// The device's attributes: its limits are the stack's (`verbs::Device::query`); a limit
+/// the stack does not have is reported as a large one.
+fn attributes(d: &Device, stack: &verbs::DeviceAttr) -> ibv_device_attr {
     let mut fw_ver = [0; 64];
-    copy_str(&mut fw_ver, env!("CARGO_PKG_VERSION"));
+    copy_str(&mut fw_ver, stack.version);
     let guid = d.iface.guid();
+    let int = |v: u32| c_int::try_from(v).unwrap_or(c_int::MAX);
+    let or = |v: Option<u32>, none: u32| int(v.unwrap_or(none));
+    let sge = match (stack.max_send_sge, stack.max_recv_sge) {
+        (Some(s), Some(r)) => Some(s.min(r)),
+        (s, r) => s.or(r),
+    };
+    let sge = or(sge, 32);
     ibv_device_attr {
         fw_ver,
         node_guid: guid,
@@ -121,24 +130,24 @@ fn attributes(d: &Device) -> ibv_device_attr {
         vendor_id: 0x0069_7770,
         vendor_part_id: 0,
         hw_ver: 0,
-        max_qp: 1024,
-        max_qp_wr: 4096,
+        max_qp: or(stack.max_qp, 65536),
+        max_qp_wr: int(stack.max_qp_wr),
         device_cap_flags: 0,
-        max_sge: 6,
-        max_sge_rd: 6,
-        max_cq: 1024,
-        max_cqe: 65536,
-        max_mr: 65536,
-        max_pd: 1024,
-        max_qp_rd_atom: 64,
+        max_sge: sge,
+        max_sge_rd: sge,
+        max_cq: or(stack.max_qp, 65536),
+        max_cqe: 1 << 20,
+        max_mr: or(stack.max_mr, 1 << 20),
+        max_pd: or(stack.max_qp, 65536),
+        max_qp_rd_atom: c_int::from(stack.max_qp_rd_atom),
         max_ee_rd_atom: 0,
-        max_res_rd_atom: 64 * 1024,
-        max_qp_init_rd_atom: 64,
+        max_res_rd_atom: c_int::from(stack.max_qp_rd_atom) * or(stack.max_qp, 65536).min(1024),
+        max_qp_init_rd_atom: c_int::from(stack.max_qp_init_rd_atom),
         max_ee_init_rd_atom: 0,
-        atomic_cap: IBV_ATOMIC_HCA,
+        atomic_cap: if stack.atomics { IBV_ATOMIC_HCA } else { 0 },
         max_ee: 0,
         max_rdd: 0,
-        max_mw: 65536,
+        max_mw: or(stack.max_mr, 1 << 20),
         max_raw_ipv6_qp: 0,
         max_raw_ethy_qp: 0,
         max_mcast_grp: 0,
@@ -147,9 +156,9 @@ fn attributes(d: &Device) -> ibv_device_attr {
         max_ah: 0,
         max_fmr: 0,
         max_map_per_fmr: 0,
-        max_srq: 1024,
-        max_srq_wr: 4096,
-        max_srq_sge: 6,
+        max_srq: or(stack.max_srq, 65536),
+        max_srq_wr: int(stack.max_recv_wr),
+        max_srq_sge: sge,
         max_pkeys: 1,
         local_ca_ack_delay: 0,
         phys_port_cnt: 1,
@@ -241,14 +250,24 @@ pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
     ours(dev).map_or(0, |d| d.iface.guid())
 }
 
-/// `ibv_open_device`: a new context on the device.
+/// `ibv_open_device`: a new context on the device, over the stack the environment names
+/// (`IWARP_DEVICE=unix:PATH` for a local iwarpd; otherwise the engine in this process).
+/// Null, with errno `ENODEV` and the reason on stderr, when that stack cannot be reached.
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     let Some(d) = ours(dev) else {
         set_errno(Errno::ENODEV);
         return std::ptr::null_mut();
     };
-    let ctx = Box::new(Context {
+    let device = match verbs::Device::open(verbs::DeviceConfig::default()) {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("iwarp verbs: ibv_open_device: {e}");
+            set_errno(Errno::ENODEV);
+            return std::ptr::null_mut();
+        }
+    };
+    let ptr = CONTEXTS.add(Context {
         ibv: ibv_context {
             device: &d.ibv as *const ibv_device as *mut ibv_device,
             ops: crate::ops::table(),
@@ -258,30 +277,23 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
             mutex: libc::PTHREAD_MUTEX_INITIALIZER,
             abi_compat: std::ptr::null_mut(),
         },
+        device,
+        domains: Default::default(),
     });
-    let ptr = Box::into_raw(ctx);
-    contexts()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(ptr as usize);
     ptr.cast()
 }
 
-/// `ibv_close_device`: 0, or `EINVAL` for a context that is not open (closed twice, or
-/// never this library's): refused, not freed again.
+/// `ibv_close_device`: 0; -1 with `EINVAL` for a context that is not open (closed
+/// twice, or never this library's: refused, not freed again), or `EBUSY` while it still
+/// has protection domains.
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
-    let removed = contexts()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&(ctx as usize));
-    if !removed {
-        return Errno::EINVAL.fail();
+    let busy = |c: &Context| c.domains.load(std::sync::atomic::Ordering::Relaxed) > 0;
+    match CONTEXTS.remove_unless(ctx, busy) {
+        Ok(_) => 0,
+        Err(true) => Errno::EBUSY.fail(),
+        Err(false) => Errno::EINVAL.fail(),
     }
-    // SAFETY: `ctx` was in the open set, so it came from `Box::into_raw` in
-    // `ibv_open_device` and is freed only here, once (it just left the set).
-    drop(unsafe { Box::from_raw(ctx.cast::<Context>()) });
-    0
 }
 
 /// `ibv_query_device`.
@@ -299,8 +311,15 @@ pub unsafe extern "C" fn ibv_query_device(
     if attr.is_null() {
         return Errno::EINVAL.code();
     }
+    let stack = match c.device.query() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("iwarp verbs: ibv_query_device: {e}");
+            return Errno::EIO.code();
+        }
+    };
     // SAFETY: the caller's struct, per this function's contract.
-    unsafe { attr.write(attributes(device_of(c))) };
+    unsafe { attr.write(attributes(device(), &stack)) };
     0
 }
 
@@ -315,13 +334,10 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     attr: *mut ibv_port_attr,
 ) -> c_int {
-    let Ok(c) = context(ctx) else {
-        return Errno::EINVAL.code();
-    };
-    if port_num != 1 || attr.is_null() {
+    if context(ctx).is_err() || port_num != 1 || attr.is_null() {
         return Errno::EINVAL.code();
     }
-    let p = port(device_of(c));
+    let p = port(device());
     // SAFETY: `p` is a whole `ibv_port_attr`, of which the first COMPAT_PORT_ATTR_LEN
     // octets are copied into the caller's buffer of at least that many (the contract).
     unsafe {
@@ -345,14 +361,11 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    let Ok(c) = context(ctx) else {
-        return Errno::EINVAL.fail();
-    };
-    if port_num != 1 || index != 0 || gid.is_null() {
+    if context(ctx).is_err() || port_num != 1 || index != 0 || gid.is_null() {
         return Errno::EINVAL.fail();
     }
     // SAFETY: the caller's union, per this function's contract.
-    unsafe { gid.write(device_of(c).iface.gid()) };
+    unsafe { gid.write(device().iface.gid()) };
     0
 }
 
@@ -369,10 +382,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    let Ok(c) = context(ctx) else {
-        return Errno::EINVAL.code();
-    };
-    if port_num != 1 || flags != 0 || entry.is_null() {
+    if context(ctx).is_err() || port_num != 1 || flags != 0 || entry.is_null() {
         return Errno::EINVAL.code();
     }
     if gid_index != 0 {
@@ -381,7 +391,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     if entry_size < size_of::<ibv_gid_entry>() {
         return Errno::EINVAL.code();
     }
-    let d = device_of(c);
+    let d = device();
     let e = ibv_gid_entry {
         gid: d.iface.gid(),
         gid_index: 0,
@@ -430,11 +440,6 @@ pub unsafe extern "C" fn ibv_query_pkey(
     // SAFETY: the caller's `__be16`, per this function's contract.
     unsafe { pkey.write(0xffffu16.to_be()) };
     0
-}
-
-/// The device a context is open on (there is one).
-fn device_of(_c: &Context) -> &'static Device {
-    device()
 }
 
 /// `ibv_read_sysfs_file`: what the device's sysfs files would hold (`node_type`,

@@ -15,6 +15,8 @@ impl Errno {
     pub(crate) const ENODEV: Self = Self(libc::ENODEV);
     pub(crate) const ENODATA: Self = Self(libc::ENODATA);
     pub(crate) const EOPNOTSUPP: Self = Self(libc::EOPNOTSUPP);
+    pub(crate) const EBUSY: Self = Self(libc::EBUSY);
+    pub(crate) const EIO: Self = Self(libc::EIO);
 
     /// For verbs that return the error number (`ibv_query_device`, `ibv_post_send`):
     /// it, with errno set too.

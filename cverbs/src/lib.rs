@@ -13,7 +13,9 @@
 //! ```
 //!
 //! What works so far: the device list (`iwarp0`, transport iWARP), opening and closing
-//! it, device, port, GID and P_Key queries. Every other call the target programs make is
+//! it over the stack `IWARP_DEVICE` names (the engine in this process by default),
+//! device, port, GID and P_Key queries, protection domains, and memory regions on the
+//! program's own memory (embedded). Every other call the target programs make is
 //! exported and fails with `EOPNOTSUPP`, saying once on stderr which call it was and why
 //! (`unsupported`).
 //!
@@ -28,6 +30,9 @@ pub mod abi;
 pub mod device;
 mod errors;
 mod iface;
+mod live;
+pub mod memory;
 mod ops;
+mod rt;
 pub mod strings;
 pub mod unsupported;

@@ -49,6 +49,8 @@ fn every_structure_matches_the_installed_headers() {
         "struct ibv_gid_entry" ibv_gid_entry {
             gid, gid_index, port_num, gid_type, ndev_ifindex,
         }
+        "struct ibv_pd" ibv_pd { context, handle }
+        "struct ibv_mr" ibv_mr { context, pd, addr, length, handle, lkey, rkey }
     };
 
     let mut c = String::from(

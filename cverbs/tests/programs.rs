@@ -100,3 +100,43 @@ fn the_target_programs_load_and_name_what_is_not_supported() {
         );
     }
 }
+
+/// Builds `tests/c/NAME.c` against the installed headers, linked to the library.
+fn c_program(name: &str) -> PathBuf {
+    let lib = library();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let cc = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-l:libibverbs.so.1")
+        .output()
+        .expect("run cc (install gcc)");
+    assert!(
+        cc.status.success(),
+        "compiling {name}.c failed (install libibverbs-dev): {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
+/// Protection domains and regions on malloc'ed memory, from C, embedded; and misuse
+/// (freed twice, in the wrong order, never ours) refused, not a crash.
+#[test]
+fn a_c_program_registers_its_own_memory_and_misuse_is_refused() {
+    let exe = c_program("objects");
+    let out = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", library())
+        .env_remove("IWARP_DEVICE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,66 @@
+/* Protection domains and memory regions through the library, as a C program makes them,
+ * and what misuse gets: each check prints what failed and exits 1; "ok" at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
+
+int main(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list && n == 1 && list[0] && !list[1], "one device");
+	CHECK(strcmp(ibv_get_device_name(list[0]), "iwarp0") == 0, "named iwarp0");
+	CHECK(list[0]->transport_type == IBV_TRANSPORT_IWARP, "transport iWARP");
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	CHECK(ctx, "open");
+
+	struct ibv_device_attr attr;
+	CHECK(ibv_query_device(ctx, &attr) == 0, "query device");
+	CHECK(attr.max_qp_wr > 0 && attr.phys_port_cnt == 1, "limits from the stack: %d", attr.max_qp_wr);
+	struct ibv_port_attr port;
+	CHECK(ibv_query_port(ctx, 1, &port) == 0 && port.state == IBV_PORT_ACTIVE, "port 1 active");
+	CHECK(ibv_query_port(ctx, 2, &port) == EINVAL, "no port 2");
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff,
+	      "GID 0 is an IPv4-mapped address");
+
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	CHECK(pd && pd->context == ctx, "alloc pd");
+	size_t len = 1 << 20;
+	char *buf = malloc(len);
+	CHECK(buf, "malloc");
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				       IBV_ACCESS_REMOTE_READ);
+	CHECK(mr, "reg_mr on malloc'ed memory");
+	CHECK(mr->addr == buf && mr->length == len && mr->pd == pd && mr->context == ctx, "mr fields");
+	CHECK(mr->lkey != 0 && mr->lkey == mr->rkey, "keys: %x %x", mr->lkey, mr->rkey);
+	struct ibv_mr *mr2 = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr2 && mr2->lkey != mr->lkey, "a second region over the same octets, another key");
+
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, buf, len, IBV_ACCESS_ON_DEMAND) && errno == EOPNOTSUPP,
+	      "on-demand paging refused, named");
+	CHECK(!ibv_reg_mr(pd, NULL, len, 0) && errno == EINVAL, "null address refused");
+
+	/* Misuse: freed in the wrong order, twice, or never ours. */
+	CHECK(ibv_dealloc_pd(pd) == EBUSY, "a domain with regions stays");
+	CHECK(ibv_close_device(ctx) == -1 && errno == EBUSY, "a context with domains stays");
+	CHECK(ibv_dereg_mr(mr) == 0 && ibv_dereg_mr(mr2) == 0, "dereg");
+	CHECK(ibv_dereg_mr(mr) == EINVAL, "dereg twice refused");
+	struct ibv_mr fake = *mr2;
+	CHECK(ibv_dereg_mr(&fake) == EINVAL, "a region never ours refused");
+	free(buf); /* the library no longer touches it */
+	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc pd");
+	CHECK(ibv_dealloc_pd(pd) == EINVAL, "dealloc twice refused");
+	CHECK(ibv_close_device(ctx) == 0, "close");
+	CHECK(ibv_close_device(ctx) == -1 && errno == EINVAL, "close twice refused");
+	CHECK(ibv_alloc_pd(ctx) == NULL && errno == EINVAL, "a closed context refused");
+	printf("ok\n");
+	return 0;
+}
