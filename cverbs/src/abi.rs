@@ -257,3 +257,83 @@ pub const IBV_ACCESS_MW_BIND: u32 = 1 << 4;
 pub const IBV_ACCESS_ZERO_BASED: u32 = 1 << 5;
 pub const IBV_ACCESS_ON_DEMAND: u32 = 1 << 6;
 pub const IBV_ACCESS_HUGETLB: u32 = 1 << 7;
+
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+impl std::fmt::Debug for ibv_cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ibv_cq")
+            .field("context", &self.context)
+            .field("cqe", &self.cqe)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `struct ibv_wc`. `imm_data` is the union of `imm_data` (big-endian) and
+/// `invalidated_rkey`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: c_int,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: c_int,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `enum ibv_wc_status`, the ones this stack reports.
+pub const IBV_WC_SUCCESS: c_int = 0;
+pub const IBV_WC_LOC_LEN_ERR: c_int = 1;
+pub const IBV_WC_LOC_QP_OP_ERR: c_int = 2;
+pub const IBV_WC_LOC_PROT_ERR: c_int = 4;
+pub const IBV_WC_WR_FLUSH_ERR: c_int = 5;
+pub const IBV_WC_REM_INV_REQ_ERR: c_int = 9;
+pub const IBV_WC_REM_ACCESS_ERR: c_int = 10;
+pub const IBV_WC_REM_OP_ERR: c_int = 11;
+pub const IBV_WC_GENERAL_ERR: c_int = 21;
+
+/// `enum ibv_wc_opcode`.
+pub const IBV_WC_SEND: c_int = 0;
+pub const IBV_WC_RDMA_WRITE: c_int = 1;
+pub const IBV_WC_RDMA_READ: c_int = 2;
+pub const IBV_WC_COMP_SWAP: c_int = 3;
+pub const IBV_WC_FETCH_ADD: c_int = 4;
+pub const IBV_WC_BIND_MW: c_int = 5;
+pub const IBV_WC_LOCAL_INV: c_int = 6;
+pub const IBV_WC_RECV: c_int = 128;
+pub const IBV_WC_RECV_RDMA_WITH_IMM: c_int = 129;
+
+/// `enum ibv_wc_flags`.
+pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
+pub const IBV_WC_WITH_INV: c_uint = 1 << 3;

@@ -38,16 +38,27 @@ pub(crate) fn set_errno(e: Errno) {
     unsafe { *libc::__errno_location() = e.0 };
 }
 
+/// Tells the program's user `what` about `verb`, once per verb (a program that polls
+/// in a loop is not made to print a line per poll).
+pub(crate) fn once(verb: &str, what: &str) {
+    if first(verb) {
+        eprintln!("iwarp verbs: {verb}: {what}");
+    }
+}
+
+/// True the first time `key` is told.
+fn first(key: &str) -> bool {
+    static TOLD: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    TOLD.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_owned())
+}
+
 /// Tells the program's user, once per verb, that `verb` is not supported and why
 /// (`why`, in their words), and returns `EOPNOTSUPP` for the caller to hand back.
 pub(crate) fn unsupported(verb: &str, why: &str) -> Errno {
-    static TOLD: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let first = TOLD
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(verb.to_owned());
-    if first {
+    if first(verb) {
         eprintln!("iwarp verbs: {verb} is not supported: {why}");
     }
     set_errno(Errno::EOPNOTSUPP);

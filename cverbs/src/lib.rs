@@ -27,6 +27,7 @@
 //! its size: as in rdma-core, that is the caller's contract, written on each function.
 
 pub mod abi;
+pub mod cq;
 pub mod device;
 mod errors;
 mod iface;
@@ -36,3 +37,4 @@ mod ops;
 mod rt;
 pub mod strings;
 pub mod unsupported;
+mod wc;

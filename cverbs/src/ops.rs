@@ -1,13 +1,14 @@
 //! The operation table of every context: what rdma-core's inline `ibv_post_send`,
 //! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` call.
-//! No queue can be made yet, so each refuses, naming itself.
+//! The completion queue's are in `cq`; no queue pair can be made yet, so the posts
+//! refuse, naming themselves.
 
 use libc::{c_int, c_void};
 
 use crate::abi::ibv_context_ops;
 use crate::errors::unsupported;
 
-const NO_QUEUES: &str = "no queue pair or completion queue can be made yet (issue 34)";
+const NO_QUEUES: &str = "no queue pair can be made yet (issue 34)";
 
 /// The table a new context gets.
 pub(crate) fn table() -> ibv_context_ops {
@@ -24,8 +25,8 @@ pub(crate) fn table() -> ibv_context_ops {
         bind_mw: null,
         dealloc_mw: null,
         _compat_create_cq: null,
-        poll_cq: Some(poll_cq),
-        req_notify_cq: Some(req_notify_cq),
+        poll_cq: Some(crate::cq::poll_cq),
+        req_notify_cq: Some(crate::cq::req_notify_cq),
         _compat_cq_event: null,
         _compat_resize_cq: null,
         _compat_destroy_cq: null,
@@ -46,15 +47,6 @@ pub(crate) fn table() -> ibv_context_ops {
         _compat_detach_mcast: null,
         _compat_async_event: null,
     }
-}
-
-unsafe extern "C" fn poll_cq(_cq: *mut c_void, _n: c_int, _wc: *mut c_void) -> c_int {
-    // ibv_poll_cq returns a negative number on failure.
-    -unsupported("ibv_poll_cq", NO_QUEUES).0
-}
-
-unsafe extern "C" fn req_notify_cq(_cq: *mut c_void, _solicited: c_int) -> c_int {
-    unsupported("ibv_req_notify_cq", NO_QUEUES).0
 }
 
 unsafe extern "C" fn post_send(_qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {

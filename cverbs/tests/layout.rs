@@ -51,6 +51,15 @@ fn every_structure_matches_the_installed_headers() {
         }
         "struct ibv_pd" ibv_pd { context, handle }
         "struct ibv_mr" ibv_mr { context, pd, addr, length, handle, lkey, rkey }
+        "struct ibv_comp_channel" ibv_comp_channel { context, fd, refcnt }
+        "struct ibv_cq" ibv_cq {
+            context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
+            async_events_completed,
+        }
+        "struct ibv_wc" ibv_wc {
+            wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
+            pkey_index, slid, sl, dlid_path_bits,
+        }
     };
 
     let mut c = String::from(

@@ -11,9 +11,19 @@ fn library() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        // target/<profile>/deps/programs-* -> target/<profile>/libcverbs.a
+        // This build's static library: beside this test in target/<profile>/deps, the
+        // newest libcverbs-*.a (cargo copies it up to target/<profile> only on a build).
         let exe = std::env::current_exe().unwrap();
-        let archive = exe.parent().unwrap().parent().unwrap().join("libcverbs.a");
+        let archive = std::fs::read_dir(exe.parent().unwrap())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("libcverbs-") && name.ends_with(".a")
+            })
+            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .expect("the static library beside this test")
+            .path();
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-core");
         let link = Command::new(root.join("scripts/rdma_core_lib.sh"))
             .arg("--link-only")

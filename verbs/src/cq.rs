@@ -32,6 +32,13 @@ impl Cq {
         self.inner.poll_with(max, |w| out.push(w))
     }
 
+    /// Hands up to `max` completions to `f`, in order, without waiting; returns how many
+    /// (for a caller that writes them elsewhere, as rdma-core's `ibv_poll_cq` into the
+    /// program's array).
+    pub fn poll_with(&self, max: usize, f: impl FnMut(Wc)) -> Result<usize, CqError> {
+        self.inner.poll_with(max, f)
+    }
+
     /// The next completion, waiting for one.
     ///
     /// # Cancel safety

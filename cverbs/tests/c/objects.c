@@ -1,6 +1,8 @@
 /* Protection domains and memory regions through the library, as a C program makes them,
  * and what misuse gets: each check prints what failed and exits 1; "ok" at the end. */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,25 @@ int main(void)
 	CHECK(!ibv_reg_mr(pd, buf, len, IBV_ACCESS_ON_DEMAND) && errno == EOPNOTSUPP,
 	      "on-demand paging refused, named");
 	CHECK(!ibv_reg_mr(pd, NULL, len, 0) && errno == EINVAL, "null address refused");
+
+	/* A completion queue with its channel: nothing to poll, no event yet. */
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	CHECK(ch && ch->fd >= 0, "comp channel with a descriptor");
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, (void *)0x1234, ch, 0);
+	CHECK(cq && cq->channel == ch && cq->cq_context == (void *)0x1234, "create cq");
+	struct ibv_wc wc[4];
+	CHECK(ibv_poll_cq(cq, 4, wc) == 0, "an empty queue polls 0");
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "arm");
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&pfd, 1, 10) == 0, "no event without a completion");
+	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0, "non-blocking");
+	struct ibv_cq *ev_cq; void *ev_ctx;
+	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, "no event: EAGAIN");
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "a channel with a queue stays");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy cq");
+	CHECK(ibv_destroy_cq(cq) == EINVAL, "destroy cq twice refused");
+	CHECK(ibv_poll_cq(cq, 4, wc) < 0, "a destroyed queue polls an error, not freed memory");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy channel");
 
 	/* Misuse: freed in the wrong order, twice, or never ours. */
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "a domain with regions stays");

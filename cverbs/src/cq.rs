@@ -1,0 +1,316 @@
+//! Completion queues and completion channels: `ibv_create_cq`, `ibv_poll_cq` (through the
+//! context's operation table), `ibv_req_notify_cq`, and the channel's file descriptor,
+//! which `poll`/`epoll` wait on and `ibv_get_cq_event` reads, as rdma-core's.
+//!
+//! The channel's descriptor is an eventfd in semaphore mode: each armed queue that fires
+//! adds one, and `ibv_get_cq_event` reads one (blocking, or `EAGAIN` if the program made
+//! the descriptor non-blocking), then takes the queue that fired.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use libc::{c_int, c_void};
+
+use crate::abi::*;
+use crate::device::{Context, context};
+use crate::errors::{Errno, set_errno};
+use crate::live::Live;
+
+static CHANNELS: Live<Channel> = Live::new();
+static QUEUES: Live<Cq> = Live::new();
+
+/// A completion channel.
+#[repr(C)]
+pub(crate) struct Channel {
+    ibv: ibv_comp_channel,
+    fd: OwnedFd,
+    /// The queues that fired, in order, not yet taken by `ibv_get_cq_event`.
+    fired: Mutex<VecDeque<usize>>,
+    /// Queues using it: it is not destroyed while any is.
+    users: AtomicUsize,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: `ibv.context` is the address of the context this channel holds alive; Rust never
+// writes through it.
+unsafe impl Send for Channel {}
+// SAFETY: as above.
+unsafe impl Sync for Channel {}
+
+impl Channel {
+    /// `cq` fired: queued for `ibv_get_cq_event`, and the descriptor becomes readable.
+    fn fire(&self, cq: usize) {
+        self.fired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(cq);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 octets from `one` to the eventfd this channel owns.
+        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+}
+
+/// A completion queue.
+#[repr(C)]
+pub(crate) struct Cq {
+    ibv: ibv_cq,
+    pub(crate) cq: verbs::Cq,
+    channel: Option<Arc<Channel>>,
+    /// A task waits for the armed notification.
+    waiting: AtomicBool,
+    /// That task, ended when the queue is destroyed.
+    waiter: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Events handed out by `ibv_get_cq_event` and acknowledged, under `acked`'s lock.
+    handed: AtomicU32,
+    acked: Mutex<u32>,
+    all_acked: Condvar,
+    /// Queue pairs using it: it is not destroyed while any is.
+    pub(crate) users: AtomicUsize,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: the pointers in `ibv` are addresses handed to C (the context and channel this
+// queue holds alive, and the program's `cq_context`, never dereferenced here); Rust never
+// writes through them, and never touches the pthread fields, which are C's.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+/// The queue behind `cq`, if it is alive.
+pub(crate) fn queue(cq: *const c_void) -> Result<Arc<Cq>, Errno> {
+    QUEUES.get(cq).ok_or(Errno::EINVAL)
+}
+
+/// `ibv_create_comp_channel`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    let Ok(c) = context(ctx) else {
+        set_errno(Errno::EINVAL);
+        return std::ptr::null_mut();
+    };
+    // SAFETY: eventfd(2) with constant flags; the result is checked before use.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
+    if raw < 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: `raw` is a new descriptor this call owns from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    CHANNELS
+        .add(Channel {
+            ibv: ibv_comp_channel {
+                context: ctx,
+                fd: raw,
+                refcnt: 0,
+            },
+            fd,
+            fired: Mutex::default(),
+            users: AtomicUsize::new(0),
+            _ctx: c,
+        })
+        .cast()
+}
+
+/// `ibv_destroy_comp_channel`: 0, `EBUSY` while a queue uses it, `EINVAL` if it is not
+/// alive.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    match CHANNELS.remove_unless(ch, |c| c.users.load(Ordering::Relaxed) > 0) {
+        Ok(_) => 0,
+        Err(true) => Errno::EBUSY.code(),
+        Err(false) => Errno::EINVAL.code(),
+    }
+}
+
+/// `ibv_create_cq`: a queue of at least `cqe` completions, its events on `channel` (or
+/// none).
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    _comp_vector: c_int,
+) -> *mut ibv_cq {
+    let (Ok(c), Ok(depth)) = (context(ctx), usize::try_from(cqe)) else {
+        set_errno(Errno::EINVAL);
+        return std::ptr::null_mut();
+    };
+    if depth == 0 || depth > 1 << 20 {
+        set_errno(Errno::EINVAL);
+        return std::ptr::null_mut();
+    }
+    let ch = match channel.is_null() {
+        true => None,
+        false => match CHANNELS.get(channel) {
+            Some(ch) => Some(ch),
+            None => {
+                set_errno(Errno::EINVAL);
+                return std::ptr::null_mut();
+            }
+        },
+    };
+    if let Some(ch) = &ch {
+        ch.users.fetch_add(1, Ordering::Relaxed);
+    }
+    let cq = c.device.create_cq(depth);
+    QUEUES
+        .add(Cq {
+            ibv: ibv_cq {
+                context: ctx,
+                channel,
+                cq_context,
+                handle: 0,
+                cqe,
+                mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+                cond: libc::PTHREAD_COND_INITIALIZER,
+                comp_events_completed: 0,
+                async_events_completed: 0,
+            },
+            cq,
+            channel: ch,
+            waiting: AtomicBool::new(false),
+            waiter: Mutex::new(None),
+            handed: AtomicU32::new(0),
+            acked: Mutex::new(0),
+            all_acked: Condvar::new(),
+            users: AtomicUsize::new(0),
+            _ctx: c,
+        })
+        .cast()
+}
+
+/// `ibv_destroy_cq`: 0 once every event `ibv_get_cq_event` returned for it is
+/// acknowledged (it waits for that, as rdma-core's does); `EBUSY` while a queue pair uses
+/// it, `EINVAL` if it is not alive.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    let Ok(q) = queue(cq.cast()) else {
+        return Errno::EINVAL.code();
+    };
+    // Every event handed out is acknowledged first (by another thread, if need be).
+    let handed = q.handed.load(Ordering::Acquire);
+    let acked = q.acked.lock().unwrap_or_else(|e| e.into_inner());
+    drop(
+        q.all_acked
+            .wait_while(acked, |a| *a < handed)
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    match QUEUES.remove_unless(cq, |q| q.users.load(Ordering::Relaxed) > 0) {
+        Ok(q) => {
+            // Its armed notification will not fire any more, and its channel is free.
+            if let Some(w) = q.waiter.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                w.abort();
+            }
+            if let Some(ch) = &q.channel {
+                ch.users.fetch_sub(1, Ordering::Relaxed);
+            }
+            0
+        }
+        Err(true) => Errno::EBUSY.code(),
+        Err(false) => Errno::EINVAL.code(),
+    }
+}
+
+/// The context's `poll_cq`: up to `n` completions into the program's `wc` array; how
+/// many, or -1 if the queue overran (it is then in error, as a hardware queue).
+///
+/// # Safety
+/// `wc` has room for `n` entries.
+pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_void) -> c_int {
+    let (Ok(q), Ok(n)) = (queue(cq), usize::try_from(n)) else {
+        return -libc::EINVAL;
+    };
+    if wc.is_null() {
+        return -libc::EINVAL;
+    }
+    let wc = wc.cast::<ibv_wc>();
+    let mut i = 0;
+    let polled = q.cq.poll_with(n, |w| {
+        // SAFETY: `i < n` (poll_with hands at most `n`), within the caller's array of `n`.
+        unsafe { wc.add(i).write(crate::wc::to_ibv(&w)) };
+        i += 1;
+    });
+    match polled {
+        Ok(k) => k as c_int,
+        Err(e) => {
+            crate::errors::once("ibv_poll_cq", &e.to_string());
+            -1
+        }
+    }
+}
+
+/// The context's `req_notify_cq`: arms the queue; when it fires, its channel's descriptor
+/// becomes readable.
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut c_void, solicited_only: c_int) -> c_int {
+    let Ok(q) = queue(cq) else {
+        return libc::EINVAL;
+    };
+    q.cq.req_notify(solicited_only != 0);
+    if q.channel.is_some() && !q.waiting.swap(true, Ordering::AcqRel) {
+        let (key, fires) = (cq as usize, q.clone());
+        let task = crate::rt::runtime().spawn(async move {
+            fires.cq.notified().await;
+            fires.waiting.store(false, Ordering::Release);
+            if let Some(ch) = &fires.channel {
+                ch.fire(key);
+            }
+        });
+        *q.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
+    }
+    0
+}
+
+/// `ibv_get_cq_event`: waits for an event on `channel` (unless its descriptor is
+/// non-blocking: then -1 and `EAGAIN`), and says which queue fired.
+///
+/// # Safety
+/// `cq` and `cq_context` point to the caller's pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    let Some(ch) = CHANNELS.get(channel) else {
+        return Errno::EINVAL.fail();
+    };
+    if cq.is_null() || cq_context.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    loop {
+        let mut n = [0u8; 8];
+        // SAFETY: reads 8 octets into `n` from the eventfd this channel owns.
+        let r = unsafe { libc::read(ch.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8) };
+        if r != 8 {
+            return -1; // errno is read(2)'s (EAGAIN, EINTR)
+        }
+        let fired = ch
+            .fired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        // A queue destroyed after it fired is skipped.
+        let Some(q) = fired.and_then(|k| QUEUES.get(k as *const c_void)) else {
+            continue;
+        };
+        q.handed.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: the caller's pointers, per this function's contract.
+        unsafe {
+            *cq = fired.unwrap_or_default() as *mut ibv_cq;
+            *cq_context = q.ibv.cq_context;
+        }
+        return 0;
+    }
+}
+
+/// `ibv_ack_cq_events`: acknowledges `nevents` events of `cq`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
+    if let Ok(q) = queue(cq.cast()) {
+        let mut acked = q.acked.lock().unwrap_or_else(|e| e.into_inner());
+        *acked = acked.wrapping_add(nevents);
+        q.all_acked.notify_all();
+    }
+}
