@@ -6,7 +6,7 @@
 //! Only what this library fills or reads is spelled out; a C type it only passes along is
 //! opaque here.
 
-#![allow(non_camel_case_types, missing_docs)]
+#![allow(non_camel_case_types, missing_docs, missing_debug_implementations)]
 
 use libc::{c_char, c_int, c_uint, c_void, pthread_mutex_t};
 
@@ -337,3 +337,144 @@ pub const IBV_WC_RECV_RDMA_WITH_IMM: c_int = 129;
 /// `enum ibv_wc_flags`.
 pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
 pub const IBV_WC_WITH_INV: c_uint = 1 << 3;
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    /// `enum ibv_qp_state`.
+    pub state: c_int,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    pub mutex: pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+impl std::fmt::Debug for ibv_qp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ibv_qp")
+            .field("qp_num", &self.qp_num)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `IBV_QPT_RC`: the only type iWARP has.
+pub const IBV_QPT_RC: c_int = 2;
+/// `enum ibv_qp_state`.
+pub const IBV_QPS_INIT: c_int = 1;
+pub const IBV_QPS_RTS: c_int = 3;
+pub const IBV_QPS_ERR: c_int = 6;
+
+/// `struct ibv_sge`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+/// `wr.rdma` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_wr_rdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// `wr.atomic` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_wr_atomic {
+    pub remote_addr: u64,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub rkey: u32,
+}
+
+/// The `wr` union of `struct ibv_send_wr` (its `ud` member is a connectionless
+/// transport's, never read here).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_wr {
+    pub rdma: ibv_wr_rdma,
+    pub atomic: ibv_wr_atomic,
+}
+
+/// `struct ibv_send_wr`. `imm_data` is the union of `imm_data` and `invalidate_rkey`;
+/// `qp_type` (XRC) and `bind_mw`/`tso` are only passed over.
+#[repr(C)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: c_int,
+    pub send_flags: c_uint,
+    pub imm_data: u32,
+    pub wr: ibv_send_wr_wr,
+    pub qp_type: u32,
+    pub bind_mw: [u64; 6],
+}
+
+/// `enum ibv_wr_opcode`.
+pub const IBV_WR_RDMA_WRITE: c_int = 0;
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+pub const IBV_WR_SEND: c_int = 2;
+pub const IBV_WR_SEND_WITH_IMM: c_int = 3;
+pub const IBV_WR_RDMA_READ: c_int = 4;
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const IBV_WR_LOCAL_INV: c_int = 7;
+pub const IBV_WR_SEND_WITH_INV: c_int = 9;
+
+/// `enum ibv_send_flags`.
+pub const IBV_SEND_FENCE: c_uint = 1;
+pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
+pub const IBV_SEND_SOLICITED: c_uint = 1 << 2;
+pub const IBV_SEND_INLINE: c_uint = 1 << 3;

@@ -20,6 +20,10 @@ use crate::live::Live;
 /// The device's name in the list.
 pub const NAME: &str = "iwarp0";
 
+/// The depth of every queue pair's send and receive queues (`max_qp_wr`): C programs
+/// size their queues up front (perftest posts 512 receives at once).
+pub const QUEUE_DEPTH: usize = 4096;
+
 /// The device and what it was made from.
 #[derive(Debug)]
 pub(crate) struct Device {
@@ -39,6 +43,12 @@ unsafe impl Sync for Device {}
 pub(crate) fn device() -> &'static Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
     DEVICE.get_or_init(|| {
+        if let Ok(filter) = std::env::var("IWARP_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
         let iface = Iface::primary();
         let mut ibv = ibv_device {
             _ops: _ibv_device_ops {
@@ -101,6 +111,29 @@ pub(crate) struct Context {
 unsafe impl Send for Context {}
 // SAFETY: as above.
 unsafe impl Sync for Context {}
+
+/// The stack every context of this process uses, opened on first use: one engine (or one
+/// attachment to iwarpd) per process, as one adapter serves every context opened on it,
+/// so that a domain of one context and a connection of another (the connection manager's)
+/// meet. `None` (the reason on stderr, once) if it cannot be reached.
+fn stack() -> Option<verbs::Device> {
+    static STACK: OnceLock<Option<verbs::Device>> = OnceLock::new();
+    STACK
+        .get_or_init(|| {
+            // Peer-to-peer MPA (RFC 6581), as siw: the initiator sends a ready-to-receive
+            // message after the handshake, so the responder may send first (perftest's
+            // write_lat server does); without it, iWARP holds the responder's first message
+            // until the initiator has sent one. A peer that does not ask gets plain MPA.
+            let rtr = verbs::RtrFlags::WRITE | verbs::RtrFlags::READ;
+            let cfg = verbs::DeviceConfig::default()
+                .queue_depths(QUEUE_DEPTH, QUEUE_DEPTH)
+                .p2p(true, rtr);
+            verbs::Device::open(cfg)
+                .inspect_err(|e| eprintln!("iwarp verbs: ibv_open_device: {e}"))
+                .ok()
+        })
+        .clone()
+}
 
 /// The context behind `ctx`, if it is open.
 pub(crate) fn context(ctx: *const ibv_context) -> Result<Arc<Context>, Errno> {
@@ -259,13 +292,9 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
         set_errno(Errno::ENODEV);
         return std::ptr::null_mut();
     };
-    let device = match verbs::Device::open(verbs::DeviceConfig::default()) {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("iwarp verbs: ibv_open_device: {e}");
-            set_errno(Errno::ENODEV);
-            return std::ptr::null_mut();
-        }
+    let Some(device) = stack() else {
+        set_errno(Errno::ENODEV);
+        return std::ptr::null_mut();
     };
     let ptr = CONTEXTS.add(Context {
         ibv: ibv_context {

@@ -27,6 +27,10 @@
 //! its size: as in rdma-core, that is the caller's contract, written on each function.
 
 pub mod abi;
+pub mod addrinfo;
+pub mod cm;
+pub mod cm_abi;
+pub mod cm_events;
 pub mod cq;
 pub mod device;
 mod errors;
@@ -34,7 +38,9 @@ mod iface;
 mod live;
 pub mod memory;
 mod ops;
+pub mod qp;
 mod rt;
+mod sockaddr;
 pub mod strings;
 pub mod unsupported;
 mod wc;

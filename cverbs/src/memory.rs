@@ -25,8 +25,20 @@ pub(crate) struct Pd {
     ibv: ibv_pd,
     pub(crate) pd: verbs::Pd,
     ctx: Arc<Context>,
-    /// Regions (and later queue pairs) in it: it is not freed while any is.
-    users: AtomicUsize,
+    /// Regions and queue pairs in it: it is not freed while any is.
+    pub(crate) users: AtomicUsize,
+}
+
+impl Pd {
+    /// The context it was allocated on, as C knows it.
+    pub(crate) fn context(&self) -> *mut ibv_context {
+        self.ibv.context
+    }
+
+    /// The stack's device.
+    pub(crate) fn device(&self) -> &verbs::Device {
+        &self.ctx.device
+    }
 }
 
 // SAFETY: `ibv.context` is the address of a context this domain holds alive (`ctx`);

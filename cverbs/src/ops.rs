@@ -1,14 +1,14 @@
 //! The operation table of every context: what rdma-core's inline `ibv_post_send`,
 //! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` call.
-//! The completion queue's are in `cq`; no queue pair can be made yet, so the posts
-//! refuse, naming themselves.
+//! The completion queue's are in `cq`, the queue pair's in `qp`; with no shared receive
+//! queue yet, its post refuses, naming itself.
 
 use libc::{c_int, c_void};
 
 use crate::abi::ibv_context_ops;
 use crate::errors::unsupported;
 
-const NO_QUEUES: &str = "no queue pair can be made yet (issue 34)";
+const NO_SRQ: &str = "this library has no shared receive queue yet (issue 34)";
 
 /// The table a new context gets.
 pub(crate) fn table() -> ibv_context_ops {
@@ -39,22 +39,14 @@ pub(crate) fn table() -> ibv_context_ops {
         _compat_query_qp: null,
         _compat_modify_qp: null,
         _compat_destroy_qp: null,
-        post_send: Some(post_send),
-        post_recv: Some(post_recv),
+        post_send: Some(crate::qp::post_send),
+        post_recv: Some(crate::qp::post_recv),
         _compat_create_ah: null,
         _compat_destroy_ah: null,
         _compat_attach_mcast: null,
         _compat_detach_mcast: null,
         _compat_async_event: null,
     }
-}
-
-unsafe extern "C" fn post_send(_qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
-    refuse_post("ibv_post_send", wr, bad)
-}
-
-unsafe extern "C" fn post_recv(_qp: *mut c_void, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
-    refuse_post("ibv_post_recv", wr, bad)
 }
 
 unsafe extern "C" fn post_srq_recv(
@@ -71,5 +63,5 @@ fn refuse_post(verb: &str, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
         // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
         unsafe { *bad = wr };
     }
-    unsupported(verb, NO_QUEUES).0
+    unsupported(verb, NO_SRQ).0
 }

@@ -67,14 +67,11 @@ fail!(null:
     mlx5dv_create_mkey => NOT_OURS,
     mlx5dv_dek_create => NOT_OURS,
     efadv_create_qp_ex => NOT_EFA,
-    rdma_create_event_channel => NOT_YET,
 );
 
 fail!(code:
     ibv_destroy_srq => NOT_YET,
-    ibv_destroy_qp => NOT_YET,
     ibv_query_qp => NOT_YET,
-    ibv_modify_qp => NOT_YET,
     ibv_destroy_ah => NO_AH,
     ibv_attach_mcast => NO_AH,
     ibv_detach_mcast => NO_AH,
@@ -86,32 +83,15 @@ fail!(code:
 );
 
 fail!(minus:
-    rdma_create_id => NOT_YET,
-    rdma_destroy_id => NOT_YET,
-    rdma_bind_addr => NOT_YET,
-    rdma_resolve_addr => NOT_YET,
-    rdma_resolve_route => NOT_YET,
-    rdma_listen => NOT_YET,
-    rdma_connect => NOT_YET,
-    rdma_accept => NOT_YET,
-    rdma_reject => NOT_YET,
-    rdma_disconnect => NOT_YET,
     rdma_establish => NOT_YET,
-    rdma_get_cm_event => NOT_YET,
-    rdma_ack_cm_event => NOT_YET,
-    rdma_create_qp => NOT_YET,
     rdma_create_qp_ex => NOT_YET,
     rdma_init_qp_attr => NOT_YET,
     rdma_migrate_id => NOT_YET,
     rdma_set_option => NOT_YET,
-    rdma_getaddrinfo => NOT_YET,
     rdma_create_ep => NOT_YET,
     rdma_get_request => NOT_YET,
 );
 
 fail!(nothing:
-    rdma_destroy_qp => NOT_YET,
-    rdma_destroy_event_channel => NOT_YET,
-    rdma_freeaddrinfo => NOT_YET,
     rdma_destroy_ep => NOT_YET,
 );

@@ -1,0 +1,544 @@
+//! The connection manager's identifiers (librdmacm): addresses, listening, connecting,
+//! accepting and disconnecting, each answered by the event librdmacm gives, in its order:
+//! ADDR_RESOLVED, ROUTE_RESOLVED, then ESTABLISHED (or REJECTED, UNREACHABLE) on the
+//! active side; CONNECT_REQUEST on a listener, then ESTABLISHED on the new identifier;
+//! DISCONNECTED on both when the connection ends.
+//!
+//! The work that waits on the network (connect, accept, the listener's accept loop, the
+//! watch for the end) runs on the library's runtime thread; the calls return at once, as
+//! librdmacm's do.
+
+use std::cell::UnsafeCell;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use libc::{c_int, c_void, sockaddr};
+
+use crate::abi::*;
+use crate::cm_abi::*;
+use crate::cm_events::{EventChannel, What, channel};
+use crate::errors::{Errno, once, unsupported};
+use crate::live::Live;
+use crate::qp::Qp;
+use crate::sockaddr::{from_c, to_c};
+
+static IDS: Live<CmId> = Live::new();
+
+/// The context every identifier's `verbs` names, opened on first use (null if the stack
+/// cannot be reached).
+pub(crate) fn cm_context() -> Option<*mut ibv_context> {
+    static CTX: OnceLock<usize> = OnceLock::new();
+    let ctx = *CTX.get_or_init(|| {
+        let dev = &crate::device::device().ibv as *const ibv_device as *mut ibv_device;
+        crate::device::ibv_open_device(dev) as usize
+    });
+    (ctx != 0).then_some(ctx as *mut ibv_context)
+}
+
+/// An identifier.
+#[repr(C)]
+pub(crate) struct CmId {
+    ibv: UnsafeCell<rdma_cm_id>,
+    channel: Arc<EventChannel>,
+    state: Mutex<State>,
+    /// Destroyed: no more events for it.
+    gone: AtomicBool,
+}
+
+/// Where an identifier is.
+#[derive(Default)]
+struct State {
+    /// The address it is bound to, or resolved from.
+    src: Option<SocketAddr>,
+    /// The peer's address.
+    dst: Option<SocketAddr>,
+    /// Its queue pair (`rdma_create_qp`).
+    qp: Option<Arc<Qp>>,
+    /// A connection request not yet answered (an identifier a listener made).
+    incoming: Option<verbs::Incoming>,
+    /// Its listener's accept loop, or its connection's watch.
+    task: Option<tokio::task::AbortHandle>,
+}
+
+// SAFETY: the pointers in `ibv` are addresses handed to C (the context, channel, queue
+// pair, and the program's `context`); Rust writes the C structure only under `state`'s
+// lock, and reads through no pointer of it.
+unsafe impl Send for CmId {}
+// SAFETY: as above.
+unsafe impl Sync for CmId {}
+
+impl CmId {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ptr(&self) -> *mut rdma_cm_id {
+        self.ibv.get()
+    }
+
+    /// Queues an event for this identifier, unless it was destroyed.
+    fn post(&self, what: What) {
+        if !self.gone.load(Ordering::Acquire) {
+            self.channel.post(self.ptr(), std::ptr::null_mut(), what);
+        }
+    }
+
+    /// Writes the C structure's addresses and `verbs` (under the state's lock, held by
+    /// the caller as `st`).
+    fn publish(&self, st: &State) {
+        let ibv = self.ibv.get();
+        // SAFETY: the C structure this identifier owns, written under `state`'s lock.
+        unsafe {
+            (*ibv).verbs = cm_context().unwrap_or(std::ptr::null_mut());
+            if let Some(a) = st.src {
+                (*ibv).route.addr.src_storage = to_c(a);
+            }
+            if let Some(a) = st.dst {
+                (*ibv).route.addr.dst_storage = to_c(a);
+            }
+            (*ibv).qp = st.qp.as_ref().map_or(std::ptr::null_mut(), |q| q.ibv());
+        }
+    }
+}
+
+/// The identifier behind `id`, if it is alive.
+fn id_of(id: *const rdma_cm_id) -> Result<Arc<CmId>, Errno> {
+    IDS.get(id).ok_or(Errno::EINVAL)
+}
+
+/// A new identifier on `ch` with the program's `context`.
+fn new_id(ch: Arc<EventChannel>, context: *mut c_void, ps: c_int) -> Arc<CmId> {
+    // SAFETY: rdma_cm_id is plain C data: all zeroes is its empty value.
+    let mut ibv: rdma_cm_id = unsafe { std::mem::zeroed() };
+    ibv.channel = ch.ibv();
+    ibv.context = context;
+    ibv.ps = ps;
+    ibv.port_num = 1;
+    ibv.qp_type = IBV_QPT_RC;
+    ch.ids.fetch_add(1, Ordering::Relaxed);
+    let ptr = IDS.add(CmId {
+        ibv: UnsafeCell::new(ibv),
+        channel: ch,
+        state: Mutex::default(),
+        gone: AtomicBool::new(false),
+    });
+    IDS.get(ptr).expect("just added")
+}
+
+/// `rdma_create_id`: a new identifier on `ch` (TCP port space; iWARP runs over TCP).
+///
+/// # Safety
+/// `id` points to the caller's pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_id(
+    ch: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    if id.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    if ch.is_null() {
+        let why = "identifiers without an event channel (synchronous use) are not carried out yet";
+        return unsupported("rdma_create_id", why).fail();
+    }
+    if ps != RDMA_PS_TCP {
+        return unsupported("rdma_create_id", "iWARP has the TCP port space only").fail();
+    }
+    let Some(c) = channel(ch) else {
+        return Errno::EINVAL.fail();
+    };
+    let new = new_id(c, context, ps);
+    // SAFETY: the caller's pointer, per this function's contract.
+    unsafe { *id = new.ptr() };
+    0
+}
+
+/// `rdma_destroy_id`: stops its listener or watch and ends its connection; `EINVAL` if
+/// it is not alive.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    let Some(i) = IDS.remove(id) else {
+        return Errno::EINVAL.fail();
+    };
+    i.gone.store(true, Ordering::Release);
+    let mut st = i.state();
+    if let Some(t) = st.task.take() {
+        t.abort();
+    }
+    st.incoming = None;
+    i.channel.ids.fetch_sub(1, Ordering::Relaxed);
+    0
+}
+
+/// `rdma_bind_addr`: the address a listener will listen on (port 0: any).
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
+    let (Ok(i), Some(a)) = (id_of(id), from_c(addr)) else {
+        return Errno::EINVAL.fail();
+    };
+    let mut st = i.state();
+    st.src = Some(a);
+    i.publish(&st);
+    0
+}
+
+/// `rdma_resolve_addr`: the peer's address; the source is the local address its route
+/// leaves from (or `src`). ADDR_RESOLVED follows.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src: *mut sockaddr,
+    dst: *mut sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    let (Ok(i), Some(d)) = (id_of(id), from_c(dst)) else {
+        return Errno::EINVAL.fail();
+    };
+    let s = from_c(src).or_else(|| source_for(d));
+    let mut st = i.state();
+    st.dst = Some(d);
+    st.src = s;
+    i.publish(&st);
+    drop(st);
+    let event = match s {
+        Some(_) => RDMA_CM_EVENT_ADDR_RESOLVED,
+        None => RDMA_CM_EVENT_ADDR_ERROR,
+    };
+    i.post(What {
+        event,
+        status: if s.is_some() { 0 } else { -libc::ENETUNREACH },
+        ..What::default()
+    });
+    0
+}
+
+/// The local address a connection to `dst` leaves from (port 0), as routing picks it.
+fn source_for(dst: SocketAddr) -> Option<SocketAddr> {
+    let any: SocketAddr = match dst {
+        SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = UdpSocket::bind(any).ok()?;
+    s.connect(dst).ok()?;
+    let mut a = s.local_addr().ok()?;
+    a.set_port(0);
+    Some(a)
+}
+
+/// `rdma_resolve_route`: ROUTE_RESOLVED follows (TCP routes for itself).
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    if i.state().dst.is_none() {
+        return Errno::EINVAL.fail();
+    }
+    i.post(What {
+        event: RDMA_CM_EVENT_ROUTE_RESOLVED,
+        ..What::default()
+    });
+    0
+}
+
+/// `rdma_create_qp`: a queue pair for this identifier's connection, in `pd`.
+///
+/// # Safety
+/// `attr` points to the caller's attributes (their capabilities are updated).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    if attr.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: the caller's attributes, per this function's contract.
+    let attr = unsafe { &mut *attr };
+    if attr.send_cq.is_null() || attr.recv_cq.is_null() {
+        let why = "pass the completion queues in the attributes: this library does not \
+                   make them for the identifier yet";
+        return unsupported("rdma_create_qp without completion queues", why).fail();
+    }
+    match crate::qp::create(pd, attr) {
+        Ok(qp) => {
+            let mut st = i.state();
+            st.qp = Some(qp);
+            i.publish(&st);
+            0
+        }
+        Err(e) => e.fail(),
+    }
+}
+
+/// `rdma_destroy_qp`: destroys the identifier's queue pair.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+    if let Ok(i) = id_of(id) {
+        let mut st = i.state();
+        if let Some(qp) = st.qp.take() {
+            crate::qp::ibv_destroy_qp(qp.ibv());
+        }
+        i.publish(&st);
+    }
+}
+
+/// The private data of `param` (none if null).
+///
+/// # Safety
+/// `param` is null or the caller's parameters, their private data readable.
+unsafe fn private_of(param: *const rdma_conn_param) -> (Vec<u8>, u8, u8) {
+    if param.is_null() {
+        return (Vec::new(), 0, 0);
+    }
+    // SAFETY: the caller's parameters, per this function's contract.
+    let p = unsafe { &*param };
+    let data = match p.private_data.is_null() || p.private_data_len == 0 {
+        true => Vec::new(),
+        // SAFETY: `private_data_len` readable octets at `private_data` (the contract).
+        false => unsafe {
+            std::slice::from_raw_parts(p.private_data.cast::<u8>(), p.private_data_len as usize)
+        }
+        .to_vec(),
+    };
+    (data, p.responder_resources, p.initiator_depth)
+}
+
+/// `rdma_connect`: connects the identifier's queue pair to the resolved peer, with the
+/// private data of `param`; ESTABLISHED, REJECTED or UNREACHABLE follows.
+///
+/// # Safety
+/// `param` is null or the caller's parameters.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    let (Some(dst), Some(qp)) = ({
+        let st = i.state();
+        (st.dst, st.qp.clone())
+    }) else {
+        once(
+            "rdma_connect",
+            "resolve the address and create the queue pair first",
+        );
+        return Errno::EINVAL.fail();
+    };
+    // SAFETY: this function's contract.
+    let (private, _, _) = unsafe { private_of(param) };
+    let cfg = qp.config();
+    crate::rt::runtime().spawn(async move {
+        let dev = qp.pd.device().clone();
+        match dev.connect(&qp.pd.pd, dst, cfg, &private).await {
+            Ok(c) => established(&i, &qp, c.qp, c.private_data.to_vec()),
+            Err(e) => i.post(refused(&e)),
+        }
+    });
+    0
+}
+
+/// The event a failed connection gives, as librdmacm gives it on iWARP.
+fn refused(e: &verbs::ConnectError) -> What {
+    match e {
+        verbs::ConnectError::Rejected { private_data, .. } => What {
+            event: RDMA_CM_EVENT_REJECTED,
+            status: -libc::ECONNREFUSED,
+            private: private_data.to_vec(),
+            ..What::default()
+        },
+        verbs::ConnectError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => What {
+            event: RDMA_CM_EVENT_REJECTED,
+            status: -libc::ECONNREFUSED,
+            ..What::default()
+        },
+        other => {
+            once("rdma_connect", &other.to_string());
+            What {
+                event: RDMA_CM_EVENT_UNREACHABLE,
+                status: -libc::ETIMEDOUT,
+                ..What::default()
+            }
+        }
+    }
+}
+
+/// The connection of `i` is up: its queue pair takes it, ESTABLISHED is posted, and a
+/// watch posts DISCONNECTED when it ends.
+fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
+    qp.up(conn.clone());
+    let (ird, ord) = conn.ird_ord();
+    i.post(What {
+        event: RDMA_CM_EVENT_ESTABLISHED,
+        private,
+        ird: ird.min(255) as u8,
+        ord: ord.min(255) as u8,
+        ..What::default()
+    });
+    let watched = i.clone();
+    let watch = crate::rt::runtime().spawn(async move {
+        conn.closed().await;
+        watched.post(What {
+            event: RDMA_CM_EVENT_DISCONNECTED,
+            ..What::default()
+        });
+    });
+    i.state().task = Some(watch.abort_handle());
+}
+
+/// `rdma_listen`: listens on the bound address; each connection request makes a new
+/// identifier, announced by CONNECT_REQUEST.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    let Some(addr) = i.state().src else {
+        once("rdma_listen", "bind an address first (rdma_bind_addr)");
+        return Errno::EINVAL.fail();
+    };
+    let Some(ctx) = cm_context() else {
+        return Errno::ENODEV.fail();
+    };
+    let Ok(c) = crate::device::context(ctx) else {
+        return Errno::ENODEV.fail();
+    };
+    let listener = match crate::rt::block_on(c.device.listen(addr)) {
+        Ok(l) => l,
+        Err(e) => {
+            once("rdma_listen", &format!("cannot listen on {addr}: {e}"));
+            return Errno(e.raw_os_error().unwrap_or(libc::EADDRINUSE)).fail();
+        }
+    };
+    let mut st = i.state();
+    st.src = Some(listener.local_addr());
+    i.publish(&st);
+    let parent = i.clone();
+    let task = crate::rt::runtime().spawn(async move {
+        while let Ok(inc) = listener.accept().await {
+            request(&parent, listener.local_addr(), inc);
+        }
+    });
+    st.task = Some(task.abort_handle());
+    0
+}
+
+/// A connection request on listener `parent`: a new identifier holds it, announced by
+/// CONNECT_REQUEST with the peer's private data.
+fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
+    if parent.gone.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: reads the program's `context` word of the parent's C structure, which this
+    // library wrote and the program may have set (rdma-core copies it to the child).
+    let context = unsafe { (*parent.ptr()).context };
+    let child = new_id(parent.channel.clone(), context, RDMA_PS_TCP);
+    let (ird, ord) = inc.peer_ird_ord();
+    let private = inc.private_data().to_vec();
+    {
+        let mut st = child.state();
+        st.src = Some(local);
+        st.dst = Some(inc.peer_addr());
+        st.incoming = Some(inc);
+        child.publish(&st);
+    }
+    parent.channel.post(
+        child.ptr(),
+        parent.ptr(),
+        What {
+            event: RDMA_CM_EVENT_CONNECT_REQUEST,
+            private,
+            ird: ird.unwrap_or(0).min(255) as u8,
+            ord: ord.unwrap_or(0).min(255) as u8,
+            ..What::default()
+        },
+    );
+}
+
+/// `rdma_accept`: accepts the request this identifier holds, on its queue pair, with the
+/// private data of `param`; ESTABLISHED (or CONNECT_ERROR) follows.
+///
+/// # Safety
+/// `param` is null or the caller's parameters.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    let (inc, qp) = {
+        let mut st = i.state();
+        (st.incoming.take(), st.qp.clone())
+    };
+    let (Some(inc), Some(qp)) = (inc, qp) else {
+        once(
+            "rdma_accept",
+            "accept a connection request, after rdma_create_qp on its identifier",
+        );
+        return Errno::EINVAL.fail();
+    };
+    // SAFETY: this function's contract.
+    let (private, _, _) = unsafe { private_of(param) };
+    let cfg = qp.config();
+    crate::rt::runtime().spawn(async move {
+        match inc.accept(&qp.pd.pd, cfg, &private).await {
+            Ok(conn) => established(&i, &qp, conn, Vec::new()),
+            Err(e) => {
+                once("rdma_accept", &e.to_string());
+                i.post(What {
+                    event: RDMA_CM_EVENT_CONNECT_ERROR,
+                    status: -libc::ECONNRESET,
+                    ..What::default()
+                });
+            }
+        }
+    });
+    0
+}
+
+/// `rdma_reject`: refuses the request this identifier holds, with `private` data.
+///
+/// # Safety
+/// `private` has `len` readable octets (or is null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_reject(
+    id: *mut rdma_cm_id,
+    private: *const c_void,
+    len: u8,
+) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    let Some(inc) = i.state().incoming.take() else {
+        return Errno::EINVAL.fail();
+    };
+    let data = match private.is_null() {
+        true => Vec::new(),
+        // SAFETY: `len` readable octets, per this function's contract.
+        false => unsafe { std::slice::from_raw_parts(private.cast::<u8>(), len as usize) }.to_vec(),
+    };
+    crate::rt::runtime().spawn(async move {
+        let _ = inc.reject(&data).await;
+    });
+    0
+}
+
+/// `rdma_disconnect`: ends the connection; DISCONNECTED follows on both sides.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    let Ok(i) = id_of(id) else {
+        return Errno::EINVAL.fail();
+    };
+    match i.state().qp.clone() {
+        Some(qp) => {
+            qp.disconnect();
+            0
+        }
+        None => Errno::EINVAL.fail(),
+    }
+}

@@ -1,0 +1,190 @@
+//! The connection manager's event channels and events: `rdma_create_event_channel`,
+//! `rdma_get_cm_event`, `rdma_ack_cm_event`.
+//!
+//! A channel's descriptor is an eventfd in semaphore mode, as a completion channel's: each
+//! event adds one; `rdma_get_cm_event` reads one (blocking, or `EAGAIN` when the program
+//! made the descriptor non-blocking) and takes the oldest event.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::c_int;
+
+use crate::cm_abi::*;
+use crate::errors::{Errno, set_errno};
+use crate::live::Live;
+
+static CHANNELS: Live<EventChannel> = Live::new();
+static EVENTS: Live<Event> = Live::new();
+
+/// An event channel.
+#[repr(C)]
+pub(crate) struct EventChannel {
+    ibv: rdma_event_channel,
+    fd: OwnedFd,
+    /// Events not yet taken, oldest first (their addresses in `EVENTS`).
+    queued: Mutex<VecDeque<usize>>,
+    /// Identifiers on it: it is not destroyed while any is.
+    pub(crate) ids: AtomicUsize,
+}
+
+/// An event, as `rdma_get_cm_event` hands it out.
+#[repr(C)]
+pub(crate) struct Event {
+    ibv: rdma_cm_event,
+    /// The private data `ibv.param.conn.private_data` points into.
+    _private: Box<[u8]>,
+}
+
+// SAFETY: the pointers in `ibv` are addresses handed to C (identifiers, and `_private`,
+// which this event owns); Rust never writes through them.
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
+
+/// What an event says: its type, its status, and the connection parameters it carries.
+#[derive(Debug, Default)]
+pub(crate) struct What {
+    pub(crate) event: c_int,
+    pub(crate) status: c_int,
+    pub(crate) private: Vec<u8>,
+    pub(crate) ird: u8,
+    pub(crate) ord: u8,
+}
+
+impl EventChannel {
+    /// Queues an event for `id` (and `listen_id`, for a connection request).
+    pub(crate) fn post(&self, id: *mut rdma_cm_id, listen_id: *mut rdma_cm_id, what: What) {
+        let private = what.private.into_boxed_slice();
+        let conn = rdma_conn_param {
+            private_data: if private.is_empty() {
+                std::ptr::null()
+            } else {
+                private.as_ptr().cast()
+            },
+            private_data_len: private.len().min(255) as u8,
+            responder_resources: what.ird,
+            initiator_depth: what.ord,
+            flow_control: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            srq: 0,
+            qp_num: 0,
+        };
+        let ev = EVENTS.add(Event {
+            ibv: rdma_cm_event {
+                id,
+                listen_id,
+                event: what.event,
+                status: what.status,
+                param: rdma_cm_event_param { conn },
+            },
+            _private: private,
+        });
+        self.queued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(ev as usize);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 octets from `one` to the eventfd this channel owns.
+        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// The C structure's address.
+    pub(crate) fn ibv(&self) -> *mut rdma_event_channel {
+        (&self.ibv as *const rdma_event_channel).cast_mut()
+    }
+}
+
+// SAFETY: `ibv` holds only the descriptor's number.
+unsafe impl Send for EventChannel {}
+// SAFETY: as above.
+unsafe impl Sync for EventChannel {}
+
+/// The channel behind `ch`, if it is alive.
+pub(crate) fn channel(ch: *const rdma_event_channel) -> Option<std::sync::Arc<EventChannel>> {
+    CHANNELS.get(ch)
+}
+
+/// `rdma_create_event_channel`. Null with `ENODEV` if the stack cannot be reached (the
+/// reason is on stderr).
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    if crate::cm::cm_context().is_none() {
+        set_errno(Errno::ENODEV);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: eventfd(2) with constant flags; the result is checked before use.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
+    if raw < 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: `raw` is a new descriptor this call owns from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    CHANNELS
+        .add(EventChannel {
+            ibv: rdma_event_channel { fd: raw },
+            fd,
+            queued: Mutex::default(),
+            ids: AtomicUsize::new(0),
+        })
+        .cast()
+}
+
+/// `rdma_destroy_event_channel`: refused (left alone, with a message) while identifiers
+/// use it, as rdma-core requires them destroyed first.
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_destroy_event_channel(ch: *mut rdma_event_channel) {
+    if let Err(true) = CHANNELS.remove_unless(ch, |c| c.ids.load(Ordering::Relaxed) > 0) {
+        crate::errors::once(
+            "rdma_destroy_event_channel",
+            "identifiers still use the channel: destroy them first",
+        );
+    }
+}
+
+/// `rdma_get_cm_event`: the oldest event, waiting for one unless the descriptor is
+/// non-blocking.
+///
+/// # Safety
+/// `event` points to the caller's pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_cm_event(
+    ch: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    let Some(c) = CHANNELS.get(ch) else {
+        return Errno::EINVAL.fail();
+    };
+    if event.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    let mut n = [0u8; 8];
+    // SAFETY: reads 8 octets into `n` from the eventfd this channel owns.
+    if unsafe { libc::read(c.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8) } != 8 {
+        return -1; // errno is read(2)'s (EAGAIN, EINTR)
+    }
+    let next = c
+        .queued
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pop_front();
+    let Some(ev) = next else {
+        return Errno::EINVAL.fail();
+    };
+    // SAFETY: the caller's pointer, per this function's contract.
+    unsafe { *event = ev as *mut rdma_cm_event };
+    0
+}
+
+/// `rdma_ack_cm_event`: frees the event; `EINVAL` for one not handed out (acknowledged
+/// twice, or never this library's).
+#[unsafe(no_mangle)]
+pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    match EVENTS.remove(event) {
+        Some(_) => 0,
+        None => Errno::EINVAL.fail(),
+    }
+}
