@@ -253,3 +253,46 @@ fn perftest_and_ucmatose_run_through_the_library() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("return status 0"), "{text}");
 }
+
+/// Debian's `program` in network namespace `ns`, through the library.
+fn in_ns(ns: &str, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "timeout", "60", program])
+        .args(args)
+        .env("LD_LIBRARY_PATH", library());
+    c.env_remove("IWARP_DEVICE");
+    c
+}
+
+/// Between two hosts (two network namespaces joined by a veth): rping with verified data
+/// and ib_write_bw, each side a Debian program through the library.
+#[test]
+fn rping_and_ib_write_bw_between_two_network_namespaces() {
+    let Some(net) = tests::netns::two_hosts_or_skip() else {
+        return;
+    };
+    let (a, b) = (net.a(), net.b());
+    let server = a.addr().to_string();
+    pair(
+        in_ns(
+            a.name(),
+            "rping",
+            &["-s", "-a", &server, "-p", "7174", "-C", "100"],
+        ),
+        in_ns(
+            b.name(),
+            "rping",
+            &["-c", "-a", &server, "-p", "7174", "-C", "100", "-V"],
+        ),
+    );
+    let out = pair(
+        in_ns(a.name(), "ib_write_bw", &["-R", "-p", "18515", "-n", "500"]),
+        in_ns(
+            b.name(),
+            "ib_write_bw",
+            &["-R", "-p", "18515", "-n", "500", &server],
+        ),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("65536      500"), "{text}");
+}
