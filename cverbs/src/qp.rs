@@ -63,8 +63,15 @@ impl Qp {
         cfg
     }
 
-    /// Its connection is up as `qp`: receives posted meanwhile go to it.
+    /// Its connection is up as `qp`: receives posted meanwhile go to it, and polls of its
+    /// queues read its socket.
     pub(crate) fn up(&self, qp: verbs::Qp) {
+        for cq in [&self.send_cq, &self.recv_cq] {
+            let mut inputs = cq.inputs.lock().unwrap_or_else(|e| e.into_inner());
+            if !inputs.iter().any(|q| q.num() == qp.num()) {
+                inputs.push(qp.clone());
+            }
+        }
         let mut conn = self.conn();
         if let Conn::Pending(recvs) = &mut *conn {
             for wr in recvs.drain(..) {
@@ -161,6 +168,12 @@ pub extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     match QPS.remove(qp) {
         Some(q) => {
             q.disconnect();
+            if let Conn::Up(up) = &*q.conn() {
+                for cq in [&q.send_cq, &q.recv_cq] {
+                    let mut inputs = cq.inputs.lock().unwrap_or_else(|e| e.into_inner());
+                    inputs.retain(|other| other.num() != up.num());
+                }
+            }
             q.send_cq.users.fetch_sub(1, Ordering::Relaxed);
             q.recv_cq.users.fetch_sub(1, Ordering::Relaxed);
             q.pd.users.fetch_sub(1, Ordering::Relaxed);
