@@ -372,6 +372,12 @@ fn refused(e: &verbs::ConnectError) -> What {
 /// The connection of `i` is up: its queue pair takes it, ESTABLISHED is posted, and a
 /// watch posts DISCONNECTED when it ends.
 fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
+    // Destroyed while it connected: nobody will use or end it.
+    let qp_gone = crate::qp::queue_pair(qp.ibv().cast()).is_err();
+    if i.gone.load(Ordering::Acquire) || qp_gone {
+        conn.disconnect();
+        return;
+    }
     qp.up(conn.clone());
     let (ird, ord) = conn.ird_ord();
     i.post(What {

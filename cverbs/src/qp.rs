@@ -23,6 +23,9 @@ static QPS: Live<Qp> = Live::new();
 
 /// The most octets of an `IBV_SEND_INLINE` request (copied when posted).
 const MAX_INLINE: u32 = 4096;
+/// The most entries of one scatter/gather list this library reads (a larger `num_sge`
+/// is refused before anything is read).
+const MAX_SGE: usize = 64;
 
 /// A queue pair.
 #[repr(C)]
@@ -228,6 +231,9 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_int, mask: 
 /// `sg` points to `n` entries (or `n` is 0).
 unsafe fn sgl(sg: *const ibv_sge, n: c_int) -> Result<Sgl, Errno> {
     let n = usize::try_from(n).map_err(|_| Errno::EINVAL)?;
+    if n > MAX_SGE {
+        return Err(Errno::EINVAL);
+    }
     if n == 0 {
         return Ok(Sgl::default());
     }
@@ -252,6 +258,9 @@ unsafe fn sgl(sg: *const ibv_sge, n: c_int) -> Result<Sgl, Errno> {
 /// Each entry names octets of the program's that are readable now.
 unsafe fn inline(sg: *const ibv_sge, n: c_int) -> Result<Payload, Errno> {
     let n = usize::try_from(n).map_err(|_| Errno::EINVAL)?;
+    if n > MAX_SGE || (n > 0 && sg.is_null()) {
+        return Err(Errno::EINVAL);
+    }
     let mut data = Vec::new();
     if n > 0 {
         // SAFETY: the caller's `n` entries.

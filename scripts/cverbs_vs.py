@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Debian's perftest through the C library (cverbs, issue 34) against this stack's own
+iwperf, on the same path and in alternating rounds, as issue 34 asks:
+`ib_write_bw -s 65536` at least 0.9x `iwperf write_bw`, and `ib_send_lat -s 8` at most
+1.15x `iwperf send_lat`. Both embedded (the engine in each process). Nothing here is a
+test: it only prints numbers.
+
+    scripts/cverbs_vs.py                     # 3 rounds of 3 s per line, loopback
+    scripts/cverbs_vs.py --rounds 5 --secs 5 --netns
+
+Needs perftest; builds iwperf and the library in release.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vs_tcp  # noqa: E402
+
+ROOT = vs_tcp.ROOT
+LIB = os.path.join(ROOT, "target", "rdma-core")
+
+
+def perftest(path, test, args, secs, port):
+    """perftest's result line: (bw_avg in Gbit/s) or (t_typical in us)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=LIB)
+    env.pop("IWARP_DEVICE", None)
+    os.environ.update(env)
+    base = [test, "-R", "-p", str(port), "-D", str(secs)] + args
+    out = vs_tcp.pair(path, base, base + [path.server_addr], settle=0.8)
+    rows = [l.split() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+", l)]
+    if not rows:
+        raise RuntimeError(f"{test}: no result line in {out[-400:]}")
+    row = rows[-1]
+    # bw: #bytes #iterations BW-peak BW-avg MsgRate (MB/sec = 10^6 octets/s);
+    # lat: #bytes #iterations t_min t_max t_typical ...
+    if test.endswith("_bw"):
+        return float(row[3]) * 8 / 1000
+    return float(row[4])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--secs", type=int, default=3)
+    p.add_argument("--netns", action="store_true", help="server and client in two namespaces")
+    a = p.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"],
+                   cwd=ROOT, check=True)
+    subprocess.run([os.path.join(ROOT, "scripts", "rdma_core_lib.sh"), "--release"], cwd=ROOT,
+                   check=True, stdout=subprocess.DEVNULL)
+    path = vs_tcp.Path(a.netns)
+    got = {k: [] for k in ("ib_write_bw", "iwperf write_bw", "ib_send_lat", "iwperf send_lat")}
+    port = 19000
+    try:
+        for r in range(a.rounds):
+            port += 10
+            got["ib_write_bw"].append(perftest(path, "ib_write_bw", ["-s", "65536"], a.secs,
+                                               port))
+            got["iwperf write_bw"].append(vs_tcp.iwperf(
+                path, "write_bw", ["-s", "65536", "--report_gbits"], a.secs, port + 1)["bw_avg"])
+            got["ib_send_lat"].append(perftest(path, "ib_send_lat", ["-s", "8"], a.secs,
+                                               port + 2))
+            got["iwperf send_lat"].append(vs_tcp.iwperf(
+                path, "send_lat", ["-s", "8"], a.secs, port + 3)["t_typical"])
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in got.items()),
+                  file=sys.stderr)
+    finally:
+        if a.netns:
+            path.teardown()
+    med = {k: statistics.median(v) for k, v in got.items()}
+    print(f"cverbs_vs: {path.kind}, {a.rounds} rounds of {a.secs} s, medians [min..max]")
+    for k, v in got.items():
+        unit = "Gbit/s" if k.endswith("_bw") else "us"
+        print(f"  {k:18} {med[k]:8.2f} {unit}  [{min(v):.2f}..{max(v):.2f}]")
+    print(f"  ib_write_bw / iwperf write_bw = {med['ib_write_bw'] / med['iwperf write_bw']:.2f}x"
+          " (target >= 0.9x)")
+    print(f"  ib_send_lat / iwperf send_lat = {med['ib_send_lat'] / med['iwperf send_lat']:.2f}x"
+          " (target <= 1.15x)")
+
+
+if __name__ == "__main__":
+    main()
