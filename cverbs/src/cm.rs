@@ -353,7 +353,15 @@ fn refused(e: &verbs::ConnectError) -> What {
             private: private_data.to_vec(),
             ..What::default()
         },
+        // Turned away before any MPA: no listener (refused), or a listener that closed
+        // with the connection in its backlog (reset, nothing sent). librdmacm reports
+        // both as a rejection, which programs retry (perftest does).
         verbs::ConnectError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => What {
+            event: RDMA_CM_EVENT_REJECTED,
+            status: -libc::ECONNREFUSED,
+            ..What::default()
+        },
+        verbs::ConnectError::NoFrame(n) if n.sent_len == 0 => What {
             event: RDMA_CM_EVENT_REJECTED,
             status: -libc::ECONNREFUSED,
             ..What::default()
