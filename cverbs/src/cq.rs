@@ -249,6 +249,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
             polled = q.cq.poll_with(n, &mut take);
         }
     }
+    spun(matches!(polled, Ok(0)));
     match polled {
         Ok(k) => k as c_int,
         Err(e) => {
@@ -256,6 +257,31 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
             -1
         }
     }
+}
+
+/// How long a thread may spin on empty polls before each further empty poll offers the
+/// processor (sched_yield), as iwperf's waits do: perftest spins on `ibv_poll_cq`, and
+/// on a machine with few processors that spin took them from the engine's own thread,
+/// which is what would fill the queue.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Notes a poll on this thread: `empty`, after [`SPIN`] of empty polls, yields.
+fn spun(empty: bool) {
+    thread_local! {
+        static EMPTY_SINCE: std::cell::Cell<Option<std::time::Instant>> =
+            const { std::cell::Cell::new(None) };
+    }
+    EMPTY_SINCE.with(|since| {
+        if !empty {
+            since.set(None);
+            return;
+        }
+        match since.get() {
+            None => since.set(Some(std::time::Instant::now())),
+            Some(t) if t.elapsed() >= SPIN => std::thread::yield_now(),
+            Some(_) => {}
+        }
+    });
 }
 
 /// The context's `req_notify_cq`: arms the queue; when it fires, its channel's descriptor
