@@ -3,28 +3,36 @@
 //! (issue 34).
 //!
 //! `scripts/rdma_core_lib.sh` links this crate (a static library) into one shared object
-//! with rdma-core's symbol versions (`rdma-core.map`), and names it `libibverbs.so.1`,
-//! `librdmacm.so.1` and `libmlx5.so.1` (perftest links the last). Run a program with
-//! `LD_LIBRARY_PATH` pointing at that directory:
+//! with rdma-core's symbol versions (`rdma-core.map`), named `libibverbs.so.1`, with
+//! `librdmacm.so.1`, `libmlx5.so.1` and `libefa.so.1` beside it (perftest links the last
+//! two). Run a program with `LD_LIBRARY_PATH` pointing at that directory:
 //!
 //! ```text
 //! scripts/rdma_core_lib.sh            # prints the directory
 //! LD_LIBRARY_PATH=target/rdma-core ibv_devinfo
 //! ```
 //!
-//! What works so far: the device list (`iwarp0`, transport iWARP), opening and closing
-//! it over the stack `IWARP_DEVICE` names (the engine in this process by default),
-//! device, port, GID and P_Key queries, protection domains, and memory regions on the
-//! program's own memory (embedded). Every other call the target programs make is
-//! exported and fails with `EOPNOTSUPP`, saying once on stderr which call it was and why
-//! (`unsupported`).
+//! What works: the device list (`iwarp0`, transport iWARP) and its queries; protection
+//! domains; memory regions on the program's own memory; completion queues with channels;
+//! the connection manager (event channels, identifiers, address resolution, listen,
+//! connect, accept, reject, disconnect); queue pairs made by `rdma_create_qp` and posted
+//! to. All of it with the engine in the program's process (`device::stack`), on a
+//! runtime thread of the library's own (`rt`). Through a local iwarpd
+//! (`IWARP_DEVICE=unix:PATH`) memory registration is refused so far. Every other call the
+//! target programs make is exported and fails with `EOPNOTSUPP`, saying once on stderr
+//! which call it was and why (`unsupported`).
 //!
 //! # Safety at the boundary
 //! Every exported function takes raw pointers from C. What this library can check, it
-//! does: an object pointer must be one it handed out and has not freed (a closed context
-//! is refused, not freed twice), and null pointers are refused. What it cannot check is
-//! that a pointer to the caller's own memory (an attribute struct to fill) is valid for
-//! its size: as in rdma-core, that is the caller's contract, written on each function.
+//! does (`live`): an object pointer must be one it handed out and has not freed (an object
+//! freed twice, or never the library's, is refused with `EINVAL`, not freed again); an
+//! object still in use by another thread when C destroys it lives until that use ends;
+//! domains with regions, queues with queue pairs and channels with queues are not freed
+//! (`EBUSY`); null pointers and lists over 64 entries are refused. What it cannot check is
+//! that a pointer to the caller's own memory (an attribute struct to fill, a buffer a
+//! request names, a registered region freed before `ibv_dereg_mr`) is valid: as in
+//! rdma-core, that is the caller's contract, written on each function, and breaking it
+//! harms that program only, never another process's queue pairs.
 
 pub mod abi;
 pub mod addrinfo;

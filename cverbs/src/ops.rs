@@ -59,9 +59,5 @@ unsafe extern "C" fn post_srq_recv(
 
 /// A post that takes nothing: the first request is the one not posted.
 fn refuse_post(verb: &str, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
-    if !bad.is_null() {
-        // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
-        unsafe { *bad = wr };
-    }
-    unsupported(verb, NO_SRQ).0
+    crate::qp::not_posted(bad, wr, unsupported(verb, NO_SRQ).0)
 }

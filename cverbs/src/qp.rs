@@ -399,19 +399,23 @@ fn post_errno(e: &PostError) -> c_int {
     }
 }
 
+/// A post that stopped at request `at` with error `e`: `at` is written where the
+/// program's `bad_wr` points (rdma-core's contract), and `e` returned.
+pub(crate) fn not_posted(bad: *mut *mut c_void, at: *mut c_void, e: c_int) -> c_int {
+    if !bad.is_null() {
+        // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
+        unsafe { *bad = at };
+    }
+    e
+}
+
 /// The context's `post_send`.
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut c_void,
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let fail = |at: *mut c_void, e: c_int| {
-        if !bad.is_null() {
-            // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
-            unsafe { *bad = at };
-        }
-        e
-    };
+    let fail = |at: *mut c_void, e: c_int| not_posted(bad, at, e);
     tracing::trace!(?qp, "ibv_post_send");
     let Ok(q) = queue_pair(qp) else {
         return fail(wr, libc::EINVAL);
@@ -450,13 +454,7 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let fail = |at: *mut c_void, e: c_int| {
-        if !bad.is_null() {
-            // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
-            unsafe { *bad = at };
-        }
-        e
-    };
+    let fail = |at: *mut c_void, e: c_int| not_posted(bad, at, e);
     let Ok(q) = queue_pair(qp) else {
         return fail(wr, libc::EINVAL);
     };

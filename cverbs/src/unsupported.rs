@@ -1,5 +1,5 @@
 //! The verbs and connection-manager calls that Debian's perftest, rping, ucmatose and
-//! ibv_devinfo link against, and that this library does not carry out yet: each one is
+//! ibv_devinfo link against, and that this library does not carry out: each one is
 //! exported (so those programs load), tells the user once which call it is and why, and
 //! fails as rdma-core documents failure for it (a null pointer or an error number, with
 //! errno `EOPNOTSUPP`). None of them takes an argument here: under the C calling
@@ -10,9 +10,12 @@ use libc::{c_int, c_void};
 use crate::errors::unsupported;
 
 /// Why, in a user's words.
-const NOT_YET: &str = "this iWARP library carries out device queries, protection domains, \
-    memory regions and completion queues so far; queue pairs and connections are not \
-    carried out yet (issue 34)";
+const NOT_YET: &str = "this iWARP library does not carry it out yet (issue 34): it runs \
+    queue pairs made by rdma_create_qp, connected by the connection manager with an event \
+    channel, without shared receive queues";
+/// Why, for a queue pair made outside the connection manager.
+const CM_ONLY: &str = "an iWARP queue pair connects through the connection manager: make \
+    it with rdma_create_qp on an rdma_cm_id";
 /// Why, for what a connected transport does not have.
 const NO_AH: &str = "iWARP is connected: it has no address handles or multicast";
 /// Why, for a vendor's extension.
@@ -57,7 +60,7 @@ macro_rules! fail {
 
 fail!(null:
     ibv_create_srq => NOT_YET,
-    ibv_create_qp => NOT_YET,
+    ibv_create_qp => CM_ONLY,
     ibv_qp_to_qp_ex => NOT_YET,
     ibv_create_ah => NO_AH,
     ibv_create_ah_from_wc => NO_AH,
@@ -83,9 +86,9 @@ fail!(code:
 );
 
 fail!(minus:
-    rdma_establish => NOT_YET,
+    rdma_establish => CM_ONLY,
     rdma_create_qp_ex => NOT_YET,
-    rdma_init_qp_attr => NOT_YET,
+    rdma_init_qp_attr => CM_ONLY,
     rdma_migrate_id => NOT_YET,
     rdma_set_option => NOT_YET,
     rdma_create_ep => NOT_YET,
