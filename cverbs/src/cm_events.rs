@@ -6,7 +6,6 @@
 //! made the descriptor non-blocking) and takes the oldest event.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,6 +14,7 @@ use libc::c_int;
 use crate::cm_abi::*;
 use crate::errors::{Errno, set_errno};
 use crate::live::Live;
+use crate::semaphore::Semaphore;
 
 static CHANNELS: Live<EventChannel> = Live::new();
 static EVENTS: Live<Event> = Live::new();
@@ -23,7 +23,7 @@ static EVENTS: Live<Event> = Live::new();
 #[repr(C)]
 pub(crate) struct EventChannel {
     ibv: rdma_event_channel,
-    fd: OwnedFd,
+    fd: Semaphore,
     /// Events not yet taken, oldest first (their addresses in `EVENTS`).
     queued: Mutex<VecDeque<usize>>,
     /// Identifiers on it: it is not destroyed while any is.
@@ -87,9 +87,7 @@ impl EventChannel {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push_back(ev as usize);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 octets from `one` to the eventfd this channel owns.
-        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        self.fd.post();
     }
 
     /// The C structure's address.
@@ -116,16 +114,12 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
         set_errno(Errno::ENODEV);
         return std::ptr::null_mut();
     }
-    // SAFETY: eventfd(2) with constant flags; the result is checked before use.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-    if raw < 0 {
+    let Ok(fd) = Semaphore::new() else {
         return std::ptr::null_mut();
-    }
-    // SAFETY: `raw` is a new descriptor this call owns from here on.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    };
     CHANNELS
         .add(EventChannel {
-            ibv: rdma_event_channel { fd: raw },
+            ibv: rdma_event_channel { fd: fd.raw() },
             fd,
             queued: Mutex::default(),
             ids: AtomicUsize::new(0),
@@ -161,9 +155,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return Errno::EINVAL.fail();
     }
-    let mut n = [0u8; 8];
-    // SAFETY: reads 8 octets into `n` from the eventfd this channel owns.
-    if unsafe { libc::read(c.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8) } != 8 {
+    if !c.fd.take() {
         return -1; // errno is read(2)'s (EAGAIN, EINTR)
     }
     let next = c

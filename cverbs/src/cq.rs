@@ -7,7 +7,6 @@
 //! the descriptor non-blocking), then takes the queue that fired.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -17,6 +16,7 @@ use crate::abi::*;
 use crate::device::{Context, context};
 use crate::errors::{Errno, set_errno};
 use crate::live::Live;
+use crate::semaphore::Semaphore;
 
 static CHANNELS: Live<Channel> = Live::new();
 static QUEUES: Live<Cq> = Live::new();
@@ -25,7 +25,7 @@ static QUEUES: Live<Cq> = Live::new();
 #[repr(C)]
 pub(crate) struct Channel {
     ibv: ibv_comp_channel,
-    fd: OwnedFd,
+    fd: Semaphore,
     /// The queues that fired, in order, not yet taken by `ibv_get_cq_event`.
     fired: Mutex<VecDeque<usize>>,
     /// Queues using it: it is not destroyed while any is.
@@ -46,9 +46,7 @@ impl Channel {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push_back(cq);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 octets from `one` to the eventfd this channel owns.
-        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        self.fd.post();
     }
 }
 
@@ -94,18 +92,14 @@ pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_com
         set_errno(Errno::EINVAL);
         return std::ptr::null_mut();
     };
-    // SAFETY: eventfd(2) with constant flags; the result is checked before use.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-    if raw < 0 {
+    let Ok(fd) = Semaphore::new() else {
         return std::ptr::null_mut();
-    }
-    // SAFETY: `raw` is a new descriptor this call owns from here on.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    };
     CHANNELS
         .add(Channel {
             ibv: ibv_comp_channel {
                 context: ctx,
-                fd: raw,
+                fd: fd.raw(),
                 refcnt: 0,
             },
             fd,
@@ -323,10 +317,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         return Errno::EINVAL.fail();
     }
     loop {
-        let mut n = [0u8; 8];
-        // SAFETY: reads 8 octets into `n` from the eventfd this channel owns.
-        let r = unsafe { libc::read(ch.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8) };
-        if r != 8 {
+        if !ch.fd.take() {
             return -1; // errno is read(2)'s (EAGAIN, EINTR)
         }
         let fired = ch

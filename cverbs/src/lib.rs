@@ -48,6 +48,7 @@ pub mod memory;
 mod ops;
 pub mod qp;
 mod rt;
+mod semaphore;
 mod sockaddr;
 pub mod strings;
 pub mod unsupported;
