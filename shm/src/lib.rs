@@ -1,6 +1,7 @@
 //! Registered memory: the octets of one memory region, shared by the application that owns
-//! them and the engine that places into them and sends from them. The one crate of the
-//! workspace with `unsafe` code; every other crate forbids it.
+//! them and the engine that places into them and sends from them. With `cverbs` (the C
+//! boundary of rdma-core's ABI), the one crate of the workspace with `unsafe` code; every
+//! other crate forbids it.
 //!
 //! A [`Region`] is either
 //! - **allocated** ([`Region::alloc`]): a page-aligned `MAP_SHARED` mapping of an anonymous
