@@ -128,6 +128,20 @@ impl TxCounts {
         ]
     }
 
+    /// True if these counts (a difference, [`since`](Self::since)) can be what a client
+    /// wrote in FPDUs of at most `mulpdu` octets: no more Sends than messages, no more
+    /// payload than the messages hold, and each count below 2^32. The client writes them
+    /// into shared memory; counts that fail this are its garbage, not traffic.
+    pub fn plausible(&self, mulpdu: u16) -> bool {
+        const MAX: u64 = u32::MAX as u64;
+        let most = self.pushed.saturating_mul(u64::from(mulpdu));
+        self.pushed <= MAX
+            && self.sends <= self.pushed
+            && self.not_at_head <= MAX
+            && self.busy <= MAX
+            && self.payload.iter().sum::<u64>() <= most
+    }
+
     /// What was counted since `earlier`.
     pub fn since(&self, earlier: &Self) -> Self {
         let d = |a: u64, b: u64| a.wrapping_sub(b);
@@ -453,6 +467,14 @@ mod tests {
         assert_eq!(octets::<1>(&c, 1256), [36], "Write payload");
         assert_eq!(octets::<1>(&c, 1264), [0], "Send payload");
         assert_eq!(octets::<1>(&c, 1272), [20], "Send SE payload");
+        let counted = c.tx_share().counts().since(&TxCounts::default());
+        assert!(counted.plausible(1460));
+        assert!(
+            !counted.plausible(20),
+            "56 octets in two FPDUs of at most 20"
+        );
+        let backwards = TxCounts::default().since(&counted);
+        assert!(!backwards.plausible(1460), "a counter that went back");
         assert!(c.tx_share().client_unlock(w));
         assert_eq!(
             octets::<8>(&c, 1024),

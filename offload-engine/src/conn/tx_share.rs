@@ -50,6 +50,8 @@ pub(crate) struct SharedTx {
     seen: TxCounts,
     /// The device's push counters.
     totals: Arc<PushShare>,
+    /// The MULPDU granted (read back from the segment, the client could change it).
+    mulpdu: u16,
 }
 
 impl SharedTx {
@@ -70,6 +72,7 @@ impl SharedTx {
             held: true,
             seen,
             totals,
+            mulpdu: stream.mulpdu(),
         }
     }
 
@@ -79,6 +82,13 @@ impl SharedTx {
     fn count(&mut self, stream: &mut Stream) {
         let now = self.seg.tx_share().counts();
         let c = now.since(&std::mem::replace(&mut self.seen, now));
+        if !c.plausible(self.mulpdu) {
+            tracing::warn!(
+                counts = ?c,
+                "the application wrote impossible counts into its transmit share; not counted"
+            );
+            return;
+        }
         stream.count_pushed(c.pushed, &c.by_opcode());
         self.totals.count_executed(c.pushed, 0);
         self.totals

@@ -636,9 +636,12 @@ impl Stream {
     /// and wrote to a shared socket itself: `fpdus` of them, with their payload octets per
     /// opcode. They are this stream's as much as its own.
     pub fn count_pushed(&mut self, fpdus: u64, octets: &[(crate::wire::Opcode, u64)]) {
-        self.stats.fpdus_sent += fpdus;
+        // Saturating: the counts come from another process.
+        self.stats.fpdus_sent = self.stats.fpdus_sent.saturating_add(fpdus);
         for &(op, n) in octets {
-            StreamStats::count(&mut self.stats.octets_sent, op, n as usize);
+            if let Some(c) = self.stats.octets_sent.get_mut(usize::from(u8::from(op))) {
+                *c = c.saturating_add(n);
+            }
         }
     }
 
