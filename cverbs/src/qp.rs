@@ -416,7 +416,6 @@ pub(crate) unsafe extern "C" fn post_send(
     bad: *mut *mut c_void,
 ) -> c_int {
     let fail = |at: *mut c_void, e: c_int| not_posted(bad, at, e);
-    tracing::trace!(?qp, "ibv_post_send");
     let Ok(q) = queue_pair(qp) else {
         return fail(wr, libc::EINVAL);
     };

@@ -202,14 +202,21 @@ fn pair(server: Command, client: Command) -> Output {
     out
 }
 
-/// Debian's `rping` through the library, 10 s at most.
-fn rping(args: &[&str]) -> Command {
-    let mut c = Command::new("timeout");
-    c.arg("20")
-        .arg("rping")
+/// A Debian program through the library (the engine in its process), 60 s at most.
+fn debian(program: &str, args: &[&str]) -> Command {
+    debian_in(None, program, args)
+}
+
+/// [`debian`] in network namespace `ns`.
+fn debian_in(ns: Option<&str>, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(if ns.is_some() { "ip" } else { "timeout" });
+    if let Some(ns) = ns {
+        c.args(["netns", "exec", ns, "timeout"]);
+    }
+    c.args(["60", program])
         .args(args)
-        .env("LD_LIBRARY_PATH", library());
-    c.env_remove("IWARP_DEVICE");
+        .env("LD_LIBRARY_PATH", library())
+        .env_remove("IWARP_DEVICE");
     c
 }
 
@@ -222,8 +229,11 @@ fn rping_runs_through_the_library_with_verified_data() {
     }
     let p = port();
     pair(
-        rping(&["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]),
-        rping(&["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"]),
+        debian("rping", &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]),
+        debian(
+            "rping",
+            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"],
+        ),
     );
 }
 
@@ -239,7 +249,7 @@ fn rping_and_iwarp_rping_interoperate_both_ways() {
     let mut client = Command::new(&rust);
     client.args(["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"]);
     let out = pair(
-        rping(&["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]),
+        debian("rping", &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]),
         client,
     );
     let text = format!(
@@ -254,19 +264,11 @@ fn rping_and_iwarp_rping_interoperate_both_ways() {
     server.args(["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]);
     pair(
         server,
-        rping(&["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"]),
+        debian(
+            "rping",
+            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"],
+        ),
     );
-}
-
-/// A Debian program through the library, 60 s at most.
-fn debian(program: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("timeout");
-    c.arg("60")
-        .arg(program)
-        .args(args)
-        .env("LD_LIBRARY_PATH", library());
-    c.env_remove("IWARP_DEVICE");
-    c
 }
 
 /// perftest's six tests (`-R`: through the connection manager, as iWARP requires) and
@@ -301,16 +303,6 @@ fn perftest_and_ucmatose_run_through_the_library() {
     assert!(text.contains("return status 0"), "{text}");
 }
 
-/// Debian's `program` in network namespace `ns`, through the library.
-fn in_ns(ns: &str, program: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "timeout", "60", program])
-        .args(args)
-        .env("LD_LIBRARY_PATH", library());
-    c.env_remove("IWARP_DEVICE");
-    c
-}
-
 /// Between two hosts (two network namespaces joined by a veth): rping with verified data
 /// and ib_write_bw, each side a Debian program through the library.
 #[test]
@@ -324,21 +316,25 @@ fn rping_and_ib_write_bw_between_two_network_namespaces() {
     let (a, b) = (net.a(), net.b());
     let server = a.addr().to_string();
     pair(
-        in_ns(
-            a.name(),
+        debian_in(
+            Some(a.name()),
             "rping",
             &["-s", "-a", &server, "-p", "7174", "-C", "100"],
         ),
-        in_ns(
-            b.name(),
+        debian_in(
+            Some(b.name()),
             "rping",
             &["-c", "-a", &server, "-p", "7174", "-C", "100", "-V"],
         ),
     );
     let out = pair(
-        in_ns(a.name(), "ib_write_bw", &["-R", "-p", "18515", "-n", "500"]),
-        in_ns(
-            b.name(),
+        debian_in(
+            Some(a.name()),
+            "ib_write_bw",
+            &["-R", "-p", "18515", "-n", "500"],
+        ),
+        debian_in(
+            Some(b.name()),
             "ib_write_bw",
             &["-R", "-p", "18515", "-n", "500", &server],
         ),
