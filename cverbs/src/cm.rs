@@ -361,11 +361,16 @@ fn refused(e: &verbs::ConnectError) -> What {
             status: -libc::ECONNREFUSED,
             ..What::default()
         },
-        verbs::ConnectError::NoFrame(n) if n.sent_len == 0 => What {
-            event: RDMA_CM_EVENT_REJECTED,
-            status: -libc::ECONNREFUSED,
-            ..What::default()
-        },
+        verbs::ConnectError::NoFrame(n)
+            if n.sent_len == 0
+                && matches!(n.end, verbs::PeerEnd::Closed | verbs::PeerEnd::Reset) =>
+        {
+            What {
+                event: RDMA_CM_EVENT_REJECTED,
+                status: -libc::ECONNREFUSED,
+                ..What::default()
+            }
+        }
         other => {
             once("rdma_connect", &other.to_string());
             What {
@@ -554,5 +559,49 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
             0
         }
         None => Errno::EINVAL.fail(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turned_away(end: verbs::PeerEnd, sent: &'static [u8]) -> verbs::ConnectError {
+        verbs::ConnectError::NoFrame(verbs::NoFrame {
+            role: mpa::Role::Initiator,
+            end,
+            sent: verbs::bytes::Bytes::from_static(sent),
+            sent_len: sent.len(),
+        })
+    }
+
+    /// How a failed connect is reported: turned away before any MPA (refused, or closed
+    /// or reset with nothing sent) is a rejection, which programs retry; an MPA reject
+    /// carries its private data; anything else (a silent peer, another protocol) is
+    /// unreachable.
+    #[test]
+    fn connect_failures_map_to_librdmacm_events() {
+        let event = |e: verbs::ConnectError| {
+            let w = refused(&e);
+            (w.event, w.status, w.private)
+        };
+        let refused_io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let rejected = (RDMA_CM_EVENT_REJECTED, -libc::ECONNREFUSED, Vec::new());
+        assert_eq!(event(verbs::ConnectError::Io(refused_io)), rejected);
+        assert_eq!(event(turned_away(verbs::PeerEnd::Reset, b"")), rejected);
+        assert_eq!(event(turned_away(verbs::PeerEnd::Closed, b"")), rejected);
+        let reject = verbs::ConnectError::Rejected {
+            private_data: verbs::bytes::Bytes::from_static(b"no"),
+            refused: verbs::Refused { crc: false },
+        };
+        let with_data = (RDMA_CM_EVENT_REJECTED, -libc::ECONNREFUSED, b"no".to_vec());
+        assert_eq!(event(reject), with_data);
+        let unreachable = (RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT, Vec::new());
+        assert_eq!(
+            event(turned_away(verbs::PeerEnd::Reset, b"HTTP")),
+            unreachable
+        );
+        let silent = verbs::PeerEnd::Silent(std::time::Duration::from_secs(1));
+        assert_eq!(event(turned_away(silent, b"")), unreachable);
     }
 }

@@ -155,7 +155,7 @@ pub use ssq::{SharedSendQueue, SsqCompletion};
 pub use stream::{RING_LEN, RdmaListener, RdmaStream};
 pub use types::{MwType, PdId};
 
-pub use mpa::{ConnectError, Extensions, Framing, Refused, RtrFlags};
+pub use mpa::{ConnectError, Extensions, Framing, NoFrame, PeerEnd, Refused, RtrFlags};
 pub use rdmap::{
     Access, Completion, FastReg, Payload, PostError, QpEnd, QpNum, QpState, RecvWr, RemoteBuf,
     SGL_INLINE, STag, SendFlags, SendOp, SendWr, Sge, Sgl, StreamStats, TermCode, WcOpcode,

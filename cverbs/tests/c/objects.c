@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
@@ -68,6 +70,49 @@ int main(void)
 	CHECK(ibv_destroy_cq(cq) == EINVAL, "destroy cq twice refused");
 	CHECK(ibv_poll_cq(cq, 4, wc) < 0, "a destroyed queue polls an error, not freed memory");
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy channel");
+
+	/* A queue pair of the connection manager, not connected: a receive is kept for the
+	 * connection, a send refused, a list longer than the library reads refused before
+	 * any of it is read (bad_wr names it), and its queue and domain stay while it does. */
+	struct rdma_event_channel *ec = rdma_create_event_channel();
+	CHECK(ec && ec->fd >= 0, "event channel");
+	struct rdma_cm_id *id;
+	CHECK(rdma_create_id(ec, &id, (void *)0x77, RDMA_PS_TCP) == 0, "create id");
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(9),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 1000) == 0, "resolve");
+	struct rdma_cm_event *ev;
+	CHECK(rdma_get_cm_event(ec, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED &&
+	      ev->id == id && id->context == (void *)0x77 && id->verbs, "ADDR_RESOLVED");
+	CHECK(rdma_ack_cm_event(ev) == 0, "ack");
+	CHECK(rdma_ack_cm_event(ev) == -1 && errno == EINVAL, "ack twice refused");
+	struct ibv_pd *qpd = ibv_alloc_pd(id->verbs);
+	struct ibv_cq *qcq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	CHECK(qpd && qcq, "pd and cq on the identifier's context");
+	struct ibv_qp_init_attr qa = { .send_cq = qcq, .recv_cq = qcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
+	CHECK(rdma_create_qp(id, qpd, &qa) == 0 && id->qp && id->qp->send_cq == qcq, "create qp");
+	char *rbuf = malloc(4096);
+	struct ibv_mr *rmr = ibv_reg_mr(qpd, rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(rmr, "reg");
+	struct ibv_sge sge = { .addr = (uintptr_t)rbuf, .length = 4096, .lkey = rmr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad = NULL;
+	CHECK(ibv_post_recv(id->qp, &rwr, &rbad) == 0, "a receive before the connection is kept");
+	rwr.num_sge = 65;
+	CHECK(ibv_post_recv(id->qp, &rwr, &rbad) == EINVAL && rbad == &rwr,
+	      "a 65-entry list refused before it is read");
+	struct ibv_send_wr swr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1,
+				   .opcode = IBV_WR_SEND }, *sbad = NULL;
+	CHECK(ibv_post_send(id->qp, &swr, &sbad) == EINVAL && sbad == &swr, "no send before RTS");
+	CHECK(ibv_destroy_cq(qcq) == EBUSY, "a queue with a queue pair stays");
+	CHECK(ibv_dealloc_pd(qpd) == EBUSY, "a domain with a queue pair stays");
+	rdma_destroy_qp(id);
+	CHECK(ibv_dereg_mr(rmr) == 0 && ibv_destroy_cq(qcq) == 0 && ibv_dealloc_pd(qpd) == 0,
+	      "freed once the queue pair is gone");
+	free(rbuf);
+	CHECK(rdma_destroy_id(id) == 0, "destroy id");
+	CHECK(rdma_destroy_id(id) == -1 && errno == EINVAL, "destroy id twice refused");
+	rdma_destroy_event_channel(ec);
 
 	/* Misuse: freed in the wrong order, twice, or never ours. */
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "a domain with regions stays");
