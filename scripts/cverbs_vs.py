@@ -3,11 +3,13 @@
 iwperf, on the same path and in alternating rounds, as issue 34 asks:
 `ib_write_bw -s 65536` at least 0.9x `iwperf write_bw`, and `ib_send_lat -s 8` at most
 1.15x `iwperf send_lat` (the mean one-way latency: perftest's duration mode prints t_avg).
-Both embedded (the engine in each process). Nothing here is a test: it only prints
-numbers.
+Embedded (the engine in each process), or with --daemon both through one local iwarpd
+(perftest by IWARP_DEVICE, its buffers registered in place; iwperf by --daemon). Nothing
+here is a test: it only prints numbers.
 
     scripts/cverbs_vs.py                     # 3 rounds of 3 s per line, loopback
     scripts/cverbs_vs.py --rounds 5 --secs 5 --netns
+    scripts/cverbs_vs.py --daemon            # through iwarpd, loopback
 
 Needs perftest; builds iwperf and the library in release.
 """
@@ -20,17 +22,21 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemon_vs  # noqa: E402
 import vs_tcp  # noqa: E402
 
 ROOT = vs_tcp.ROOT
 LIB = os.path.join(ROOT, "target", "rdma-core")
 
 
-def perftest(path, test, args, secs, port):
-    """perftest's result line: (bw_avg in Gbit/s) or (t_typical in us)."""
-    env = dict(os.environ, LD_LIBRARY_PATH=LIB)
-    env.pop("IWARP_DEVICE", None)
-    os.environ.update(env)
+def perftest(path, test, args, secs, port, device=None):
+    """perftest's result line: (bw_avg in Gbit/s) or (t_typical in us); through the
+    iwarpd `device` names (IWARP_DEVICE) if given."""
+    os.environ["LD_LIBRARY_PATH"] = LIB
+    if device:
+        os.environ["IWARP_DEVICE"] = device
+    else:
+        os.environ.pop("IWARP_DEVICE", None)
     base = [test, "-R", "-p", str(port), "-D", str(secs)] + args
     out = vs_tcp.pair(path, base, base + [path.server_addr], settle=0.8)
     rows = [l.split() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+", l)]
@@ -49,32 +55,43 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--secs", type=int, default=3)
     p.add_argument("--netns", action="store_true", help="server and client in two namespaces")
+    p.add_argument("--daemon", action="store_true", help="both sides through one iwarpd")
     a = p.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"],
-                   cwd=ROOT, check=True)
+    if a.daemon and a.netns:
+        sys.exit("cverbs_vs: --daemon runs on loopback (one iwarpd); drop --netns")
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
+                    "-p", "iwarpd"], cwd=ROOT, check=True)
     subprocess.run([os.path.join(ROOT, "scripts", "rdma_core_lib.sh"), "--release"], cwd=ROOT,
                    check=True, stdout=subprocess.DEVNULL)
     path = vs_tcp.Path(a.netns)
     got = {k: [] for k in ("ib_write_bw", "iwperf write_bw", "ib_send_lat", "iwperf send_lat")}
     port = 19000
+    daemon, device, via = None, None, []
+    if a.daemon:
+        daemon = daemon_vs.start_iwarpd([])
+        device, via = f"unix:{daemon_vs.SOCK}", ["--daemon", daemon_vs.SOCK]
     try:
         for r in range(a.rounds):
             port += 10
             got["ib_write_bw"].append(perftest(path, "ib_write_bw", ["-s", "65536"], a.secs,
-                                               port))
+                                               port, device))
             got["iwperf write_bw"].append(vs_tcp.iwperf(
-                path, "write_bw", ["-s", "65536", "--report_gbits"], a.secs, port + 1)["bw_avg"])
+                path, "write_bw", ["-s", "65536", "--report_gbits"] + via, a.secs,
+                port + 1)["bw_avg"])
             got["ib_send_lat"].append(perftest(path, "ib_send_lat", ["-s", "8"], a.secs,
-                                               port + 2))
+                                               port + 2, device))
             got["iwperf send_lat"].append(vs_tcp.iwperf(
-                path, "send_lat", ["-s", "8"], a.secs, port + 3)["t_avg"])
+                path, "send_lat", ["-s", "8"] + via, a.secs, port + 3)["t_avg"])
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in got.items()),
                   file=sys.stderr)
     finally:
+        if daemon:
+            daemon.kill()
         if a.netns:
             path.teardown()
     med = {k: statistics.median(v) for k, v in got.items()}
-    print(f"cverbs_vs: {path.kind}, {a.rounds} rounds of {a.secs} s, medians [min..max]")
+    where = "through iwarpd" if a.daemon else "embedded"
+    print(f"cverbs_vs: {path.kind}, {where}, {a.rounds} rounds of {a.secs} s, medians [min..max]")
     for k, v in got.items():
         unit = "Gbit/s" if k.endswith("_bw") else "us"
         print(f"  {k:18} {med[k]:8.2f} {unit}  [{min(v):.2f}..{max(v):.2f}]")

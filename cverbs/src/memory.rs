@@ -1,15 +1,17 @@
 //! Protection domains and memory regions on the application's own memory.
 //!
-//! `ibv_reg_mr` registers memory the program already has (a `malloc`ed buffer) in place:
-//! the engine in this process reads and writes those octets directly, at the virtual
-//! address the program passed (or from 0 with `IBV_ACCESS_ZERO_BASED`). Through iwarpd
-//! the daemon cannot reach such memory yet, and the call says so (issue 34 item 3).
+//! `ibv_reg_mr` registers memory the program already has (a `malloc`ed buffer) in place,
+//! tagged from the virtual address the program passed (or from 0 with
+//! `IBV_ACCESS_ZERO_BASED`). The engine in this process reads and writes those octets
+//! directly. Through iwarpd the buffer's pages first move onto a memory file of this
+//! process at the same address ([`shm::arena`]: same pointer, same contents), which the
+//! daemon maps; `ibv_dereg_mr` moves them back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_void};
-use verbs::Access;
+use verbs::{Access, Region};
 
 use crate::abi::*;
 use crate::device::{Context, context};
@@ -53,6 +55,9 @@ pub(crate) struct Mr {
     ibv: ibv_mr,
     pub(crate) mr: verbs::Mr,
     pd: Arc<Pd>,
+    /// Its pages were moved onto the arena (through iwarpd), to move back at
+    /// deregistration.
+    in_place: bool,
 }
 
 // SAFETY: `ibv`'s pointers are addresses handed to C (the context and domain this region
@@ -212,21 +217,35 @@ fn register(
         return Err(Errno::EINVAL);
     }
     let access = access_of(flags).map_err(|flag| unsupported("ibv_reg_mr with this flag", flag))?;
-    if p.ctx.device.daemon_path().is_some() {
-        return Err(unsupported(
-            "ibv_reg_mr through iwarpd",
-            "the daemon cannot reach a program's own memory yet; unset IWARP_DEVICE to \
-             run the engine in this process",
-        ));
-    }
+    let base = (flags & IBV_ACCESS_ZERO_BASED == 0).then_some(iova);
     let mem = Foreign {
         ptr: addr.cast(),
         len,
     };
-    let registered = if flags & IBV_ACCESS_ZERO_BASED != 0 {
-        p.pd.register(mem, access)
+    let in_place = p.ctx.device.daemon_path().is_some();
+    let registered = if in_place {
+        // Through iwarpd: the buffer's pages move onto this process's memory file, in
+        // place, so that the daemon maps the same octets (shm::arena).
+        // SAFETY: ibv_reg_mr's contract: the program's buffer, kept mapped until
+        // ibv_dereg_mr; the library's documented rule that nothing writes its pages
+        // during this call.
+        let (file, offset) =
+            unsafe { shm::arena::share_in_place(addr.cast(), len) }.map_err(|e| {
+                eprintln!("iwarp verbs: ibv_reg_mr: {len} octets at {addr:p}: {e}");
+                match e.raw_os_error() {
+                    Some(code) => Errno(code),
+                    None => Errno::EINVAL,
+                }
+            })?;
+        let r =
+            p.pd.register_region(Region::adopt_in_file(mem, file, offset), base, access);
+        if r.is_err() {
+            // SAFETY: shared just above, and not registered: nothing else reaches it.
+            let _ = unsafe { shm::arena::unshare(addr.cast(), len) };
+        }
+        r
     } else {
-        p.pd.register_va(mem, iova, access)
+        p.pd.register_region(Region::adopt(mem), base, access)
     };
     let mr = registered.map_err(|e| {
         eprintln!("iwarp verbs: ibv_reg_mr: {e}");
@@ -243,7 +262,14 @@ fn register(
         lkey: key,
         rkey: key,
     };
-    Ok(REGIONS.add(Mr { ibv, mr, pd: p }).cast())
+    Ok(REGIONS
+        .add(Mr {
+            ibv,
+            mr,
+            pd: p,
+            in_place,
+        })
+        .cast())
 }
 
 /// `ibv_dereg_mr`: 0, or `EINVAL` for a region that is not registered (deregistered
@@ -255,11 +281,17 @@ pub extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     };
     // Returns once nothing of the engine reads or writes the program's buffer any more:
     // the program may free it next.
-    match crate::rt::block_on(r.mr.clone().deregister()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("iwarp verbs: ibv_dereg_mr: {e}");
-            Errno::EBUSY.code()
+    if let Err(e) = crate::rt::block_on(r.mr.clone().deregister()) {
+        eprintln!("iwarp verbs: ibv_dereg_mr: {e}");
+        return Errno::EBUSY.code();
+    }
+    if r.in_place {
+        let (addr, len) = (r.ibv.addr, r.ibv.length);
+        // SAFETY: the pages `register` moved, deregistered now, so the daemon no longer
+        // writes them; the library's rule that nothing writes them during this call.
+        if let Err(e) = unsafe { shm::arena::unshare(addr.cast(), len) } {
+            eprintln!("iwarp verbs: ibv_dereg_mr: {len} octets at {addr:p} stay shared: {e}");
         }
     }
+    0
 }

@@ -314,6 +314,7 @@ fn registered_memory_is_bounded(d: &Iwarpd, base: &Held) {
                 access: 0x0f,
                 va: None,
                 len: 32 << 40,
+                offset: 0,
             },
             &[huge.as_fd()],
         );
@@ -441,6 +442,7 @@ fn garbage_is_answered_and_logged_at_a_bounded_rate(d: &Iwarpd, base: &Held) {
         access: 0x0f,
         va: None,
         len: 4096,
+        offset: 0,
     });
     assert!(
         matches!(&r, Reply::Error { text, .. } if text.contains("REG_MR came without")),
@@ -524,6 +526,7 @@ fn one_user_gets_half_of_the_daemon_and_silent_connections_lock_nobody_out() {
                         access: 0x0f,
                         va: None,
                         len: 4096,
+                        offset: 0,
                     },
                     &[file.as_fd()],
                 )

@@ -328,6 +328,7 @@ mod tests {
             access: 0x0f,
             va: None,
             len: 4096,
+            offset: 0,
         }
         .encode(7);
         // Split in three reads, the descriptor with the first octets.
@@ -394,6 +395,7 @@ mod tests {
             addr: "127.0.0.1:1".parse().unwrap(),
             private: bytes::Bytes::new(),
             recvs: Vec::new(),
+            rtr: 0,
         }
         .encode(1);
         let mut framed = func::CONNECT.to_le_bytes().to_vec();

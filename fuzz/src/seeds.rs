@@ -174,6 +174,7 @@ fn control() -> Vec<(&'static str, Vec<u8>)> {
         access: 0x0f,
         va: Some(0x1000),
         len: 4096,
+        offset: 0,
     }
     .encode(1);
     let connect = Request::Connect {
@@ -186,6 +187,7 @@ fn control() -> Vec<(&'static str, Vec<u8>)> {
             wr_id: 1,
             sgl: [sge(64)].into(),
         }],
+        rtr: 0,
     }
     .encode(2);
     let pd = Reply::Pd {

@@ -185,6 +185,7 @@ mod tests {
             access: 0,
             va: None,
             len: 64,
+            offset: 0,
         }
         .encode(2);
         send_all(a.as_fd(), &m1, &[]).unwrap();

@@ -109,6 +109,19 @@ impl Engine {
         init: QpInit,
         private_data: &[u8],
     ) -> Result<(Qp, Bytes), ConnectError> {
+        let mpa = self.config().mpa.clone();
+        self.connect_with(addr, init, private_data, mpa).await
+    }
+
+    /// [`connect`](Self::connect) with MPA settings `cfg` for this connection instead of
+    /// the engine's (iwarpd: a client that asks for peer-to-peer mode).
+    pub async fn connect_with(
+        &self,
+        addr: SocketAddr,
+        init: QpInit,
+        private_data: &[u8],
+        cfg: MpaConfig,
+    ) -> Result<(Qp, Bytes), ConnectError> {
         let wait = self.config().connect_timeout;
         let mut sock = tokio::time::timeout(wait, TcpStream::connect(addr))
             .await
@@ -120,7 +133,6 @@ impl Engine {
                 ConnectError::Io(io::Error::new(io::ErrorKind::TimedOut, why))
             })??;
         self.config().socket.apply(&sock)?;
-        let cfg = self.config().mpa.clone();
         let mut hs = Handshake::initiator(cfg, private_data, crate::conn::now())
             .map_err(|e| ConnectError::Invalid(e.to_string()))?;
         let mut rx = BytesMut::new();

@@ -35,14 +35,15 @@ use crate::{Engine, Qp};
 use shm::Region;
 
 /// The first octets of a domain image: its format.
-const FORMAT: &[u8; 8] = b"iWPDimg2";
+const FORMAT: &[u8; 8] = b"iWPDimg3";
 
 /// What crosses, besides the descriptors.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct DomainImage {
     entries: Vec<crate::tpt::EntryImage>,
-    /// The length of each memory file, in the order the descriptors come.
-    files: Vec<u64>,
+    /// Where each region starts in its memory file and its length, in the order the
+    /// descriptors come.
+    files: Vec<(u64, u64)>,
     qps: Vec<QpImage>,
 }
 
@@ -189,13 +190,17 @@ impl Engine {
         export.memory_entries = memory.entries.len();
         let image = DomainImage {
             entries: memory.entries,
-            files: memory.files.iter().map(|(_, len)| *len).collect(),
+            files: memory
+                .files
+                .iter()
+                .map(|(_, at, len)| (*at, *len))
+                .collect(),
             qps,
         };
         export.image = FORMAT.to_vec();
         postcard::to_io(&image, &mut export.image)
             .map_err(|e| MigrateError::CannotCross(e.to_string()))?;
-        export.files = memory.files.into_iter().map(|(fd, _)| fd).collect();
+        export.files = memory.files.into_iter().map(|(fd, ..)| fd).collect();
         export.files.extend(sockets);
         Ok(export)
     }
@@ -237,11 +242,11 @@ impl Engine {
         }
         let mut files = files.into_iter();
         let mut storages = Vec::with_capacity(image.files.len());
-        for len in &image.files {
+        for &(offset, len) in &image.files {
             let fd = files.next().expect("counted");
-            let len = usize::try_from(*len)
+            let len = usize::try_from(len)
                 .map_err(|_| ImportError("a memory file too large to map".into()))?;
-            let region = Region::map(std::fs::File::from(fd), len)
+            let region = Region::map_at(std::fs::File::from(fd), offset, len)
                 .map_err(|e| ImportError(format!("cannot map a memory file: {e}")))?;
             storages.push(Arc::new(region));
         }

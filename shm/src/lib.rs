@@ -10,7 +10,9 @@
 //!   [`Region`] handle is dropped (the mapping is unmapped and the memfd closed); or
 //! - **adopted** ([`Region::adopt`]): memory the application already has (`Vec<u8>`,
 //!   `Box<[u8]>`, `BytesMut`, an aligned allocation of its own), taken over without a copy
-//!   and dropped with the last handle.
+//!   and dropped with the last handle; [`Region::adopt_in_file`] when those octets are
+//!   also a memory file's (a C program's buffer moved onto the [`arena`]), so that a
+//!   daemon maps them from the file.
 //!
 //! # The access rule, and what Rust guarantees
 //!
@@ -45,8 +47,10 @@
 //! references into a segment (bounds and alignment checked), marking the octets a read wrote
 //! into a buffer's spare capacity as its own ([`read_spare`]: the engine's socket reads),
 //! and (with the `tokio` feature) registering an owned descriptor with tokio's reactor
-//! ([`register_readable`]). Each
-//! block has its `SAFETY:` comment.
+//! ([`register_readable`]), and [`arena`]'s remapping of a C program's buffer onto a
+//! memory file in place (`mmap` with `MAP_FIXED`, `mremap`, and the kernel's copies at
+//! raw addresses, for the C library through a daemon). Each block has its `SAFETY:`
+//! comment.
 //!
 //! Memory files cross process boundaries sealed: [`Region::alloc`] and
 //! [`Segment::create`] seal theirs against resizing, and [`Region::map`] and
@@ -66,6 +70,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use bytes::BytesMut;
 use memmap2::{MmapOptions, MmapRaw};
 
+pub mod arena;
 #[cfg(feature = "tokio")]
 mod async_fd;
 mod held;
@@ -107,8 +112,18 @@ enum Backing {
     /// A memfd and its shared mapping (unmapped, then closed, on drop).
     Mapped {
         file: File,
+        /// Where in `file` the region's first octet is.
+        offset: u64,
         map: MmapRaw,
         _held: held::Held,
+    },
+    /// An owner the application handed over (as [`Backing::Adopted`]) whose octets are
+    /// also the octets at `offset` of `file`: memory the C library moved onto a memory
+    /// file in place ([`arena`]), which another process maps from that file.
+    AdoptedInFile {
+        owner: NonNull<dyn Any + Send + Sync>,
+        file: File,
+        offset: u64,
     },
     /// An owner the application handed over, leaked with [`Box::into_raw`] so that no
     /// move of a `Box` ever retags the octets behind `Region::ptr`; rebuilt and dropped in
@@ -147,7 +162,7 @@ impl Region {
         // Faulted in now, as an RNIC pins a region's pages at registration: a transfer
         // into a fresh region then pays no page fault per 4 KiB.
         let map = MmapOptions::new().len(len).populate().map_raw(&file)?;
-        Self::mapped(file, map, len)
+        Self::mapped(file, 0, map, len)
     }
 
     /// Maps `len` octets of a memory file another process created and sent (a local
@@ -156,15 +171,28 @@ impl Region {
     /// that its creator cannot truncate the pages away under this mapping. Its pages are
     /// mapped on first use, or all at once by [`prefault`](Self::prefault).
     pub fn map(file: File, len: usize) -> io::Result<Self> {
+        Self::map_at(file, 0, len)
+    }
+
+    /// Maps `len` octets of a memory file another process created and sent, from octet
+    /// `offset` of the file (any offset: the mapping starts at the page holding it), with
+    /// [`map`](Self::map)'s checks: the file must be sealed against resizing and hold
+    /// `offset + len` octets.
+    pub fn map_at(file: File, offset: u64, len: usize) -> io::Result<Self> {
         if len == 0 {
             return Ok(Self::empty());
         }
-        sealed::check(&file, len)?;
-        let map = MmapOptions::new().len(len).map_raw(&file)?;
-        Self::mapped(file, map, len)
+        let end = offset
+            .checked_add(len as u64)
+            .and_then(|end| usize::try_from(end).ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "region past 2^64"))?;
+        sealed::check(&file, end)?;
+        // memmap2 maps from the page holding `offset` and points at `offset` itself.
+        let map = MmapOptions::new().offset(offset).len(len).map_raw(&file)?;
+        Self::mapped(file, offset, map, len)
     }
 
-    fn mapped(file: File, map: MmapRaw, len: usize) -> io::Result<Self> {
+    fn mapped(file: File, offset: u64, map: MmapRaw, len: usize) -> io::Result<Self> {
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
         Ok(Self {
             ptr,
@@ -172,6 +200,7 @@ impl Region {
             lock: RwLock::new(()),
             backing: Backing::Mapped {
                 file,
+                offset,
                 map,
                 _held: held::Held::new(),
             },
@@ -186,6 +215,41 @@ impl Region {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
+        let (ptr, len, owner) = Self::take_over(owner);
+        Self {
+            ptr,
+            len,
+            lock: RwLock::new(()),
+            backing: Backing::Adopted(owner),
+        }
+    }
+
+    /// Takes over memory as [`adopt`](Self::adopt) does, memory whose octets are also the
+    /// octets at `offset` of the memory file `file` (the owner's pages are a shared
+    /// mapping of that file, as [`arena::share_in_place`] leaves them). Another process
+    /// maps the same octets from [`fd`](Self::fd) at [`file_offset`](Self::file_offset).
+    pub fn adopt_in_file<B>(owner: B, file: File, offset: u64) -> Self
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
+        let (ptr, len, owner) = Self::take_over(owner);
+        Self {
+            ptr,
+            len,
+            lock: RwLock::new(()),
+            backing: Backing::AdoptedInFile {
+                owner,
+                file,
+                offset,
+            },
+        }
+    }
+
+    /// Leaks `owner` into a raw pointer: its octets' address and length, and the owner.
+    fn take_over<B>(owner: B) -> (NonNull<u8>, usize, NonNull<dyn Any + Send + Sync>)
+    where
+        B: AsMut<[u8]> + Send + Sync + 'static,
+    {
         let raw: *mut B = Box::into_raw(Box::new(owner));
         // SAFETY: `raw` comes from `Box::into_raw` just above: valid, aligned, and ours
         // alone; the `&mut` lives only for this call.
@@ -195,12 +259,7 @@ impl Region {
         let Some(owner) = NonNull::new(erased) else {
             unreachable!("Box::into_raw is never null")
         };
-        Self {
-            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
-            len,
-            lock: RwLock::new(()),
-            backing: Backing::Adopted(owner),
-        }
+        (NonNull::new(ptr).unwrap_or(NonNull::dangling()), len, owner)
     }
 
     /// A region of no octets.
@@ -227,29 +286,48 @@ impl Region {
     /// RNIC pins a region at registration), so that transfers through it take no page
     /// fault per 4 KiB; may take a while for a large region, so a caller on an event
     /// loop runs it on a blocking thread. It changes no octet, so transfers may run
-    /// meanwhile. True if it did; false, doing nothing, for a file with pages its creator
-    /// never wrote (a hole would be allocated here, at this process's expense: a client
-    /// could make a daemon take memory it never touched), and for other regions.
+    /// meanwhile. True if it did; false, doing nothing, for a region over pages its
+    /// creator never wrote (a hole would be allocated here, at this process's expense: a
+    /// client could make a daemon take memory it never touched), and for other regions.
     pub fn prefault(&self) -> io::Result<bool> {
-        let Backing::Mapped { map, file, .. } = &self.backing else {
+        let Backing::Mapped {
+            map, file, offset, ..
+        } = &self.backing
+        else {
             return Ok(false);
         };
         // A memory file's blocks are the pages it holds (512-octet units): all of them,
-        // or it has a hole somewhere.
+        // or it has a hole somewhere; then the first hole from the region on must lie
+        // past its end (the end of the file counts as a hole).
         let meta = file.metadata()?;
         if meta.blocks().saturating_mul(512) < meta.len() {
-            return Ok(false);
+            let hole = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(*offset))?;
+            if hole < offset.saturating_add(self.len as u64) {
+                return Ok(false);
+            }
         }
         map.advise(memmap2::Advice::PopulateWrite)?;
         Ok(true)
     }
 
-    /// The memfd behind an [`alloc`](Self::alloc)ated region, which another process can map
-    /// to reach the same pages; `None` for adopted memory.
+    /// The memfd behind an [`alloc`](Self::alloc)ated or mapped region (or one adopted
+    /// [in a file](Self::adopt_in_file)), which another process can map to reach the same
+    /// pages, from [`file_offset`](Self::file_offset); `None` for other adopted memory.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         match &self.backing {
-            Backing::Mapped { file, .. } => Some(file.as_fd()),
+            Backing::Mapped { file, .. } | Backing::AdoptedInFile { file, .. } => {
+                Some(file.as_fd())
+            }
             _ => None,
+        }
+    }
+
+    /// Where in its [`fd`](Self::fd)'s file the region's first octet is (0 for an
+    /// allocated region, and for memory in no file).
+    pub fn file_offset(&self) -> u64 {
+        match &self.backing {
+            Backing::Mapped { offset, .. } | Backing::AdoptedInFile { offset, .. } => *offset,
+            _ => 0,
         }
     }
 
@@ -340,9 +418,9 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        if let Backing::Adopted(owner) = self.backing {
-            // SAFETY: `owner` came from `Box::into_raw` in `adopt` and is rebuilt exactly
-            // once, here; no view can exist (they borrow `self`).
+        if let Backing::Adopted(owner) | Backing::AdoptedInFile { owner, .. } = self.backing {
+            // SAFETY: `owner` came from `Box::into_raw` in `take_over` and is rebuilt
+            // exactly once, here; no view can exist (they borrow `self`).
             drop(unsafe { Box::from_raw(owner.as_ptr()) });
         }
         // A mapping is unmapped by `MmapRaw`'s drop, then the memfd closed by `File`'s.
@@ -360,6 +438,7 @@ impl fmt::Debug for Region {
         let kind = match self.backing {
             Backing::Mapped { .. } => "memfd",
             Backing::Adopted(_) => "adopted",
+            Backing::AdoptedInFile { .. } => "adopted, in a memfd",
             Backing::Empty => "empty",
         };
         f.debug_struct("Region")

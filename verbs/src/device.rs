@@ -102,6 +102,7 @@ impl Device {
                 &path,
                 (cfg.push_enabled(), cfg.push_socket_wanted()),
                 cfg.queue_depths_wanted(),
+                cfg.rtr_wanted(),
             )?),
             #[cfg(feature = "embedded")]
             None => Backend::Embedded(Engine::new(cfg.into_engine())),
@@ -322,6 +323,7 @@ impl Device {
                         addr: a,
                         private: Bytes::copy_from_slice(private_data),
                         recvs: qp.recvs.clone(),
+                        rtr: c.rtr(),
                     };
                     daemon_qp(c, &req, pd, &qp).await
                 }

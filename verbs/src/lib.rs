@@ -150,7 +150,7 @@ pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
 pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
-pub use shm::{View, ViewMut};
+pub use shm::{Region, View, ViewMut};
 pub use ssq::{SharedSendQueue, SsqCompletion};
 pub use stream::{RING_LEN, RdmaListener, RdmaStream};
 pub use types::{MwType, PdId};

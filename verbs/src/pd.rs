@@ -158,6 +158,21 @@ impl Pd {
         self.register_at(Region::adopt(data), Base::Va(va), access)
     }
 
+    /// Registers `mem`, memory the application prepared as a [`Region`] itself, with
+    /// `access`: from tagged offset `va` (virtual address based), or zero-based for
+    /// `None`. A region in a memory file ([`Region::fd`], for example one
+    /// [adopted in a file](Region::adopt_in_file), as the C library moves a program's
+    /// buffer) is registered through iwarpd without a copy: the daemon maps the same
+    /// octets of the file. Other memory is copied once, as [`register`](Self::register)'s.
+    pub fn register_region(
+        &self,
+        mem: Region,
+        va: Option<u64>,
+        access: Access,
+    ) -> Result<Mr, MemError> {
+        self.register_at(mem, va.map_or(Base::ZeroBased, Base::Va), access)
+    }
+
     /// Allocates and registers a zero-based region of `len` zeroed octets: a page-aligned
     /// mapping of anonymous shared memory (memfd), returned to the system when the region
     /// is deregistered or its last [`Mr`] clone is dropped.
@@ -306,6 +321,7 @@ impl Pd {
                     access: u32::from(access.bits()),
                     va,
                     len: mem.len() as u64,
+                    offset: mem.file_offset(),
                 };
                 let fds: Vec<_> = mem.fd().into_iter().collect();
                 let daemon_error = |e| self.home().daemon_mem_error("register", &e);
@@ -318,6 +334,7 @@ impl Pd {
                         access,
                         va,
                         len,
+                        offset,
                     } = req
                     else {
                         unreachable!("built above")
@@ -328,6 +345,7 @@ impl Pd {
                         access,
                         va,
                         len,
+                        offset,
                     };
                     registration = Some(c.start_registration(&at, &fds).map_err(daemon_error)?);
                     (stag, mem)

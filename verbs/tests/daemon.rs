@@ -310,6 +310,7 @@ mod raw {
                 addr,
                 private: Default::default(),
                 recvs: Vec::new(),
+                rtr: 0,
             });
             let Reply::Qp(info) = reply else {
                 panic!("{reply:?}")
@@ -348,6 +349,7 @@ mod raw {
                 access: u32::from(verbs::Access::LOCAL_WRITE.bits()),
                 va: None,
                 len,
+                offset: 0,
             };
             let (Reply::Id(stag), _) = self.call_with(&reg, &[file.as_fd()]) else {
                 panic!("no region")
@@ -1926,6 +1928,7 @@ async fn the_daemon_allocates_no_page_a_client_never_wrote() {
         access: u32::from(Access::LOCAL_WRITE.bits()),
         va: None,
         len: LEN,
+        offset: 0,
     };
     let (reply, _) = raw.call_with(&reg, &[file.as_fd()]);
     assert!(matches!(reply, Reply::Id(_)), "{reply:?}");

@@ -171,6 +171,7 @@ pub fn connect_request(pd: u32, srq: u32, addr: SocketAddr) -> Request {
         addr,
         private: Default::default(),
         recvs: Vec::new(),
+        rtr: 0,
     }
 }
 

@@ -54,6 +54,7 @@ impl Client {
                 access: 0x3f,
                 va: None,
                 len: u64::from(LOCAL),
+                offset: 0,
             },
             &[region.fd()],
         );
@@ -114,6 +115,7 @@ impl Client {
             addr,
             private: Bytes::copy_from_slice(&tag.to_le_bytes()),
             recvs,
+            rtr: 0,
         };
         let (r, fds) = self.raw.call(&req);
         let Reply::Qp(info) = r else {

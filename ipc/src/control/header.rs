@@ -88,7 +88,7 @@ mod tests {
         let m = finish(m);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            20, 0, 0, 0,  0x02, 0x01,  0x07, 0x00,
+            20, 0, 0, 0,  0x02, 0x01,  0x08, 0x00,
             0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
             b'b', b'o', b'd', b'y',
         ];
@@ -98,7 +98,7 @@ mod tests {
             Some(Ok(Header {
                 len: 20,
                 func: 0x0102,
-                version: 7,
+                version: 8,
                 txn: 0xa1a2_a3a4_a5a6_a7a8,
             }))
         );

@@ -195,7 +195,7 @@ mod tests {
         let m = Request::ListQps { after: 0x0102_0304 }.encode(5);
         #[rustfmt::skip]
         let want: &[u8] = &[
-            20, 0, 0, 0,  0x1b, 0x00,  0x07, 0x00,
+            20, 0, 0, 0,  0x1b, 0x00,  0x08, 0x00,
             5, 0, 0, 0, 0, 0, 0, 0,
             0x04, 0x03, 0x02, 0x01,
         ];
@@ -207,7 +207,7 @@ mod tests {
         let m = Request::ServiceStats.encode(6);
         assert_eq!(
             &m[..],
-            &[16, 0, 0, 0, 0x1a, 0x00, 0x07, 0x00, 6, 0, 0, 0, 0, 0, 0, 0]
+            &[16, 0, 0, 0, 0x1a, 0x00, 0x08, 0x00, 6, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(
             Request::decode(func::SERVICE_STATS, &[]),

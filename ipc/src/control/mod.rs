@@ -49,7 +49,7 @@ pub use reply::{Reply, reply_fds};
 pub use request::{BASE_VA, BASE_ZERO, Request, request_fds};
 
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// The longest message either side accepts.
 pub const MAX_MESSAGE: usize = 64 << 10;
 /// Receives a connect or accept request may post before the connection carries data.

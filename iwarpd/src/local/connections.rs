@@ -46,24 +46,31 @@ pub(super) fn close_listener(s: &Session, id: u32) -> Reply {
 }
 
 /// `Connect`: a queue pair `qp` connected to `addr` (with the MPA private data
-/// `private`), answered once connected (or not).
+/// `private`, offering peer-to-peer mode with the ready-to-receive types `rtr` if not 0),
+/// answered once connected (or not).
 pub(super) fn connect(
     s: &Arc<Session>,
     h: Header,
     qp: NewQp,
     addr: SocketAddr,
-    private: Bytes,
+    (private, rtr): (Bytes, u8),
 ) -> Answer {
     match admit_qp(s, qp.pd, qp.depths) {
         Err(r) => (*r).into(),
         Ok(geo) => {
             let engine = s.engine.clone();
+            let mut mpa = engine.config().mpa.clone();
+            let rtr = mpa::RtrFlags::from_bits_truncate(rtr);
+            if rtr != mpa::RtrFlags::NONE {
+                mpa.p2p = true;
+                mpa.rtr = rtr;
+            }
             spawn_establish(
                 s,
                 h,
                 (qp.pd, qp.srq, geo),
                 qp.recvs,
-                move |init| async move { engine.connect(addr, init, &private).await },
+                move |init| async move { engine.connect_with(addr, init, &private, mpa).await },
             );
             Answer::Sent
         }

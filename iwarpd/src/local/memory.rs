@@ -87,10 +87,11 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             access,
             va,
             len,
+            offset,
         } => {
             let access = Access::from_bits_truncate(access as u8);
             let base = va.map_or(Base::ZeroBased, Base::Va);
-            region(s, pd, len, fd, |pd, storage| {
+            region(s, pd, (len, offset), fd, |pd, storage| {
                 tpt.register_region(pd, storage, base, access)
             })
         }
@@ -114,8 +115,9 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
             access,
             va,
             len,
-        } => register_reserved(s, stag, pd, (access, va, len), fd),
-        Request::AllocFastRegMr { pd, len } => region(s, pd, len, fd, |pd, storage| {
+            offset,
+        } => register_reserved(s, stag, pd, (access, va, (len, offset)), fd),
+        Request::AllocFastRegMr { pd, len } => region(s, pd, (len, 0), fd, |pd, storage| {
             tpt.alloc_fast_reg_region(pd, storage)
         }),
         Request::DeregMr { stag } => {
@@ -195,7 +197,7 @@ fn register_reserved(
     s: &Session,
     stag: u32,
     pd: u32,
-    (access, va, len): (u32, Option<u64>, u64),
+    (access, va, placement): (u32, Option<u64>, (u64, u64)),
     fd: Option<OwnedFd>,
 ) -> Reply {
     let tpt = s.engine.tpt();
@@ -206,7 +208,7 @@ fn register_reserved(
     s.objs().mrs.remove(&STag::from_u32(stag).index());
     let access = Access::from_bits_truncate(access as u8);
     let base = va.map_or(Base::ZeroBased, Base::Va);
-    let reply = region(s, pd, len, fd, |pd, storage| {
+    let reply = region(s, pd, placement, fd, |pd, storage| {
         let stag = STag::from_u32(stag);
         tpt.register_reserved(stag, pd, storage, base, access)
             .map(|()| stag)
@@ -265,12 +267,12 @@ fn entry() -> Usage {
     }
 }
 
-/// Maps the client's memory file of `len` octets and enters it in the table with
-/// `enter` (an ordinary or a fast-registration region of `pd`).
+/// Maps `len` octets of the client's memory file, from its octet `offset`, and enters
+/// them in the table with `enter` (an ordinary or a fast-registration region of `pd`).
 fn region(
     s: &Session,
     pd: u32,
-    len: u64,
+    (len, offset): (u64, u64),
     fd: Option<OwnedFd>,
     enter: impl FnOnce(PdId, Arc<Region>) -> Result<STag, TptError>,
 ) -> Reply {
@@ -296,7 +298,7 @@ fn region(
     let Ok(len) = usize::try_from(len) else {
         return err(error::REFUSED, "region too large");
     };
-    let storage = match Region::map(std::fs::File::from(fd), len) {
+    let storage = match Region::map_at(std::fs::File::from(fd), offset, len) {
         Ok(m) => m,
         Err(e) => {
             return err(

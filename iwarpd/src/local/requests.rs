@@ -38,6 +38,7 @@ pub(super) async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: V
             addr,
             private,
             recvs,
+            rtr,
         } => {
             let qp = NewQp {
                 pd,
@@ -45,7 +46,7 @@ pub(super) async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: V
                 depths,
                 recvs,
             };
-            connections::connect(s, h, qp, addr, private)
+            connections::connect(s, h, qp, addr, (private, rtr))
         }
         Request::Accept {
             incoming,

@@ -62,11 +62,11 @@ struct BindingImage {
 }
 
 /// A domain's entries and the memory files they name (`files[i]` is storage `i`, with
-/// its length).
+/// where it starts in the file and its length).
 #[derive(Debug)]
 pub(crate) struct PdImage {
     pub(crate) entries: Vec<EntryImage>,
-    pub(crate) files: Vec<(OwnedFd, u64)>,
+    pub(crate) files: Vec<(OwnedFd, u64, u64)>,
 }
 
 impl From<Span> for SpanImage {
@@ -83,7 +83,7 @@ impl TakenPd {
     /// The domain as plain data: each storage once, as a duplicate of its memory file.
     /// Fails for memory that is not in a file (a buffer the application handed over).
     pub(crate) fn image(&self) -> Result<PdImage, String> {
-        let mut files: Vec<(OwnedFd, u64)> = Vec::new();
+        let mut files: Vec<(OwnedFd, u64, u64)> = Vec::new();
         let mut seen: HashMap<*const Region, u32> = HashMap::new();
         let mut file_of = |st: &Arc<Region>| -> Result<u32, String> {
             if let Some(&i) = seen.get(&Arc::as_ptr(st)) {
@@ -99,7 +99,7 @@ impl TakenPd {
                 .try_clone_to_owned()
                 .map_err(|e| format!("cannot duplicate a memory file: {e}"))?;
             let i = files.len() as u32;
-            files.push((fd, st.len() as u64));
+            files.push((fd, st.file_offset(), st.len() as u64));
             seen.insert(Arc::as_ptr(st), i);
             Ok(i)
         };

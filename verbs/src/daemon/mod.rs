@@ -126,6 +126,8 @@ pub(crate) struct Client {
     push_socket: bool,
     /// The queue depths every queue pair asks for.
     depths: QueueDepths,
+    /// The ready-to-receive types connections offer (peer-to-peer MPA), 0: iwarpd's own.
+    rtr: u8,
     path: PathBuf,
     /// The path as text for `Copy` errors: leaked once per device opened.
     path_str: &'static str,
@@ -169,6 +171,7 @@ impl Client {
         path: &Path,
         (push, push_socket): (bool, bool),
         depths: QueueDepths,
+        rtr: u8,
     ) -> Result<Arc<Self>, DaemonError> {
         let sock = UnixStream::connect(path)
             .map_err(|e| DaemonError::Unreachable(unreachable(path, &e)))?;
@@ -180,6 +183,7 @@ impl Client {
             push,
             push_socket,
             depths,
+            rtr,
             path: path.to_owned(),
             path_str: Box::leak(path.display().to_string().into_boxed_str()),
             daemon_str: Box::leak(format!("iwarpd at {}", path.display()).into_boxed_str()),
@@ -225,6 +229,12 @@ impl Client {
     /// The queue depths every queue pair asks for.
     pub(crate) fn depths(&self) -> QueueDepths {
         self.depths
+    }
+
+    /// The ready-to-receive types connections offer as the initiator (0: iwarpd's own
+    /// setting).
+    pub(crate) fn rtr(&self) -> u8 {
+        self.rtr
     }
 
     /// Records a region this process registered (for pushing small gather lists inline).
@@ -627,7 +637,7 @@ mod tests {
                 d
             });
             let client =
-                Client::connect(&path, (false, false), QueueDepths { sq: 8, rq: 8 }).unwrap();
+                Client::connect(&path, (false, false), QueueDepths { sq: 8, rq: 8 }, 0).unwrap();
             let _ = std::fs::remove_file(&path);
             (client, daemon.join().unwrap())
         }

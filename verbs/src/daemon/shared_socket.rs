@@ -44,6 +44,9 @@ pub(super) struct SharedSocket {
     fd: OwnedFd,
     /// The FPDU being written (kept, so no message allocates).
     frame: BytesMut,
+    /// The payload of the message being pushed, gathered from the application's regions
+    /// (kept too).
+    payload: Vec<u8>,
     /// The daemon ended the share, or a write failed: no more pushing this way.
     off: bool,
 }
@@ -53,8 +56,20 @@ impl SharedSocket {
         Self {
             fd,
             frame: BytesMut::with_capacity(512),
+            payload: Vec::new(),
             off: false,
         }
+    }
+
+    /// The payload buffer, to gather a message into (give it back with
+    /// [`put_payload`](Self::put_payload)).
+    pub(super) fn take_payload(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.payload)
+    }
+
+    /// Gives the payload buffer back, for the next message.
+    pub(super) fn put_payload(&mut self, payload: Vec<u8>) {
+        self.payload = payload;
     }
 
     /// True while messages may be offered.

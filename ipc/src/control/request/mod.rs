@@ -33,7 +33,7 @@ pub enum Request {
         /// The domain.
         pd: u32,
     },
-    /// Registers the attached memory file's first `len` octets.
+    /// Registers `len` octets of the attached memory file, from its octet `offset`.
     RegMr {
         /// The domain.
         pd: u32,
@@ -43,6 +43,9 @@ pub enum Request {
         va: Option<u64>,
         /// Length in octets.
         len: u64,
+        /// Where in the memory file the region starts (the C library registers a
+        /// program's buffer in place: its address in the process's arena file).
+        offset: u64,
     },
     /// Reserves an STag for [`RegMrAt`](Self::RegMrAt); the reply is its
     /// [`Reply::Id`](super::Reply::Id).
@@ -59,6 +62,9 @@ pub enum Request {
         va: Option<u64>,
         /// Length in octets.
         len: u64,
+        /// Where in the memory file the region starts (the C library registers a
+        /// program's buffer in place: its address in the process's arena file).
+        offset: u64,
     },
     /// Deregisters a region.
     DeregMr {
@@ -89,6 +95,10 @@ pub enum Request {
         private: Bytes,
         /// Receives posted before the connection carries data.
         recvs: Vec<RecvWr>,
+        /// Peer-to-peer MPA (RFC 6581) for this connection: the ready-to-receive types
+        /// (`mpa::RtrFlags` bits: Send 1, Write 2, Read 4) to offer as the initiator, so
+        /// the peer may send first; 0 leaves it to the daemon's own setting.
+        rtr: u8,
     },
     /// Accepts a connection request into a queue pair of `pd`.
     Accept {
@@ -255,16 +265,18 @@ impl Request {
                 access,
                 va,
                 len,
-            } => put_region(&mut out, *pd, *access, *va, *len),
+                offset,
+            } => put_region(&mut out, *pd, *access, *va, (*len, *offset)),
             Self::RegMrAt {
                 stag,
                 pd,
                 access,
                 va,
                 len,
+                offset,
             } => {
                 out.put_u32_le(*stag);
-                put_region(&mut out, *pd, *access, *va, *len);
+                put_region(&mut out, *pd, *access, *va, (*len, *offset));
             }
             Self::DeregMr { stag } => out.put_u32_le(*stag),
             Self::Listen { addr } => put_addr(&mut out, *addr),
@@ -314,6 +326,7 @@ impl Request {
                 addr,
                 private,
                 recvs,
+                rtr,
             } => {
                 out.put_u32_le(*pd);
                 out.put_u32_le(*srq);
@@ -321,6 +334,7 @@ impl Request {
                 put_addr(&mut out, *addr);
                 put_blob(&mut out, private);
                 put_recvs(&mut out, recvs);
+                out.put_u8(*rtr);
             }
             Self::Accept {
                 incoming,
@@ -359,24 +373,26 @@ impl Request {
             },
             func::DEALLOC_PD => Self::DeallocPd { pd: r.u32("pd")? },
             func::REG_MR => {
-                let (pd, access, va, len) = read_region(&mut r)?;
+                let (pd, access, va, (len, offset)) = read_region(&mut r)?;
                 Self::RegMr {
                     pd,
                     access,
                     va,
                     len,
+                    offset,
                 }
             }
             func::RESERVE_STAG => Self::ReserveStag,
             func::REG_MR_AT => {
                 let stag = r.u32("stag")?;
-                let (pd, access, va, len) = read_region(&mut r)?;
+                let (pd, access, va, (len, offset)) = read_region(&mut r)?;
                 Self::RegMrAt {
                     stag,
                     pd,
                     access,
                     va,
                     len,
+                    offset,
                 }
             }
             func::DEREG_MR => Self::DeregMr {
@@ -432,6 +448,7 @@ impl Request {
                 addr: r.addr()?,
                 private: r.blob(MAX_PRIVATE_DATA, "private data")?,
                 recvs: read_recvs(&mut r)?,
+                rtr: r.u8("rtr")?,
             },
             func::ACCEPT => Self::Accept {
                 incoming: r.u32("incoming")?,
@@ -483,27 +500,38 @@ fn read_recvs(r: &mut Reader<'_>) -> Result<Vec<RecvWr>, Malformed> {
 
 /// A region's domain, rights, addressing and length, as [`Request::RegMr`] and
 /// [`Request::RegMrAt`] carry them.
-fn put_region(out: &mut BytesMut, pd: u32, access: u32, va: Option<u64>, len: u64) {
+fn put_region(
+    out: &mut BytesMut,
+    pd: u32,
+    access: u32,
+    va: Option<u64>,
+    (len, offset): (u64, u64),
+) {
     out.put_u32_le(pd);
     out.put_u32_le(access);
     out.put_u8(if va.is_some() { BASE_VA } else { BASE_ZERO });
     out.put_u64_le(va.unwrap_or(0));
     out.put_u64_le(len);
+    out.put_u64_le(offset);
 }
 
-/// What [`put_region`] wrote: `(pd, access, va, len)`.
-fn read_region(r: &mut Reader<'_>) -> Result<(u32, u32, Option<u64>, u64), Malformed> {
+/// The region's placement in its file: `(len, offset)`.
+type Placement = (u64, u64);
+
+/// What [`put_region`] wrote: `(pd, access, va, (len, offset))`.
+fn read_region(r: &mut Reader<'_>) -> Result<(u32, u32, Option<u64>, Placement), Malformed> {
     let pd = r.u32("pd")?;
     let access = r.u32("access")?;
     let base = r.u8("base")?;
     let va = r.u64("va")?;
     let len = r.u64("len")?;
+    let offset = r.u64("offset")?;
     let va = match base {
         BASE_ZERO => None,
         BASE_VA => Some(va),
         _ => return Err(Malformed("base")),
     };
-    Ok((pd, access, va, len))
+    Ok((pd, access, va, (len, offset)))
 }
 
 /// Memory files a request with function code `func` carries.

@@ -13,21 +13,23 @@ fn a_request_is_header_then_fixed_little_endian_fields() {
         access: 0x0f,
         va: Some(0x1122_3344_5566_7788),
         len: 4096,
+        offset: 0x7f00_0000_1010,
     }
     .encode(0xa1a2_a3a4_a5a6_a7a8);
     #[rustfmt::skip]
     let want: &[u8] = &[
-        0x29, 0, 0, 0,  0x04, 0x00,  0x07, 0x00,
+        0x31, 0, 0, 0,  0x04, 0x00,  0x08, 0x00,
         0xa8, 0xa7, 0xa6, 0xa5, 0xa4, 0xa3, 0xa2, 0xa1,
         3, 0, 0, 0,  0x0f, 0, 0, 0,  1,
         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
         0, 0x10, 0, 0, 0, 0, 0, 0,
+        0x10, 0x10, 0, 0, 0, 0x7f, 0, 0,
     ];
     assert_eq!(&m[..], want);
     let h = Header::parse(&m).unwrap().unwrap();
     assert_eq!(
         (h.len, h.func, h.version, h.txn),
-        (41, 4, 7, 0xa1a2_a3a4_a5a6_a7a8)
+        (49, 4, 8, 0xa1a2_a3a4_a5a6_a7a8)
     );
     Request::decode(h.func, &m[HEADER_LEN..]).unwrap();
     assert_eq!(request_fds(h.func), 1);
@@ -41,21 +43,23 @@ fn a_registration_at_a_reserved_stag_is_the_stag_then_the_region() {
         access: 0x0f,
         va: None,
         len: 4096,
+        offset: 0,
     }
     .encode(1);
     #[rustfmt::skip]
     let want: &[u8] = &[
-        0x2d, 0, 0, 0,  0x18, 0x00,  0x07, 0x00,
+        0x35, 0, 0, 0,  0x18, 0x00,  0x08, 0x00,
         1, 0, 0, 0, 0, 0, 0, 0,
         0x07, 0x2a, 0, 0,
         3, 0, 0, 0,  0x0f, 0, 0, 0,  0,
         0, 0, 0, 0, 0, 0, 0, 0,
         0, 0x10, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0,
     ];
     assert_eq!(&m[..], want);
     assert_eq!(request_fds(func::REG_MR_AT), 1);
     let r = Request::ReserveStag.encode(2);
-    assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x07, 0x00]);
+    assert_eq!(&r[..8], &[16, 0, 0, 0, 0x17, 0x00, 0x08, 0x00]);
     assert_eq!(request_fds(func::RESERVE_STAG), 0);
     let reply = Reply::Id(0x2a07).encode(func::RESERVE_STAG, 2);
     let h = Header::parse(&reply).unwrap().unwrap();
@@ -74,6 +78,7 @@ fn connect_carries_address_and_private_data() {
         addr: "10.0.0.2:4791".parse().unwrap(),
         private: Bytes::from_static(b"hi"),
         recvs: Vec::new(),
+        rtr: 2,
     }
     .encode(7);
     #[rustfmt::skip]
@@ -85,6 +90,7 @@ fn connect_carries_address_and_private_data() {
         4, 0xb7, 0x12, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         2, 0, b'h', b'i',
         0, 0,
+        2,
     ];
     assert_eq!(&m[HEADER_LEN..], body);
     assert!(matches!(
@@ -93,6 +99,7 @@ fn connect_carries_address_and_private_data() {
             pd: 1,
             srq: 0x0203,
             depths: QueueDepths { sq: 0x400, rq: 16 },
+            rtr: 2,
             ..
         }
     ));
@@ -110,6 +117,7 @@ fn every_request() -> Vec<Request> {
             access: 3,
             va: None,
             len: 1 << 40,
+            offset: 0,
         },
         Request::DeregMr { stag: 0x1234_5601 },
         Request::ReserveStag,
@@ -119,6 +127,7 @@ fn every_request() -> Vec<Request> {
             access: 3,
             va: Some(1 << 40),
             len: 8,
+            offset: 0,
         },
         Request::Listen { addr },
         Request::CloseListener { id: 5 },
@@ -140,6 +149,7 @@ fn every_request() -> Vec<Request> {
                 };
                 MAX_INITIAL_RECVS
             ],
+            rtr: 6,
         },
         Request::Accept {
             incoming: 3,
@@ -238,7 +248,7 @@ fn window_and_queue_requests_are_laid_out_as_documented() {
     .encode(9);
     #[rustfmt::skip]
     let want: &[u8] = &[
-        0x13, 0, 7, 0,
+        0x13, 0, 8, 0,
         9, 0, 0, 0, 0, 0, 0, 0,
         1, 2, 0, 0,  1, 1, 0, 0,
         0x10, 0, 0, 0, 0, 0, 0, 0,
@@ -253,7 +263,7 @@ fn window_and_queue_requests_are_laid_out_as_documented() {
     );
     assert_eq!(
         &Request::CreateSrq { depth: 100 }.encode(9)[4..8],
-        &[0x0f, 0, 7, 0],
-        "function 0x000f, version 7"
+        &[0x0f, 0, 8, 0],
+        "function 0x000f, version 8"
     );
 }

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use ipc::control::{Reply, Request};
-use ipc::wqe::INLINE_MAX;
 use rdmap::pushed::PushedOp;
-use rdmap::{Completion, Queue, SendFlags, SendOp, SendWr, WcStatus};
+use rdmap::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, WcStatus};
 
 use super::super::Client;
 use super::super::shared_socket::{Pushed, SharedSocket};
@@ -24,8 +23,8 @@ pub(super) enum Direct {
 
 impl DaemonQp {
     /// Offers `wr` to the shared socket: a Send (without Invalidate or Immediate Data)
-    /// or an RDMA Write whose payload is at most an entry's inline octets. `sq_empty`:
-    /// every request posted before has retired.
+    /// or an RDMA Write that fits one FPDU. `sq_empty`: every request posted before has
+    /// retired.
     pub(super) fn try_direct(&self, d: &mut SharedSocket, wr: &SendWr, sq_empty: bool) -> Direct {
         let (op, data) = match &wr.op {
             SendOp::Send {
@@ -47,16 +46,42 @@ impl DaemonQp {
             ),
             _ => return Direct::Queue { discarded: false },
         };
-        let mut body = [0u8; INLINE_MAX];
-        let Some(payload) = self.inline_payload(data, &mut body) else {
-            return Direct::Queue { discarded: false };
+        let seg = &self.shared.seg;
+        let mut payload = d.take_payload();
+        let gathered = self.gather(data, &mut payload, seg.tx_share().framing().mulpdu);
+        let pushed = match gathered {
+            true => d.push(seg, op, &payload, sq_empty),
+            false => Pushed::NotForPush,
         };
-        match d.push(&self.shared.seg, op, payload, sq_empty) {
+        d.put_payload(payload);
+        match pushed {
             Pushed::Sent => Direct::Done(wc_of(wr, WcStatus::Success)),
             Pushed::Broken => Direct::Done(wc_of(wr, WcStatus::Flushed)),
             Pushed::Discarded(_) => Direct::Queue { discarded: true },
             Pushed::NotForPush => Direct::Queue { discarded: false },
         }
+    }
+
+    /// Copies the octets of `data` into `out` (emptied first) if they are at most `max`
+    /// and in this process: `Bytes`, or a gather list of regions this library registered.
+    fn gather(&self, data: &Payload, out: &mut Vec<u8>, max: u16) -> bool {
+        out.clear();
+        if data.len().is_none_or(|l| l > u32::from(max)) {
+            return false;
+        }
+        match data {
+            Payload::Bytes(b) => out.extend_from_slice(b),
+            Payload::Sgl(sgl) => {
+                for sge in sgl.iter() {
+                    let at = out.len();
+                    out.resize(at + sge.len as usize, 0);
+                    if !self.client.copy_local(sge, &mut out[at..]) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
     }
 }
 

@@ -1,0 +1,98 @@
+/* Through iwarpd, ibv_reg_mr moves a buffer's pages onto the library's memory file in
+ * place (same address, same contents) and ibv_dereg_mr moves them back: what a C program
+ * can see of it. Each check prints what failed and exits 1; "ok" at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <infiniband/verbs.h>
+
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
+
+/* True if the page holding p is a mapping of the library's memory file. */
+static int in_arena(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int found = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned long a, b;
+		if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= (unsigned long)p &&
+		    (unsigned long)p < b)
+			found = strstr(line, "iwarp-arena") != NULL;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static int pattern_ok(const unsigned char *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (unsigned char)(i * 7 + seed))
+			return 0;
+	return 1;
+}
+
+static void fill(unsigned char *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(i * 7 + seed);
+}
+
+int main(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0], "a device");
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	CHECK(pd, "a domain through iwarpd");
+	long page = sysconf(_SC_PAGESIZE);
+
+	/* Two small heap objects, likely on one page; a large one of its own. */
+	unsigned char *a = malloc(300), *b = malloc(300), *big = malloc(3 << 20);
+	CHECK(a && b && big, "malloc");
+	fill(a, 300, 1), fill(b, 300, 2), fill(big, 3 << 20, 3);
+	struct ibv_mr *ma = ibv_reg_mr(pd, a, 300, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(ma && ma->addr == a, "a small heap buffer registered in place");
+	CHECK(in_arena(a), "its page is the library's memory file now");
+	CHECK(pattern_ok(a, 300, 1) && pattern_ok(b, 300, 2), "contents kept, the neighbour's too");
+	b[5] = 0x5a; /* the neighbour is still the program's to write */
+	struct ibv_mr *mb = ibv_reg_mr(pd, b, 300, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mb && b[5] == 0x5a, "an overlapping registration copies nothing over");
+	struct ibv_mr *mbig = ibv_reg_mr(pd, big + 10, (3 << 20) - 20, IBV_ACCESS_REMOTE_READ);
+	CHECK(mbig && pattern_ok(big, 3 << 20, 3), "3 MiB, unaligned, contents kept");
+	CHECK(in_arena(big + (2 << 20)), "all of it");
+
+	/* Memory the library cannot move: refused with errno, nothing changed. */
+	void *mapped = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(mapped != MAP_FAILED, "mmap");
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, mapped, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL,
+	      "shared memory of another kind refused");
+	CHECK(!in_arena(mapped), "and left alone");
+	void *gone = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	munmap((char *)gone + page, page);
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, gone, 2 * page, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
+	      "a range with an unmapped page: EFAULT");
+	CHECK(!in_arena(gone), "nothing moved");
+
+	/* Deregistered: the pages another registration still covers stay shared; the
+	 * others are the program's private memory again, contents kept. */
+	CHECK(ibv_dereg_mr(ma) == 0, "dereg a");
+	CHECK(in_arena(b) && b[5] == 0x5a, "b is still registered");
+	CHECK(ibv_dereg_mr(mb) == 0 && ibv_dereg_mr(mbig) == 0, "dereg the rest");
+	CHECK(!in_arena(a) && !in_arena(b) && !in_arena(big + (2 << 20)), "private again");
+	b[5] = 7 * 5 + 2;
+	CHECK(pattern_ok(a, 300, 1) && pattern_ok(b, 300, 2) && pattern_ok(big, 3 << 20, 3),
+	      "contents kept");
+	free(a), free(b), free(big);
+	CHECK(ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0, "close");
+	printf("ok\n");
+	return 0;
+}

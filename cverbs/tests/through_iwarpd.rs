@@ -1,0 +1,119 @@
+//! Debian's rdma-core programs, unmodified, through this library and a local iwarpd
+//! (`IWARP_DEVICE=unix:SOCK`): the program's own buffers registered in place (moved onto
+//! the library's memory file, which iwarpd maps). Same requirements as `programs.rs`.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// perftest's six tests at a size that goes through the daemon's send queue and at one
+/// the library writes to the shared socket itself, rping with verified data, and
+/// ucmatose: both sides through iwarpd, each side's own checks pass.
+#[test]
+fn perftest_rping_and_ucmatose_run_through_iwarpd() {
+    if !have_rdma_core() {
+        return;
+    }
+    let d = Iwarpd::start("cverbs-perftest");
+    for test in [
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
+        "ib_write_lat",
+        "ib_read_lat",
+        "ib_send_lat",
+    ] {
+        for size in ["8", "65536"] {
+            let p = port();
+            let args = ["-R", "-p", &p, "-n", "200", "-s", size];
+            let client = [&args[..], &["127.0.0.1"]].concat();
+            let out = pair(
+                d.through(debian(test, &args)),
+                d.through(debian(test, &client)),
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("#bytes"), "{test} -s {size}: {text}");
+        }
+    }
+    let p = port();
+    pair(
+        d.through(debian(
+            "rping",
+            &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"],
+        )),
+        d.through(debian(
+            "rping",
+            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"],
+        )),
+    );
+    let p = port();
+    let out = pair(
+        d.through(debian("ucmatose", &["-p", &p])),
+        d.through(debian("ucmatose", &["-s", "127.0.0.1", "-p", &p])),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("return status 0"));
+}
+
+/// A C program through iwarpd against this stack's Rust iwarp-rping embedded, both
+/// ways, data verified.
+#[test]
+fn rping_through_iwarpd_and_an_embedded_iwarp_rping_interoperate() {
+    if !have_rdma_core() {
+        return;
+    }
+    let d = Iwarpd::start("cverbs-rping");
+    let rust = tests::binary("examples", "iwarp-rping");
+    let p = port();
+    let mut client = Command::new(&rust);
+    client
+        .args(["-c", "-a", "127.0.0.1", "-p", &p, "-C", "50", "-V"])
+        .env_remove("IWARP_DEVICE");
+    let out = pair(
+        d.through(debian(
+            "rping",
+            &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "50"],
+        )),
+        client,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("50 pings, 50 verified"), "{text}");
+    let p = port();
+    let mut server = Command::new(&rust);
+    server
+        .args(["-s", "-a", "127.0.0.1", "-p", &p, "-C", "50"])
+        .env_remove("IWARP_DEVICE");
+    pair(
+        server,
+        d.through(debian(
+            "rping",
+            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "50", "-V"],
+        )),
+    );
+}
+
+/// From C, through iwarpd: buffers are registered in place (same address, contents kept,
+/// a neighbour on the same page untouched, overlapping registrations), memory that cannot
+/// move is refused with errno, and deregistration gives the pages back; the embedded
+/// program's checks (objects.c) hold through the daemon too.
+#[test]
+fn a_c_program_registers_its_own_memory_in_place_through_iwarpd() {
+    if !have_rdma_core() {
+        return;
+    }
+    let d = Iwarpd::start("cverbs-in-place");
+    for name in ["in_place", "objects"] {
+        let out = Command::new(c_program(name))
+            .env("LD_LIBRARY_PATH", library())
+            .env("IWARP_DEVICE", d.device())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
