@@ -117,3 +117,47 @@ fn a_c_program_registers_its_own_memory_in_place_through_iwarpd() {
         );
     }
 }
+
+/// Between two hosts (two network namespaces joined by a veth), an iwarpd on each: rping
+/// with verified data, ib_write_bw, and ib_write_lat at a size that goes through the
+/// daemon (the responder sends first: peer-to-peer MPA through iwarpd).
+#[test]
+fn rping_and_perftest_between_two_network_namespaces_through_iwarpd() {
+    if !have_rdma_core() {
+        return;
+    }
+    let Some(net) = tests::netns::two_hosts_or_skip() else {
+        return;
+    };
+    let (a, b) = (net.a(), net.b());
+    let server = a.addr().to_string();
+    let da = Iwarpd::start_in("cverbs-ns-a", Some(a.name()), &server);
+    let db = Iwarpd::start_in("cverbs-ns-b", Some(b.name()), &b.addr().to_string());
+    pair(
+        da.through(debian_in(
+            Some(a.name()),
+            "rping",
+            &["-s", "-a", &server, "-p", "7174", "-C", "100"],
+        )),
+        db.through(debian_in(
+            Some(b.name()),
+            "rping",
+            &["-c", "-a", &server, "-p", "7174", "-C", "100", "-V"],
+        )),
+    );
+    for (test, size) in [("ib_write_bw", "65536"), ("ib_write_lat", "4096")] {
+        let args = ["-R", "-p", "18515", "-n", "300", "-s", size];
+        let client = [&args[..], &[server.as_str()]].concat();
+        let out = pair(
+            da.through(debian_in(Some(a.name()), test, &args)),
+            db.through(debian_in(Some(b.name()), test, &client)),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        // The result line: the size, then the 300 iterations it ran.
+        let result = text.lines().any(|l| {
+            let mut w = l.split_whitespace();
+            w.next() == Some(size) && w.next() == Some("300")
+        });
+        assert!(result, "{test}: {text}");
+    }
+}

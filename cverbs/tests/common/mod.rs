@@ -179,12 +179,26 @@ pub(crate) struct Iwarpd {
 impl Iwarpd {
     /// Starts this build's iwarpd; returns once its control socket is there.
     pub(crate) fn start(name: &str) -> Self {
+        Self::start_in(name, None, "127.0.0.1")
+    }
+
+    /// Starts it in network namespace `ns` (if given), its service on `addr`.
+    pub(crate) fn start_in(name: &str, ns: Option<&str>, addr: &str) -> Self {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         let sock = dir.join(format!("{name}-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&sock);
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-        let child = Command::new(tests::binary("iwarpd", "iwarpd"))
-            .args(["--listen", "127.0.0.1:0", "--control"])
+        let bin = tests::binary("iwarpd", "iwarpd");
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
+            .args(["--listen", &format!("{addr}:0"), "--control"])
             .arg(&sock)
             .stdout(std::process::Stdio::null())
             .stderr(log)
