@@ -378,6 +378,39 @@ pub struct ibv_qp_cap {
     pub max_inline_data: u32,
 }
 
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `IBV_SRQ_MAX_WR` of `enum ibv_srq_attr_mask`.
+pub const IBV_SRQ_MAX_WR: c_int = 1;
+
 /// `struct ibv_qp_init_attr`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

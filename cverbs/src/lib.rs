@@ -50,6 +50,7 @@ pub mod qp;
 mod rt;
 mod semaphore;
 mod sockaddr;
+pub mod srq;
 pub mod strings;
 pub mod unsupported;
 mod wc;

@@ -226,22 +226,23 @@ fn register(
     let registered = if in_place {
         // Through iwarpd: the buffer's pages move onto this process's memory file, in
         // place, so that the daemon maps the same octets (shm::arena).
+        let at = addr as usize;
         // SAFETY: ibv_reg_mr's contract: the program's buffer, kept mapped until
         // ibv_dereg_mr; the library's documented rule that nothing writes its pages
-        // during this call.
-        let (file, offset) =
-            unsafe { shm::arena::share_in_place(addr.cast(), len) }.map_err(|e| {
-                eprintln!("iwarp verbs: ibv_reg_mr: {len} octets at {addr:p}: {e}");
-                match e.raw_os_error() {
-                    Some(code) => Errno(code),
-                    None => Errno::EINVAL,
-                }
-            })?;
+        // during this call (the library's own thread is held by `on_worker`).
+        let shared = on_worker(move || unsafe { shm::arena::share_in_place(at as *mut u8, len) });
+        let (file, offset) = shared.map_err(|e| {
+            eprintln!("iwarp verbs: ibv_reg_mr: {len} octets at {addr:p}: {e}");
+            match e.raw_os_error() {
+                Some(code) => Errno(code),
+                None => Errno::EINVAL,
+            }
+        })?;
         let r =
             p.pd.register_region(Region::adopt_in_file(mem, file, offset), base, access);
         if r.is_err() {
             // SAFETY: shared just above, and not registered: nothing else reaches it.
-            let _ = unsafe { shm::arena::unshare(addr.cast(), len) };
+            let _ = on_worker(move || unsafe { shm::arena::unshare(at as *mut u8, len) });
         }
         r
     } else {
@@ -287,11 +288,25 @@ pub extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     }
     if r.in_place {
         let (addr, len) = (r.ibv.addr, r.ibv.length);
+        let at = addr as usize;
         // SAFETY: the pages `register` moved, deregistered now, so the daemon no longer
-        // writes them; the library's rule that nothing writes them during this call.
-        if let Err(e) = unsafe { shm::arena::unshare(addr.cast(), len) } {
+        // writes them; the library's rule that nothing writes them during this call
+        // (the library's own thread is held by `on_worker`).
+        if let Err(e) = on_worker(move || unsafe { shm::arena::unshare(at as *mut u8, len) }) {
             eprintln!("iwarp verbs: ibv_dereg_mr: {len} octets at {addr:p} stay shared: {e}");
         }
     }
     0
+}
+
+/// Runs `f` on the library's runtime thread, the calling thread waiting: while the
+/// arena copies a buffer's pages and replaces their mapping, the library's own thread
+/// (which allocates and frees heap memory, maybe on the same pages) is held, so no store
+/// of its is lost in between.
+fn on_worker<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let task = crate::rt::runtime().spawn(async move { f() });
+    match crate::rt::block_on(task) {
+        Ok(t) => t,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }

@@ -1,14 +1,9 @@
 //! The operation table of every context: what rdma-core's inline `ibv_post_send`,
 //! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` call.
-//! The completion queue's are in `cq`, the queue pair's in `qp`; with no shared receive
-//! queue yet, its post refuses, naming itself.
-
-use libc::{c_int, c_void};
+//! The completion queue's are in `cq`, the queue pair's in `qp`, the shared receive
+//! queue's in `srq`.
 
 use crate::abi::ibv_context_ops;
-use crate::errors::unsupported;
-
-const NO_SRQ: &str = "this library has no shared receive queue yet (issue 34)";
 
 /// The table a new context gets.
 pub(crate) fn table() -> ibv_context_ops {
@@ -34,7 +29,7 @@ pub(crate) fn table() -> ibv_context_ops {
         _compat_modify_srq: null,
         _compat_query_srq: null,
         _compat_destroy_srq: null,
-        post_srq_recv: Some(post_srq_recv),
+        post_srq_recv: Some(crate::srq::post_srq_recv),
         _compat_create_qp: null,
         _compat_query_qp: null,
         _compat_modify_qp: null,
@@ -47,17 +42,4 @@ pub(crate) fn table() -> ibv_context_ops {
         _compat_detach_mcast: null,
         _compat_async_event: null,
     }
-}
-
-unsafe extern "C" fn post_srq_recv(
-    _srq: *mut c_void,
-    wr: *mut c_void,
-    bad: *mut *mut c_void,
-) -> c_int {
-    refuse_post("ibv_post_srq_recv", wr, bad)
-}
-
-/// A post that takes nothing: the first request is the one not posted.
-fn refuse_post(verb: &str, wr: *mut c_void, bad: *mut *mut c_void) -> c_int {
-    crate::qp::not_posted(bad, wr, unsupported(verb, NO_SRQ).0)
 }

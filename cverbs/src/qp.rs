@@ -18,6 +18,7 @@ use crate::cq::{Cq, queue};
 use crate::errors::{Errno, once};
 use crate::live::Live;
 use crate::memory::{Pd, domain};
+use crate::srq::{Srq, shared_queue};
 
 static QPS: Live<Qp> = Live::new();
 
@@ -34,6 +35,8 @@ pub(crate) struct Qp {
     pub(crate) pd: Arc<Pd>,
     send_cq: Arc<Cq>,
     recv_cq: Arc<Cq>,
+    /// The shared receive queue it draws on, if any.
+    srq: Option<Arc<Srq>>,
     /// Every send request completes (`sq_sig_all`).
     sig_all: bool,
     conn: Mutex<Conn>,
@@ -58,6 +61,9 @@ impl Qp {
     /// Its connection's settings: its queues, and the receives posted so far (taken).
     pub(crate) fn config(&self) -> verbs::QpConfig {
         let mut cfg = verbs::QpConfig::new(&self.send_cq.cq).recv_cq(&self.recv_cq.cq);
+        if let Some(srq) = &self.srq {
+            cfg = cfg.srq(&srq.srq);
+        }
         if let Conn::Pending(recvs) = &mut *self.conn() {
             for wr in recvs.drain(..) {
                 cfg = cfg.recv(wr);
@@ -115,9 +121,8 @@ pub(crate) fn queue_pair(qp: *const c_void) -> Result<Arc<Qp>, Errno> {
 /// got), for the connection manager.
 pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc<Qp>, Errno> {
     let p = domain(pd)?;
-    if attr.qp_type != IBV_QPT_RC || !attr.srq.is_null() {
-        let why = "iWARP has reliable connected queue pairs (IBV_QPT_RC) only, and this \
-                   library no shared receive queue yet";
+    if attr.qp_type != IBV_QPT_RC {
+        let why = "iWARP has reliable connected queue pairs (IBV_QPT_RC) only";
         return Err(crate::errors::unsupported(
             "ibv_create_qp of this type",
             why,
@@ -125,6 +130,10 @@ pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc
     }
     let send_cq = queue(attr.send_cq.cast())?;
     let recv_cq = queue(attr.recv_cq.cast())?;
+    let srq = match attr.srq.is_null() {
+        true => None,
+        false => Some(shared_queue(attr.srq.cast())?),
+    };
     let c = &attr.cap;
     let depth = crate::device::QUEUE_DEPTH as u32;
     if c.max_send_wr > depth || c.max_recv_wr > depth || c.max_inline_data > MAX_INLINE {
@@ -136,6 +145,9 @@ pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc
     }
     send_cq.users.fetch_add(1, Ordering::Relaxed);
     recv_cq.users.fetch_add(1, Ordering::Relaxed);
+    if let Some(q) = &srq {
+        q.users.fetch_add(1, Ordering::Relaxed);
+    }
     p.users.fetch_add(1, Ordering::Relaxed);
     let ibv = ibv_qp {
         context: p.context(),
@@ -143,7 +155,7 @@ pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc
         pd,
         send_cq: attr.send_cq,
         recv_cq: attr.recv_cq,
-        srq: std::ptr::null_mut(),
+        srq: attr.srq,
         handle: 0,
         qp_num: 0,
         state: IBV_QPS_INIT,
@@ -157,6 +169,7 @@ pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc
         pd: p,
         send_cq,
         recv_cq,
+        srq,
         sig_all: attr.sq_sig_all != 0,
         conn: Mutex::new(Conn::Pending(Vec::new())),
     });
@@ -179,6 +192,9 @@ pub extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             }
             q.send_cq.users.fetch_sub(1, Ordering::Relaxed);
             q.recv_cq.users.fetch_sub(1, Ordering::Relaxed);
+            if let Some(s) = &q.srq {
+                s.users.fetch_sub(1, Ordering::Relaxed);
+            }
             q.pd.users.fetch_sub(1, Ordering::Relaxed);
             0
         }
@@ -392,7 +408,7 @@ unsafe fn send_wr(wr: &ibv_send_wr, sig_all: bool) -> Result<SendWr, Errno> {
 }
 
 /// The errno of a refused post.
-fn post_errno(e: &PostError) -> c_int {
+pub(crate) fn post_errno(e: &PostError) -> c_int {
     match e {
         PostError::QueueFull => libc::ENOMEM,
         _ => libc::EINVAL,
@@ -453,32 +469,47 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut c_void,
     bad: *mut *mut c_void,
 ) -> c_int {
-    let fail = |at: *mut c_void, e: c_int| not_posted(bad, at, e);
     let Ok(q) = queue_pair(qp) else {
-        return fail(wr, libc::EINVAL);
+        return not_posted(bad, wr, libc::EINVAL);
     };
     let mut conn = q.conn();
-    let mut at = wr.cast::<ibv_recv_wr>();
-    while !at.is_null() {
-        // SAFETY: the program's request list, valid for this call (rdma-core's contract).
-        let w = unsafe { &*at };
-        // SAFETY: its scatter list, likewise.
-        let rwr = match unsafe { sgl(w.sg_list, w.num_sge) } {
-            Ok(sgl) => RecvWr {
-                wr_id: w.wr_id,
-                sgl,
-            },
-            Err(e) => return fail(at.cast(), e.0),
-        };
-        let posted = match &mut *conn {
+    // SAFETY: the program's request list, valid for this call (rdma-core's contract).
+    unsafe {
+        post_recvs(wr, bad, |rwr| match &mut *conn {
             Conn::Pending(recvs) => {
                 recvs.push(rwr);
                 Ok(())
             }
             Conn::Up(qp) => qp.post_recv(rwr).map_err(|e| post_errno(&e)),
+        })
+    }
+}
+
+/// Posts the receive list at `wr` with `post`, request by request; on the first that
+/// fails, `*bad` names it and its error is returned.
+///
+/// # Safety
+/// `wr` is the program's list of `struct ibv_recv_wr`, valid for this call.
+pub(crate) unsafe fn post_recvs(
+    wr: *mut c_void,
+    bad: *mut *mut c_void,
+    mut post: impl FnMut(RecvWr) -> Result<(), c_int>,
+) -> c_int {
+    let mut at = wr.cast::<ibv_recv_wr>();
+    while !at.is_null() {
+        // SAFETY: the program's request list, valid for this call (this function's
+        // contract).
+        let w = unsafe { &*at };
+        // SAFETY: its scatter list, likewise.
+        let posted = match unsafe { sgl(w.sg_list, w.num_sge) } {
+            Ok(sgl) => post(RecvWr {
+                wr_id: w.wr_id,
+                sgl,
+            }),
+            Err(e) => Err(e.0),
         };
         if let Err(e) = posted {
-            return fail(at.cast(), e);
+            return not_posted(bad, at.cast(), e);
         }
         at = w.next;
     }

@@ -66,6 +66,11 @@ fn every_structure_matches_the_installed_headers() {
             context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
             async_events_completed,
         }
+        "struct ibv_srq_attr" ibv_srq_attr { max_wr, max_sge, srq_limit }
+        "struct ibv_srq_init_attr" ibv_srq_init_attr { srq_context, attr }
+        "struct ibv_srq" ibv_srq {
+            context, srq_context, pd, handle, mutex, cond, events_completed,
+        }
         "struct ibv_wc" ibv_wc {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
             pkey_index, slid, sl, dlid_path_bits,

@@ -110,8 +110,8 @@ fn rping_and_iwarp_rping_interoperate_both_ways() {
     );
 }
 
-/// perftest's six tests (`-R`: through the connection manager, as iWARP requires) and
-/// ucmatose, both sides unmodified through the library; each side's own checks pass
+/// perftest's six tests (`-R`: through the connection manager, as iWARP requires), the
+/// Send tests on a shared receive queue, and ucmatose, both sides unmodified through the library; each side's own checks pass
 /// (exit 0) and the client prints its results.
 #[test]
 fn perftest_and_ucmatose_run_through_the_library() {
@@ -132,6 +132,15 @@ fn perftest_and_ucmatose_run_through_the_library() {
         let out = pair(debian(test, &args), debian(test, &client));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("#bytes"), "{test}: {text}");
+    }
+    // The Send tests again on a shared receive queue.
+    for test in ["ib_send_bw", "ib_send_lat"] {
+        let p = port();
+        let args = ["-R", "--use-srq", "-p", &p, "-n", "200"];
+        let client = [&args[..], &["127.0.0.1"]].concat();
+        let out = pair(debian(test, &args), debian(test, &client));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("#bytes"), "{test} --use-srq: {text}");
     }
     let p = port();
     let out = pair(

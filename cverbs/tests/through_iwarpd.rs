@@ -9,8 +9,8 @@ use std::process::Command;
 use common::*;
 
 /// perftest's six tests at a size that goes through the daemon's send queue and at one
-/// the library writes to the shared socket itself, rping with verified data, and
-/// ucmatose: both sides through iwarpd, each side's own checks pass.
+/// the library writes to the shared socket itself, the Send tests on a shared receive
+/// queue, rping with verified data, and ucmatose: both sides through iwarpd, each side's own checks pass.
 #[test]
 fn perftest_rping_and_ucmatose_run_through_iwarpd() {
     if !have_rdma_core() {
@@ -36,6 +36,17 @@ fn perftest_rping_and_ucmatose_run_through_iwarpd() {
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(text.contains("#bytes"), "{test} -s {size}: {text}");
         }
+    }
+    for test in ["ib_send_bw", "ib_send_lat"] {
+        let p = port();
+        let args = ["-R", "--use-srq", "-p", &p, "-n", "200"];
+        let client = [&args[..], &["127.0.0.1"]].concat();
+        let out = pair(
+            d.through(debian(test, &args)),
+            d.through(debian(test, &client)),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("#bytes"), "{test} --use-srq: {text}");
     }
     let p = port();
     pair(

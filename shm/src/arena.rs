@@ -98,6 +98,8 @@ pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(File, u64)
     }
     let file = arena.file.as_ref().expect("created above");
     let ino = file.metadata()?.ino();
+    // Before anything moves: out of descriptors, nothing has.
+    let dup = file.try_clone()?;
     let mut moves = Vec::new();
     for m in mappings(start, end)? {
         if m.is_arena(ino) {
@@ -125,15 +127,18 @@ pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(File, u64)
         // (just read from /proc/self/maps, under the arena's lock), which the caller lets
         // us replace with a mapping of the same contents.
         if let Err(e) = unsafe { move_onto(file, m) } {
-            // Out of mappings (vm.max_map_count), say: the pieces moved go back.
+            // Out of mappings (vm.max_map_count), say: the pieces moved go back, and the
+            // arena lets go of what was copied.
             for m in &moves[..i] {
                 // SAFETY: moved onto the arena just now, covered by no registration.
-                let _ = unsafe { move_off(file, m) };
+                if unsafe { move_off(file, m) }.is_ok() {
+                    let _ = release(file, m.start, m.end);
+                }
             }
+            let _ = release(file, m.start, m.end);
             return Err(e);
         }
     }
-    let dup = file.try_clone()?;
     arena.live.push((start, end));
     Ok((dup, ptr as u64))
 }
@@ -157,17 +162,33 @@ pub unsafe fn unshare(ptr: *mut u8, len: usize) -> io::Result<()> {
         return Ok(());
     };
     let ino = file.metadata()?.ino();
+    // Every piece is tried; one that cannot move back stays shared (its pages are not
+    // released: they are the program's memory), and the first error is returned.
+    let mut first_error = None;
     for (a, b) in uncovered(start, end, &arena.live) {
-        for m in mappings_or_gaps(a, b)? {
-            if m.is_arena(ino) {
-                // SAFETY: `m` is this process's shared mapping of the arena at its own
-                // address (read under the lock), which no registration covers any more.
-                unsafe { move_off(file, &m) }?;
+        let maps = match mappings_or_gaps(a, b) {
+            Ok(m) => m,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let mut stuck = Vec::new();
+        for m in maps.iter().filter(|m| m.is_arena(ino)) {
+            // SAFETY: `m` is this process's shared mapping of the arena at its own
+            // address (read under the lock), which no registration covers any more.
+            if let Err(e) = unsafe { move_off(file, m) } {
+                first_error.get_or_insert(e);
+                stuck.push((m.start, m.end));
             }
         }
-        release(file, a, b)?;
+        // The rest (moved back, or unmapped or remapped by the program meanwhile): the
+        // arena's copy of those pages is nobody's.
+        for (x, y) in uncovered(a, b, &stuck) {
+            let _ = release(file, x, y);
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 /// The parts of `start..end` that none of `live` covers.
@@ -284,19 +305,23 @@ fn parse(line: &str) -> Option<Mapping> {
 /// `m` is a readable anonymous mapping of this process that may be replaced.
 unsafe fn move_onto(file: &File, m: &Mapping) -> io::Result<()> {
     let len = m.end - m.start;
-    // SAFETY: the kernel reads `len` octets at `m.start`, a readable mapping of this
-    // process (it fails with EFAULT, never faults, if the program unmapped it).
-    let n = unsafe {
-        libc::pwrite(
-            file.as_raw_fd(),
-            m.start as *const libc::c_void,
-            len,
-            m.start as libc::off_t,
-        )
-    };
-    if n != len as isize {
-        return Err(short("copying the buffer into the arena", n));
-    }
+    copy_all(
+        "copying the buffer into the arena",
+        m.start,
+        len,
+        |at, n| {
+            // SAFETY: the kernel reads `n` octets at `at`, inside `m`, a readable mapping of
+            // this process (it fails with EFAULT, never faults, if the program unmapped it).
+            unsafe {
+                libc::pwrite(
+                    file.as_raw_fd(),
+                    at as *const libc::c_void,
+                    n,
+                    at as libc::off_t,
+                )
+            }
+        },
+    )?;
     // SAFETY: replaces `m`'s pages (the caller's to replace) with a shared mapping of the
     // arena's octets at the same address, which now hold the same contents.
     let at = unsafe {
@@ -339,10 +364,25 @@ unsafe fn move_off(file: &File, m: &Mapping) -> io::Result<()> {
     if tmp == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: the kernel writes `len` octets into `tmp`, the mapping just made.
-    let n = unsafe { libc::pread(file.as_raw_fd(), tmp, len, m.start as libc::off_t) };
-    if n != len as isize {
-        let e = short("copying the buffer out of the arena", n);
+    let base = tmp as usize;
+    let copied = copy_all(
+        "copying the buffer out of the arena",
+        m.start,
+        len,
+        |at, n| {
+            // SAFETY: the kernel writes `n` octets into `tmp` at the same distance from its
+            // start as `at` from `m.start`: inside the mapping just made.
+            unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    (base + (at - m.start)) as *mut libc::c_void,
+                    n,
+                    at as libc::off_t,
+                )
+            }
+        },
+    );
+    if let Err(e) = copied {
         // SAFETY: `tmp` is the mapping made above, referred to by nothing else.
         unsafe { libc::munmap(tmp, len) };
         return Err(e);
@@ -380,13 +420,34 @@ fn release(file: &File, a: usize, b: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn short(what: &str, n: isize) -> io::Error {
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        io::Error::new(e.kind(), format!("{what}: {e}"))
-    } else {
-        io::Error::other(format!("{what}: {n} octets copied"))
+/// Copies `len` octets from address (and file offset) `start` with `op(at, n)` (a
+/// `pread` or `pwrite` of `n` octets at `at`), as many calls as the kernel needs (it
+/// moves at most 2 GiB per call), retrying an interrupted one.
+fn copy_all(
+    what: &str,
+    start: usize,
+    len: usize,
+    mut op: impl FnMut(usize, usize) -> isize,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let n = op(start + done, len - done);
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => {
+                return Err(io::Error::other(format!(
+                    "{what}: stopped after {done} octets"
+                )));
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 /// The arena's octets at `offset` (what a daemon's mapping of it shows), for tests.

@@ -301,6 +301,12 @@ impl Region {
         // past its end (the end of the file counts as a hole).
         let meta = file.metadata()?;
         if meta.blocks().saturating_mul(512) < meta.len() {
+            // Only a tmpfs file (a memfd) reports its holes; another (hugetlbfs) is all
+            // data to SEEK_HOLE.
+            const TMPFS_MAGIC: i64 = 0x0102_1994;
+            if rustix::fs::fstatfs(file)?.f_type as i64 != TMPFS_MAGIC {
+                return Ok(false);
+            }
             let hole = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(*offset))?;
             if hole < offset.saturating_add(self.len as u64) {
                 return Ok(false);

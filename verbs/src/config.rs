@@ -164,14 +164,14 @@ impl DeviceConfig {
         }
     }
 
-    /// The queue depths a queue pair asks iwarpd for (beyond `u32::MAX`: more than it
-    /// allows, and it says so).
     /// Through iwarpd: the ready-to-receive types a connection offers as the initiator
     /// (peer-to-peer mode, [`p2p`](Self::p2p)), 0 for the daemon's own setting.
     pub(crate) fn rtr_wanted(&self) -> u8 {
         if self.mpa.p2p { self.mpa.rtr.bits() } else { 0 }
     }
 
+    /// The queue depths a queue pair asks iwarpd for (beyond `u32::MAX`: more than it
+    /// allows, and it says so).
     pub(crate) fn queue_depths_wanted(&self) -> ipc::control::QueueDepths {
         let at_most = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         ipc::control::QueueDepths {

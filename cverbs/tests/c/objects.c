@@ -89,15 +89,37 @@ int main(void)
 	struct ibv_pd *qpd = ibv_alloc_pd(id->verbs);
 	struct ibv_cq *qcq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
 	CHECK(qpd && qcq, "pd and cq on the identifier's context");
-	struct ibv_qp_init_attr qa = { .send_cq = qcq, .recv_cq = qcq, .qp_type = IBV_QPT_RC,
+	/* A shared receive queue: created with what it got, queried, its resizing refused
+	 * by name; the queue pair below draws on it. */
+	struct ibv_srq_init_attr sa = { .srq_context = (void *)0x55,
+					.attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(qpd, &sa);
+	CHECK(srq && srq->srq_context == (void *)0x55 && srq->pd == qpd && sa.attr.max_sge >= 1,
+	      "create srq");
+	struct ibv_srq_attr sq;
+	CHECK(ibv_query_srq(srq, &sq) == 0 && sq.max_wr == 8, "query srq: %u", sq.max_wr);
+	sq.max_wr = 16;
+	CHECK(ibv_modify_srq(srq, &sq, IBV_SRQ_MAX_WR) == EOPNOTSUPP, "resizing refused");
+	sa.attr.max_wr = 1 << 30;
+	CHECK(!ibv_create_srq(qpd, &sa) && errno == EINVAL, "a queue too deep refused");
+	struct ibv_qp_init_attr qa = { .send_cq = qcq, .recv_cq = qcq, .srq = srq,
+		.qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
-	CHECK(rdma_create_qp(id, qpd, &qa) == 0 && id->qp && id->qp->send_cq == qcq, "create qp");
+	CHECK(rdma_create_qp(id, qpd, &qa) == 0 && id->qp && id->qp->send_cq == qcq &&
+	      id->qp->srq == srq, "create qp on the srq");
 	char *rbuf = malloc(4096);
 	struct ibv_mr *rmr = ibv_reg_mr(qpd, rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	CHECK(rmr, "reg");
 	struct ibv_sge sge = { .addr = (uintptr_t)rbuf, .length = 4096, .lkey = rmr->lkey };
 	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad = NULL;
 	CHECK(ibv_post_recv(id->qp, &rwr, &rbad) == 0, "a receive before the connection is kept");
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "a receive in the shared queue");
+	struct ibv_recv_wr rwr2 = rwr;
+	rwr2.num_sge = 65;
+	rwr.next = &rwr2;
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == EINVAL && rbad == &rwr2,
+	      "a shared-queue list stops at its bad request");
+	rwr.next = NULL;
 	rwr.num_sge = 65;
 	CHECK(ibv_post_recv(id->qp, &rwr, &rbad) == EINVAL && rbad == &rwr,
 	      "a 65-entry list refused before it is read");
@@ -106,7 +128,10 @@ int main(void)
 	CHECK(ibv_post_send(id->qp, &swr, &sbad) == EINVAL && sbad == &swr, "no send before RTS");
 	CHECK(ibv_destroy_cq(qcq) == EBUSY, "a queue with a queue pair stays");
 	CHECK(ibv_dealloc_pd(qpd) == EBUSY, "a domain with a queue pair stays");
+	CHECK(ibv_destroy_srq(srq) == EBUSY, "a shared queue a queue pair draws on stays");
 	rdma_destroy_qp(id);
+	CHECK(ibv_destroy_srq(srq) == 0, "then it goes");
+	CHECK(ibv_destroy_srq(srq) == EINVAL, "destroy srq twice refused");
 	CHECK(ibv_dereg_mr(rmr) == 0 && ibv_destroy_cq(qcq) == 0 && ibv_dealloc_pd(qpd) == 0,
 	      "freed once the queue pair is gone");
 	free(rbuf);

@@ -126,7 +126,17 @@ pub(crate) fn pair(server: Command, client: Command) -> Output {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let out = client.output().unwrap();
+    // A server slow to listen (a loaded machine, attaching to iwarpd) turns the client
+    // away (librdmacm: REJECTED, -111): it tries again, as a user would.
+    let mut out = client.output().unwrap();
+    for _ in 0..10 {
+        let said = [&out.stdout[..], &out.stderr[..]].concat();
+        if out.status.success() || !String::from_utf8_lossy(&said).contains("error: -111") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        out = client.output().unwrap();
+    }
     let srv = srv.wait_with_output().unwrap();
     let text = |o: &Output| {
         format!(

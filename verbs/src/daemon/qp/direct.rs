@@ -13,6 +13,12 @@ use super::super::Client;
 use super::super::shared_socket::{Pushed, SharedSocket};
 use super::DaemonQp;
 
+/// The largest payload written to the shared socket from the application's thread:
+/// one that a socket with room takes whole. A larger FPDU that the socket took only part
+/// of would hold the posting thread until the peer drained it (and, past a second, end
+/// the connection), so larger messages go through the daemon.
+const DIRECT_MAX: u16 = 16 * 1024;
+
 /// What became of a request offered to the shared socket.
 pub(super) enum Direct {
     /// It ended here: on the wire (or cut short, flushed); this is its completion.
@@ -23,8 +29,8 @@ pub(super) enum Direct {
 
 impl DaemonQp {
     /// Offers `wr` to the shared socket: a Send (without Invalidate or Immediate Data)
-    /// or an RDMA Write that fits one FPDU. `sq_empty`: every request posted before has
-    /// retired.
+    /// or an RDMA Write of at most [`DIRECT_MAX`] octets that fits one FPDU. `sq_empty`:
+    /// every request posted before has retired.
     pub(super) fn try_direct(&self, d: &mut SharedSocket, wr: &SendWr, sq_empty: bool) -> Direct {
         let (op, data) = match &wr.op {
             SendOp::Send {
@@ -47,11 +53,15 @@ impl DaemonQp {
             _ => return Direct::Queue { discarded: false },
         };
         let seg = &self.shared.seg;
+        let max = seg.tx_share().framing().mulpdu.min(DIRECT_MAX);
         let mut payload = d.take_payload();
-        let gathered = self.gather(data, &mut payload, seg.tx_share().framing().mulpdu);
-        let pushed = match gathered {
-            true => d.push(seg, op, &payload, sq_empty),
-            false => Pushed::NotForPush,
+        // Behind other requests it is discarded before anything is copied.
+        let pushed = if !sq_empty {
+            d.push(seg, op, &[], false)
+        } else if self.gather(data, &mut payload, max) {
+            d.push(seg, op, &payload, true)
+        } else {
+            Pushed::NotForPush
         };
         d.put_payload(payload);
         match pushed {
