@@ -301,7 +301,8 @@ fn staged_claims_are_checked_before_allocation(d: &Iwarpd, base: &Held) {
 }
 
 /// Finding 3: a sparse 32 TiB memory file registered again and again is refused by name
-/// before it is mapped: the daemon's address space stays as it was.
+/// before it is mapped, and so are offsets past a file's end: the daemon's address
+/// space stays as it was.
 fn registered_memory_is_bounded(d: &Iwarpd, base: &Held) {
     let before = d.held().vm;
     let mut raw = Raw::open(&d.sock);
@@ -326,6 +327,43 @@ fn registered_memory_is_bounded(d: &Iwarpd, base: &Held) {
             other => panic!("a 32 TiB registration was taken: {other:?}"),
         }
     }
+    // Where in the file the region starts is the client's claim too: past the file's
+    // end, or so far that offset + length overflows, it is refused before any mapping.
+    let small = sealed_memfd(1 << 20);
+    for offset in [1 << 20, (1 << 20) - 100, u64::MAX - 10] {
+        let (r, _) = raw.call_with(
+            &Request::RegMr {
+                pd,
+                access: 0x0f,
+                va: None,
+                len: 4096,
+                offset,
+            },
+            &[small.as_fd()],
+        );
+        assert!(
+            matches!(&r, Reply::Error { code, .. } if *code == error::REFUSED),
+            "offset {offset:#x}: {r:?}"
+        );
+    }
+    // Inside the file, at an offset that is no page boundary: taken, and let go.
+    let (r, _) = raw.call_with(
+        &Request::RegMr {
+            pd,
+            access: 0x0f,
+            va: None,
+            len: 4096,
+            offset: 4096 * 3 + 17,
+        },
+        &[small.as_fd()],
+    );
+    let Reply::Id(stag) = r else {
+        panic!("a registration inside the file: {r:?}")
+    };
+    assert!(matches!(
+        raw.call(&Request::DeregMr { stag }).0,
+        Reply::Done
+    ));
     let grew = d.held().vm.saturating_sub(before);
     assert!(
         grew < 1 << 30,

@@ -30,7 +30,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::sealed;
 
@@ -42,7 +42,9 @@ const ARENA_LEN: u64 = 1 << 48;
 const NAME: &str = "iwarp-arena";
 
 struct Arena {
-    file: Option<File>,
+    /// The memory file, one per process: every region in it holds it (one descriptor,
+    /// however many regions).
+    file: Option<Arc<File>>,
     /// Page ranges shared by registrations alive now (one entry per registration).
     live: Vec<(usize, usize)>,
 }
@@ -79,7 +81,7 @@ fn invalid(why: String) -> io::Error {
 }
 
 /// Moves the pages holding `ptr..ptr + len` onto the arena, unless they are there
-/// already, and returns the arena (a duplicate descriptor) and the offset of `ptr` in it
+/// already, and returns the arena (shared, not a new descriptor) and the offset of `ptr` in it
 /// (its address). A [`Region::adopt_in_file`](crate::Region::adopt_in_file) of the buffer
 /// with them is memory a daemon can map. Each call is undone by one [`unshare`] of the
 /// same range.
@@ -90,16 +92,15 @@ fn invalid(why: String) -> io::Error {
 /// # Safety
 /// `ptr..ptr + len` is memory this process owns and keeps mapped while it is shared;
 /// nothing else writes its pages during the call (see the [module docs](self)).
-pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(File, u64)> {
+pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(Arc<File>, u64)> {
     let (start, end) = pages(ptr, len)?;
     let mut arena = ARENA.lock().unwrap_or_else(PoisonError::into_inner);
     if arena.file.is_none() {
-        arena.file = Some(sealed::create(NAME, ARENA_LEN as usize)?);
+        arena.file = Some(Arc::new(sealed::create(NAME, ARENA_LEN as usize)?));
     }
-    let file = arena.file.as_ref().expect("created above");
+    let shared = Arc::clone(arena.file.as_ref().expect("created above"));
+    let file = &*shared;
     let ino = file.metadata()?.ino();
-    // Before anything moves: out of descriptors, nothing has.
-    let dup = file.try_clone()?;
     let mut moves = Vec::new();
     for m in mappings(start, end)? {
         if m.is_arena(ino) {
@@ -140,7 +141,7 @@ pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(File, u64)
         }
     }
     arena.live.push((start, end));
-    Ok((dup, ptr as u64))
+    Ok((shared, ptr as u64))
 }
 
 /// Undoes one [`share_in_place`] of `ptr..ptr + len`: the pages of the range that no
@@ -158,9 +159,10 @@ pub unsafe fn unshare(ptr: *mut u8, len: usize) -> io::Result<()> {
         return Ok(());
     };
     arena.live.swap_remove(at);
-    let Some(file) = arena.file.as_ref() else {
+    let Some(file) = arena.file.clone() else {
         return Ok(());
     };
+    let file = &*file;
     let ino = file.metadata()?.ino();
     // Every piece is tried; one that cannot move back stays shared (its pages are not
     // released: they are the program's memory), and the first error is returned.
@@ -455,7 +457,7 @@ fn copy_all(
 pub(crate) fn arena_read(offset: u64, dst: &mut [u8]) -> io::Result<()> {
     let arena = ARENA.lock().unwrap_or_else(PoisonError::into_inner);
     match &arena.file {
-        Some(f) => std::os::unix::fs::FileExt::read_exact_at(f, dst, offset),
+        Some(f) => std::os::unix::fs::FileExt::read_exact_at(&**f, dst, offset),
         None => Err(io::Error::other("no arena")),
     }
 }

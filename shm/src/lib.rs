@@ -122,7 +122,7 @@ enum Backing {
     /// file in place ([`arena`]), which another process maps from that file.
     AdoptedInFile {
         owner: NonNull<dyn Any + Send + Sync>,
-        file: File,
+        file: std::sync::Arc<File>,
         offset: u64,
     },
     /// An owner the application handed over, leaked with [`Box::into_raw`] so that no
@@ -228,7 +228,7 @@ impl Region {
     /// octets at `offset` of the memory file `file` (the owner's pages are a shared
     /// mapping of that file, as [`arena::share_in_place`] leaves them). Another process
     /// maps the same octets from [`fd`](Self::fd) at [`file_offset`](Self::file_offset).
-    pub fn adopt_in_file<B>(owner: B, file: File, offset: u64) -> Self
+    pub fn adopt_in_file<B>(owner: B, file: std::sync::Arc<File>, offset: u64) -> Self
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
@@ -321,9 +321,8 @@ impl Region {
     /// pages, from [`file_offset`](Self::file_offset); `None` for other adopted memory.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         match &self.backing {
-            Backing::Mapped { file, .. } | Backing::AdoptedInFile { file, .. } => {
-                Some(file.as_fd())
-            }
+            Backing::Mapped { file, .. } => Some(file.as_fd()),
+            Backing::AdoptedInFile { file, .. } => Some(file.as_fd()),
             _ => None,
         }
     }

@@ -6,6 +6,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ipc::control::{Reply, Request, error};
 use ipc::push::PushRegion;
@@ -120,21 +121,6 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
         Request::AllocFastRegMr { pd, len } => region(s, pd, (len, 0), fd, |pd, storage| {
             tpt.alloc_fast_reg_region(pd, storage)
         }),
-        Request::DeregMr { stag } => {
-            let stag = STag::from_u32(stag);
-            let Some(octets) = s.objs().mrs.remove(&stag.index()) else {
-                return not_found("region", stag.to_u32());
-            };
-            // Work in flight keeps its own reference to the mapping; the client's
-            // unmapping of its own mapping cannot disturb it.
-            match tpt.deregister(stag) {
-                Ok(_) => Reply::Done,
-                Err(e) => {
-                    s.objs().mrs.insert(stag.index(), octets);
-                    refused(e)
-                }
-            }
-        }
         Request::AllocMw { pd, kind } => {
             let Some(pd) = s.objs().pd(pd) else {
                 return not_found("protection domain", pd);
@@ -188,6 +174,36 @@ pub(super) fn handle(s: &Session, req: Request, fd: Option<OwnedFd>) -> Reply {
         }
         _ => err(error::MALFORMED, "not a memory request"),
     }
+}
+
+/// How long a deregistration waits for transfers still using the region.
+const DEREG_WAIT: Duration = Duration::from_secs(2);
+
+/// `DeregMr`: deregisters the client's region `stag`, answered once no transfer uses
+/// its memory any more (as an RNIC's deregistration returns after its last DMA): the
+/// client may then reuse the pages, which the C library turns back into its program's
+/// private memory, and a write still under way would land in whatever it became.
+pub(super) async fn dereg_mr(s: &Session, stag: u32) -> Reply {
+    let stag = STag::from_u32(stag);
+    let Some(octets) = s.objs().mrs.remove(&stag.index()) else {
+        return not_found("region", stag.to_u32());
+    };
+    let storage = match s.engine.tpt().deregister(stag) {
+        Ok(storage) => storage,
+        Err(e) => {
+            s.objs().mrs.insert(stag.index(), octets);
+            return err(error::REFUSED, e.to_string());
+        }
+    };
+    let since = tokio::time::Instant::now();
+    while Arc::strong_count(&storage) > 1 {
+        if since.elapsed() > DEREG_WAIT {
+            tracing::debug!(stag = %stag.to_u32(), "region deregistered with work still using it");
+            break;
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    Reply::Done
 }
 
 /// `RegMrAt`: registers the memory file `fd` under the client's reserved STag `stag`, as

@@ -21,9 +21,9 @@ pub(super) async fn handle(s: &Arc<Session>, h: Header, req: Request, mut fds: V
             memory::registration_delay(s).await;
             memory::handle(s, req, fds.pop()).into()
         }
+        Request::DeregMr { stag } => memory::dereg_mr(s, stag).await.into(),
         req @ (Request::RegMr { .. }
         | Request::ReserveStag
-        | Request::DeregMr { .. }
         | Request::AllocFastRegMr { .. }
         | Request::AllocMw { .. }
         | Request::DeallocMw { .. }

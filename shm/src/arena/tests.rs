@@ -1,4 +1,5 @@
 use std::io::Write as _;
+use std::sync::Arc;
 
 use super::*;
 use crate::Region;
@@ -61,7 +62,7 @@ impl Anon {
     }
 
     /// Shares `len` octets at `offset` of these pages.
-    fn share(&self, offset: usize, len: usize) -> (File, u64) {
+    fn share(&self, offset: usize, len: usize) -> (Arc<File>, u64) {
         // SAFETY: the test's own pages, which no other thread touches.
         unsafe { share_in_place(self.at(offset), len) }.unwrap()
     }
@@ -153,7 +154,7 @@ fn overlapping_registrations_share_pages_until_the_last_goes() {
     anon.fill();
     let (file_a, a) = anon.share(0, 2 * PAGE);
     let (_, b) = anon.share(PAGE + 10, PAGE);
-    let daemon_a = Region::map_at(file_a, a, 2 * PAGE).unwrap();
+    let daemon_a = Region::map_at(file_a.try_clone().unwrap(), a, 2 * PAGE).unwrap();
     assert_eq!(b, a + PAGE as u64 + 10, "one arena, offsets are addresses");
     assert!(
         anon.intact(),
