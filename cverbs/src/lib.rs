@@ -14,13 +14,14 @@
 //!
 //! What works: the device list (`iwarp0`, transport iWARP) and its queries; protection
 //! domains; memory regions on the program's own memory; completion queues with channels;
-//! the connection manager (event channels, identifiers, address resolution, listen,
-//! connect, accept, reject, disconnect); queue pairs made by `rdma_create_qp` and posted
-//! to. All of it with the engine in the program's process (`device::stack`), on a
-//! runtime thread of the library's own (`rt`). Through a local iwarpd
-//! (`IWARP_DEVICE=unix:PATH`) memory registration is refused so far. Every other call the
-//! target programs make is exported and fails with `EOPNOTSUPP`, saying once on stderr
-//! which call it was and why (`unsupported`).
+//! shared receive queues; the connection manager (event channels, identifiers, address
+//! resolution, listen, connect, accept, reject, disconnect); queue pairs made by
+//! `rdma_create_qp` and posted to. All of it with the engine in the program's process
+//! (`device::stack`), on a runtime thread of the library's own (`rt`), or through a local
+//! iwarpd (`IWARP_DEVICE=unix:PATH`), where a registered buffer's pages move in place onto
+//! a memory file the daemon maps (`memory`, `shm::arena`). Every other call the target
+//! programs make is exported and fails with `EOPNOTSUPP`, saying once on stderr which
+//! call it was and why (`unsupported`).
 //!
 //! # Safety at the boundary
 //! Every exported function takes raw pointers from C. What this library can check, it

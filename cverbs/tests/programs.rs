@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 #[test]
@@ -45,18 +43,7 @@ fn a_c_program_registers_its_own_memory_and_misuse_is_refused() {
     if !have_rdma_core() {
         return;
     }
-    let exe = c_program("objects");
-    let out = Command::new(&exe)
-        .env("LD_LIBRARY_PATH", library())
-        .env_remove("IWARP_DEVICE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    c_program_passes("objects", None);
 }
 
 /// rping, both sides unmodified through the library (the engine in each process): 100
@@ -83,36 +70,12 @@ fn rping_and_iwarp_rping_interoperate_both_ways() {
     if !have_rdma_core() {
         return;
     }
-    let rust = tests::binary("examples", "iwarp-rping");
-    let p = port();
-    let mut client = Command::new(&rust);
-    client.args(["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"]);
-    let out = pair(
-        debian("rping", &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]),
-        client,
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("100 pings, 100 verified"), "{text}");
-
-    let p = port();
-    let mut server = Command::new(&rust);
-    server.args(["-s", "-a", "127.0.0.1", "-p", &p, "-C", "100"]);
-    pair(
-        server,
-        debian(
-            "rping",
-            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "100", "-V"],
-        ),
-    );
+    rping_against_iwarp_rping("100", |c| c);
 }
 
 /// perftest's six tests (`-R`: through the connection manager, as iWARP requires), the
-/// Send tests on a shared receive queue, and ucmatose, both sides unmodified through the library; each side's own checks pass
-/// (exit 0) and the client prints its results.
+/// Send tests on a shared receive queue, and ucmatose, both sides unmodified through the
+/// library; each side's own checks pass (exit 0) and the client prints its results.
 #[test]
 fn perftest_and_ucmatose_run_through_the_library() {
     if !have_rdma_core() {
@@ -126,21 +89,11 @@ fn perftest_and_ucmatose_run_through_the_library() {
         "ib_read_lat",
         "ib_send_lat",
     ] {
-        let p = port();
-        let args = ["-R", "-p", &p, "-n", "200"];
-        let client = [&args[..], &["127.0.0.1"]].concat();
-        let out = pair(debian(test, &args), debian(test, &client));
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("#bytes"), "{test}: {text}");
+        perftest(test, &[], |c| c);
     }
     // The Send tests again on a shared receive queue.
     for test in ["ib_send_bw", "ib_send_lat"] {
-        let p = port();
-        let args = ["-R", "--use-srq", "-p", &p, "-n", "200"];
-        let client = [&args[..], &["127.0.0.1"]].concat();
-        let out = pair(debian(test, &args), debian(test, &client));
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("#bytes"), "{test} --use-srq: {text}");
+        perftest(test, &["--use-srq"], |c| c);
     }
     let p = port();
     let out = pair(

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 /// perftest's six tests at a size that goes through the daemon's send queue and at one
@@ -26,27 +24,11 @@ fn perftest_rping_and_ucmatose_run_through_iwarpd() {
         "ib_send_lat",
     ] {
         for size in ["8", "65536"] {
-            let p = port();
-            let args = ["-R", "-p", &p, "-n", "200", "-s", size];
-            let client = [&args[..], &["127.0.0.1"]].concat();
-            let out = pair(
-                d.through(debian(test, &args)),
-                d.through(debian(test, &client)),
-            );
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("#bytes"), "{test} -s {size}: {text}");
+            perftest(test, &["-s", size], |c| d.through(c));
         }
     }
     for test in ["ib_send_bw", "ib_send_lat"] {
-        let p = port();
-        let args = ["-R", "--use-srq", "-p", &p, "-n", "200"];
-        let client = [&args[..], &["127.0.0.1"]].concat();
-        let out = pair(
-            d.through(debian(test, &args)),
-            d.through(debian(test, &client)),
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("#bytes"), "{test} --use-srq: {text}");
+        perftest(test, &["--use-srq"], |c| d.through(c));
     }
     let p = port();
     pair(
@@ -75,33 +57,7 @@ fn rping_through_iwarpd_and_an_embedded_iwarp_rping_interoperate() {
         return;
     }
     let d = Iwarpd::start("cverbs-rping");
-    let rust = tests::binary("examples", "iwarp-rping");
-    let p = port();
-    let mut client = Command::new(&rust);
-    client
-        .args(["-c", "-a", "127.0.0.1", "-p", &p, "-C", "50", "-V"])
-        .env_remove("IWARP_DEVICE");
-    let out = pair(
-        d.through(debian(
-            "rping",
-            &["-s", "-a", "127.0.0.1", "-p", &p, "-C", "50"],
-        )),
-        client,
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("50 pings, 50 verified"), "{text}");
-    let p = port();
-    let mut server = Command::new(&rust);
-    server
-        .args(["-s", "-a", "127.0.0.1", "-p", &p, "-C", "50"])
-        .env_remove("IWARP_DEVICE");
-    pair(
-        server,
-        d.through(debian(
-            "rping",
-            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", "50", "-V"],
-        )),
-    );
+    rping_against_iwarp_rping("50", |c| d.through(c));
 }
 
 /// From C, through iwarpd: buffers are registered in place (same address, contents kept,
@@ -115,17 +71,7 @@ fn a_c_program_registers_its_own_memory_in_place_through_iwarpd() {
     }
     let d = Iwarpd::start("cverbs-in-place");
     for name in ["in_place", "objects"] {
-        let out = Command::new(c_program(name))
-            .env("LD_LIBRARY_PATH", library())
-            .env("IWARP_DEVICE", d.device())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
-            "{name}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        c_program_passes(name, Some(&d.device()));
     }
 }
 

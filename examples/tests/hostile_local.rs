@@ -330,33 +330,25 @@ fn registered_memory_is_bounded(d: &Iwarpd, base: &Held) {
     // Where in the file the region starts is the client's claim too: past the file's
     // end, or so far that offset + length overflows, it is refused before any mapping.
     let small = sealed_memfd(1 << 20);
+    let mut at = |offset| {
+        let reg = Request::RegMr {
+            pd,
+            access: 0x0f,
+            va: None,
+            len: 4096,
+            offset,
+        };
+        raw.call_with(&reg, &[small.as_fd()]).0
+    };
     for offset in [1 << 20, (1 << 20) - 100, u64::MAX - 10] {
-        let (r, _) = raw.call_with(
-            &Request::RegMr {
-                pd,
-                access: 0x0f,
-                va: None,
-                len: 4096,
-                offset,
-            },
-            &[small.as_fd()],
-        );
+        let r = at(offset);
         assert!(
             matches!(&r, Reply::Error { code, .. } if *code == error::REFUSED),
             "offset {offset:#x}: {r:?}"
         );
     }
     // Inside the file, at an offset that is no page boundary: taken, and let go.
-    let (r, _) = raw.call_with(
-        &Request::RegMr {
-            pd,
-            access: 0x0f,
-            va: None,
-            len: 4096,
-            offset: 4096 * 3 + 17,
-        },
-        &[small.as_fd()],
-    );
+    let r = at(4096 * 3 + 17);
     let Reply::Id(stag) = r else {
         panic!("a registration inside the file: {r:?}")
     };

@@ -110,6 +110,73 @@ pub(crate) fn c_program(name: &str) -> PathBuf {
     exe
 }
 
+/// Runs `tests/c/NAME.c` through the library, embedded or (`device`: an `IWARP_DEVICE`
+/// value) through iwarpd; it must exit 0 and print "ok".
+pub(crate) fn c_program_passes(name: &str, device: Option<&str>) {
+    let mut cmd = Command::new(c_program(name));
+    cmd.env("LD_LIBRARY_PATH", library());
+    match device {
+        Some(d) => cmd.env("IWARP_DEVICE", d),
+        None => cmd.env_remove("IWARP_DEVICE"),
+    };
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// perftest's `test` with `args` (and `-R -p PORT -n 200`), server and client on
+/// loopback, each wrapped by `via` (through iwarpd, say): both pass their checks and the
+/// client prints its results.
+pub(crate) fn perftest(test: &str, args: &[&str], via: impl Fn(Command) -> Command) {
+    let p = port();
+    let args = [&["-R", "-p", &p, "-n", "200"][..], args].concat();
+    let client = [&args[..], &["127.0.0.1"]].concat();
+    let out = pair(via(debian(test, &args)), via(debian(test, &client)));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("#bytes"), "{test} {args:?}: {text}");
+}
+
+/// Debian's rping (wrapped by `via`: through iwarpd, say) against this stack's Rust
+/// iwarp-rping with its engine embedded, both ways, `count` pings, the client verifying
+/// each.
+pub(crate) fn rping_against_iwarp_rping(count: &str, via: impl Fn(Command) -> Command) {
+    let rust = tests::binary("examples", "iwarp-rping");
+    let rust_side = |args: &[&str]| {
+        let mut c = Command::new(&rust);
+        c.args(args).env_remove("IWARP_DEVICE");
+        c
+    };
+    let p = port();
+    let out = pair(
+        via(debian(
+            "rping",
+            &["-s", "-a", "127.0.0.1", "-p", &p, "-C", count],
+        )),
+        rust_side(&["-c", "-a", "127.0.0.1", "-p", &p, "-C", count, "-V"]),
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("{count} pings, {count} verified")),
+        "{text}"
+    );
+    let p = port();
+    pair(
+        rust_side(&["-s", "-a", "127.0.0.1", "-p", &p, "-C", count]),
+        via(debian(
+            "rping",
+            &["-c", "-a", "127.0.0.1", "-p", &p, "-C", count, "-V"],
+        )),
+    );
+}
+
 /// A free TCP port on loopback.
 pub(crate) fn port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
