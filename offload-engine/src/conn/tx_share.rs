@@ -40,6 +40,9 @@ pub(crate) enum Gate {
     Torn,
 }
 
+/// Warnings about impossible counts: a few per interval, whichever client writes them.
+static IMPOSSIBLE_COUNTS: crate::LogLimit = crate::LogLimit::new(5, Duration::from_secs(10));
+
 /// A shared socket's transmit share, as the connection holds it.
 #[derive(Debug)]
 pub(crate) struct SharedTx {
@@ -83,10 +86,14 @@ impl SharedTx {
         let now = self.seg.tx_share().counts();
         let c = now.since(&std::mem::replace(&mut self.seen, now));
         if !c.plausible(self.mulpdu) {
-            tracing::warn!(
-                counts = ?c,
-                "the application wrote impossible counts into its transmit share; not counted"
-            );
+            // Rate-limited: the client can write garbage at every take of the lock.
+            if let Some(left_out) = IMPOSSIBLE_COUNTS.allow() {
+                tracing::warn!(
+                    counts = ?c,
+                    left_out,
+                    "the application wrote impossible counts into its transmit share; not counted"
+                );
+            }
             return;
         }
         stream.count_pushed(c.pushed, &c.by_opcode());
