@@ -215,13 +215,7 @@ impl Region {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
-        let (ptr, len, owner) = Self::take_over(owner);
-        Self {
-            ptr,
-            len,
-            lock: RwLock::new(()),
-            backing: Backing::Adopted(owner),
-        }
+        Self::take_over(owner, Backing::Adopted)
     }
 
     /// Takes over memory as [`adopt`](Self::adopt) does, memory whose octets are also the
@@ -232,21 +226,15 @@ impl Region {
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
-        let (ptr, len, owner) = Self::take_over(owner);
-        Self {
-            ptr,
-            len,
-            lock: RwLock::new(()),
-            backing: Backing::AdoptedInFile {
-                owner,
-                file,
-                offset,
-            },
-        }
+        Self::take_over(owner, |owner| Backing::AdoptedInFile {
+            owner,
+            file,
+            offset,
+        })
     }
 
-    /// Leaks `owner` into a raw pointer: its octets' address and length, and the owner.
-    fn take_over<B>(owner: B) -> (NonNull<u8>, usize, NonNull<dyn Any + Send + Sync>)
+    /// Leaks `owner` into a raw pointer kept by the backing `keep` makes of it.
+    fn take_over<B>(owner: B, keep: impl FnOnce(NonNull<dyn Any + Send + Sync>) -> Backing) -> Self
     where
         B: AsMut<[u8]> + Send + Sync + 'static,
     {
@@ -259,7 +247,12 @@ impl Region {
         let Some(owner) = NonNull::new(erased) else {
             unreachable!("Box::into_raw is never null")
         };
-        (NonNull::new(ptr).unwrap_or(NonNull::dangling()), len, owner)
+        Self {
+            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
+            len,
+            lock: RwLock::new(()),
+            backing: keep(owner),
+        }
     }
 
     /// A region of no octets.

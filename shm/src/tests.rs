@@ -250,6 +250,20 @@ fn a_region_with_holes_is_not_prefaulted() {
     let full = sealed::create("full", LEN).unwrap();
     full.write_all_at(&vec![1u8; LEN], 0).unwrap();
     assert!(Region::map(full, LEN).unwrap().prefault().unwrap());
+    // A sparse file (the C library's arena) whose region, at an offset, is written in
+    // full: prefaulted; one reaching into a hole past it: not.
+    let arena = sealed::create("arena", 4 * LEN).unwrap();
+    arena.write_all_at(&vec![1u8; LEN], 2 * LEN as u64).unwrap();
+    let at = |offset: usize| {
+        let f = arena.try_clone().unwrap();
+        Region::map_at(f, offset as u64, LEN)
+            .unwrap()
+            .prefault()
+            .unwrap()
+    };
+    assert!(at(2 * LEN), "written in full");
+    assert!(!at(2 * LEN + 4096), "its last page is a hole");
+    assert!(!at(LEN), "a hole before it");
 }
 
 /// Every allocated or mapped region and every segment counts as a memory file while it

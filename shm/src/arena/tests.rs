@@ -215,6 +215,29 @@ fn memory_that_is_not_the_programs_own_is_refused_untouched() {
     anon.unshare(0, PAGE);
 }
 
+/// A copy the kernel does in parts (it moves at most 2 GiB per call) goes on until all
+/// is copied; one that stops is an error naming how far it got.
+#[test]
+fn copies_take_as_many_calls_as_the_kernel_needs() {
+    let mut calls = Vec::new();
+    copy_all("test", 1000, 10_000, |at, n| {
+        calls.push((at, n));
+        n.min(3000) as isize
+    })
+    .unwrap();
+    assert_eq!(
+        calls,
+        [(1000, 10_000), (4000, 7000), (7000, 4000), (10_000, 1000)]
+    );
+    let mut left = 2;
+    let err = copy_all("test", 0, 100, |_, n| {
+        left -= 1;
+        if left > 0 { (n / 2) as isize } else { 0 }
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("stopped after 50 octets"), "{err}");
+}
+
 #[test]
 fn uncovered_parts_of_a_range() {
     assert_eq!(uncovered(0, 10, &[]), vec![(0, 10)]);
