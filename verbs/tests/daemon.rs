@@ -1007,6 +1007,50 @@ async fn a_client_that_pushes_keeps_its_servant_awake() -> Result<(), Error> {
     Ok(())
 }
 
+/// With the socket shared, a lone Write of a few KiB gathered from a registered region
+/// goes on the wire from the application's thread (the library counts it pushed), and
+/// lands; one past the library's room goes through iwarpd's send queue and lands too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_writes_region_payloads_up_to_its_room_itself() -> Result<(), Error> {
+    let path = daemon("room").await;
+    let (addr, _pcq, region, _inbox) = echo_peer().await?;
+    let dev = device(Some(&path), DeviceConfig::default().push_socket(true))?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(64);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let src = pd.alloc_mr(64 << 10, Access::LOCAL_WRITE)?;
+    for (len, pushed_here) in [(4096usize, true), (48 << 10, false)] {
+        let pattern: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+        src.write(0, &pattern)?;
+        let before = conn.qp.stats().push.executed;
+        conn.qp
+            .exec(
+                SendOp::Write {
+                    data: Payload::Sgl([src.local(0..len)].into()),
+                    dst: remote.slice(0, len as u32),
+                },
+                SendFlags::NONE,
+            )
+            .await?;
+        // A Read after it returns once the peer placed it.
+        let sink = pd.alloc_mr(len, Access::LOCAL_WRITE)?;
+        conn.qp.read(remote.slice(0, len as u32), &sink).await?;
+        assert!(sink.read(..)? == pattern, "{len} octets landed");
+        assert!(
+            region.read(0..len)? == pattern,
+            "{len} octets in the peer's region"
+        );
+        let executed = conn.qp.stats().push.executed - before;
+        assert_eq!(
+            executed >= 1,
+            pushed_here,
+            "{len} octets: {executed} pushed by the library"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_discard_reason_falls_back_to_the_send_queue() -> Result<(), Error> {
     use iwarpd::local::PushConfig;

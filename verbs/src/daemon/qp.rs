@@ -644,33 +644,34 @@ impl DaemonQp {
             Payload::Bytes(b) => (b.len() <= INLINE_MAX).then_some(*entry),
             Payload::Sgl(_) => {
                 let mut body = [0u8; INLINE_MAX];
-                let payload = self.inline_payload(data, &mut body)?;
+                let payload = self.local_payload(data, &mut body)?;
                 let mut m = *entry;
                 set_inline(&mut m, payload).then_some(m)
             }
         }
     }
 
-    /// The octets of `data` if they fit an entry's inline payload: `Bytes` as they are, a
-    /// gather list of this process's regions copied into `body`; `None` if longer, or if
-    /// a region is not one this library registered here.
-    fn inline_payload<'a>(
+    /// The octets of `data` if they fit `buf`: `Bytes` as they are, a gather list of this
+    /// process's regions copied into `buf`; `None` if longer, or if a region is not one
+    /// this library registered here. An entry's inline payload, or a message the library
+    /// writes to its shared socket.
+    pub(super) fn local_payload<'a>(
         &self,
         data: &'a Payload,
-        body: &'a mut [u8; INLINE_MAX],
+        buf: &'a mut [u8],
     ) -> Option<&'a [u8]> {
         match data {
-            Payload::Bytes(b) => (b.len() <= INLINE_MAX).then_some(&b[..]),
+            Payload::Bytes(b) => (b.len() <= buf.len()).then_some(&b[..]),
             Payload::Sgl(sgl) => {
                 let mut at = 0;
                 for sge in sgl.iter() {
                     let end = at + sge.len as usize;
-                    if end > INLINE_MAX || !self.client.copy_local(sge, &mut body[at..end]) {
+                    if end > buf.len() || !self.client.copy_local(sge, &mut buf[at..end]) {
                         return None;
                     }
                     at = end;
                 }
-                Some(&body[..at])
+                Some(&buf[..at])
             }
         }
     }

@@ -25,6 +25,12 @@ use rustix::net::SendFlags;
 /// stream torn and ends this connection.
 const PART_WAIT: Duration = Duration::from_secs(1);
 
+/// The largest payload written to the shared socket from the application's thread:
+/// one that a socket with room takes whole. A larger FPDU that the socket took only part
+/// of would hold the posting thread until the peer drained it (and, past a second, end
+/// the connection), so larger messages go through the daemon.
+pub(super) const DIRECT_MAX: usize = 16 * 1024;
+
 /// What became of a message offered to the socket.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum Pushed {
@@ -44,8 +50,8 @@ pub(super) struct SharedSocket {
     fd: OwnedFd,
     /// The FPDU being written (kept, so no message allocates).
     frame: BytesMut,
-    /// The payload of the message being pushed, gathered from the application's regions
-    /// (kept too).
+    /// Room for the payload of a message gathered from the application's regions
+    /// ([`DIRECT_MAX`] octets, kept too).
     payload: Vec<u8>,
     /// The daemon ended the share, or a write failed: no more pushing this way.
     off: bool,
@@ -56,12 +62,12 @@ impl SharedSocket {
         Self {
             fd,
             frame: BytesMut::with_capacity(512),
-            payload: Vec::new(),
+            payload: vec![0; DIRECT_MAX],
             off: false,
         }
     }
 
-    /// The payload buffer, to gather a message into (give it back with
+    /// The payload room, to gather a message into (give it back with
     /// [`put_payload`](Self::put_payload)).
     pub(super) fn take_payload(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.payload)

@@ -7,17 +7,11 @@ use std::sync::Arc;
 
 use ipc::control::{Reply, Request};
 use rdmap::pushed::PushedOp;
-use rdmap::{Completion, Payload, Queue, SendFlags, SendOp, SendWr, WcStatus};
+use rdmap::{Completion, Queue, SendFlags, SendOp, SendWr, WcStatus};
 
 use super::super::Client;
 use super::super::shared_socket::{Pushed, SharedSocket};
 use super::DaemonQp;
-
-/// The largest payload written to the shared socket from the application's thread:
-/// one that a socket with room takes whole. A larger FPDU that the socket took only part
-/// of would hold the posting thread until the peer drained it (and, past a second, end
-/// the connection), so larger messages go through the daemon.
-const DIRECT_MAX: u16 = 16 * 1024;
 
 /// What became of a request offered to the shared socket.
 pub(super) enum Direct {
@@ -29,8 +23,8 @@ pub(super) enum Direct {
 
 impl DaemonQp {
     /// Offers `wr` to the shared socket: a Send (without Invalidate or Immediate Data)
-    /// or an RDMA Write of at most [`DIRECT_MAX`] octets that fits one FPDU. `sq_empty`:
-    /// every request posted before has retired.
+    /// or an RDMA Write whose payload fits the socket's room (`DIRECT_MAX`) and one FPDU.
+    /// `sq_empty`: every request posted before has retired.
     pub(super) fn try_direct(&self, d: &mut SharedSocket, wr: &SendWr, sq_empty: bool) -> Direct {
         let (op, data) = match &wr.op {
             SendOp::Send {
@@ -53,45 +47,25 @@ impl DaemonQp {
             _ => return Direct::Queue { discarded: false },
         };
         let seg = &self.shared.seg;
-        let max = seg.tx_share().framing().mulpdu.min(DIRECT_MAX);
-        let mut payload = d.take_payload();
+        let mut buf = d.take_payload();
+        let max = usize::from(seg.tx_share().framing().mulpdu).min(buf.len());
         // Behind other requests it is discarded before anything is copied.
         let pushed = if !sq_empty {
             d.push(seg, op, &[], false)
-        } else if self.gather(data, &mut payload, max) {
-            d.push(seg, op, &payload, true)
         } else {
-            Pushed::NotForPush
+            let room = &mut buf[..max];
+            match self.local_payload(data, room) {
+                Some(payload) => d.push(seg, op, payload, true),
+                None => Pushed::NotForPush,
+            }
         };
-        d.put_payload(payload);
+        d.put_payload(buf);
         match pushed {
             Pushed::Sent => Direct::Done(wc_of(wr, WcStatus::Success)),
             Pushed::Broken => Direct::Done(wc_of(wr, WcStatus::Flushed)),
             Pushed::Discarded(_) => Direct::Queue { discarded: true },
             Pushed::NotForPush => Direct::Queue { discarded: false },
         }
-    }
-
-    /// Copies the octets of `data` into `out` (emptied first) if they are at most `max`
-    /// and in this process: `Bytes`, or a gather list of regions this library registered.
-    fn gather(&self, data: &Payload, out: &mut Vec<u8>, max: u16) -> bool {
-        out.clear();
-        if data.len().is_none_or(|l| l > u32::from(max)) {
-            return false;
-        }
-        match data {
-            Payload::Bytes(b) => out.extend_from_slice(b),
-            Payload::Sgl(sgl) => {
-                for sge in sgl.iter() {
-                    let at = out.len();
-                    out.resize(at + sge.len as usize, 0);
-                    if !self.client.copy_local(sge, &mut out[at..]) {
-                        return false;
-                    }
-                }
-            }
-        }
-        true
     }
 }
 
