@@ -35,6 +35,12 @@
 //! rdma-core, that is the caller's contract, written on each function, and breaking it
 //! harms that program only, never another process's queue pairs.
 
+/// Rust's allocations in this library stay off the program's malloc heap: its runtime
+/// threads never write a page the program's buffers share, and so never while such a
+/// page moves in place for iwarpd (`memory`; Cargo.toml says more).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod abi;
 pub mod addrinfo;
 pub mod cm;
