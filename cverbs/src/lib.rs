@@ -61,3 +61,36 @@ pub mod srq;
 pub mod strings;
 pub mod unsupported;
 mod wc;
+
+#[cfg(test)]
+mod tests {
+    /// The mapping of this process that holds `addr` (from /proc/self/maps).
+    fn mapping_of(addr: usize) -> std::ops::Range<usize> {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter_map(|l| {
+                let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+                let r = usize::from_str_radix(lo, 16).ok()?..usize::from_str_radix(hi, 16).ok()?;
+                r.contains(&addr).then_some(r)
+            })
+            .next()
+            .unwrap()
+    }
+
+    /// Rust's allocations here never share a mapping with the C heap this thread's
+    /// `malloc` serves (the reason for the library's own allocator).
+    #[test]
+    fn the_library_allocates_apart_from_the_programs_malloc_heap() {
+        // SAFETY: a plain allocation, freed below.
+        let c = unsafe { libc::malloc(64) };
+        assert!(!c.is_null());
+        let heap = mapping_of(c as usize);
+        let rust: Vec<Box<[u8; 64]>> = (0..64).map(|_| Box::new([0; 64])).collect();
+        for b in &rust {
+            let at = std::ptr::from_ref(&**b) as usize;
+            assert!(!heap.contains(&at), "{at:#x} is in the C heap {heap:x?}");
+        }
+        // SAFETY: allocated above by malloc, freed once.
+        unsafe { libc::free(c) };
+    }
+}
