@@ -432,6 +432,42 @@ pub const IBV_QPS_INIT: c_int = 1;
 pub const IBV_QPS_RTS: c_int = 3;
 pub const IBV_QPS_ERR: c_int = 6;
 
+/// `struct ibv_qp_attr` (what `ibv_query_qp` fills).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_qp_attr {
+    /// `enum ibv_qp_state`.
+    pub qp_state: c_int,
+    pub cur_qp_state: c_int,
+    /// `enum ibv_mtu`.
+    pub path_mtu: c_int,
+    /// `enum ibv_mig_state`.
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub cap: ibv_qp_cap,
+    /// `struct ibv_ah_attr` (an InfiniBand address; iWARP has none).
+    pub ah_attr: [u64; 4],
+    pub alt_ah_attr: [u64; 4],
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
 /// `struct ibv_sge`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

@@ -44,11 +44,14 @@ pub(crate) struct CmId {
     state: Mutex<State>,
     /// Destroyed: no more events for it.
     gone: AtomicBool,
+    /// Made without a channel: `channel` is its own, and each call waits for its event
+    /// (`complete`).
+    sync: bool,
 }
 
 /// Where an identifier is.
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     /// The address it is bound to, or resolved from.
     src: Option<SocketAddr>,
     /// The peer's address.
@@ -59,6 +62,15 @@ struct State {
     incoming: Option<verbs::Incoming>,
     /// Its listener's accept loop, or its connection's watch.
     task: Option<tokio::task::AbortHandle>,
+    /// An endpoint's listener (`rdma_create_ep`): the queue pair each request it hands
+    /// out (`rdma_get_request`) gets.
+    pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
+    /// An endpoint's private data for `rdma_connect` (the address info's `ai_connect`).
+    pub(crate) connect: Vec<u8>,
+    /// The completion queues and channels `rdma_create_qp` made for it (none passed).
+    own_cqs: Vec<(*mut ibv_cq, *mut ibv_comp_channel)>,
+    /// `rdma_disconnect` was called (a synchronous identifier waits only the first time).
+    disconnecting: bool,
 }
 
 // SAFETY: the pointers in `ibv` are addresses handed to C (the context, channel, queue
@@ -69,11 +81,11 @@ unsafe impl Send for CmId {}
 unsafe impl Sync for CmId {}
 
 impl CmId {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn ptr(&self) -> *mut rdma_cm_id {
+    pub(crate) fn ptr(&self) -> *mut rdma_cm_id {
         self.ibv.get()
     }
 
@@ -81,6 +93,52 @@ impl CmId {
     fn post(&self, what: What) {
         if !self.gone.load(Ordering::Acquire) {
             self.channel.post(self.ptr(), std::ptr::null_mut(), what);
+        }
+    }
+
+    /// Whether it was made without a channel (each call waits for its event).
+    pub(crate) fn is_sync(&self) -> bool {
+        self.sync
+    }
+
+    /// A synchronous identifier's wait for the event the call just started (librdmacm's
+    /// `ucma_complete`): the event is kept in its `event` (acknowledged at the next call or
+    /// at destruction), and one that failed is -1 with errno (`ECONNREFUSED` for a
+    /// rejection). 0 at once for an identifier with a channel.
+    pub(crate) fn complete(&self) -> c_int {
+        if !self.sync {
+            return 0;
+        }
+        self.ack_held();
+        let mut ev: *mut rdma_cm_event = std::ptr::null_mut();
+        // SAFETY: our own channel and a pointer of ours to fill.
+        if unsafe { crate::cm_events::rdma_get_cm_event(self.channel.ibv(), &mut ev) } != 0 {
+            return -1;
+        }
+        self.hold(ev);
+        // SAFETY: an event just handed out, alive until acknowledged (by this library).
+        let (event, status) = unsafe { ((*ev).event, (*ev).status) };
+        match (event, status) {
+            (_, 0) => 0,
+            (RDMA_CM_EVENT_REJECTED, _) => Errno(libc::ECONNREFUSED).fail(),
+            (_, s) => Errno(s.abs()).fail(),
+        }
+    }
+
+    /// Keeps `ev` in the C structure's `event` (a synchronous call's outcome).
+    pub(crate) fn hold(&self, ev: *mut rdma_cm_event) {
+        let _st = self.state();
+        // SAFETY: the C structure this identifier owns, written under `state`'s lock.
+        unsafe { (*self.ptr()).event = ev };
+    }
+
+    /// Acknowledges the event kept in `event`, if any.
+    fn ack_held(&self) {
+        let _st = self.state();
+        // SAFETY: as in `hold`.
+        let ev = unsafe { std::mem::replace(&mut (*self.ptr()).event, std::ptr::null_mut()) };
+        if !ev.is_null() {
+            crate::cm_events::rdma_ack_cm_event(ev);
         }
     }
 
@@ -103,12 +161,12 @@ impl CmId {
 }
 
 /// The identifier behind `id`, if it is alive.
-fn id_of(id: *const rdma_cm_id) -> Result<Arc<CmId>, Errno> {
+pub(crate) fn id_of(id: *const rdma_cm_id) -> Result<Arc<CmId>, Errno> {
     IDS.get(id).ok_or(Errno::EINVAL)
 }
 
-/// A new identifier on `ch` with the program's `context`.
-fn new_id(ch: Arc<EventChannel>, context: *mut c_void, ps: c_int) -> Arc<CmId> {
+/// A new identifier on `ch` with the program's `context` (`sync`: `ch` is its own).
+fn new_id(ch: Arc<EventChannel>, context: *mut c_void, ps: c_int, sync: bool) -> Arc<CmId> {
     // SAFETY: rdma_cm_id is plain C data: all zeroes is its empty value.
     let mut ibv: rdma_cm_id = unsafe { std::mem::zeroed() };
     ibv.channel = ch.ibv();
@@ -122,11 +180,14 @@ fn new_id(ch: Arc<EventChannel>, context: *mut c_void, ps: c_int) -> Arc<CmId> {
         channel: ch,
         state: Mutex::default(),
         gone: AtomicBool::new(false),
+        sync,
     });
     IDS.get(ptr).expect("just added")
 }
 
 /// `rdma_create_id`: a new identifier on `ch` (TCP port space; iWARP runs over TCP).
+/// Without a channel it is synchronous, as in librdmacm: it gets one of its own, and
+/// each call that has an event waits for it and returns its outcome.
 ///
 /// # Safety
 /// `id` points to the caller's pointer.
@@ -140,36 +201,42 @@ pub unsafe extern "C" fn rdma_create_id(
     if id.is_null() {
         return Errno::EINVAL.fail();
     }
-    if ch.is_null() {
-        let why = "identifiers without an event channel (synchronous use) are not carried out yet";
-        return unsupported("rdma_create_id", why).fail();
-    }
     if ps != RDMA_PS_TCP {
         return unsupported("rdma_create_id", "iWARP has the TCP port space only").fail();
     }
-    let Some(c) = channel(ch) else {
-        return Errno::EINVAL.fail();
+    let sync = ch.is_null();
+    let c = match sync {
+        true => crate::cm_events::open(),
+        false => channel(ch),
     };
-    let new = new_id(c, context, ps);
+    let Some(c) = c else {
+        return if sync { -1 } else { Errno::EINVAL.fail() };
+    };
+    let new = new_id(c, context, ps, sync);
     // SAFETY: the caller's pointer, per this function's contract.
     unsafe { *id = new.ptr() };
     0
 }
 
-/// `rdma_destroy_id`: stops its listener or watch and ends its connection; `EINVAL` if
-/// it is not alive.
+/// `rdma_destroy_id`: stops its listener or watch and ends its connection, and
+/// acknowledges the event a synchronous call kept; `EINVAL` if it is not alive.
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     let Some(i) = IDS.remove(id) else {
         return Errno::EINVAL.fail();
     };
     i.gone.store(true, Ordering::Release);
+    i.ack_held();
     let mut st = i.state();
     if let Some(t) = st.task.take() {
         t.abort();
     }
     st.incoming = None;
+    drop(st);
     i.channel.ids.fetch_sub(1, Ordering::Relaxed);
+    if i.sync {
+        crate::cm_events::close_private(&i.channel);
+    }
     0
 }
 
@@ -212,7 +279,7 @@ pub extern "C" fn rdma_resolve_addr(
         status: if s.is_some() { 0 } else { -libc::ENETUNREACH },
         ..What::default()
     });
-    0
+    i.complete()
 }
 
 /// The local address a connection to `dst` leaves from (port 0), as routing picks it.
@@ -241,10 +308,14 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) ->
         event: RDMA_CM_EVENT_ROUTE_RESOLVED,
         ..What::default()
     });
-    0
+    i.complete()
 }
 
-/// `rdma_create_qp`: a queue pair for this identifier's connection, in `pd`.
+/// `rdma_create_qp`: a queue pair for this identifier's connection, in `pd` (or the
+/// device's own domain, as librdmacm's, if null). Completion queues the attributes do not
+/// name are made for it, each with a channel, as librdmacm makes them (the identifier's
+/// `send_cq`, `recv_cq` and their channels; their context is the identifier), and go
+/// with the queue pair.
 ///
 /// # Safety
 /// `attr` points to the caller's attributes (their capabilities are updated).
@@ -262,29 +333,118 @@ pub unsafe extern "C" fn rdma_create_qp(
     }
     // SAFETY: the caller's attributes, per this function's contract.
     let attr = unsafe { &mut *attr };
-    if attr.send_cq.is_null() || attr.recv_cq.is_null() {
-        let why = "pass the completion queues in the attributes: this library does not \
-                   make them for the identifier yet";
-        return unsupported("rdma_create_qp without completion queues", why).fail();
+    let Some(ctx) = cm_context() else {
+        return Errno::ENODEV.fail();
+    };
+    let pd = match pd.is_null() {
+        false => pd,
+        true => match default_pd() {
+            Some(pd) => pd,
+            None => return -1,
+        },
+    };
+    let mut st = i.state();
+    let mut made = Vec::new();
+    for (cq, depth) in [
+        (&mut attr.send_cq, attr.cap.max_send_wr),
+        (&mut attr.recv_cq, attr.cap.max_recv_wr),
+    ] {
+        if cq.is_null() {
+            match own_cq(ctx, depth, i.ptr()) {
+                Some(pair) => {
+                    *cq = pair.0;
+                    made.push(pair);
+                }
+                None => {
+                    free_cqs(&mut made);
+                    return -1;
+                }
+            }
+        }
     }
     match crate::qp::create(pd, attr) {
         Ok(qp) => {
-            let mut st = i.state();
             st.qp = Some(qp);
+            st.own_cqs = made;
+            let ibv = i.ptr();
+            // SAFETY: the C structure this identifier owns, written under `state`'s lock.
+            unsafe {
+                (*ibv).pd = pd;
+                (*ibv).send_cq = attr.send_cq;
+                (*ibv).recv_cq = attr.recv_cq;
+                for &(cq, ch) in &st.own_cqs {
+                    if cq == attr.send_cq {
+                        (*ibv).send_cq_channel = ch;
+                    }
+                    if cq == attr.recv_cq {
+                        (*ibv).recv_cq_channel = ch;
+                    }
+                }
+            }
             i.publish(&st);
             0
         }
-        Err(e) => e.fail(),
+        Err(e) => {
+            free_cqs(&mut made);
+            e.fail()
+        }
     }
 }
 
-/// `rdma_destroy_qp`: destroys the identifier's queue pair.
+/// A completion queue of `depth` (at least 1) with a channel of its own, its context
+/// `id` (what librdmacm's `rdma_get_send_comp` checks); none, errno set, if either fails.
+fn own_cq(
+    ctx: *mut ibv_context,
+    depth: u32,
+    id: *mut rdma_cm_id,
+) -> Option<(*mut ibv_cq, *mut ibv_comp_channel)> {
+    let ch = crate::cq::ibv_create_comp_channel(ctx);
+    if ch.is_null() {
+        return None;
+    }
+    let cqe = c_int::try_from(depth.max(1)).unwrap_or(c_int::MAX);
+    let cq = crate::cq::ibv_create_cq(ctx, cqe, id.cast(), ch, 0);
+    if cq.is_null() {
+        crate::cq::ibv_destroy_comp_channel(ch);
+        return None;
+    }
+    Some((cq, ch))
+}
+
+/// Frees the queues and channels `own_cq` made (their queue pair is gone).
+fn free_cqs(made: &mut Vec<(*mut ibv_cq, *mut ibv_comp_channel)>) {
+    for (cq, ch) in made.drain(..) {
+        crate::cq::ibv_destroy_cq(cq);
+        crate::cq::ibv_destroy_comp_channel(ch);
+    }
+}
+
+/// The device's own protection domain, for identifiers given none (librdmacm's too):
+/// made on first use, kept for the process's life.
+fn default_pd() -> Option<*mut ibv_pd> {
+    static PD: OnceLock<usize> = OnceLock::new();
+    let pd =
+        *PD.get_or_init(|| cm_context().map_or(0, |ctx| crate::memory::ibv_alloc_pd(ctx) as usize));
+    (pd != 0).then_some(pd as *mut ibv_pd)
+}
+
+/// `rdma_destroy_qp`: destroys the identifier's queue pair, and the completion queues
+/// `rdma_create_qp` made for it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     if let Ok(i) = id_of(id) {
         let mut st = i.state();
         if let Some(qp) = st.qp.take() {
             crate::qp::ibv_destroy_qp(qp.ibv());
+        }
+        free_cqs(&mut st.own_cqs);
+        let ibv = i.ptr();
+        // SAFETY: the C structure this identifier owns, written under `state`'s lock.
+        unsafe {
+            (*ibv).send_cq = std::ptr::null_mut();
+            (*ibv).recv_cq = std::ptr::null_mut();
+            (*ibv).send_cq_channel = std::ptr::null_mut();
+            (*ibv).recv_cq_channel = std::ptr::null_mut();
         }
         i.publish(&st);
     }
@@ -332,8 +492,12 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
         return Errno::EINVAL.fail();
     };
     // SAFETY: this function's contract.
-    let (private, _, _) = unsafe { private_of(param) };
+    let (mut private, _, _) = unsafe { private_of(param) };
+    if private.is_empty() {
+        private = i.state().connect.clone();
+    }
     let cfg = qp.config();
+    let waits = i.clone();
     crate::rt::runtime().spawn(async move {
         let dev = qp.pd.device().clone();
         match dev.connect(&qp.pd.pd, dst, cfg, &private).await {
@@ -341,7 +505,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
             Err(e) => i.post(refused(&e)),
         }
     });
-    0
+    waits.complete()
 }
 
 /// The event a failed connection gives, as librdmacm gives it on iWARP.
@@ -457,7 +621,16 @@ fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
     // SAFETY: reads the program's `context` word of the parent's C structure, which this
     // library wrote and the program may have set (rdma-core copies it to the child).
     let context = unsafe { (*parent.ptr()).context };
-    let child = new_id(parent.channel.clone(), context, RDMA_PS_TCP);
+    // A synchronous listener's requests are synchronous too, each on a channel of its own
+    // (librdmacm migrates them); the request itself is announced on the listener's.
+    let channel = match parent.sync {
+        true => match crate::cm_events::open() {
+            Some(c) => c,
+            None => return,
+        },
+        false => parent.channel.clone(),
+    };
+    let child = new_id(channel, context, RDMA_PS_TCP, parent.sync);
     let (ird, ord) = inc.peer_ird_ord();
     let private = inc.private_data().to_vec();
     {
@@ -504,6 +677,7 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
     // SAFETY: this function's contract.
     let (private, _, _) = unsafe { private_of(param) };
     let cfg = qp.config();
+    let waits = i.clone();
     crate::rt::runtime().spawn(async move {
         match inc.accept(&qp.pd.pd, cfg, &private).await {
             Ok(conn) => established(&i, &qp, conn, Vec::new()),
@@ -517,7 +691,7 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
             }
         }
     });
-    0
+    waits.complete()
 }
 
 /// `rdma_reject`: refuses the request this identifier holds, with `private` data.
@@ -547,16 +721,23 @@ pub unsafe extern "C" fn rdma_reject(
     0
 }
 
-/// `rdma_disconnect`: ends the connection; DISCONNECTED follows on both sides.
+/// `rdma_disconnect`: ends the connection; DISCONNECTED follows on both sides (a
+/// synchronous identifier waits for it).
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     let Ok(i) = id_of(id) else {
         return Errno::EINVAL.fail();
     };
-    match i.state().qp.clone() {
+    let qp = i.state().qp.clone();
+    match qp {
         Some(qp) => {
             qp.disconnect();
-            0
+            // A synchronous identifier waits for DISCONNECTED, once, if it connected.
+            let wait = i.sync && !std::mem::replace(&mut i.state().disconnecting, true);
+            match wait && i.state().task.is_some() {
+                true => i.complete(),
+                false => 0,
+            }
         }
         None => Errno::EINVAL.fail(),
     }

@@ -110,21 +110,33 @@ pub(crate) fn channel(ch: *const rdma_event_channel) -> Option<std::sync::Arc<Ev
 /// reason is on stderr).
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    open().map_or(std::ptr::null_mut(), |c| c.ibv())
+}
+
+/// A new channel; none (errno set) if the stack cannot be reached. A synchronous
+/// identifier (one made without a channel) gets one of its own, as librdmacm gives it.
+pub(crate) fn open() -> Option<std::sync::Arc<EventChannel>> {
     if crate::cm::cm_context().is_none() {
         set_errno(Errno::ENODEV);
-        return std::ptr::null_mut();
+        return None;
     }
-    let Ok(fd) = Semaphore::new() else {
-        return std::ptr::null_mut();
-    };
-    CHANNELS
-        .add(EventChannel {
-            ibv: rdma_event_channel { fd: fd.raw() },
-            fd,
-            queued: Mutex::default(),
-            ids: AtomicUsize::new(0),
-        })
-        .cast()
+    let fd = Semaphore::new().ok()?;
+    let ptr = CHANNELS.add(EventChannel {
+        ibv: rdma_event_channel { fd: fd.raw() },
+        fd,
+        queued: Mutex::default(),
+        ids: AtomicUsize::new(0),
+    });
+    CHANNELS.get(ptr)
+}
+
+/// Frees a synchronous identifier's own channel, with the events nobody took.
+pub(crate) fn close_private(ch: &EventChannel) {
+    CHANNELS.remove(ch.ibv());
+    let queued = std::mem::take(&mut *ch.queued.lock().unwrap_or_else(|e| e.into_inner()));
+    for ev in queued {
+        EVENTS.remove(ev as *const rdma_cm_event);
+    }
 }
 
 /// `rdma_destroy_event_channel`: refused (left alone, with a message) while identifiers

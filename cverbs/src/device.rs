@@ -222,7 +222,7 @@ fn port(d: &Device) -> ibv_port_attr {
 }
 
 /// `enum ibv_mtu` for an interface MTU (the largest IB MTU that fits, as siw reports).
-fn mtu_enum(mtu: u32) -> c_int {
+pub(crate) fn mtu_enum(mtu: u32) -> c_int {
     match mtu {
         4096.. => 5,
         2048.. => 4,

@@ -45,6 +45,7 @@ pub mod abi;
 pub mod addrinfo;
 pub mod cm;
 pub mod cm_abi;
+pub mod cm_ep;
 pub mod cm_events;
 pub mod cq;
 pub mod device;

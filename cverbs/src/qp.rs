@@ -39,6 +39,8 @@ pub(crate) struct Qp {
     srq: Option<Arc<Srq>>,
     /// Every send request completes (`sq_sig_all`).
     sig_all: bool,
+    /// The capabilities it was made with (`ibv_query_qp`).
+    cap: ibv_qp_cap,
     conn: Mutex<Conn>,
 }
 
@@ -171,9 +173,63 @@ pub(crate) fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> Result<Arc
         recv_cq,
         srq,
         sig_all: attr.sq_sig_all != 0,
+        cap: attr.cap,
         conn: Mutex::new(Conn::Pending(Vec::new())),
     });
     queue_pair(ptr.cast())
+}
+
+/// `ibv_query_qp`: its state, path MTU and capabilities into `attr`, and the attributes
+/// it was made with into `init_attr` (everything, whatever `mask` asks); `EINVAL` if it is
+/// not alive.
+///
+/// # Safety
+/// `attr` and `init_attr` point to the caller's structures.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    _mask: c_int,
+    init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    let Ok(q) = queue_pair(qp.cast()) else {
+        return Errno::EINVAL.code();
+    };
+    if attr.is_null() || init_attr.is_null() {
+        return Errno::EINVAL.code();
+    }
+    let (state, ibv) = {
+        let _conn = q.conn();
+        // SAFETY: the words this library writes under `conn`'s lock (see the Sync note),
+        // and the rest, written once at creation.
+        let ibv = unsafe { &*q.ibv.get() };
+        (
+            ibv.state,
+            (ibv.qp_context, ibv.send_cq, ibv.recv_cq, ibv.srq),
+        )
+    };
+    let got = ibv_qp_attr {
+        qp_state: state,
+        cur_qp_state: state,
+        path_mtu: crate::device::mtu_enum(crate::device::device().iface.mtu),
+        cap: q.cap,
+        port_num: 1,
+        ..ibv_qp_attr::default()
+    };
+    // SAFETY: the caller's structures, per this function's contract.
+    unsafe {
+        attr.write(got);
+        init_attr.write(ibv_qp_init_attr {
+            qp_context: ibv.0,
+            send_cq: ibv.1,
+            recv_cq: ibv.2,
+            srq: ibv.3,
+            cap: q.cap,
+            qp_type: IBV_QPT_RC,
+            sq_sig_all: c_int::from(q.sig_all),
+        });
+    }
+    0
 }
 
 /// `ibv_destroy_qp`: ends its connection and frees it, and its queues and domain may go

@@ -11,13 +11,17 @@ use crate::errors::unsupported;
 
 /// Why, in a user's words.
 const NOT_YET: &str = "this iWARP library does not carry it out yet (issue 34): it runs \
-    queue pairs made by rdma_create_qp, connected by the connection manager with an event \
-    channel";
+    queue pairs made by rdma_create_qp or rdma_create_ep, connected by the connection \
+    manager";
 /// Why, for a queue pair made outside the connection manager.
 const CM_ONLY: &str = "an iWARP queue pair connects through the connection manager: make \
     it with rdma_create_qp on an rdma_cm_id";
 /// Why, for what a connected transport does not have.
 const NO_AH: &str = "iWARP is connected: it has no address handles or multicast";
+/// Why, for rdma_xserver's shared receive queue (XRC).
+const NO_XRC: &str = "it makes an XRC shared receive queue, which iWARP does not have: \
+    make a shared receive queue with ibv_create_srq and pass it in rdma_create_qp's \
+    attributes";
 /// Why, for a vendor's extension.
 const NOT_OURS: &str = "it is a Mellanox ConnectX extension, not on this device";
 /// Why, for Amazon's.
@@ -72,7 +76,6 @@ fail!(null:
 );
 
 fail!(code:
-    ibv_query_qp => NOT_YET,
     ibv_destroy_ah => NO_AH,
     ibv_attach_mcast => NO_AH,
     ibv_detach_mcast => NO_AH,
@@ -83,16 +86,17 @@ fail!(code:
     efadv_query_device => NOT_EFA,
 );
 
+fail!(nothing:
+    rdma_destroy_srq => NO_XRC,
+);
+
 fail!(minus:
     rdma_establish => CM_ONLY,
     rdma_create_qp_ex => NOT_YET,
     rdma_init_qp_attr => CM_ONLY,
     rdma_migrate_id => NOT_YET,
+    rdma_create_srq => NO_XRC,
+    rdma_join_multicast_ex => NO_AH,
+    rdma_leave_multicast => NO_AH,
     rdma_set_option => NOT_YET,
-    rdma_create_ep => NOT_YET,
-    rdma_get_request => NOT_YET,
-);
-
-fail!(nothing:
-    rdma_destroy_ep => NOT_YET,
 );

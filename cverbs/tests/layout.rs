@@ -71,6 +71,19 @@ fn every_structure_matches_the_installed_headers() {
         "struct ibv_srq" ibv_srq {
             context, srq_context, pd, handle, mutex, cond, events_completed,
         }
+        "struct ibv_qp_cap" ibv_qp_cap {
+            max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data,
+        }
+        "struct ibv_qp_init_attr" ibv_qp_init_attr {
+            qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all,
+        }
+        "struct ibv_qp_attr" ibv_qp_attr {
+            qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn,
+            dest_qp_num, qp_access_flags, cap, ah_attr, alt_ah_attr, pkey_index,
+            alt_pkey_index, en_sqd_async_notify, sq_draining, max_rd_atomic,
+            max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry,
+            alt_port_num, alt_timeout, rate_limit,
+        }
         "struct ibv_wc" ibv_wc {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
             pkey_index, slid, sl, dlid_path_bits,

@@ -104,6 +104,16 @@ fn perftest_and_ucmatose_run_through_the_library() {
     assert!(text.contains("return status 0"), "{text}");
 }
 
+/// rdma-core's synchronous examples (`rdma_create_ep`, `rdma_get_request`, queues the
+/// library makes, messages in global variables), both sides through the library.
+#[test]
+fn rdma_server_and_rdma_client_run_through_the_library() {
+    if !have_rdma_core() {
+        return;
+    }
+    rdma_server_and_client(|c| c);
+}
+
 /// Between two hosts (two network namespaces joined by a veth): rping with verified data
 /// and ib_write_bw, each side a Debian program through the library.
 #[test]

@@ -8,7 +8,8 @@ use common::*;
 
 /// perftest's six tests at a size that goes through the daemon's send queue and at one
 /// the library writes to the shared socket itself, the Send tests on a shared receive
-/// queue, rping with verified data, and ucmatose: both sides through iwarpd, each side's own checks pass.
+/// queue, rping with verified data, ucmatose, and rdma_server/rdma_client: both sides
+/// through iwarpd, each side's own checks pass.
 #[test]
 fn perftest_rping_and_ucmatose_run_through_iwarpd() {
     if !have_rdma_core() {
@@ -47,6 +48,7 @@ fn perftest_rping_and_ucmatose_run_through_iwarpd() {
         d.through(debian("ucmatose", &["-s", "127.0.0.1", "-p", &p])),
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("return status 0"));
+    rdma_server_and_client(|c| d.through(c));
 }
 
 /// A C program through iwarpd against this stack's Rust iwarp-rping embedded, both

@@ -2,8 +2,8 @@
 //! map: how the C library (`cverbs`) registers `malloc`ed memory through iwarpd.
 //!
 //! A hardware RNIC reaches a registered buffer by DMA; a daemon in another process can
-//! reach only pages it can map. So [`share_in_place`] replaces the private anonymous pages
-//! under a buffer with a shared mapping of one memory file of this process (the *arena*),
+//! reach only pages it can map. So [`share_in_place`] replaces the private pages under a
+//! buffer with a shared mapping of one memory file of this process (the *arena*),
 //! at the same address and with the same contents: the program's pointer stays valid and
 //! its loads and stores reach the same octets the daemon maps. The arena is a sparse,
 //! sealed memfd as large as the address space, and a page at address `a` is always its
@@ -23,8 +23,11 @@
 //! - While shared, the pages are not inherited by a child process (`MADV_DONTFORK`, what
 //!   `ibv_fork_init` does for hardware): a child that touches them faults, rather than
 //!   sharing the parent's heap.
-//! - Only anonymous memory moves (heap, stack, `mmap(MAP_ANONYMOUS)`); a buffer in a
-//!   mapped file or another process's shared memory is refused with the reason.
+//! - Only the process's private memory moves: anonymous memory (heap, stack,
+//!   `mmap(MAP_ANONYMOUS)`) and a file's private copy (`MAP_PRIVATE`: a program's global
+//!   variables in its data segment). It comes back as private anonymous memory with the
+//!   same contents. Shared memory (a file or another process's, mapped `MAP_SHARED`) and
+//!   code are refused with the reason.
 
 use std::fs::File;
 use std::io;
@@ -87,7 +90,7 @@ fn invalid(why: String) -> io::Error {
 /// same range.
 ///
 /// Fails, changing nothing, if a page of the range is not mapped (`EFAULT`), not
-/// readable, or not anonymous memory of this process (the error names the mapping).
+/// readable, or not private memory of this process (the error names the mapping).
 ///
 /// # Safety
 /// `ptr..ptr + len` is memory this process owns and keeps mapped while it is shared;
@@ -106,12 +109,13 @@ pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(Arc<File>,
         if m.is_arena(ino) {
             continue;
         }
-        if !m.anonymous() {
+        if !m.private() {
             return Err(invalid(format!(
-                "the memory at {:#x} is a mapping of {} ({}), not the program's own \
-                 memory: through iwarpd only anonymous memory (malloc, the stack, \
-                 mmap MAP_ANONYMOUS) can be registered; copy it into such a buffer, or \
-                 unset IWARP_DEVICE to run the engine in this process",
+                "the memory at {:#x} is a shared mapping or code of {} ({}), not the \
+                 program's private memory: through iwarpd only private memory (malloc, \
+                 the stack, global variables, mmap MAP_PRIVATE) can be registered; copy \
+                 it into such a buffer, or unset IWARP_DEVICE to run the engine in this \
+                 process",
                 m.start, m.path, m.perms
             )));
         }
@@ -124,7 +128,7 @@ pub unsafe fn share_in_place(ptr: *mut u8, len: usize) -> io::Result<(Arc<File>,
         moves.push(m);
     }
     for (i, m) in moves.iter().enumerate() {
-        // SAFETY: `m` is an anonymous mapping of this process inside the caller's range
+        // SAFETY: `m` is a private mapping of this process inside the caller's range
         // (just read from /proc/self/maps, under the arena's lock), which the caller lets
         // us replace with a mapping of the same contents.
         if let Err(e) = unsafe { move_onto(file, m) } {
@@ -230,8 +234,9 @@ impl Mapping {
         self.inode == ino && self.path.contains(NAME) && self.offset == self.start as u64
     }
 
-    fn anonymous(&self) -> bool {
-        self.inode == 0 && self.perms.ends_with('p')
+    /// Memory of this process alone (anonymous, or a file's private copy), not code.
+    fn private(&self) -> bool {
+        self.perms.ends_with('p') && self.perms.as_bytes().get(2) != Some(&b'x')
     }
 
     fn prot(&self) -> libc::c_int {
@@ -304,7 +309,7 @@ fn parse(line: &str) -> Option<Mapping> {
 /// Copies `m`'s pages into the arena at their address and maps the arena there instead.
 ///
 /// # Safety
-/// `m` is a readable anonymous mapping of this process that may be replaced.
+/// `m` is a readable private mapping of this process that may be replaced.
 unsafe fn move_onto(file: &File, m: &Mapping) -> io::Result<()> {
     let len = m.end - m.start;
     copy_all(

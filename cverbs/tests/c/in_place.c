@@ -43,6 +43,11 @@ static void fill(unsigned char *p, size_t len, unsigned seed)
 		p[i] = (unsigned char)(i * 7 + seed);
 }
 
+/* Global variables, as rdma-core's rdma_client keeps its messages: a file's private
+ * copy (the data segment), which moves like the heap. */
+static unsigned char global_msg[64] = { 1 };
+static unsigned char global_neighbour[64] = { 2 };
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -68,7 +73,36 @@ int main(void)
 	CHECK(mbig && pattern_ok(big, 3 << 20, 3), "3 MiB, unaligned, contents kept");
 	CHECK(in_arena(big + (2 << 20)), "all of it");
 
+	fill(global_msg, 64, 4);
+	struct ibv_mr *mg = ibv_reg_mr(pd, global_msg, 64, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mg && in_arena(global_msg), "a global variable registered in place");
+	CHECK(pattern_ok(global_msg, 64, 4) && global_neighbour[0] == 2, "contents kept");
+	global_neighbour[1] = 9;
+	CHECK(ibv_dereg_mr(mg) == 0 && !in_arena(global_msg), "and given back");
+	CHECK(pattern_ok(global_msg, 64, 4) && global_neighbour[1] == 9, "contents kept");
+	char path[] = "/tmp/iwarp-in-place-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && ftruncate(fd, page) == 0, "a file");
+	unlink(path);
+	unsigned char *copy = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	CHECK(copy != MAP_FAILED, "mmap MAP_PRIVATE");
+	fill(copy, 100, 5);
+	struct ibv_mr *mc = ibv_reg_mr(pd, copy, 100, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mc && pattern_ok(copy, 100, 5), "a file's private copy moves too");
+	CHECK(ibv_dereg_mr(mc) == 0 && pattern_ok(copy, 100, 5), "and comes back");
+	munmap(copy, page);
+
 	/* Memory the library cannot move: refused with errno, nothing changed. */
+	unsigned char *shared = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(shared != MAP_FAILED, "mmap MAP_SHARED");
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, shared, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL,
+	      "a file's shared mapping refused");
+	CHECK(!in_arena(shared), "and left alone");
+	munmap(shared, page);
+	close(fd);
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, (void *)main, 64, 0) && errno == EINVAL, "code refused");
 	void *mapped = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	CHECK(mapped != MAP_FAILED, "mmap");
 	errno = 0;

@@ -196,7 +196,7 @@ fn memory_that_is_not_the_programs_own_is_refused_untouched() {
     assert_ne!(ptr, libc::MAP_FAILED);
     // SAFETY: the test's mapping.
     let err = unsafe { share_in_place(ptr.cast(), 10) }.unwrap_err();
-    assert!(err.to_string().contains("anonymous memory"), "{err}");
+    assert!(err.to_string().contains("only private memory"), "{err}");
     let m = mappings(ptr as usize, ptr as usize + 1).unwrap();
     assert!(!m[0].path.contains(NAME));
     // SAFETY: the mapping made above.
