@@ -139,6 +139,37 @@ int main(void)
 	CHECK(rdma_destroy_id(id) == -1 && errno == EINVAL, "destroy id twice refused");
 	rdma_destroy_event_channel(ec);
 
+	/* Synchronous use (no channel), as rdma_client: each call returns its outcome. */
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	CHECK(rdma_getaddrinfo("127.0.0.1", "1", &hints, &res) == 0, "getaddrinfo");
+	struct ibv_qp_init_attr ea = { .cap = { .max_send_wr = 2, .max_recv_wr = 3,
+		.max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 16 }, .sq_sig_all = 1 };
+	struct rdma_cm_id *ep;
+	CHECK(rdma_create_ep(&ep, res, NULL, &ea) == 0 && ep->qp && ep->pd &&
+	      ep->send_cq && ep->recv_cq && ep->send_cq_channel && ep->recv_cq_channel &&
+	      ep->send_cq->cq_context == ep && ep->recv_cq->channel == ep->recv_cq_channel,
+	      "an endpoint: resolved, with its queue pair, the queues made for it and a domain");
+	struct ibv_qp_attr qattr;
+	struct ibv_qp_init_attr qinit;
+	CHECK(ibv_query_qp(ep->qp, &qattr, IBV_QP_CAP, &qinit) == 0 &&
+	      qattr.cap.max_recv_wr == 3 && qinit.cap.max_inline_data == 16 &&
+	      qinit.send_cq == ep->send_cq && qinit.sq_sig_all == 1 &&
+	      qattr.qp_state == IBV_QPS_INIT, "ibv_query_qp");
+	errno = 0;
+	CHECK(rdma_connect(ep, NULL) == -1 && errno == ECONNREFUSED,
+	      "nothing listens on port 1: refused, as errno");
+	rdma_destroy_ep(ep);
+	CHECK(rdma_destroy_id(ep) == -1 && errno == EINVAL, "the endpoint is gone");
+	rdma_freeaddrinfo(res);
+	struct rdma_event_channel *ec2 = rdma_create_event_channel();
+	struct rdma_cm_id *async, *req;
+	CHECK(ec2 && rdma_create_id(ec2, &async, NULL, RDMA_PS_TCP) == 0, "an id with a channel");
+	errno = 0;
+	CHECK(rdma_get_request(async, &req) == -1 && errno == EINVAL,
+	      "rdma_get_request is for synchronous listeners");
+	CHECK(rdma_destroy_id(async) == 0, "destroy");
+	rdma_destroy_event_channel(ec2);
+
 	/* Misuse: freed in the wrong order, twice, or never ours. */
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "a domain with regions stays");
 	CHECK(ibv_close_device(ctx) == -1 && errno == EBUSY, "a context with domains stays");
