@@ -22,6 +22,13 @@ const NO_AH: &str = "iWARP is connected: it has no address handles or multicast"
 const NO_XRC: &str = "it makes an XRC shared receive queue, which iWARP does not have: \
     make a shared receive queue with ibv_create_srq and pass it in rdma_create_qp's \
     attributes";
+/// Why, for rsockets (rstream, riostream, rcopy, udpong).
+const NO_RSOCKETS: &str = "rsockets (librdmacm's socket API over RDMA) are not carried \
+    out by this library: use the verbs and the connection manager, or plain sockets";
+/// Why, for asynchronous events (ibv_asyncwatch).
+const NO_ASYNC: &str = "this library does not report asynchronous events yet (issue 34): \
+    a queue pair's failure shows in its completions (flushed) and in the connection \
+    manager's events (DISCONNECTED)";
 /// Why, for a vendor's extension.
 const NOT_OURS: &str = "it is a Mellanox ConnectX extension, not on this device";
 /// Why, for Amazon's.
@@ -49,6 +56,14 @@ macro_rules! fail {
         #[doc = concat!("`", stringify!($name), "`: not supported (-1, errno EOPNOTSUPP).")]
         #[unsafe(no_mangle)]
         pub extern "C" fn $name() -> c_int {
+            unsupported(stringify!($name), $why);
+            -1
+        }
+    )*};
+    (minus_long: $($name:ident => $why:expr),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not supported (-1, errno EOPNOTSUPP).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name() -> isize {
             unsupported(stringify!($name), $why);
             -1
         }
@@ -88,9 +103,11 @@ fail!(code:
 
 fail!(nothing:
     rdma_destroy_srq => NO_XRC,
+    ibv_ack_async_event => NO_ASYNC,
 );
 
 fail!(minus:
+    ibv_get_async_event => NO_ASYNC,
     rdma_establish => CM_ONLY,
     rdma_create_qp_ex => NOT_YET,
     rdma_init_qp_attr => CM_ONLY,
@@ -99,4 +116,25 @@ fail!(minus:
     rdma_join_multicast_ex => NO_AH,
     rdma_leave_multicast => NO_AH,
     rdma_set_option => NOT_YET,
+    rsocket => NO_RSOCKETS,
+    rbind => NO_RSOCKETS,
+    rlisten => NO_RSOCKETS,
+    raccept => NO_RSOCKETS,
+    rconnect => NO_RSOCKETS,
+    rshutdown => NO_RSOCKETS,
+    rclose => NO_RSOCKETS,
+    rsetsockopt => NO_RSOCKETS,
+    rgetsockopt => NO_RSOCKETS,
+    rfcntl => NO_RSOCKETS,
+    riounmap => NO_RSOCKETS,
+);
+
+// Those whose result is a length or an offset (ssize_t, size_t, off_t): -1 in all 64 bits.
+fail!(minus_long:
+    rrecv => NO_RSOCKETS,
+    rsend => NO_RSOCKETS,
+    rrecvfrom => NO_RSOCKETS,
+    rsendto => NO_RSOCKETS,
+    riomap => NO_RSOCKETS,
+    riowrite => NO_RSOCKETS,
 );

@@ -36,6 +36,42 @@ fn ibv_devinfo_and_ibv_devices_see_the_iwarp_device() {
     assert!(out.status.success() && text.contains("iwarp0"), "{text}");
 }
 
+/// Every program of Debian's ibverbs-utils, perftest and rdmacm-utils loads against the
+/// library: each symbol it asks for (with its version) is there, so what the library does
+/// not carry out fails with its reason when called, never as a loader error.
+#[test]
+fn every_debian_rdma_program_finds_each_symbol_it_needs() {
+    if !have_rdma_core() {
+        return;
+    }
+    let list = std::process::Command::new("dpkg")
+        .args(["-L", "ibverbs-utils", "perftest", "rdmacm-utils"])
+        .output()
+        .unwrap();
+    let programs: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with("/usr/bin/"))
+        .map(str::to_owned)
+        .collect();
+    assert!(programs.len() > 20, "{programs:?}");
+    let mut missing = Vec::new();
+    for p in &programs {
+        let out = std::process::Command::new("ldd")
+            .args(["-r", p])
+            .env("LD_LIBRARY_PATH", library())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        missing.extend(
+            said.lines()
+                .filter(|l| l.contains("undefined symbol"))
+                .map(str::to_owned),
+        );
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
 /// Protection domains and regions on malloc'ed memory, from C, embedded; and misuse
 /// (freed twice, in the wrong order, never ours) refused, not a crash.
 #[test]
