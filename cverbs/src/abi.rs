@@ -64,9 +64,9 @@ pub struct ibv_context_ops {
     pub _compat_reg_mr: Compat,
     pub _compat_rereg_mr: Compat,
     pub _compat_dereg_mr: Compat,
-    pub alloc_mw: Compat,
-    pub bind_mw: Compat,
-    pub dealloc_mw: Compat,
+    pub alloc_mw: Option<unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw>,
+    pub bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int>,
+    pub dealloc_mw: Option<unsafe extern "C" fn(*mut ibv_mw) -> c_int>,
     pub _compat_create_cq: Compat,
     pub poll_cq: Option<unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> c_int>,
     pub req_notify_cq: Option<unsafe extern "C" fn(*mut c_void, c_int) -> c_int>,
@@ -528,8 +528,52 @@ pub struct ibv_send_wr {
     pub imm_data: u32,
     pub wr: ibv_send_wr_wr,
     pub qp_type: u32,
-    pub bind_mw: [u64; 6],
+    pub bind_mw: ibv_send_wr_bind_mw,
 }
+
+/// The `bind_mw` member of `struct ibv_send_wr`'s last union (the largest).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_send_wr_bind_mw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// `struct ibv_mw`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type` (C's `type`).
+    pub mw_type: c_int,
+}
+
+/// `struct ibv_mw_bind_info`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: c_uint,
+}
+
+/// `struct ibv_mw_bind` (what `ibv_bind_mw` takes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    pub send_flags: c_uint,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// `enum ibv_mw_type`.
+pub const IBV_MW_TYPE_1: c_int = 1;
+pub const IBV_MW_TYPE_2: c_int = 2;
 
 /// `enum ibv_wr_opcode`.
 pub const IBV_WR_RDMA_WRITE: c_int = 0;
@@ -540,6 +584,7 @@ pub const IBV_WR_RDMA_READ: c_int = 4;
 pub const IBV_WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 pub const IBV_WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
 pub const IBV_WR_LOCAL_INV: c_int = 7;
+pub const IBV_WR_BIND_MW: c_int = 8;
 pub const IBV_WR_SEND_WITH_INV: c_int = 9;
 
 /// `enum ibv_send_flags`.

@@ -53,6 +53,7 @@ mod errors;
 mod iface;
 mod live;
 pub mod memory;
+mod mw;
 mod ops;
 pub mod qp;
 mod rt;

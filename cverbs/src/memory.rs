@@ -84,6 +84,11 @@ pub(crate) fn domain(pd: *const ibv_pd) -> Result<Arc<Pd>, Errno> {
     DOMAINS.get(pd).ok_or(Errno::EINVAL)
 }
 
+/// The region behind `mr`, if it is alive.
+pub(crate) fn region(mr: *const ibv_mr) -> Result<Arc<Mr>, Errno> {
+    REGIONS.get(mr).ok_or(Errno::EINVAL)
+}
+
 /// `ibv_alloc_pd`.
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
@@ -149,7 +154,7 @@ impl AsMut<[u8]> for Foreign {
 }
 
 /// Maps `ibv_access_flags` to the stack's; `Err` names a flag it does not carry out.
-fn access_of(flags: u32) -> Result<Access, &'static str> {
+pub(crate) fn access_of(flags: u32) -> Result<Access, &'static str> {
     if flags & IBV_ACCESS_ON_DEMAND != 0 {
         return Err("IBV_ACCESS_ON_DEMAND (on-demand paging)");
     }

@@ -104,6 +104,27 @@ impl Qp {
         }
     }
 
+    /// Whether a request with send flags `flags` completes (`IBV_SEND_SIGNALED`, or a
+    /// queue pair that signals all).
+    pub(crate) fn signals(&self, flags: libc::c_uint) -> bool {
+        self.sig_all || flags & IBV_SEND_SIGNALED != 0
+    }
+
+    /// Posts a request this library makes for the program (a type 1 bind's completion):
+    /// `EINVAL` before the connection is up.
+    pub(crate) fn post_local(&self, wr: SendWr) -> Result<(), Errno> {
+        match &*self.conn() {
+            Conn::Up(conn) => conn.post_send(wr).map_err(|e| Errno(post_errno(&e))),
+            Conn::Pending(_) => {
+                once(
+                    "ibv_bind_mw",
+                    "a signaled bind needs its queue pair connected (its completion goes there)",
+                );
+                Err(Errno::EINVAL)
+            }
+        }
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -413,6 +434,7 @@ unsafe fn send_wr(wr: &ibv_send_wr, sig_all: bool) -> Result<SendWr, Errno> {
                 },
             }
         }
+        IBV_WR_BIND_MW => crate::mw::bind_request(&wr.bind_mw)?,
         IBV_WR_ATOMIC_FETCH_AND_ADD | IBV_WR_ATOMIC_CMP_AND_SWP => {
             // SAFETY: the caller's list.
             let result = unsafe { sgl(wr.sg_list, wr.num_sge)? }

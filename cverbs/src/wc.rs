@@ -49,10 +49,10 @@ fn opcode(o: WcOpcode) -> c_int {
         WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
         WcOpcode::CmpSwap => IBV_WC_COMP_SWAP,
         WcOpcode::LocalInvalidate => IBV_WC_LOCAL_INV,
-        WcOpcode::Bind | WcOpcode::FastRegister => IBV_WC_BIND_MW,
+        // This library posts a Delay (of zero) only as a type 1 bind's completion (`mw`).
+        WcOpcode::Bind | WcOpcode::FastRegister | WcOpcode::Delay => IBV_WC_BIND_MW,
         WcOpcode::Recv => IBV_WC_RECV,
         WcOpcode::RecvImmediate => IBV_WC_RECV_RDMA_WITH_IMM,
-        // A Delay has no rdma-core opcode; it completes as a Send would.
         _ => IBV_WC_SEND,
     }
 }

@@ -84,6 +84,12 @@ fn every_structure_matches_the_installed_headers() {
             max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry,
             alt_port_num, alt_timeout, rate_limit,
         }
+        "struct ibv_mw" ibv_mw { context, pd, rkey, handle }
+        "struct ibv_mw_bind_info" ibv_mw_bind_info { mr, addr, length, mw_access_flags }
+        "struct ibv_mw_bind" ibv_mw_bind { wr_id, send_flags, bind_info }
+        "struct ibv_send_wr" ibv_send_wr {
+            wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type, bind_mw,
+        }
         "struct ibv_wc" ibv_wc {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
             pkey_index, slid, sl, dlid_path_bits,

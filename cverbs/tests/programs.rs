@@ -82,6 +82,17 @@ fn a_c_program_registers_its_own_memory_and_misuse_is_refused() {
     c_program_passes("objects", None);
 }
 
+/// Memory windows from C (windows.c): type 1 bound by ibv_bind_mw, type 2 by
+/// IBV_WR_BIND_MW under the window's next key, each written through by the peer and
+/// completing as IBV_WC_BIND_MW; unbound or invalidated, a window refuses the peer.
+#[test]
+fn memory_windows_of_both_types_work_from_c() {
+    if !have_rdma_core() {
+        return;
+    }
+    c_program_passes("windows", None);
+}
+
 /// rping, both sides unmodified through the library (the engine in each process): 100
 /// pings of Send, RDMA Read and RDMA Write, the client verifying each (`-V`).
 #[test]

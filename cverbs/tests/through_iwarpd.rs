@@ -72,7 +72,7 @@ fn a_c_program_registers_its_own_memory_in_place_through_iwarpd() {
         return;
     }
     let d = Iwarpd::start("cverbs-in-place");
-    for name in ["in_place", "objects"] {
+    for name in ["in_place", "objects", "windows"] {
         c_program_passes(name, Some(&d.device()));
     }
 }
