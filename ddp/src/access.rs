@@ -76,6 +76,16 @@ impl Access {
     pub const fn is_remote(self) -> bool {
         self.0 & (Self::REMOTE_READ.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_ATOMIC.0) != 0
     }
+
+    /// The rights a region needs for a memory window with rights `self` to be bound to
+    /// it, as the RDMAC and InfiniBand verbs have it: [`BIND`](Self::BIND), and
+    /// [`LOCAL_WRITE`](Self::LOCAL_WRITE) if the window lets the peer write (Remote Write
+    /// or Remote Atomic). The region's own remote rights do not limit its windows: a
+    /// region the peer cannot reach by its own STag may be exposed through a window.
+    pub const fn needed_to_bind(self) -> Self {
+        let writes = self.0 & (Self::REMOTE_WRITE.0 | Self::REMOTE_ATOMIC.0) != 0;
+        Self(Self::BIND.0 | if writes { Self::LOCAL_WRITE.0 } else { 0 })
+    }
 }
 
 impl BitOr for Access {

@@ -274,7 +274,7 @@ pub struct FastReg {
 }
 
 /// A memory window bind: exposes `[to, to + len)` of region `mr` under window `mw` with
-/// `access` (no wider than the region's). Posted on the send queue it binds a type 2 window
+/// `access` (the region needing `Access::needed_to_bind`). Posted on the send queue it binds a type 2 window
 /// to this queue pair.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Bind {

@@ -75,8 +75,9 @@ impl Drop for Inner {
 
 /// A memory window. Cheap to clone; clones share the window; the last drop deallocates it.
 ///
-/// A window exposes part of a region (with rights no wider than the region's, which must
-/// carry [`Access::BIND`]) under its own STag, so the peer can be handed exactly that part
+/// A window exposes part of a region (which must carry [`Access::BIND`], and
+/// [`Access::LOCAL_WRITE`] for a window the peer may write: [`Access::needed_to_bind`])
+/// under its own STag, so the peer can be handed exactly that part
 /// and the grant revoked later without deregistering the region.
 ///
 /// A **one-touch** window ([`set_one_touch`](Self::set_one_touch), seed 001) serves
@@ -271,7 +272,7 @@ impl Mw {
             return Err(MemError::WrongDomain { stag: mr.stag() });
         }
         let sge = mr.try_local(range)?;
-        let missing = (access | Access::BIND).difference(mr.access());
+        let missing = access.needed_to_bind().difference(mr.access());
         if !missing.is_empty() {
             return Err(MemError::MissingRights {
                 stag: sge.stag,

@@ -195,7 +195,10 @@ fn local_panics_outside_the_region() {
 #[test]
 fn window_misuse_fails_before_posting() {
     let host = Host::new(DeviceConfig::default());
-    let no_bind = host.pd.alloc_mr(64, Access::REMOTE_WRITE).unwrap();
+    let no_bind = host
+        .pd
+        .alloc_mr(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
     let one = host.pd.alloc_mr(64, ALL).unwrap();
     let mw1 = host.pd.alloc_mw(MwType::One).unwrap();
     let err = mw1.bind(&no_bind, .., Access::REMOTE_WRITE).unwrap_err();

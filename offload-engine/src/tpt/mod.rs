@@ -37,8 +37,9 @@
 //! # Windows
 //!
 //! A bind needs, in this order: a valid region, of the window's domain, under its current
-//! instance, the window range inside the region, the region's [`BIND`](ddp::Access::BIND) right, and
-//! window rights no wider than the region's. Type 1 windows ([`MwType::One`]) are bound by
+//! instance, the window range inside the region, and the region rights the window's need
+//! ([`Access::needed_to_bind`](ddp::Access::needed_to_bind): BIND, and LOCAL_WRITE for a
+//! window the peer may write, as the RDMAC and InfiniBand verbs have it). Type 1 windows ([`MwType::One`]) are bound by
 //! [`Tpt::bind_mw`] (rebinding replaces the old binding), unbound by
 //! [`Tpt::invalidate_local`], and usable by every queue pair of the domain. Type 2 windows
 //! are bound by a bind work request (`LocalOps::bind` on a queue pair's view), must be

@@ -283,8 +283,8 @@ impl Table {
     }
 
     /// The region-side checks of a window bind, in order: valid, kind, protection domain,
-    /// instance, bounds, then the region's BIND right and rights no wider than the
-    /// region's. Returns what the window will expose.
+    /// instance, bounds, then the region's rights ([`Access::needed_to_bind`]: BIND, and
+    /// LOCAL_WRITE for a window the peer may write). Returns what the window will expose.
     pub(super) fn bind_target(
         &self,
         mr: STag,
@@ -311,12 +311,7 @@ impl Table {
         }
         Self::check_instance(e, mr)?;
         let span = r.span.sub(to, len)?;
-        if !r.access.contains(Access::BIND) {
-            return Err(TptError::Rights {
-                missing: Access::BIND,
-            });
-        }
-        let missing = access.difference(r.access);
+        let missing = access.needed_to_bind().difference(r.access);
         if !missing.is_empty() {
             return Err(TptError::Rights { missing });
         }

@@ -263,7 +263,7 @@ impl LocalOps for QpMemory {
     /// Bind work request for a type 2 window. In order: the index holds a type 2 window
     /// (`InvalidStag`) of this domain (`NotAssociated`) that is unbound (`InvalidStag`);
     /// then the region: valid, a region, of this domain, instance, wrap and bounds, the
-    /// BIND right and rights no wider than its own. The window is tied to this queue pair
+    /// rights the window's need (`Access::needed_to_bind`). The window is tied to this queue pair
     /// and answers to `bind.mw`'s instance.
     /// A region registered through the control queue whose registration is not done
     /// (see `cqp`): the control queue wakes the domain's queue pairs when it is.

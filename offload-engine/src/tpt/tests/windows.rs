@@ -66,6 +66,31 @@ fn type1_window_binds_inside_its_region() {
     assert!(!tpt.info(bound).unwrap().valid);
 }
 
+/// A region with local rights only (Local Write and Bind, as rdma-core programs register
+/// one for windows) is written by the peer through a window, never by its own STag.
+#[test]
+fn a_window_exposes_a_region_the_peer_cannot_reach_by_itself() {
+    let (tpt, pd) = setup();
+    let local = Access::LOCAL_READ | Access::LOCAL_WRITE | Access::BIND;
+    let mr = tpt
+        .register(pd, vec![0; 32], Base::Va(0x1000), local)
+        .unwrap();
+    let mw = tpt.alloc_mw(pd, MwType::One).unwrap();
+    let all = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+    let bound = tpt.bind_mw(mw, mr, 0x1000, 16, all, false, None).unwrap();
+    let mut view = tpt.view(pd, QpId::new(1));
+    view.write(bound, 0x1000, &[7; 16], Access::REMOTE_WRITE)
+        .unwrap();
+    assert_eq!(
+        view.write(mr, 0x1000, &[9], Access::REMOTE_WRITE),
+        Err(rights(Access::REMOTE_WRITE))
+    );
+    assert_eq!(
+        &bytes(&tpt, pd, mr)[..17],
+        &[[7; 16].as_slice(), &[0]].concat()[..]
+    );
+}
+
 #[test]
 fn type1_bind_refusals() {
     let (tpt, pd) = setup();
@@ -89,12 +114,16 @@ fn type1_bind_refusals() {
             missing: Access::BIND
         })
     );
-    assert_eq!(
-        tpt.bind_mw(mw, mr, 0x1000, 8, rr | Access::REMOTE_WRITE, false, None),
-        Err(TptError::Rights {
-            missing: Access::REMOTE_WRITE
-        })
-    );
+    // A window the peer may write needs Local Write on the region (RDMAC and IB verbs);
+    // the region's own remote rights do not limit it.
+    for writes in [Access::REMOTE_WRITE, Access::REMOTE_ATOMIC] {
+        assert_eq!(
+            tpt.bind_mw(mw, mr, 0x1000, 8, rr | writes, false, None),
+            Err(TptError::Rights {
+                missing: Access::LOCAL_WRITE
+            })
+        );
+    }
     assert_eq!(
         tpt.bind_mw(mw, mr, 0x1019, 8, rr, false, None),
         Err(TptError::Bounds {
@@ -294,7 +323,7 @@ fn type2_bind_refusals() {
                 access: Access::REMOTE_READ | Access::REMOTE_WRITE,
                 ..ok
             },
-            rights(Access::REMOTE_WRITE),
+            rights(Access::LOCAL_WRITE),
         ),
         (Bind { to: 0x1001, ..ok }, AccessError::Bounds),
         (
