@@ -259,19 +259,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
 /// which is what would fill the queue.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
 
-/// How long a thread may find nothing before each further empty poll naps ([`NAP`]): a
-/// program that spins on a queue nothing arrives on for long (perftest's server on its
-/// control connection, for a whole bandwidth run) would otherwise keep a processor from
-/// the threads that move the data (the engine's, or iwarpd's). A latency test's waits are
-/// tens of microseconds, far below it; the price is at most a nap on the first
-/// completion after a millisecond of quiet.
-const IDLE: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// The nap of a thread idle for [`IDLE`].
-const NAP: std::time::Duration = std::time::Duration::from_micros(50);
-
-/// Notes a poll on this thread: `empty`, after [`SPIN`] of empty polls, yields; after
-/// [`IDLE`], naps.
+/// Notes a poll on this thread: `empty`, after [`SPIN`] of empty polls, yields.
 fn spun(empty: bool) {
     thread_local! {
         static EMPTY_SINCE: std::cell::Cell<Option<std::time::Instant>> =
@@ -284,7 +272,6 @@ fn spun(empty: bool) {
         }
         match since.get() {
             None => since.set(Some(std::time::Instant::now())),
-            Some(t) if t.elapsed() >= IDLE => std::thread::sleep(NAP),
             Some(t) if t.elapsed() >= SPIN => std::thread::yield_now(),
             Some(_) => {}
         }
