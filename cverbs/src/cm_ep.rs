@@ -7,8 +7,9 @@
 use libc::c_int;
 
 use crate::abi::*;
-use crate::cm::{id_of, rdma_bind_addr, rdma_create_id, rdma_create_qp, rdma_destroy_id};
-use crate::cm::{rdma_destroy_qp, rdma_resolve_addr, rdma_resolve_route};
+use crate::cm::{id_of, rdma_bind_addr, rdma_create_id, rdma_destroy_id};
+use crate::cm::{rdma_resolve_addr, rdma_resolve_route};
+use crate::cm_qp::{rdma_create_qp, rdma_destroy_qp};
 use crate::cm_abi::*;
 use crate::errors::Errno;
 

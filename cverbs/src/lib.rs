@@ -46,6 +46,7 @@ pub mod addrinfo;
 pub mod cm;
 pub mod cm_abi;
 pub mod cm_ep;
+pub mod cm_qp;
 pub mod cm_events;
 pub mod cq;
 pub mod device;
