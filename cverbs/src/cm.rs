@@ -311,6 +311,50 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) ->
     i.complete()
 }
 
+/// `rdma_set_option`: the options that mean nothing more for iWARP over TCP than this
+/// library does already are taken (0), as the kernel's connection manager takes them:
+/// `RDMA_OPTION_ID_ACK_TIMEOUT` (InfiniBand's transport timer; TCP retransmits on its
+/// own), `RDMA_OPTION_ID_REUSEADDR` (listeners reuse their address already) and
+/// `RDMA_OPTION_ID_AFONLY` off (listeners on `::` take IPv4 too). The others (a type of
+/// service, IPv6 only, InfiniBand paths) are refused with `EOPNOTSUPP`, naming the option.
+///
+/// # Safety
+/// `optval` has `optlen` readable octets (or is null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: usize,
+) -> c_int {
+    if id_of(id).is_err() || optval.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    // SAFETY: `optlen` readable octets at `optval` (this function's contract).
+    let val = unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optlen) };
+    let off = val.iter().all(|&b| b == 0);
+    match (level, optname) {
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT | RDMA_OPTION_ID_REUSEADDR) => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) if off => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => unsupported(
+            "rdma_set_option(RDMA_OPTION_ID_AFONLY) on",
+            "listeners on :: take IPv4 too here",
+        )
+        .fail(),
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => unsupported(
+            "rdma_set_option(RDMA_OPTION_ID_TOS)",
+            "the type of service is not applied to the TCP connection",
+        )
+        .fail(),
+        _ => unsupported(
+            "rdma_set_option of this level or option",
+            "it is InfiniBand's (RDMA_OPTION_IB_PATH), or unknown",
+        )
+        .fail(),
+    }
+}
+
 /// The private data of `param` (none if null).
 ///
 /// # Safety

@@ -131,6 +131,13 @@ pub struct rdma_addrinfo {
     pub ai_next: *mut rdma_addrinfo,
 }
 
+/// `rdma_set_option`'s levels and the identifier level's options.
+pub const RDMA_OPTION_ID: c_int = 0;
+pub const RDMA_OPTION_ID_TOS: c_int = 0;
+pub const RDMA_OPTION_ID_REUSEADDR: c_int = 1;
+pub const RDMA_OPTION_ID_AFONLY: c_int = 2;
+pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
+
 /// `RAI_PASSIVE`: the address is to listen on.
 pub const RAI_PASSIVE: c_int = 1;
 /// `RDMA_PS_TCP`.

@@ -9,8 +9,8 @@ use libc::c_int;
 use crate::abi::*;
 use crate::cm::{id_of, rdma_bind_addr, rdma_create_id, rdma_destroy_id};
 use crate::cm::{rdma_resolve_addr, rdma_resolve_route};
-use crate::cm_qp::{rdma_create_qp, rdma_destroy_qp};
 use crate::cm_abi::*;
+use crate::cm_qp::{rdma_create_qp, rdma_destroy_qp};
 use crate::errors::Errno;
 
 /// `rdma_create_ep`: a synchronous identifier for the first entry of `res`. Passive

@@ -115,7 +115,6 @@ fail!(minus:
     rdma_create_srq => NO_XRC,
     rdma_join_multicast_ex => NO_AH,
     rdma_leave_multicast => NO_AH,
-    rdma_set_option => NOT_YET,
     rsocket => NO_RSOCKETS,
     rbind => NO_RSOCKETS,
     rlisten => NO_RSOCKETS,

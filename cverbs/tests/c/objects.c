@@ -158,6 +158,15 @@ int main(void)
 	errno = 0;
 	CHECK(rdma_connect(ep, NULL) == -1 && errno == ECONNREFUSED,
 	      "nothing listens on port 1: refused, as errno");
+	int zero = 0;
+	uint8_t timeout = 14, tos = 32;
+	CHECK(rdma_set_option(ep, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, 1) == 0 &&
+	      rdma_set_option(ep, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &zero, 4) == 0 &&
+	      rdma_set_option(ep, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &zero, 4) == 0,
+	      "the options that change nothing over TCP are taken");
+	errno = 0;
+	CHECK(rdma_set_option(ep, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == -1 &&
+	      errno == EOPNOTSUPP, "a type of service is refused");
 	rdma_destroy_ep(ep);
 	CHECK(rdma_destroy_id(ep) == -1 && errno == EINVAL, "the endpoint is gone");
 	rdma_freeaddrinfo(res);
