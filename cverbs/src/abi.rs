@@ -432,6 +432,21 @@ pub const IBV_QPS_INIT: c_int = 1;
 pub const IBV_QPS_RTS: c_int = 3;
 pub const IBV_QPS_ERR: c_int = 6;
 
+/// `struct ibv_async_event`: the object it is about (a queue pair, a completion queue, a
+/// port number; a union of pointers and an int in C) and its type.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_async_event {
+    pub element: usize,
+    /// `enum ibv_event_type`.
+    pub event_type: c_int,
+}
+
+/// `enum ibv_event_type`, the ones this library reports.
+pub const IBV_EVENT_CQ_ERR: c_int = 0;
+pub const IBV_EVENT_QP_FATAL: c_int = 1;
+pub const IBV_EVENT_DEVICE_FATAL: c_int = 8;
+
 /// `struct ibv_qp_attr` (what `ibv_query_qp` fills).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

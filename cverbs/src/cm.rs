@@ -470,8 +470,17 @@ fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
         ..What::default()
     });
     let watched = i.clone();
+    let ended = qp.clone();
     let watch = crate::rt::runtime().spawn(async move {
-        conn.closed().await;
+        let end = conn.closed().await;
+        // An asynchronous event too, if it ended in error and the queue pair is alive.
+        if crate::qp::queue_pair(ended.ibv().cast()).is_ok() {
+            ended
+                .pd
+                .ctx()
+                .events
+                .ended(ended.ibv() as usize, ended.cqs(), &end);
+        }
         watched.post(What {
             event: RDMA_CM_EVENT_DISCONNECTED,
             ..What::default()

@@ -103,6 +103,8 @@ pub(crate) struct Context {
     pub(crate) device: verbs::Device,
     /// Protection domains allocated on it and not freed: it is not closed while any is.
     pub(crate) domains: std::sync::atomic::AtomicUsize,
+    /// Its asynchronous events (`async_fd`).
+    pub(crate) events: crate::async_events::AsyncEvents,
 }
 
 // SAFETY: the raw pointers in `ibv_context` are addresses handed to C (the device, which
@@ -296,18 +298,22 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
         set_errno(Errno::ENODEV);
         return std::ptr::null_mut();
     };
+    let Ok(events) = crate::async_events::AsyncEvents::new() else {
+        return std::ptr::null_mut();
+    };
     let ptr = CONTEXTS.add(Context {
         ibv: ibv_context {
             device: &d.ibv as *const ibv_device as *mut ibv_device,
             ops: crate::ops::table(),
             cmd_fd: -1,
-            async_fd: -1,
+            async_fd: events.raw(),
             num_comp_vectors: 1,
             mutex: libc::PTHREAD_MUTEX_INITIALIZER,
             abi_compat: std::ptr::null_mut(),
         },
         device,
         domains: Default::default(),
+        events,
     });
     ptr.cast()
 }

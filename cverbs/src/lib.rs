@@ -43,6 +43,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod abi;
 pub mod addrinfo;
+pub mod async_events;
 pub mod cm;
 pub mod cm_abi;
 pub mod cm_ep;

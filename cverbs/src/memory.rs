@@ -37,6 +37,11 @@ impl Pd {
         self.ibv.context
     }
 
+    /// The context it was allocated on.
+    pub(crate) fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+
     /// The stack's device.
     pub(crate) fn device(&self) -> &verbs::Device {
         &self.ctx.device

@@ -129,6 +129,13 @@ impl Qp {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Its completion queues' C addresses (send, receive).
+    pub(crate) fn cqs(&self) -> [usize; 2] {
+        // SAFETY: words written once, at creation.
+        let ibv = unsafe { &*self.ibv.get() };
+        [ibv.send_cq as usize, ibv.recv_cq as usize]
+    }
+
     /// The C structure's address.
     pub(crate) fn ibv(&self) -> *mut ibv_qp {
         self.ibv.get()

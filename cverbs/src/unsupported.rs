@@ -25,10 +25,6 @@ const NO_XRC: &str = "it makes an XRC shared receive queue, which iWARP does not
 /// Why, for rsockets (rstream, riostream, rcopy, udpong).
 const NO_RSOCKETS: &str = "rsockets (librdmacm's socket API over RDMA) are not carried \
     out by this library: use the verbs and the connection manager, or plain sockets";
-/// Why, for asynchronous events (ibv_asyncwatch).
-const NO_ASYNC: &str = "this library does not report asynchronous events yet (issue 34): \
-    a queue pair's failure shows in its completions (flushed) and in the connection \
-    manager's events (DISCONNECTED)";
 /// Why, for a vendor's extension.
 const NOT_OURS: &str = "it is a Mellanox ConnectX extension, not on this device";
 /// Why, for Amazon's.
@@ -103,11 +99,9 @@ fail!(code:
 
 fail!(nothing:
     rdma_destroy_srq => NO_XRC,
-    ibv_ack_async_event => NO_ASYNC,
 );
 
 fail!(minus:
-    ibv_get_async_event => NO_ASYNC,
     rdma_establish => CM_ONLY,
     rdma_create_qp_ex => NOT_YET,
     rdma_init_qp_attr => CM_ONLY,

@@ -90,6 +90,7 @@ fn every_structure_matches_the_installed_headers() {
         "struct ibv_send_wr" ibv_send_wr {
             wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type, bind_mw,
         }
+        "struct ibv_async_event" ibv_async_event { element, event_type }
         "struct ibv_wc" ibv_wc {
             wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
             pkey_index, slid, sl, dlid_path_bits,

@@ -1,13 +1,15 @@
 /* Memory windows from C, both ends of one connection in this process (loopback): a type
  * 1 window bound by ibv_bind_mw and a type 2 window bound by IBV_WR_BIND_MW are written
  * through by the peer, each completion says what it was, and a window unbound (type 1
- * unbound, type 2 invalidated with IBV_WR_LOCAL_INV) refuses the peer's Write. Each check
- * prints what failed and exits 1; "ok" at the end. */
+ * unbound, type 2 invalidated with IBV_WR_LOCAL_INV) refuses the peer, which ends the
+ * connection with an asynchronous event (IBV_EVENT_QP_FATAL). Each check prints what
+ * failed and exits 1; "ok" at the end. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
@@ -143,6 +145,13 @@ int main(void)
 	CHECK(ibv_post_send(cli->qp, &w, &bad) == 0 && one(cli->send_cq, &wc) == 1 &&
 	      wc.status != IBV_WC_SUCCESS, "a Read through an unbound window fails");
 	CHECK(src[0] == 0x33, "and read nothing");
+	/* The Terminate ended the connection in error: an asynchronous event says so. */
+	struct pollfd pfd = { .fd = cli->verbs->async_fd, .events = POLLIN };
+	CHECK(pfd.fd >= 0 && poll(&pfd, 1, 10000) == 1, "an asynchronous event comes");
+	struct ibv_async_event ae;
+	CHECK(ibv_get_async_event(cli->verbs, &ae) == 0 && ae.event_type == IBV_EVENT_QP_FATAL &&
+	      (ae.element.qp == cli->qp || ae.element.qp == srv->qp), "IBV_EVENT_QP_FATAL");
+	ibv_ack_async_event(&ae);
 
 	CHECK(ibv_dealloc_mw(mw1) == 0 && ibv_dealloc_mw(mw2) == 0, "dealloc");
 	rdma_disconnect(cli);

@@ -1,0 +1,110 @@
+//! Asynchronous events: `ibv_get_async_event` and `ibv_ack_async_event`, on the context's
+//! `async_fd` (an eventfd in semaphore mode, which poll/epoll wait on).
+//!
+//! Reported, as siw reports them: `IBV_EVENT_QP_FATAL` when a connected queue pair ends
+//! in error (a Terminate either way, the TCP connection lost, a stall, a completion queue
+//! overrun, which is also an `IBV_EVENT_CQ_ERR` on the queue that overflowed) and
+//! `IBV_EVENT_DEVICE_FATAL` when the stack under it went away (the iwarpd it was attached
+//! to). A graceful disconnect, and a queue pair that moved to another daemon, report
+//! nothing.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use libc::c_int;
+use verbs::QpEnd;
+
+use crate::abi::*;
+use crate::device::context;
+use crate::errors::Errno;
+use crate::semaphore::Semaphore;
+
+/// A context's events not yet taken, and the descriptor that counts them.
+#[derive(Debug)]
+pub(crate) struct AsyncEvents {
+    fd: Semaphore,
+    queue: Mutex<VecDeque<ibv_async_event>>,
+}
+
+impl AsyncEvents {
+    /// A context's, at none.
+    pub(crate) fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            fd: Semaphore::new()?,
+            queue: Mutex::default(),
+        })
+    }
+
+    /// The descriptor, as C sees it (`ibv_context::async_fd`).
+    pub(crate) fn raw(&self) -> c_int {
+        self.fd.raw()
+    }
+
+    fn post(&self, element: usize, event_type: c_int) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(ibv_async_event {
+                element,
+                event_type,
+            });
+        self.fd.post();
+    }
+
+    /// A connected queue pair `qp` (its C address) ended with `end`, its completion
+    /// queues `cqs`: the events that says, if any.
+    pub(crate) fn ended(&self, qp: usize, cqs: [usize; 2], end: &QpEnd) {
+        match end {
+            QpEnd::Closed | QpEnd::MovedAway => {}
+            QpEnd::DeviceLost(_) => self.post(0, IBV_EVENT_DEVICE_FATAL),
+            QpEnd::CqOverrun => {
+                // Which of its queues overflowed is not said: both are named when they
+                // differ, as either may have.
+                self.post(cqs[0], IBV_EVENT_CQ_ERR);
+                if cqs[1] != cqs[0] {
+                    self.post(cqs[1], IBV_EVENT_CQ_ERR);
+                }
+                self.post(qp, IBV_EVENT_QP_FATAL);
+            }
+            _ => self.post(qp, IBV_EVENT_QP_FATAL),
+        }
+    }
+}
+
+/// `ibv_get_async_event`: the context's oldest event, waiting for one unless its
+/// `async_fd` is non-blocking (then -1 and `EAGAIN`).
+///
+/// # Safety
+/// `event` points to the caller's structure.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_async_event(
+    ctx: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.fail();
+    };
+    if event.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    if !c.events.fd.take() {
+        return -1; // errno is read(2)'s (EAGAIN, EINTR)
+    }
+    let next = c
+        .events
+        .queue
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pop_front();
+    let Some(ev) = next else {
+        return Errno::EINVAL.fail();
+    };
+    // SAFETY: the caller's structure, per this function's contract.
+    unsafe { event.write(ev) };
+    0
+}
+
+/// `ibv_ack_async_event`: an event here owns nothing, and destroying the object it names
+/// does not wait for its acknowledgement (the object lives while the library uses it).
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
