@@ -19,6 +19,9 @@ use crate::device::context;
 use crate::errors::Errno;
 use crate::semaphore::Semaphore;
 
+/// The most events a context keeps for a program that does not take them.
+const KEPT: usize = 1024;
+
 /// A context's events not yet taken, and the descriptor that counts them.
 #[derive(Debug)]
 pub(crate) struct AsyncEvents {
@@ -40,15 +43,22 @@ impl AsyncEvents {
         self.fd.raw()
     }
 
+    /// Queues an event. A program that never takes them keeps the newest [`KEPT`]: the
+    /// oldest goes, and the descriptor's count (one per event queued) stays.
     fn post(&self, element: usize, event_type: c_int) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(ibv_async_event {
-                element,
-                event_type,
-            });
-        self.fd.post();
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let full = q.len() >= KEPT;
+        if full {
+            q.pop_front();
+        }
+        q.push_back(ibv_async_event {
+            element,
+            event_type,
+        });
+        drop(q);
+        if !full {
+            self.fd.post();
+        }
     }
 
     /// A connected queue pair `qp` (its C address) ended with `end`, its completion
