@@ -470,16 +470,14 @@ fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
         ..What::default()
     });
     let watched = i.clone();
-    let ended = qp.clone();
+    // Not the queue pair itself: holding it would hold its shared receive queue, and so
+    // its domain, busy past `ibv_destroy_qp` until the connection has ended.
+    let (ctx, ptr, cqs) = (qp.pd.ctx().clone(), qp.ibv() as usize, qp.cqs());
     let watch = crate::rt::runtime().spawn(async move {
         let end = conn.closed().await;
         // An asynchronous event too, if it ended in error and the queue pair is alive.
-        if crate::qp::queue_pair(ended.ibv().cast()).is_ok() {
-            ended
-                .pd
-                .ctx()
-                .events
-                .ended(ended.ibv() as usize, ended.cqs(), &end);
+        if crate::qp::queue_pair(ptr as *const c_void).is_ok() {
+            ctx.events.ended(ptr, cqs, &end);
         }
         watched.post(What {
             event: RDMA_CM_EVENT_DISCONNECTED,

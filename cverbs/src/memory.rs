@@ -38,7 +38,7 @@ impl Pd {
     }
 
     /// The context it was allocated on.
-    pub(crate) fn ctx(&self) -> &Context {
+    pub(crate) fn ctx(&self) -> &Arc<Context> {
         &self.ctx
     }
 

@@ -38,12 +38,6 @@ unsafe impl Send for Srq {}
 // SAFETY: as above.
 unsafe impl Sync for Srq {}
 
-impl Drop for Srq {
-    fn drop(&mut self) {
-        self.pd.users.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// The queue behind `srq`, if it is alive.
 pub(crate) fn shared_queue(srq: *const c_void) -> Result<Arc<Srq>, Errno> {
     SRQS.get(srq).ok_or(Errno::EINVAL)
@@ -115,7 +109,12 @@ fn create(pd: *mut ibv_pd, attr: &mut ibv_srq_init_attr) -> Result<*mut ibv_srq,
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     match SRQS.remove_unless(srq, |s| s.users.load(Ordering::Relaxed) > 0) {
-        Ok(_) => 0,
+        // Its domain is free of it now, whoever still holds the queue a moment (a queue
+        // pair's task): the program may deallocate the domain next.
+        Ok(s) => {
+            s.pd.users.fetch_sub(1, Ordering::Relaxed);
+            0
+        }
         Err(true) => Errno::EBUSY.code(),
         Err(false) => Errno::EINVAL.code(),
     }
