@@ -6,7 +6,9 @@
 //!
 //! The work that waits on the network (connect, accept, the listener's accept loop, the
 //! watch for the end) runs on the library's runtime thread; the calls return at once, as
-//! librdmacm's do.
+//! librdmacm's do, except on a synchronous identifier (made without a channel), whose
+//! calls wait for their event (`CmId::complete`; endpoints are in `cm_ep`, queue pairs in
+//! `cm_qp`).
 
 use std::cell::UnsafeCell;
 use std::net::{SocketAddr, UdpSocket};
