@@ -67,8 +67,6 @@ pub(crate) struct State {
     /// An endpoint's listener (`rdma_create_ep`): the queue pair each request it hands
     /// out (`rdma_get_request`) gets.
     pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
-    /// An endpoint's private data for `rdma_connect` (the address info's `ai_connect`).
-    pub(crate) connect: Vec<u8>,
     /// The completion queues and channels `rdma_create_qp` made for it (none passed).
     pub(crate) own_cqs: Vec<(*mut ibv_cq, *mut ibv_comp_channel)>,
     /// `rdma_disconnect` was called (a synchronous identifier waits only the first time).
@@ -399,10 +397,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
         return Errno::EINVAL.fail();
     };
     // SAFETY: this function's contract.
-    let (mut private, _, _) = unsafe { private_of(param) };
-    if private.is_empty() {
-        private = i.state().connect.clone();
-    }
+    let (private, _, _) = unsafe { private_of(param) };
     let cfg = qp.config();
     let waits = i.clone();
     crate::rt::runtime().spawn(async move {

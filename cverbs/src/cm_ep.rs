@@ -113,13 +113,6 @@ unsafe fn active(
             return -1;
         }
     }
-    if r.ai_connect_len > 0 && !r.ai_connect.is_null() {
-        // SAFETY: `ai_connect_len` readable octets at `ai_connect` (the address info's).
-        let data = unsafe {
-            std::slice::from_raw_parts(r.ai_connect.cast::<u8>(), r.ai_connect_len.min(255))
-        };
-        i.state().connect = data.to_vec();
-    }
     0
 }
 
