@@ -8,57 +8,37 @@
 //! to). A graceful disconnect, and a queue pair that moved to another daemon, report
 //! nothing.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use libc::c_int;
 use verbs::QpEnd;
 
 use crate::abi::*;
 use crate::device::context;
 use crate::errors::Errno;
-use crate::semaphore::Semaphore;
+use crate::semaphore::Counted;
 
 /// The most events a context keeps for a program that does not take them.
 const KEPT: usize = 1024;
 
 /// A context's events not yet taken, and the descriptor that counts them.
 #[derive(Debug)]
-pub(crate) struct AsyncEvents {
-    fd: Semaphore,
-    queue: Mutex<VecDeque<ibv_async_event>>,
-}
+pub(crate) struct AsyncEvents(Counted<ibv_async_event>);
 
 impl AsyncEvents {
     /// A context's, at none.
     pub(crate) fn new() -> std::io::Result<Self> {
-        Ok(Self {
-            fd: Semaphore::new()?,
-            queue: Mutex::default(),
-        })
+        Counted::new(KEPT).map(Self)
     }
 
     /// The descriptor, as C sees it (`ibv_context::async_fd`).
     pub(crate) fn raw(&self) -> c_int {
-        self.fd.raw()
+        self.0.raw()
     }
 
-    /// Queues an event. A program that never takes them keeps the newest [`KEPT`]: the
-    /// oldest goes, and the descriptor's count (one per event queued) stays.
     fn post(&self, element: usize, event_type: c_int) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let full = q.len() >= KEPT;
-        if full {
-            q.pop_front();
-        }
-        q.push_back(ibv_async_event {
+        self.0.push(ibv_async_event {
             element,
             event_type,
         });
-        drop(q);
-        if !full {
-            self.fd.post();
-        }
     }
 
     /// A connected queue pair `qp` (its C address) ended with `end`, its completion
@@ -97,17 +77,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
     if event.is_null() {
         return Errno::EINVAL.fail();
     }
-    if !c.events.fd.take() {
-        return -1; // errno is read(2)'s (EAGAIN, EINTR)
-    }
-    let next = c
-        .events
-        .queue
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop_front();
-    let Some(ev) = next else {
-        return Errno::EINVAL.fail();
+    let Some(ev) = c.events.0.take() else {
+        return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
     };
     // SAFETY: the caller's structure, per this function's contract.
     unsafe { event.write(ev) };

@@ -5,8 +5,6 @@
 //! event adds one; `rdma_get_cm_event` reads one (blocking, or `EAGAIN` when the program
 //! made the descriptor non-blocking) and takes the oldest event.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::c_int;
@@ -14,7 +12,7 @@ use libc::c_int;
 use crate::cm_abi::*;
 use crate::errors::{Errno, set_errno};
 use crate::live::Live;
-use crate::semaphore::Semaphore;
+use crate::semaphore::Counted;
 
 static CHANNELS: Live<EventChannel> = Live::new();
 static EVENTS: Live<Event> = Live::new();
@@ -23,9 +21,8 @@ static EVENTS: Live<Event> = Live::new();
 #[repr(C)]
 pub(crate) struct EventChannel {
     ibv: rdma_event_channel,
-    fd: Semaphore,
     /// Events not yet taken, oldest first (their addresses in `EVENTS`).
-    queued: Mutex<VecDeque<usize>>,
+    queued: Counted<usize>,
     /// Identifiers on it: it is not destroyed while any is.
     pub(crate) ids: AtomicUsize,
 }
@@ -83,11 +80,7 @@ impl EventChannel {
             },
             _private: private,
         });
-        self.queued
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(ev as usize);
-        self.fd.post();
+        self.queued.push(ev as usize);
     }
 
     /// The C structure's address.
@@ -120,11 +113,10 @@ pub(crate) fn open() -> Option<std::sync::Arc<EventChannel>> {
         set_errno(Errno::ENODEV);
         return None;
     }
-    let fd = Semaphore::new().ok()?;
+    let queued = Counted::new(usize::MAX).ok()?;
     let ptr = CHANNELS.add(EventChannel {
-        ibv: rdma_event_channel { fd: fd.raw() },
-        fd,
-        queued: Mutex::default(),
+        ibv: rdma_event_channel { fd: queued.raw() },
+        queued,
         ids: AtomicUsize::new(0),
     });
     CHANNELS.get(ptr)
@@ -133,8 +125,7 @@ pub(crate) fn open() -> Option<std::sync::Arc<EventChannel>> {
 /// Frees a synchronous identifier's own channel, with the events nobody took.
 pub(crate) fn close_private(ch: &EventChannel) {
     CHANNELS.remove(ch.ibv());
-    let queued = std::mem::take(&mut *ch.queued.lock().unwrap_or_else(|e| e.into_inner()));
-    for ev in queued {
+    for ev in ch.queued.drain() {
         EVENTS.remove(ev as *const rdma_cm_event);
     }
 }
@@ -167,16 +158,8 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return Errno::EINVAL.fail();
     }
-    if !c.fd.take() {
-        return -1; // errno is read(2)'s (EAGAIN, EINTR)
-    }
-    let next = c
-        .queued
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop_front();
-    let Some(ev) = next else {
-        return Errno::EINVAL.fail();
+    let Some(ev) = c.queued.take() else {
+        return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
     };
     // SAFETY: the caller's pointer, per this function's contract.
     unsafe { *event = ev as *mut rdma_cm_event };

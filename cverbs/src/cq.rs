@@ -6,7 +6,6 @@
 //! adds one, and `ibv_get_cq_event` reads one (blocking, or `EAGAIN` if the program made
 //! the descriptor non-blocking), then takes the queue that fired.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -16,7 +15,7 @@ use crate::abi::*;
 use crate::device::{Context, context};
 use crate::errors::{Errno, set_errno};
 use crate::live::Live;
-use crate::semaphore::Semaphore;
+use crate::semaphore::Counted;
 
 static CHANNELS: Live<Channel> = Live::new();
 static QUEUES: Live<Cq> = Live::new();
@@ -25,9 +24,8 @@ static QUEUES: Live<Cq> = Live::new();
 #[repr(C)]
 pub(crate) struct Channel {
     ibv: ibv_comp_channel,
-    fd: Semaphore,
     /// The queues that fired, in order, not yet taken by `ibv_get_cq_event`.
-    fired: Mutex<VecDeque<usize>>,
+    fired: Counted<usize>,
     /// Queues using it: it is not destroyed while any is.
     users: AtomicUsize,
     _ctx: Arc<Context>,
@@ -42,11 +40,7 @@ unsafe impl Sync for Channel {}
 impl Channel {
     /// `cq` fired: queued for `ibv_get_cq_event`, and the descriptor becomes readable.
     fn fire(&self, cq: usize) {
-        self.fired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(cq);
-        self.fd.post();
+        self.fired.push(cq);
     }
 }
 
@@ -92,18 +86,17 @@ pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_com
         set_errno(Errno::EINVAL);
         return std::ptr::null_mut();
     };
-    let Ok(fd) = Semaphore::new() else {
+    let Ok(fired) = Counted::new(usize::MAX) else {
         return std::ptr::null_mut();
     };
     CHANNELS
         .add(Channel {
             ibv: ibv_comp_channel {
                 context: ctx,
-                fd: fd.raw(),
+                fd: fired.raw(),
                 refcnt: 0,
             },
-            fd,
-            fired: Mutex::default(),
+            fired,
             users: AtomicUsize::new(0),
             _ctx: c,
         })
@@ -317,22 +310,17 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         return Errno::EINVAL.fail();
     }
     loop {
-        if !ch.fd.take() {
-            return -1; // errno is read(2)'s (EAGAIN, EINTR)
-        }
-        let fired = ch
-            .fired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front();
+        let Some(fired) = ch.fired.take() else {
+            return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
+        };
         // A queue destroyed after it fired is skipped.
-        let Some(q) = fired.and_then(|k| QUEUES.get(k as *const c_void)) else {
+        let Some(q) = QUEUES.get(fired as *const c_void) else {
             continue;
         };
         q.handed.fetch_add(1, Ordering::AcqRel);
         // SAFETY: the caller's pointers, per this function's contract.
         unsafe {
-            *cq = fired.unwrap_or_default() as *mut ibv_cq;
+            *cq = fired as *mut ibv_cq;
             *cq_context = q.ibv.cq_context;
         }
         return 0;
