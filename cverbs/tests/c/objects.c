@@ -158,6 +158,7 @@ int main(void)
 	errno = 0;
 	CHECK(rdma_connect(ep, NULL) == -1 && errno == ECONNREFUSED,
 	      "nothing listens on port 1: refused, as errno");
+	CHECK(rdma_disconnect(ep) == 0, "a disconnect of what never connected does not wait");
 	int zero = 0;
 	uint8_t timeout = 14, tos = 32;
 	CHECK(rdma_set_option(ep, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, 1) == 0 &&

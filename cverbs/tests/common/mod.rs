@@ -113,7 +113,9 @@ pub(crate) fn c_program(name: &str) -> PathBuf {
 /// Runs `tests/c/NAME.c` through the library, embedded or (`device`: an `IWARP_DEVICE`
 /// value) through iwarpd; it must exit 0 and print "ok".
 pub(crate) fn c_program_passes(name: &str, device: Option<&str>) {
-    let mut cmd = Command::new(c_program(name));
+    // 60 s at most: a call that waits forever fails the test instead of holding CI.
+    let mut cmd = Command::new("timeout");
+    cmd.arg("60").arg(c_program(name));
     cmd.env("LD_LIBRARY_PATH", library());
     match device {
         Some(d) => cmd.env("IWARP_DEVICE", d),
