@@ -150,8 +150,7 @@ impl Connection {
             return true;
         };
         if self.stream.state() != QpState::Rts || self.migrating {
-            self.revoke_tx();
-            return true;
+            return self.revoke_tx();
         }
         if !self.stream.wants_transmit() {
             return true;
@@ -166,9 +165,8 @@ impl Connection {
                 false
             }
             Gate::Torn => {
-                self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
-                self.revoke_tx();
-                true
+                self.torn();
+                self.revoke_tx()
             }
         }
     }
@@ -182,16 +180,30 @@ impl Connection {
         }
     }
 
-    /// Ends the socket's share for good; a stream the application left in the middle of
-    /// an FPDU ends this connection.
-    pub(super) fn revoke_tx(&mut self) {
-        if let Some(share) = self.tx_share.take()
-            && !share.revoke(&mut self.stream)
-        {
-            tracing::warn!("the application's write to its shared socket was cut short");
-            self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
+    /// Ends the socket's share for good once the application is not writing to it (false
+    /// while it holds the transmit lock: `tx_retry` says when to try again); a stream the
+    /// application left in the middle of an FPDU ends this connection.
+    pub(super) fn revoke_tx(&mut self) -> bool {
+        let Some(share) = &mut self.tx_share else {
+            return true;
+        };
+        match share.revoke(&mut self.stream) {
+            Gate::Wait(at) => {
+                self.tx_retry = Some(at);
+                return false;
+            }
+            Gate::Torn => self.torn(),
+            Gate::Open => {}
         }
+        self.tx_share = None;
         self.tx_retry = None;
+        true
+    }
+
+    /// The application's lease ran out in the middle of an FPDU: the stream may be torn.
+    fn torn(&mut self) {
+        tracing::warn!("the application's write to its shared socket was cut short");
+        self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
     }
 
     /// An application's poll of its input, under the lock: one read of the socket

@@ -209,12 +209,13 @@ impl Driver {
         }
         // Not in the middle of a payload read straight into memory either: that holds
         // the mapping, which does not cross to another process.
-        let can_park =
-            (self.out.is_empty() || st.unwritten.is_empty()) && !st.stream.placing_directly();
+        // And the application is not in the middle of an FPDU on a shared socket: the
+        // socket goes to another engine, so the application stops writing to it.
+        let can_park = (self.out.is_empty() || st.unwritten.is_empty())
+            && !st.stream.placing_directly()
+            && (st.park.is_none() || st.revoke_tx());
         if let Some(park) = st.park.take_if(|_| can_park) {
-            // The socket goes to another engine: the application stops writing to it, and
-            // this side's end no longer shuts it down.
-            st.revoke_tx();
+            // This side's end no longer shuts the socket down.
             st.io.handed_over();
             if !self.out.is_empty() {
                 std::mem::swap(&mut self.out, &mut st.unwritten);

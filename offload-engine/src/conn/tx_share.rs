@@ -153,18 +153,20 @@ impl SharedTx {
         }
     }
 
-    /// Ends the share for good (the connection is leaving RTS, or moving): the stream
-    /// continues from the application's point. False if the application was in the middle
-    /// of an FPDU (the stream may be torn).
-    pub(crate) fn revoke(mut self, stream: &mut Stream) -> bool {
-        let client_held = self.seg.tx_share().revoke();
-        self.count(stream);
-        if self.held {
-            return true;
+    /// Ends the share for good (the connection is leaving RTS, or moving), once this side
+    /// holds the lock, so that an FPDU the application is writing is neither cut short
+    /// nor followed by one of the stream's under the same MSN. `Open`: ended, the stream
+    /// continues from the application's point; `Wait`: the application holds the lock,
+    /// look again then; `Torn`: ended, but the application's lease ran out in the middle
+    /// of an FPDU.
+    pub(crate) fn revoke(&mut self, stream: &mut Stream) -> Gate {
+        let gate = self.acquire(stream);
+        if !matches!(gate, Gate::Wait(_)) {
+            // This side holds the lock: only a client that writes the lock word itself
+            // can have it now, and it only tears its own stream.
+            let _ = self.seg.tx_share().revoke();
         }
-        let share = self.seg.tx_share();
-        move_to(stream, share.point());
-        !client_held || share.intent() == 0
+        gate
     }
 }
 
@@ -177,4 +179,88 @@ fn point_of(stream: &Stream) -> TxPoint {
 /// Moves `stream` to where the application left it.
 fn move_to(stream: &mut Stream, at: TxPoint) {
     stream.set_tx_point(at.send_msn, at.position);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use bytes::BytesMut;
+    use ipc::qpseg::{Geometry, QpSegment};
+    use mpa::{Handshake, HandshakeEvent, MpaConfig};
+    use rdmap::{Stream, StreamConfig};
+
+    use super::*;
+    use crate::push_share::PushConfig;
+
+    /// A stream in RTS, as the initiator of an MPA exchange with default settings.
+    fn stream() -> Stream {
+        let now = Instant::now();
+        let mut client = Handshake::initiator(MpaConfig::default(), b"", now).unwrap();
+        let mut server = Handshake::responder(MpaConfig::default(), now);
+        let (mut to_server, mut to_client) = (BytesMut::new(), BytesMut::new());
+        let _ = client.poll_transmit(&mut to_server);
+        server.handle_input(&mut to_server, now);
+        assert!(matches!(
+            server.poll_event(),
+            Some(HandshakeEvent::Request(_))
+        ));
+        server.accept(b"").unwrap();
+        let _ = server.poll_transmit(&mut to_client);
+        client.handle_input(&mut to_client, now);
+        loop {
+            match client.poll_event() {
+                Some(HandshakeEvent::Established { negotiated, .. }) => {
+                    break Stream::new(StreamConfig::default(), &negotiated);
+                }
+                Some(_) => {}
+                None => panic!("not established"),
+            }
+        }
+    }
+
+    /// The daemon's and the application's maps of one queue pair segment.
+    fn segments() -> (Arc<QpSegment>, QpSegment) {
+        let d = QpSegment::create(Geometry::default()).unwrap();
+        let file = std::fs::File::from(d.fd().try_clone_to_owned().unwrap());
+        let c = QpSegment::map(file, Geometry::default()).unwrap();
+        (Arc::new(d), c)
+    }
+
+    #[test]
+    fn the_share_ends_only_after_the_applications_fpdu() {
+        let mut stream = stream();
+        let (d, c) = segments();
+        let totals = Arc::new(PushShare::new(PushConfig::default()));
+        let mut share = SharedTx::grant(d, totals, &stream);
+        share.settle(&stream, true);
+        let (msn, position) = stream.tx_point();
+
+        // The application takes the lock for a Send; the daemon wants the socket back
+        // (a migration) before the application has even said how long its FPDU is.
+        let cs = c.tx_share();
+        let word = cs.client_lock().expect("released by the daemon");
+        assert!(
+            matches!(share.revoke(&mut stream), Gate::Wait(_)),
+            "not while the application writes"
+        );
+        assert!(cs.client_holds(word) && cs.is_on());
+        cs.set_intent(64);
+        let at = TxPoint {
+            send_msn: msn + 1,
+            position: position + 64,
+        };
+        cs.set_point(at);
+        cs.count_pushed(&rdmap::pushed::PushedOp::Send { solicited: false }, 40, 64);
+        cs.set_intent(0);
+        assert!(cs.client_unlock(word), "its FPDU is whole");
+
+        assert_eq!(share.revoke(&mut stream), Gate::Open);
+        assert_eq!(
+            stream.tx_point(),
+            (at.send_msn, at.position),
+            "the stream goes on after the application's Send, not under its MSN"
+        );
+        assert!(!cs.is_on() && cs.client_lock().is_none(), "ended");
+    }
 }
