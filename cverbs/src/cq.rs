@@ -61,8 +61,10 @@ pub(crate) struct Cq {
     /// Queue pairs using it: it is not destroyed while any is.
     pub(crate) users: AtomicUsize,
     /// The connections of those queue pairs, once up: a poll that finds the queue empty
-    /// reads their sockets on the polling thread (as iwperf does, and as an adapter
-    /// serves a spinning consumer), rather than waiting for the engine's thread.
+    /// runs them on the polling thread (reads their sockets, as iwperf does and as an
+    /// adapter serves a spinning consumer, and writes what their send queues hold),
+    /// rather than waiting for the engine's thread, which would be one more busy thread
+    /// beside the program's spinning one.
     pub(crate) inputs: Mutex<Vec<verbs::Qp>>,
     _ctx: Arc<Context>,
 }
@@ -231,7 +233,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .fold(false, |got, qp| qp.poll_input() | got);
+            .fold(false, |got, qp| qp.poll_io() | got);
         if arrived {
             polled = q.cq.poll_with(n, &mut take);
         }

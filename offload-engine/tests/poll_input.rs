@@ -1,7 +1,8 @@
 //! Busy-poll mode: `Qp::poll_input` processes input on the caller's thread. The test
 //! runs on a current-thread runtime and spins without awaiting, so the connection's
 //! driver task cannot run meanwhile: every completion it sees came from `poll_input`.
-//! The peer is a hand-run MPA responder on its own thread that sends three Sends.
+//! The peer is a hand-run MPA responder on its own thread. `Qp::poll_io` also writes
+//! the send queue's requests from the polling thread.
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
@@ -225,5 +226,78 @@ async fn poll_input_reads_a_large_write_straight_into_memory() {
         "the rest of the Write was read straight into the region: {st:?}"
     );
     let _ = rest_tx.send(());
+    peer.join().expect("peer thread");
+}
+
+/// `poll_io` runs the whole connection on the polling thread: requests in flight (not
+/// only a lone one) go out from there as the socket takes them, and complete, with the
+/// driver unable to run. The peer counts the octets that reach it.
+#[tokio::test(flavor = "current_thread")]
+async fn poll_io_writes_every_request_in_flight_without_the_driver() {
+    const LEN: usize = 32 * 1024;
+    const WRITES: u64 = 4;
+    let listener =
+        std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (read_tx, read_rx) = mpsc::channel();
+    let peer = std::thread::spawn(move || {
+        run_peer(listener, MpaConfig::default(), |mut sock, _| async move {
+            use tokio::io::AsyncReadExt;
+            let (mut total, mut buf) = (0, vec![0; 64 * 1024]);
+            while total < WRITES as usize * LEN {
+                match sock.read(&mut buf).await.expect("read") {
+                    0 => break,
+                    n => total += n,
+                }
+            }
+            read_tx.send(total).expect("report");
+            // Open until the test's side has seen its completions.
+            let _ = sock.read(&mut buf).await;
+        });
+    });
+
+    let engine = Engine::new(EngineConfig::default());
+    let (pd, cq) = (engine.alloc_pd(), Cq::new(64));
+    let (qp, _) = engine
+        .connect(addr, QpInit::new(pd, &cq), b"")
+        .await
+        .expect("connect");
+    for wr_id in 0..WRITES {
+        qp.post_send(rdmap::SendWr {
+            wr_id,
+            op: rdmap::SendOp::Write {
+                data: rdmap::Payload::Bytes(vec![wr_id as u8; LEN].into()),
+                dst: rdmap::RemoteBuf {
+                    stag: rdmap::STag::from(0x100),
+                    to: 0,
+                    len: LEN as u32,
+                },
+            },
+            flags: rdmap::SendFlags::SIGNALED,
+        })
+        .expect("post_send");
+    }
+
+    // Spin without awaiting: only poll_io can write the requests (poll_input leaves
+    // requests in flight to the driver, which cannot run here).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut got = Vec::new();
+    while got.len() < WRITES as usize {
+        assert!(Instant::now() < deadline, "completions so far: {got:?}");
+        qp.poll_io();
+        cq.poll(&mut got, 8).expect("cq");
+    }
+    for (i, wc) in got.iter().enumerate() {
+        assert_eq!((wc.wc.wr_id, wc.wc.status), (i as u64, WcStatus::Success));
+    }
+    let read = read_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the peer read the Writes");
+    assert!(
+        read >= WRITES as usize * LEN,
+        "{read} octets reached the peer"
+    );
+    drop(qp);
+    drop(engine);
     peer.join().expect("peer thread");
 }

@@ -232,6 +232,9 @@ impl QpImpl {
     fn poll_input(&self) -> bool {
         either!(self, q => q.poll_input())
     }
+    fn poll_io(&self) -> bool {
+        either!(self, q => q.poll_io())
+    }
 }
 
 pub(crate) struct Inner {
@@ -426,10 +429,20 @@ impl Qp {
     /// Busy-poll mode: processes what the connection's socket holds right now on this
     /// thread, so a completion appears without waiting for the driver task. Call it in a
     /// loop that spins on [`Cq::poll`](crate::Cq::poll) (as perftest's latency tests
-    /// spin). Returns true if anything arrived; never blocks. See
-    /// Never blocks; output the input calls for (Read Responses, a Terminate) and the end
-    /// of the connection stay with the engine's driver.
+    /// spin). Returns true if anything arrived; never blocks. Output the input calls for
+    /// (Read Responses, a Terminate) and the end of the connection stay with the engine's
+    /// driver, and so do many requests in flight.
     pub fn poll_input(&self) -> bool {
         self.inner.qp.poll_input()
+    }
+
+    /// As [`poll_input`](Self::poll_input), and, embedded, what the send queue has to
+    /// send is written on this thread too: the whole connection runs on the polling
+    /// thread while it polls. For a loop that spins on a thread of its own (not a task
+    /// of the runtime the engine runs on), where the engine's thread would be a second
+    /// busy thread on the same processors. Returns true if anything arrived; never
+    /// blocks.
+    pub fn poll_io(&self) -> bool {
+        self.inner.qp.poll_io()
     }
 }

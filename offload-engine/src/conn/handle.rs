@@ -354,6 +354,21 @@ impl Qp {
     /// anything arrived. Never blocks; other output and the end of the connection stay
     /// with the driver.
     pub fn poll_input(&self) -> bool {
+        self.poll(false)
+    }
+
+    /// As [`poll_input`](Self::poll_input), and every request the send queue has to send
+    /// is written from here too, as far as the socket takes it (while the driver holds
+    /// nothing unwritten): the connection's work runs on the caller's thread. For an
+    /// application whose thread spins anyway (a C program's poll loop), so that the
+    /// driver is not a second busy thread on the same processors (BENCHMARKS.md, "C
+    /// programs through the rdma-core library").
+    pub fn poll_io(&self) -> bool {
+        self.poll(true)
+    }
+
+    /// One busy poll; `all`: every request's output is written here, not only a lone one's.
+    fn poll(&self, all: bool) -> bool {
         let mut st = self.shared.lock();
         if st.rx_eof
             || st.rx_busy
@@ -377,13 +392,14 @@ impl Qp {
         // post's push writes: the driver, woken from this thread, may not run before the
         // application's loop gives the runtime a turn, and a lone request is what the
         // application waits for. Many requests in flight stay with the driver, off the
-        // application's thread: an experiment that wrote every request here lost
-        // send_bw 64 KiB 17.6 -> 15.9 and read_bw 29.4 -> 23.5 Gbit/s (BENCHMARKS.md).
-        let lone = st.stream.outstanding_sends() == 1 && st.stream.wants_transmit();
+        // application's thread, unless the caller asks for `all`: an experiment that
+        // wrote every request here from iwperf's tasks lost send_bw 64 KiB 17.6 -> 15.9
+        // and read_bw 29.4 -> 23.5 Gbit/s (BENCHMARKS.md).
+        let here = all || st.stream.outstanding_sends() == 1;
         let driver = read.is_err()
             || st.rx_eof
             || st.stream.state() != QpState::Rts
-            || if lone {
+            || if here && st.stream.wants_transmit() {
                 super::inline_tx::transmit(&mut st, super::inline_tx::TX_HIGH_WATER)
             } else {
                 st.stream.wants_transmit()

@@ -441,6 +441,11 @@ impl DaemonQp {
         any
     }
 
+    /// As [`poll_input`](Self::poll_input): iwarpd writes the output.
+    pub(crate) fn poll_io(&self) -> bool {
+        self.poll_input()
+    }
+
     pub(crate) fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
         self.post_send_batch(std::iter::once(wr))
             .map_err(|(_, e)| e)
