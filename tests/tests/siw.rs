@@ -38,23 +38,13 @@
 //! and removes the netns; then `run-lab.sh net-down`) on every path, panics included.
 //! The tests share the netns `iwlab`, so they hold a lock and run one at a time.
 
-use std::io::{BufRead as _, BufReader};
-use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
 
-const VM1: &str = "10.231.0.11";
-const HOST: &str = "10.231.0.1";
-const NETNS: &str = "iwlab";
-/// The lab's cache when `LAB_CACHE` is unset (the lab's own default may be read-only).
-const DEFAULT_CACHE: &str = "/var/tmp/siw-lab-cache";
-/// The longest the lab may take to build and boot vm1.
-const BOOT_LIMIT: Duration = Duration::from_secs(600);
-/// The longest one `iwarp-rping` run may take.
-const RUN_LIMIT: Duration = Duration::from_secs(120);
+use tests::siw_lab::{
+    Daemon, HOST, LAB_LOCK, Lab, RUN_LIMIT, Server, VM1, in_netns, lab_command, require_lab, run,
+};
 
 /// How long one of our tools and the VM may run for perftest `flags`: `-a` moves every
 /// size up to 8 MiB, which siw under TCG emulation sends at a few MB/s (both ways with
@@ -67,48 +57,6 @@ fn limits(flags: &[&str]) -> (Duration, u32) {
     }
 }
 
-/// One lab at a time: they share the netns and the addresses.
-static LAB_LOCK: Mutex<()> = Mutex::new(());
-
-/// Fails the test, saying how to enable the lab, unless `IWARP_SIW_LAB=1` (the tests are
-/// `#[ignore]`d, so this runs only when they were asked for).
-fn require_lab() {
-    assert_eq!(
-        std::env::var("IWARP_SIW_LAB").as_deref(),
-        Ok("1"),
-        "the siw lab tests need IWARP_SIW_LAB=1 and root (they boot Linux siw in qemu): \
-         sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"
-    );
-}
-
-/// The lab's script: `IWARP_SIW_LAB_SCRIPT`, else `../shared/lab/siw/run-lab.sh` beside
-/// the repository, else where the development machines keep it.
-fn lab_script() -> String {
-    if let Ok(script) = std::env::var("IWARP_SIW_LAB_SCRIPT") {
-        return script;
-    }
-    let beside =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/lab/siw/run-lab.sh");
-    if beside.exists() {
-        return beside.display().to_string();
-    }
-    "/work/shared/lab/siw/run-lab.sh".to_owned()
-}
-
-fn lab_command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(lab_script());
-    cmd.args(args);
-    for (var, default) in [
-        ("LAB_CACHE", DEFAULT_CACHE),
-        ("LAB_CAPTURES", "/var/tmp/siw-lab-captures"),
-    ] {
-        if std::env::var_os(var).is_none() {
-            cmd.env(var, default);
-        }
-    }
-    cmd
-}
-
 /// Builds `iwarp-rping` and returns its path.
 fn rping_binary() -> PathBuf {
     example_binary("iwarp-rping")
@@ -119,194 +67,33 @@ fn example_binary(name: &str) -> PathBuf {
     tests::binary("examples", name)
 }
 
-/// A running `run-lab.sh serve`; dropping it stops the lab.
-struct Lab {
-    child: Child,
-    /// Lines of the lab's stderr, as they come.
-    lines: mpsc::Receiver<String>,
-}
-
-impl Lab {
-    /// Starts `run-lab.sh serve SECS PARAMS CMD` and waits until vm1 serves.
-    fn serve(secs: u32, params: &str, cmd: Option<&str>) -> Self {
-        let secs = secs.to_string();
-        let mut args = vec!["serve", secs.as_str(), params];
-        args.extend(cmd);
-        let mut child = lab_command(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .expect("start run-lab.sh serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("  lab| {line}");
-                // After the test stopped listening, keep draining so the lab never blocks
-                // on a full pipe.
-                let _ = tx.send(line);
-            }
-        });
-        let lab = Self { child, lines };
-        lab.wait_for("is serving", BOOT_LIMIT);
-        lab
-    }
-
-    fn wait_for(&self, needle: &str, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return,
-                Ok(_) => {}
-                Err(e) => panic!("the lab never printed {needle:?} ({e:?})"),
-            }
-        }
-    }
-}
-
-impl Lab {
-    /// Waits (at most `limit`) for the lab to end by itself (vm1 powered off) and returns
-    /// vm1's console log.
-    fn wait_vm_exit(&mut self, limit: Duration) -> Option<String> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let cache = std::env::var("LAB_CACHE").unwrap_or_else(|_| DEFAULT_CACHE.to_owned());
-        let log = std::fs::read(PathBuf::from(cache).join("run/vm1/console.log")).ok()?;
-        Some(String::from_utf8_lossy(&log).into_owned())
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let pgid = self.child.id().to_string();
-        // SIGTERM to the lab's own process group: run-lab.sh's EXIT trap stops the VM
-        // and removes the netns.
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{pgid}")])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pgid}")])
-                .status();
-            let _ = self.child.wait();
-        }
-        let _ = lab_command(&["net-down"]).status();
-    }
-}
-
-/// Our `iwarp-rping -s`, killed (by its pid) if the test fails before it finished.
-struct Server(Option<Child>);
-
-impl Server {
-    fn wait(mut self) -> Output {
-        let child = self.0.take().expect("waited once");
-        let out = child.wait_with_output().expect("wait for our server");
-        println!("{}", String::from_utf8_lossy(&out.stdout));
-        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-        out
-    }
-}
-
 /// Starts our server `bin ARGS OURS` in the lab's netns with `limit`, attached to
 /// `daemon` if given.
 fn our_server(
-    bin: &PathBuf,
+    bin: &Path,
     args: &[&str],
     ours: &[&str],
     daemon: Option<&Daemon>,
     limit: Duration,
 ) -> Server {
-    let mut cmd = Command::new("timeout");
-    cmd.arg(limit.as_secs().to_string())
-        .args(["ip", "netns", "exec", NETNS])
-        .arg(bin)
-        .args(args)
-        .args(ours)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut cmd = in_netns(bin.as_os_str(), limit);
+    cmd.args(args).args(ours);
     if let Some(d) = daemon {
         cmd.args(["--daemon", &d.sock]);
     }
-    Server(Some(cmd.spawn().expect("start our server")))
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    Server::spawn(cmd)
 }
 
 /// Runs one of our tools (`bin ARGS`) inside the lab's netns with [`RUN_LIMIT`].
-fn run_in_netns(bin: &PathBuf, args: &[&str]) -> Output {
+fn run_in_netns(bin: &Path, args: &[&str]) -> Output {
     run_in_netns_within(bin, args, RUN_LIMIT)
 }
 
 /// [`run_in_netns`] with its own time limit.
-fn run_in_netns_within(bin: &PathBuf, args: &[&str], limit: Duration) -> Output {
-    let mut cmd = Command::new("timeout");
-    cmd.arg(limit.as_secs().to_string())
-        .args(["ip", "netns", "exec", NETNS])
-        .arg(bin)
-        .args(args);
-    let name = bin.file_name().unwrap_or_default().to_string_lossy();
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {name}: {e}"));
-    println!("$ ip netns exec {NETNS} {name} {}", args.join(" "));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-/// Our `iwarpd` in the lab's netns, serving local applications on a socket file, with
-/// `flags` (its CRC and MPA settings are what its clients' connections use); killed on
-/// drop.
-struct Daemon {
-    child: Child,
-    sock: String,
-}
-
-impl Daemon {
-    fn start(flags: &[&str]) -> Self {
-        let sock = format!("/tmp/iwarpd-siw-{}.sock", std::process::id());
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", NETNS])
-            .arg(tests::binary("iwarpd", "iwarpd"))
-            .args(["--listen", &format!("{HOST}:0"), "--control", &sock])
-            .args(flags)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start iwarpd");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
-        assert!(
-            line.starts_with("listening on"),
-            "iwarpd did not start: {line:?}"
-        );
-        Self { child, sock }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn run_in_netns_within(bin: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut cmd = in_netns(bin.as_os_str(), limit);
+    cmd.args(args);
+    run(cmd)
 }
 
 /// Our client against siw's `rping -s` (vm1) with siw module parameters `params`.
