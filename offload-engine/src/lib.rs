@@ -25,7 +25,6 @@
 
 mod cm;
 mod conn;
-mod cqp;
 mod dual_stack;
 mod engine;
 mod handover;

@@ -76,7 +76,6 @@ mod memory;
 pub mod pushed;
 mod qp;
 mod sgl;
-mod snapshot;
 mod stream;
 pub mod term;
 pub mod testing;
@@ -88,7 +87,7 @@ pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedR
 pub use mpa::{Extensions, Framing, Refused};
 pub use qp::{QpEnd, QpNum};
 pub use sgl::{SGL_INLINE, Sgl};
-pub use snapshot::SnapshotError;
+pub use stream::SnapshotError;
 pub use stream::{
     DirectTarget, Event, OPCODES, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
 };

@@ -6,7 +6,8 @@ use ipc::control::{Reply, error};
 
 use super::replies::err;
 use super::session::Session;
-use super::users::{Usage, shown, user_of};
+use super::usage::Usage;
+use super::users::{shown, user_of};
 
 /// The refusal if giving the client of `s` `need` more would take its user, or the
 /// daemon, past a limit. Takes every session's lock in turn: call it holding none.

@@ -11,7 +11,7 @@ use super::admit;
 use super::queue_pairs::{NewQp, admit_qp, spawn_establish};
 use super::replies::{err, not_found};
 use super::session::{Answer, ClientListener, Session, reply};
-use super::users::Usage;
+use super::usage::Usage;
 
 /// `Listen`: a listener of the client on `addr`, if it may have one there. Its connection
 /// requests go to the client once the reply did.

@@ -37,6 +37,7 @@ mod replies;
 mod requests;
 mod servant;
 mod session;
+mod usage;
 mod users;
 
 pub use listing::engine_counters;

@@ -18,7 +18,7 @@ use super::recvs::{ClientSrq, QpRecvs};
 use super::replies::{err, not_found};
 use super::servant;
 use super::session::{ClientPd, Out, Session, reply};
-use super::users::Usage;
+use super::usage::Usage;
 use offload_engine::{ConnectError, QpInit};
 
 /// What a client asks of a queue pair it connects or accepts: its domain, its shared

@@ -19,7 +19,7 @@ use super::Device;
 use super::logs;
 use super::recvs::ClientSrq;
 use super::servant::Servant;
-use super::users::Usage;
+use super::usage::Usage;
 use offload_engine::push_share::PdPush;
 use offload_engine::tpt::PdId;
 use offload_engine::{Engine, Incoming};

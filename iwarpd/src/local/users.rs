@@ -17,40 +17,12 @@ use tokio::sync::{Notify, mpsc};
 
 use super::mover::{Ask, SessionMover};
 use super::session::Session;
+use super::usage::Usage;
 
 /// Sessions that have not opened the device yet, at most: past this many the oldest is
 /// dropped (an honest application opens at once, so the oldest waiting is the likeliest
 /// to be silent).
 pub(super) const MAX_UNOPENED: usize = 128;
-
-/// What one client or user holds of what the daemon bounds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Usage {
-    /// Memory files and sockets the daemon holds for it (see
-    /// [`FileBudget`](super::files::FileBudget)).
-    pub(super) files: usize,
-    /// Queue pairs, connected or connecting.
-    pub(super) qps: usize,
-    /// Entries of the memory table: regions, windows and STags reserved.
-    pub(super) entries: usize,
-    /// Octets of its regions the daemon maps.
-    pub(super) octets: u64,
-    /// Shared receive queues.
-    pub(super) srqs: usize,
-    /// Listeners.
-    pub(super) listeners: usize,
-}
-
-impl Usage {
-    fn add(&mut self, o: &Self) {
-        self.files += o.files;
-        self.qps += o.qps;
-        self.entries += o.entries;
-        self.octets += o.octets;
-        self.srqs += o.srqs;
-        self.listeners += o.listeners;
-    }
-}
 
 /// The user a session runs as, for accounting: its peer's uid, or one bucket for peers
 /// whose credentials could not be read.

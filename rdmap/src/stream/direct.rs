@@ -12,7 +12,7 @@ use mpa::wire::fpdu::{CRC_LEN, LENGTH_LEN};
 use shm::Region;
 
 use super::Stream;
-use super::rx::check_segment;
+use super::checks::check_segment;
 use crate::memory::Memory;
 use crate::term::TermCode;
 use crate::wire::Opcode;

@@ -24,10 +24,14 @@
 //! completions are reported in posting order, receive-queue completions in arrival order.
 //! A request that fails or is flushed always completes, signaled or not.
 
+mod checks;
 mod direct;
 mod rx;
+pub(crate) mod snapshot;
 mod transmit;
 mod tx;
+
+pub use snapshot::SnapshotError;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -240,7 +244,7 @@ pub struct Stream {
     rx: RxState,
     events: VecDeque<Event>,
     stats: StreamStats,
-    #[serde(with = "crate::snapshot::deadline")]
+    #[serde(with = "crate::stream::snapshot::deadline")]
     close_deadline: Option<Instant>,
 }
 

@@ -13,8 +13,8 @@ use crate::memory::{Memory, SharedRecv};
 use crate::term::TermCode;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
-    RDMAP_VERSION, READ_V2_FLAG, READ_V2_REQUEST_LEN, RdmapControl, ReadRequestRepr,
-    ReadV2RequestRepr, SEND_IMM_LEN, TerminateRepr,
+    READ_V2_FLAG, READ_V2_REQUEST_LEN, ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN,
+    TerminateRepr,
 };
 use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
 
@@ -42,7 +42,7 @@ pub(super) struct RxState {
     stopped: bool,
     pub(super) eof: bool,
     /// An RDMA Write segment whose payload is being read straight into memory.
-    #[serde(with = "crate::snapshot::not_direct")]
+    #[serde(with = "crate::stream::snapshot::not_direct")]
     pub(super) direct: Option<super::direct::Direct>,
 }
 
@@ -131,38 +131,6 @@ fn scatter(
     Ok(())
 }
 
-/// The DDP and RDMAP header checks every incoming segment passes first, in order (RFC
-/// 5041 §7.2, RFC 5040 §4.8): the segment, its payload and its opcode, or the Terminate
-/// code and whether the Terminate copies the segment's header. An extension's opcode is
-/// unexpected unless `extensions` (what both sides agreed) has it.
-pub(super) fn check_segment(
-    ulpdu: &[u8],
-    extensions: Extensions,
-) -> Result<(SegmentRepr, &[u8], Opcode), (TermCode, bool)> {
-    let (seg, payload) =
-        SegmentRepr::parse(ulpdu).map_err(|e| (TermCode::from_ddp(e), e != DdpError::Truncated))?;
-    // DDP: the queue number must exist (untagged check 1).
-    if let SegmentRepr::Untagged(u) = &seg
-        && u.qn > 3
-    {
-        return Err((TermCode::from_ddp(DdpError::InvalidQn), true));
-    }
-    let ctrl = RdmapControl::parse(seg.rsvd_ulp());
-    if ctrl.version != RDMAP_VERSION {
-        return Err((TermCode::INVALID_RDMAP_VERSION, true));
-    }
-    let op = ctrl.opcode;
-    let fits = match &seg {
-        SegmentRepr::Tagged(_) => op.is_tagged(),
-        SegmentRepr::Untagged(u) => !op.is_tagged() && op.queue() == Some(u.qn),
-    };
-    let agreed = !op.has_send_immediate() || extensions.contains(Extensions::SEND_IMMEDIATE);
-    if !fits || !agreed {
-        return Err((TermCode::UNEXPECTED_OPCODE, true));
-    }
-    Ok((seg, payload, op))
-}
-
 impl Stream {
     /// Validates and executes one incoming DDP segment.
     pub(super) fn on_ulpdu(
@@ -171,7 +139,7 @@ impl Stream {
         mem: &mut dyn Memory,
         srq: &mut dyn SharedRecv,
     ) {
-        let (seg, payload, op) = match check_segment(ulpdu, self.extensions) {
+        let (seg, payload, op) = match super::checks::check_segment(ulpdu, self.extensions) {
             Ok(x) => x,
             Err((code, copy)) => return self.fatal(code, copy.then_some(ulpdu), None),
         };

@@ -31,7 +31,7 @@ pub(super) enum Source {
     /// Local memory read with remote-read access on the peer's behalf (Read Response).
     Remote(ReadRequestRepr),
     Inline(
-        #[serde(with = "crate::snapshot::array")] [u8; INLINE_MAX],
+        #[serde(with = "crate::stream::snapshot::array")] [u8; INLINE_MAX],
         usize,
     ),
 }

@@ -132,7 +132,7 @@ pub(super) enum DelayState {
     Waiting(std::time::Duration),
     /// Later requests go out from this instant on; `None`: a duration past what the
     /// clock can represent, which only a flush ends.
-    Until(#[serde(with = "crate::snapshot::deadline")] Option<std::time::Instant>),
+    Until(#[serde(with = "crate::stream::snapshot::deadline")] Option<std::time::Instant>),
 }
 
 impl TxState {

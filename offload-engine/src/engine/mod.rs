@@ -1,6 +1,8 @@
 //! The engine: one software RNIC. It owns the TPT and numbers queue pairs; connections run
 //! as tokio tasks.
 
+mod cqp;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -228,7 +230,7 @@ pub(crate) struct Inner {
     push: Option<Arc<PushShare>>,
     push_regions: Mutex<HashMap<PdId, Weak<PdPush>>>,
     /// The control queue, started with the first queued registration.
-    cqp: std::sync::OnceLock<crate::cqp::ControlQueue>,
+    cqp: std::sync::OnceLock<cqp::ControlQueue>,
 }
 
 /// What the queue pairs that are gone leave behind: their counters, summed.
@@ -305,7 +307,7 @@ impl Engine {
         Arc::downgrade(&self.inner)
     }
 
-    pub(crate) fn cqp_cell(&self) -> &std::sync::OnceLock<crate::cqp::ControlQueue> {
+    pub(crate) fn cqp_cell(&self) -> &std::sync::OnceLock<cqp::ControlQueue> {
         &self.inner.cqp
     }
 

@@ -28,8 +28,7 @@ use std::time::Duration;
 use rdmap::{Access, STag};
 use tokio::sync::{mpsc, watch};
 
-use crate::Engine;
-use crate::engine::Inner;
+use super::{Engine, Inner};
 use crate::tpt::{Base, PdId, TptError};
 use shm::Region;
 
