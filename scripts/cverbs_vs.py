@@ -59,8 +59,11 @@ def main():
     a = p.parse_args()
     if a.daemon and a.netns:
         sys.exit("cverbs_vs: --daemon runs on loopback (one iwarpd); drop --netns")
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf",
-                    "-p", "iwarpd"], cwd=ROOT, check=True)
+    # Two builds: `--bin iwperf` would also keep iwarpd's binary from being built.
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "examples", "--bin", "iwperf"],
+                   cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "iwarpd", "--bin", "iwarpd"],
+                   cwd=ROOT, check=True)
     subprocess.run([os.path.join(ROOT, "scripts", "rdma_core_lib.sh"), "--release"], cwd=ROOT,
                    check=True, stdout=subprocess.DEVNULL)
     path = vs_tcp.Path(a.netns)
