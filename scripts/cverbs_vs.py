@@ -73,6 +73,10 @@ def main():
     if a.daemon:
         daemon = daemon_vs.start_iwarpd([])
         device, via = f"unix:{daemon_vs.SOCK}", ["--daemon", daemon_vs.SOCK]
+    else:
+        # The same framing on both lines: the library asks for MPA CRC, iwperf only with
+        # --crc (through iwarpd, both take the daemon's settings).
+        via = ["--crc"]
     try:
         for r in range(a.rounds):
             port += 10
