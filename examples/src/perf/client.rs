@@ -1,17 +1,11 @@
 //! The client: connects, exchanges parameters, runs the test for every size and
 //! prints the result lines.
 
-use std::time::Instant;
-
-use tokio::task::JoinSet;
-use verbs::Mr;
-
-use super::bw::{self, Limits};
-use super::msg::{BwReport, Dest};
-use super::progress::{Goal, Progress};
-use super::report::{self, Outcome, Printer, Timeline};
-use super::session::{Session, remote};
-use super::{BUF_VA, CREDIT_VA, Error, Opts, Test, latency, send};
+use super::msg::BwReport;
+use super::report::{self, Outcome, Printer};
+use super::rounds::{credit_buffers, rdma_round, reported_iters, send_round};
+use super::session::Session;
+use super::{BUF_VA, Error, Opts, Test, latency};
 
 /// Work requests kept in flight by default (perftest's TX depth).
 pub const TX_DEPTH: usize = super::opts::DEFAULT_TX_DEPTH;
@@ -73,44 +67,6 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
     Ok(out)
 }
 
-/// The limits of one size's run on each QP.
-fn limits(opts: &Opts) -> Limits {
-    let epoch = Instant::now();
-    Limits {
-        depth: opts.tx_depth,
-        iters: opts.iters,
-        deadline: opts.duration.map(|d| epoch + d),
-        timeout: opts.timeout,
-        epoch,
-    }
-}
-
-/// The progress line of link `i` of `links`: on link 0 only, which runs as they all
-/// do (its live bandwidth counts them all), and not with `--run_infinitely` (its lines
-/// come every interval).
-fn progress(opts: &Opts, size: usize, i: usize, links: usize) -> Option<Progress> {
-    if i > 0 || opts.infinitely {
-        return None;
-    }
-    let goal = opts.duration.map_or(Goal::Iters(opts.iters), Goal::Time);
-    let prog = Progress::new(format!("{} {size}", opts.test.name()), goal);
-    Some(prog.with_size((size * links.max(1)) as u64))
-}
-
-/// The iterations a bandwidth line reports, as perftest counts them: the operations of
-/// every QP together (`-n` times `-q`; with `-D`, all that completed).
-pub fn reported_iters(tl: &Timeline) -> u64 {
-    tl.completed.len() as u64
-}
-
-async fn join_all(mut set: JoinSet<Result<Timeline, Error>>) -> Result<Vec<Timeline>, Error> {
-    let mut out = Vec::with_capacity(set.len());
-    while let Some(r) = set.join_next().await {
-        out.push(r.map_err(|e| format!("test task failed: {e}"))??);
-    }
-    Ok(out)
-}
-
 /// `write_bw`/`read_bw`: every QP Writes (Reads) at the server's buffer; then the
 /// report goes to the server.
 async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
@@ -137,87 +93,6 @@ async fn rdma_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     }
     s.comm.xchg(&first.encode(), "closing barrier").await?;
     Ok(out)
-}
-
-/// One size of `write_bw`/`read_bw` on every link at once, at the peer's buffers
-/// `rem` (walked over `cycle` octets): the merged timeline.
-pub(crate) async fn rdma_round(
-    opts: &Opts,
-    s: &Session,
-    buf: &Mr,
-    rem: &[Dest],
-    size: usize,
-    cycle: usize,
-) -> Result<Timeline, Error> {
-    let lim = limits(opts);
-    let mut set = JoinSet::new();
-    for (i, (link, r)) in s.links.iter().zip(rem).enumerate() {
-        let prog = progress(opts, size, i, s.links.len());
-        let run = bw::rdma(
-            (opts.test, opts.atomic),
-            lim,
-            prog,
-            link.qp.clone(),
-            link.cq.clone(),
-            buf.clone(),
-            remote(r),
-            size,
-            cycle,
-        );
-        set.spawn(run);
-    }
-    Ok(Timeline::merge(join_all(set).await?))
-}
-
-/// One size of `send_bw`'s Sends on every link at once, each paced by the credits the
-/// peer writes into that link's buffer in `credits`: the merged timeline. `sent`: the
-/// Sends each link made before in this count (`--run_infinitely`'s intervals; 0 starts
-/// a new count, as every size does).
-pub(crate) async fn send_round(
-    opts: &Opts,
-    s: &Session,
-    credits: &[Mr],
-    payload: &Mr,
-    size: usize,
-    sent: u64,
-) -> Result<Timeline, Error> {
-    let lim = limits(opts);
-    let window = send::rx_depth(opts);
-    let mut set = JoinSet::new();
-    for (i, (link, credit)) in s.links.iter().zip(credits).enumerate() {
-        if sent == 0 {
-            // Counts start again with every size, as perftest's do (its server counts
-            // the size's receives from 0): the last size's count is not credit.
-            credit.write(0, &[0; 4])?;
-        }
-        let run = send::client(
-            lim,
-            progress(opts, size, i, s.links.len()),
-            link.qp.clone(),
-            link.cq.clone(),
-            credit.clone(),
-            payload.clone(),
-            size,
-            (window, sent),
-        );
-        set.spawn(run);
-    }
-    Ok(Timeline::merge(join_all(set).await?))
-}
-
-/// `send_bw`'s credit buffers, one per link, and our address messages naming them.
-pub(crate) fn credit_buffers(opts: &Opts, s: &Session) -> Result<(Vec<Mr>, Vec<Dest>), Error> {
-    let mut credits: Vec<Mr> = Vec::with_capacity(s.links.len());
-    for i in 0..s.links.len() as u64 {
-        credits.push(s.register(vec![0; 64], CREDIT_VA + i * 0x1000)?);
-    }
-    let mine = s
-        .links
-        .iter()
-        .zip(&credits)
-        .map(|(l, c)| Session::dest(opts, l, c, 0))
-        .collect();
-    Ok((credits, mine))
 }
 
 /// `send_bw`: every QP Sends, paced by the credits the server writes into that QP's

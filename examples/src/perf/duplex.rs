@@ -18,10 +18,11 @@ use std::pin::pin;
 use tokio::sync::watch;
 use verbs::Mr;
 
-use super::client::{credit_buffers, rdma_round, reported_iters, send_round};
 use super::msg::{BwReport, Dest};
 use super::report::{self, Outcome, Printer};
-use super::server::{inboxes, receive_round};
+use super::rounds::{
+    credit_buffers, inboxes, rdma_round, receive_round, reported_iters, send_round,
+};
 use super::session::Session;
 use super::{BUF_VA, Error, FOREVER, Opts, Test, interrupt, size_barrier};
 

@@ -39,6 +39,7 @@ pub mod msg;
 pub mod opts;
 pub mod progress;
 pub mod report;
+mod rounds;
 pub mod send;
 pub mod server;
 pub mod session;

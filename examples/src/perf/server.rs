@@ -3,24 +3,14 @@
 //! report), receives (`send_bw`: it prints its own measurement) or plays its part
 //! of a latency test.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use verbs::{Device, Listener};
 
-use super::client::reported_iters;
-use super::msg::{BwReport, Dest};
-use super::opts::INFINITE_INTERVAL;
+use super::msg::BwReport;
 use super::report::{self, Outcome, Printer, Timeline};
-use super::send::{self, Inbox, Until};
+use super::rounds::{TEST_WAIT, inboxes, receive_round, reported_iters, test_wait};
 use super::session::Session;
 use super::{BUF_VA, Error, Opts, Test, latency};
-
-/// How long the server waits for the client to finish its test.
-const TEST_WAIT: Duration = Duration::from_secs(3600);
 
 /// Serves one perftest client on `listener`; returns the result lines it printed.
 pub async fn serve(dev: &Device, listener: &Listener, opts: &Opts) -> Result<Vec<Outcome>, Error> {
@@ -83,128 +73,6 @@ async fn passive(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, 
     Ok(vec![Outcome::Bw(rep)])
 }
 
-/// `send_bw`'s receive buffers: every link's receives posted.
-pub(crate) fn inboxes(opts: &Opts, s: &Session) -> Result<Vec<Arc<Inbox>>, Error> {
-    let depth = send::rx_depth(opts);
-    let mut inboxes = Vec::with_capacity(s.links.len());
-    for link in &s.links {
-        let inbox = Inbox::new(&s.pd, depth, opts.buf_size())?;
-        s.hold(inbox.mr());
-        inbox.post_all(&link.qp)?;
-        inboxes.push(Arc::new(inbox));
-    }
-    Ok(inboxes)
-}
-
-/// One size of `send_bw`'s receives on every link at once, each link's count (from 0)
-/// RDMA Written into the peer's credit buffer named by `rem`. `-n` counts the receives;
-/// with `-D` they end when `stop` turns true (then what still arrives within
-/// [`send::DRAIN_IDLE`]). The timeline of the receives; with `--run_infinitely` none,
-/// a line printed every `-D` seconds instead, until `stop`.
-pub(crate) async fn receive_round(
-    opts: &Opts,
-    s: &Session,
-    (p, size): (&Printer, usize),
-    inboxes: &[Arc<Inbox>],
-    rem: &[Dest],
-    stop: &watch::Receiver<bool>,
-) -> Result<Timeline, Error> {
-    let epoch = Instant::now();
-    let tally = opts.infinitely.then(|| Arc::new(AtomicU64::new(0)));
-    // The interval lines stop with the round, however it ends.
-    let _ticker = tally.clone().map(|t| {
-        let (p, interval, gbits) = (*p, opts.duration.unwrap_or(INFINITE_INTERVAL), opts.gbits);
-        AbortOnDrop(tokio::spawn(interval_lines(p, size, interval, gbits, t)))
-    });
-    let mut set = JoinSet::new();
-    for ((link, inbox), r) in s.links.iter().zip(inboxes).zip(rem) {
-        let (opts, qp, cq, inbox) = (
-            opts.clone(),
-            link.qp.clone(),
-            link.recv_cq.clone(),
-            inbox.clone(),
-        );
-        let credit = send::credit_buf(r.rkey, r.vaddr);
-        let mut stop = stop.clone();
-        let until = match opts.duration {
-            Some(_) => Until::Barrier,
-            None => Until::Count(opts.iters),
-        };
-        let tally = tally.clone();
-        set.spawn(async move {
-            let stop = async move {
-                let _ = stop.wait_for(|v| *v).await;
-            };
-            let (wait, tally) = (test_wait(&opts), tally.as_deref());
-            send::server(
-                &opts,
-                &qp,
-                &cq,
-                &inbox,
-                credit,
-                (until, stop),
-                wait,
-                epoch,
-                tally,
-            )
-            .await
-        });
-    }
-    let mut parts = Vec::new();
-    while let Some(r) = set.join_next().await {
-        // The first failure ends the round: dropping the set stops the other links.
-        let at = r.map_err(|e| format!("receive task failed: {e}"))??;
-        parts.push(Timeline::from_receives(at));
-    }
-    Ok(Timeline::merge(parts))
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// `--run_infinitely` on the receiving side: every `interval`, the line of the receives
-/// `tally` counted in it.
-async fn interval_lines(
-    p: Printer,
-    size: usize,
-    interval: Duration,
-    gbits: bool,
-    tally: Arc<AtomicU64>,
-) {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    let mut last = Instant::now();
-    loop {
-        tick.tick().await;
-        let n = tally.swap(0, Ordering::Relaxed);
-        let secs = last.elapsed().as_secs_f64().max(1e-9);
-        last = Instant::now();
-        let bw = report::scale(size as f64 * n as f64 / secs, gbits);
-        p.line(&Outcome::Bw(BwReport {
-            size: size as u64,
-            iters: n,
-            bw_peak: bw,
-            bw_avg: bw,
-            msg_rate: n as f64 / secs / 1e6,
-        }));
-    }
-}
-
-/// How long the server waits for the client to finish its test: [`TEST_WAIT`], or
-/// with `--run_infinitely` as long as the client runs.
-pub(crate) fn test_wait(opts: &Opts) -> Duration {
-    if opts.infinitely {
-        super::FOREVER
-    } else {
-        TEST_WAIT
-    }
-}
-
 /// The report of a receiving side's timeline. Receives complete in bursts (many per
 /// TCP read), so intervals between them say nothing about a peak rate: the receiver
 /// reports its average as the peak.
@@ -219,7 +87,7 @@ pub(crate) fn receive_report(opts: &Opts, size: usize, tl: &Timeline) -> BwRepor
 /// bidirectional run uses them).
 async fn send_bw(opts: &Opts, s: &Session, p: &Printer) -> Result<Vec<Outcome>, Error> {
     let inboxes = inboxes(opts, s)?;
-    let (_credits, mine) = super::client::credit_buffers(opts, s)?;
+    let (_credits, mine) = super::rounds::credit_buffers(opts, s)?;
     let rem = s.exchange(opts, p, &mine).await?;
     p.header();
     let first = mine.first().copied().unwrap_or_default();
