@@ -12,7 +12,7 @@
 //! sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw_c_programs -- --ignored --test-threads=1
 //! ```
 //!
-//! CI runs `ci_smoke_c_programs_both_roles` (siw's clients against Debian's servers)
+//! CI runs `ci_smoke_siw_clients_against_c_servers` (siw's clients against Debian's servers)
 //! after the Rust tools' smoke.
 
 use std::path::PathBuf;
@@ -166,7 +166,7 @@ fn siw_perftest_client_against_server(test: &str) {
 
 #[test]
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw_c_programs -- --ignored --test-threads=1"]
-fn ci_smoke_c_programs_both_roles() {
+fn ci_smoke_siw_clients_against_c_servers() {
     siw_rping_client_against_rping_server();
     siw_perftest_client_against_server("write_bw");
 }
