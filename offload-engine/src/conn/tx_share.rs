@@ -55,6 +55,8 @@ pub(crate) struct SharedTx {
     totals: Arc<PushShare>,
     /// The MULPDU granted (read back from the segment, the client could change it).
     mulpdu: u16,
+    /// When [`revoke`](Self::revoke) first found the application holding the lock.
+    revoking_since: Option<Instant>,
 }
 
 impl SharedTx {
@@ -76,6 +78,7 @@ impl SharedTx {
             seen,
             totals,
             mulpdu: stream.mulpdu(),
+            revoking_since: None,
         }
     }
 
@@ -133,10 +136,17 @@ impl SharedTx {
                 }
             }
         }
+        self.take(stream)
+    }
+
+    /// This side holds the lock now: takes in what the application wrote, and moves the
+    /// stream to where it left it (`Torn` if it let go, or lost the lock, in the middle of
+    /// an FPDU).
+    fn take(&mut self, stream: &mut Stream) -> Gate {
         self.held = true;
+        let share = self.seg.tx_share();
         let (intent, at) = (share.intent(), share.point());
         self.count(stream);
-        // The application let go (or was taken over) in the middle of an FPDU.
         if intent != 0 {
             return Gate::Torn;
         }
@@ -158,9 +168,23 @@ impl SharedTx {
     /// nor followed by one of the stream's under the same MSN. `Open`: ended, the stream
     /// continues from the application's point; `Wait`: the application holds the lock,
     /// look again then; `Torn`: ended, but the application's lease ran out in the middle
-    /// of an FPDU.
+    /// of an FPDU. The wait is bounded by the daemon's own clock, not the heartbeat the
+    /// application writes: [`LEASE`] after the first try the share ends whatever the
+    /// application does, so that it cannot hold up a migration (an upgrade of the whole
+    /// daemon) by keeping its heartbeat fresh.
     pub(crate) fn revoke(&mut self, stream: &mut Stream) -> Gate {
-        let gate = self.acquire(stream);
+        let since = *self.revoking_since.get_or_insert_with(Instant::now);
+        let gate = match self.acquire(stream) {
+            Gate::Wait(_) if since.elapsed() >= LEASE => {
+                // OFF under the application: its unlock fails, and it writes no more.
+                let _ = self.seg.tx_share().revoke();
+                tracing::warn!(
+                    "the application held its connection's transmit lock through a whole lease while the share ended; taken back"
+                );
+                self.take(stream)
+            }
+            gate => gate,
+        };
         if !matches!(gate, Gate::Wait(_)) {
             // This side holds the lock: only a client that writes the lock word itself
             // can have it now, and it only tears its own stream.
@@ -262,5 +286,35 @@ mod tests {
             "the stream goes on after the application's Send, not under its MSN"
         );
         assert!(!cs.is_on() && cs.client_lock().is_none(), "ended");
+    }
+
+    #[test]
+    fn an_application_that_keeps_the_lock_loses_it_a_lease_after_the_share_ends() {
+        let mut stream = stream();
+        let (d, c) = segments();
+        let totals = Arc::new(PushShare::new(PushConfig::default()));
+        let mut share = SharedTx::grant(d, totals, &stream);
+        share.settle(&stream, true);
+        let cs = c.tx_share();
+        let word = cs.client_lock().expect("released by the daemon");
+        // The application never lets go, and beats as if it were writing.
+        let start = Instant::now();
+        let gate = loop {
+            cs.heartbeat();
+            assert!(
+                start.elapsed() < 50 * LEASE,
+                "the share never ended under a beating application"
+            );
+            match share.revoke(&mut stream) {
+                Gate::Wait(_) => std::thread::sleep(RETRY),
+                gate => break gate,
+            }
+        };
+        assert!(start.elapsed() >= LEASE, "not before a whole lease");
+        assert_eq!(gate, Gate::Open, "no FPDU was under way");
+        assert!(
+            !cs.client_unlock(word) && !cs.is_on(),
+            "ended under the application"
+        );
     }
 }
