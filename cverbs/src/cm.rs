@@ -12,14 +12,14 @@
 
 use std::cell::UnsafeCell;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use libc::{c_int, c_void, sockaddr};
 
 use crate::abi::*;
 use crate::cm_abi::*;
-use crate::cm_events::{EventChannel, What, channel};
+use crate::cm_events::{EventChannel, Owner, What, channel};
 use crate::errors::{Errno, once, unsupported};
 use crate::live::Live;
 use crate::qp::Qp;
@@ -44,8 +44,8 @@ pub(crate) struct CmId {
     ibv: UnsafeCell<rdma_cm_id>,
     channel: Arc<EventChannel>,
     state: Mutex<State>,
-    /// Destroyed: no more events for it.
-    gone: AtomicBool,
+    /// Its events: none after it is destroyed.
+    events: Arc<Owner>,
     /// Made without a channel: `channel` is its own, and each call waits for its event
     /// (`complete`).
     sync: bool,
@@ -91,9 +91,8 @@ impl CmId {
 
     /// Queues an event for this identifier, unless it was destroyed.
     fn post(&self, what: What) {
-        if !self.gone.load(Ordering::Acquire) {
-            self.channel.post(self.ptr(), std::ptr::null_mut(), what);
-        }
+        self.channel
+            .post(self.ptr(), std::ptr::null_mut(), &self.events, what);
     }
 
     /// Whether it was made without a channel (each call waits for its event).
@@ -179,7 +178,7 @@ fn new_id(ch: Arc<EventChannel>, context: *mut c_void, ps: c_int, sync: bool) ->
         ibv: UnsafeCell::new(ibv),
         channel: ch,
         state: Mutex::default(),
-        gone: AtomicBool::new(false),
+        events: Arc::default(),
         sync,
     });
     IDS.get(ptr).expect("just added")
@@ -225,8 +224,8 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     let Some(i) = IDS.remove(id) else {
         return Errno::EINVAL.fail();
     };
-    i.gone.store(true, Ordering::Release);
     i.ack_held();
+    i.events.end();
     let mut st = i.state();
     if let Some(t) = st.task.take() {
         t.abort();
@@ -453,7 +452,7 @@ fn refused(e: &verbs::ConnectError) -> What {
 fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
     // Destroyed while it connected: nobody will use or end it.
     let qp_gone = crate::qp::queue_pair(qp.ibv().cast()).is_err();
-    if i.gone.load(Ordering::Acquire) || qp_gone {
+    if i.events.is_gone() || qp_gone {
         conn.disconnect();
         return;
     }
@@ -524,7 +523,7 @@ pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
 /// A connection request on listener `parent`: a new identifier holds it, announced by
 /// CONNECT_REQUEST with the peer's private data.
 fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
-    if parent.gone.load(Ordering::Acquire) {
+    if parent.events.is_gone() {
         return;
     }
     // SAFETY: reads the program's `context` word of the parent's C structure, which this
@@ -552,6 +551,7 @@ fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
     parent.channel.post(
         child.ptr(),
         parent.ptr(),
+        &parent.events,
         What {
             event: RDMA_CM_EVENT_CONNECT_REQUEST,
             private,

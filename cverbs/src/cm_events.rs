@@ -4,8 +4,15 @@
 //! A channel's descriptor is an eventfd in semaphore mode, as a completion channel's: each
 //! event adds one; `rdma_get_cm_event` reads one (blocking, or `EAGAIN` when the program
 //! made the descriptor non-blocking) and takes the oldest event.
+//!
+//! As in librdmacm, an identifier's events end with it ([`Owner`]): those not yet taken
+//! when it is destroyed are never handed out, and `rdma_destroy_id` returns only once
+//! every event handed out for it was acknowledged, so a program's event thread never
+//! holds an event of an identifier (or of memory) another thread has freed.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use libc::c_int;
 
@@ -33,6 +40,83 @@ pub(crate) struct Event {
     ibv: rdma_cm_event,
     /// The private data `ibv.param.conn.private_data` points into.
     _private: Box<[u8]>,
+    /// The identifier it is counted against: its own, or the listener's for a
+    /// connection request (as librdmacm counts it).
+    owner: Arc<Owner>,
+}
+
+/// The events of one identifier: whether it was destroyed, and how many of its events
+/// the program holds (handed out, not yet acknowledged).
+#[derive(Debug, Default)]
+pub(crate) struct Owner {
+    state: Mutex<Owned>,
+    acked: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Owned {
+    gone: bool,
+    held: usize,
+}
+
+impl Owner {
+    /// How long `end` waits before it says what it waits for.
+    const TELL_AFTER: Duration = Duration::from_secs(5);
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Owned> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the identifier was destroyed.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state().gone
+    }
+
+    /// The identifier is destroyed: no more of its events are handed out. Waits until the
+    /// program has acknowledged every one it holds (librdmacm's `rdma_destroy_id` does
+    /// the same, and so waits forever on a thread that destroys an identifier whose event
+    /// it has not acknowledged; after a while this says so).
+    pub(crate) fn end(&self) {
+        let mut st = self.state();
+        st.gone = true;
+        let mut told = false;
+        while st.held > 0 {
+            let (next, waited) = self
+                .acked
+                .wait_timeout(st, Self::TELL_AFTER)
+                .unwrap_or_else(|e| e.into_inner());
+            st = next;
+            if waited.timed_out() && st.held > 0 && !told {
+                told = true;
+                crate::errors::once(
+                    "rdma_destroy_id",
+                    &format!(
+                        "waits for {} event(s) of the identifier to be acknowledged \
+                         (rdma_ack_cm_event): acknowledge every event before destroying \
+                         its identifier",
+                        st.held
+                    ),
+                );
+            }
+        }
+    }
+
+    /// One of its events goes to the program, unless the identifier was destroyed.
+    fn hand_out(&self) -> bool {
+        let mut st = self.state();
+        if st.gone {
+            return false;
+        }
+        st.held += 1;
+        true
+    }
+
+    fn acknowledged(&self) {
+        let mut st = self.state();
+        st.held = st.held.saturating_sub(1);
+        drop(st);
+        self.acked.notify_all();
+    }
 }
 
 // SAFETY: the pointers in `ibv` are addresses handed to C (identifiers, and `_private`,
@@ -52,8 +136,18 @@ pub(crate) struct What {
 }
 
 impl EventChannel {
-    /// Queues an event for `id` (and `listen_id`, for a connection request).
-    pub(crate) fn post(&self, id: *mut rdma_cm_id, listen_id: *mut rdma_cm_id, what: What) {
+    /// Queues an event for `id` (and `listen_id`, for a connection request), counted
+    /// against `owner`'s identifier; dropped if that one was destroyed.
+    pub(crate) fn post(
+        &self,
+        id: *mut rdma_cm_id,
+        listen_id: *mut rdma_cm_id,
+        owner: &Arc<Owner>,
+        what: What,
+    ) {
+        if owner.is_gone() {
+            return;
+        }
         let private = what.private.into_boxed_slice();
         let conn = rdma_conn_param {
             private_data: if private.is_empty() {
@@ -79,6 +173,7 @@ impl EventChannel {
                 param: rdma_cm_event_param { conn },
             },
             _private: private,
+            owner: owner.clone(),
         });
         self.queued.push(ev as usize);
     }
@@ -95,7 +190,7 @@ unsafe impl Send for EventChannel {}
 unsafe impl Sync for EventChannel {}
 
 /// The channel behind `ch`, if it is alive.
-pub(crate) fn channel(ch: *const rdma_event_channel) -> Option<std::sync::Arc<EventChannel>> {
+pub(crate) fn channel(ch: *const rdma_event_channel) -> Option<Arc<EventChannel>> {
     CHANNELS.get(ch)
 }
 
@@ -108,7 +203,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 
 /// A new channel; none (errno set) if the stack cannot be reached. A synchronous
 /// identifier (one made without a channel) gets one of its own, as librdmacm gives it.
-pub(crate) fn open() -> Option<std::sync::Arc<EventChannel>> {
+pub(crate) fn open() -> Option<Arc<EventChannel>> {
     if crate::cm::cm_context().is_none() {
         set_errno(Errno::ENODEV);
         return None;
@@ -158,12 +253,20 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return Errno::EINVAL.fail();
     }
-    let Some(ev) = c.queued.take() else {
-        return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
-    };
-    // SAFETY: the caller's pointer, per this function's contract.
-    unsafe { *event = ev as *mut rdma_cm_event };
-    0
+    loop {
+        let Some(ev) = c.queued.take() else {
+            return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
+        };
+        // One whose identifier was destroyed since is never handed out: take the next.
+        match EVENTS.get(ev as *const Event) {
+            Some(e) if e.owner.hand_out() => {
+                // SAFETY: the caller's pointer, per this function's contract.
+                unsafe { *event = ev as *mut rdma_cm_event };
+                return 0;
+            }
+            _ => drop(EVENTS.remove(ev as *const Event)),
+        }
+    }
 }
 
 /// `rdma_ack_cm_event`: frees the event; `EINVAL` for one not handed out (acknowledged
@@ -171,7 +274,10 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
     match EVENTS.remove(event) {
-        Some(_) => 0,
+        Some(e) => {
+            e.owner.acknowledged();
+            0
+        }
         None => Errno::EINVAL.fail(),
     }
 }
