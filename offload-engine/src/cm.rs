@@ -141,10 +141,15 @@ impl Engine {
             HandshakeEvent::Established {
                 negotiated,
                 private_data,
-            } => Ok((
-                self.start_qp(init, &negotiated, sock, rx, tap)?,
-                private_data,
-            )),
+            } => {
+                // The first FPDU (the RTR, or the application's first message) waits a
+                // moment: see `EngineConfig::first_fpdu_delay`.
+                tokio::time::sleep(self.config().first_fpdu_delay).await;
+                Ok((
+                    self.start_qp(init, &negotiated, sock, rx, tap)?,
+                    private_data,
+                ))
+            }
             HandshakeEvent::Rejected { private_data, peer } => Err(ConnectError::Rejected {
                 private_data,
                 refused: mpa::Refused::between(&self.config().mpa, &peer),

@@ -311,3 +311,37 @@ async fn requests_the_application_does_not_take_are_bounded_and_time_out() {
     assert!(!closed_at_once(&mut next).await, "a place again");
     drop(listener);
 }
+
+/// The Initiator's first FPDU, here the RTR of peer-to-peer mode, leaves exactly
+/// `first_fpdu_delay` after the peer's MPA Reply (Linux siw's window, see
+/// `EngineConfig::first_fpdu_delay`), measured by the peer on the paused clock.
+#[tokio::test(start_paused = true)]
+async fn the_first_fpdu_leaves_the_first_fpdu_delay_after_the_reply() {
+    use tokio::io::AsyncReadExt;
+    let (l, addr) = listener().await;
+    let mut mpa = mpa::MpaConfig::default();
+    mpa.p2p = true;
+    let responder = mpa.clone();
+    let peer = tokio::spawn(async move {
+        let (mut sock, mut rx, _) = common::fake_responder(l, responder).await;
+        let replied = Instant::now();
+        while rx.is_empty() {
+            assert!(sock.read_buf(&mut rx).await.expect("read") > 0, "closed");
+        }
+        (replied.elapsed(), sock)
+    });
+    let mut cfg = EngineConfig::default();
+    cfg.mpa = mpa;
+    cfg.first_fpdu_delay = Duration::from_millis(50);
+    let engine = Engine::new(cfg);
+    let cq = Cq::new(4);
+    let (_qp, _) = engine
+        .connect(addr, QpInit::new(engine.alloc_pd(), &cq), b"")
+        .await
+        .expect("connect");
+    let (waited, _sock) = peer.await.expect("peer");
+    assert!(
+        waited >= Duration::from_millis(50) && waited < Duration::from_millis(51),
+        "the RTR came {waited:?} after the Reply"
+    );
+}
