@@ -75,7 +75,7 @@ pub(super) async fn serve(
         Ended::Moved => tracing::info!(pid, uid, "local client's session moved to the successor"),
         Ended::Left(RecvError::Closed) => tracing::debug!(pid, uid, "local client left"),
         // A process that ends with octets of ours unread resets its socket: it left.
-        Ended::Left(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+        Ended::Left(RecvError::Io(e)) if e.kind() == io::ErrorKind::ConnectionReset => {
             tracing::debug!(pid, uid, "local client left (its socket was reset)")
         }
         Ended::Left(RecvError::Io(e)) => {
