@@ -336,11 +336,24 @@ impl Driver {
         tokio::select! {
             r = ready(reg, Interest::READABLE), if sleep_read => {
                 let reg = r?;
-                // `try_io`: a read that finds nothing clears the readiness.
+                // `try_io`: a read that finds nothing clears the readiness. So does one
+                // that took less than it had room for, as tokio's own `poll_read` does:
+                // the socket was empty then, and octets that arrive later signal again
+                // (the registration is edge-triggered). That saves the read that would
+                // find nothing, one system call per message.
+                let mut drained = false;
                 if read_claimed(shared, |input| {
-                    reg.try_io(Interest::READABLE, || read_unlocked(sock, input))
+                    let room = input.room();
+                    let got = reg.try_io(Interest::READABLE, || read_unlocked(sock, input));
+                    drained = matches!(got, Ok(n) if n > 0 && n < room);
+                    got
                 })? {
                     self.fresh_input = true;
+                }
+                if drained {
+                    let _ = reg.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                    });
                 }
             }
             got = spin(shared, sock, spin_until) => {
