@@ -31,6 +31,9 @@ own namespace), each as "ours  vs  floor / blocking":
   rlat   iwperf read_lat  -s 8                  sockperf ping-pong --tcp -m 14 (median);
          one-way (half the round trip), but read_lat, as perftest's, is the whole round
          trip of a Read, so its baselines are twice sockperf's
+  elat   iwperf send_lat -s 8 -e (t_typical): the application sleeps on completion
+         events, as most do; its like for like is blocking sockperf (one wake-up per
+         message), so its target is against that one
 
 Needs iperf3 and sockperf (apt-get install -y iperf3 sockperf); builds iwperf and
 tcp-spin in release.
@@ -66,6 +69,11 @@ TARGETS = {
     ("wlat", "veth"): ("<=", 1.4),
     ("rlat", "lo"): ("<=", 1.4),
     ("rlat", "veth"): ("<=", 1.4),
+}
+# Against the blocking tool, for a line whose application sleeps as that tool does.
+TARGETS_BLOCKING = {
+    ("elat", "lo"): ("<=", 1.1),
+    ("elat", "veth"): ("<=", 1.1),
 }
 
 
@@ -187,6 +195,7 @@ NAMES = {
     "lat": ("send_lat -s 8 typical", "us"),
     "wlat": ("write_lat -s 8 typical", "us"),
     "rlat": ("read_lat -s 8 typical (RTT)", "us"),
+    "elat": ("send_lat -s 8 -e typical", "us"),
 }
 
 
@@ -212,9 +221,11 @@ def measure_one(line, path, secs, port, binary):
         return {"ours": r["msg_rate"] * 1e6 * FPDU_64 * 8 / 1e9,
                 "floor": tcp_spin_stream(path, secs, port + 2),
                 "blocking": writes * 64 * 8 / 1e3, "msgs": r["msg_rate"], "writes": writes}
-    if line in ("lat", "wlat", "rlat"):
-        test = {"lat": "send_lat", "wlat": "write_lat", "rlat": "read_lat"}[line]
-        r = iwperf(path, test, ["-s", "8"], secs, port, binary)
+    if line in ("lat", "wlat", "rlat", "elat"):
+        test = {"lat": "send_lat", "wlat": "write_lat", "rlat": "read_lat",
+                "elat": "send_lat"}[line]
+        events = ["-e"] if line == "elat" else []
+        r = iwperf(path, test, ["-s", "8"] + events, secs, port, binary)
         # perftest's read_lat is the whole round trip (a Read is one), the others half.
         trips = 2 if line == "rlat" else 1
         return {"ours": r["t_typical"], "floor": trips * sockperf(path, secs, port + 1, True),
@@ -231,7 +242,7 @@ def main():
     p.add_argument("--netns", action="store_true", help="veth between two namespaces, MTU 1500")
     p.add_argument("--secs", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--only", default="write,read,write-nocrc,rate,lat,wlat,rlat")
+    p.add_argument("--only", default="write,read,write-nocrc,rate,lat,wlat,rlat,elat")
     p.add_argument("--port", type=int, default=19500)
     p.add_argument("--iwperf", help="use this iwperf binary instead of building this tree's")
     p.add_argument("--base", help="another iwperf build, measured in the same rounds (A/B)")
@@ -265,13 +276,19 @@ def main():
         print(f"{'line':30} {'ours':>8}   {'floor':>8}   {'blocking':>8} {'unit':7} "
               f"{'/floor':>7} {'/blocking':>9}  target vs floor")
         for i, line in enumerate(a.only.split(",")):
-            path.pin_now = line in ("lat", "wlat", "rlat")
+            path.pin_now = line in ("lat", "wlat", "rlat", "elat")
             rounds = [measure(line, path, a.secs, a.port + 10 * (i * a.rounds + r))
                       for r in range(a.rounds)]
             med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
             name, unit = NAMES[line]
             target = TARGETS.get((line, path.kind))
-            target = "target {} {}x".format(*target) if target else "no target"
+            blocking = TARGETS_BLOCKING.get((line, path.kind))
+            if target:
+                target = "target {} {}x".format(*target)
+            elif blocking:
+                target = "target {} {}x vs blocking".format(*blocking)
+            else:
+                target = "no target"
             spread = "[{:.2f}..{:.2f} vs {:.2f}..{:.2f}]".format(
                 min(r["ours"] for r in rounds), max(r["ours"] for r in rounds),
                 min(r["floor"] for r in rounds), max(r["floor"] for r in rounds))
