@@ -57,8 +57,8 @@ impl Input {
     /// empty (the buffer's spare room is at least [`RX_CHUNK`]).
     pub(crate) fn room(&self) -> usize {
         match self {
-            Input::Buffer(_) => RX_CHUNK,
-            Input::Direct(to) => to.len,
+            Self::Buffer(_) => RX_CHUNK,
+            Self::Direct(to) => to.len,
         }
     }
 }
