@@ -218,7 +218,9 @@ pub unsafe extern "C" fn rdma_create_id(
 }
 
 /// `rdma_destroy_id`: stops its listener or watch and ends its connection, and
-/// acknowledges the event a synchronous call kept; `EINVAL` if it is not alive.
+/// acknowledges the event a synchronous call kept; `EINVAL` if it is not alive. As
+/// librdmacm's, it returns once every event handed out for the identifier was
+/// acknowledged, and none of its events is handed out after it (`cm_events::Owner`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     let Some(i) = IDS.remove(id) else {
