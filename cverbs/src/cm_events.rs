@@ -5,7 +5,7 @@
 //! event adds one; `rdma_get_cm_event` reads one (blocking, or `EAGAIN` when the program
 //! made the descriptor non-blocking) and takes the oldest event.
 //!
-//! As in librdmacm, an identifier's events end with it ([`Owner`]): those not yet taken
+//! As in librdmacm, an identifier's events end with it (`Owner`): those not yet taken
 //! when it is destroyed are never handed out, and `rdma_destroy_id` returns only once
 //! every event handed out for it was acknowledged, so a program's event thread never
 //! holds an event of an identifier (or of memory) another thread has freed.
