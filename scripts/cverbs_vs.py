@@ -10,6 +10,7 @@ here is a test: it only prints numbers.
     scripts/cverbs_vs.py                     # 3 rounds of 3 s per line, loopback
     scripts/cverbs_vs.py --rounds 5 --secs 5 --netns
     scripts/cverbs_vs.py --daemon            # through iwarpd, loopback
+    scripts/cverbs_vs.py --events            # and send_lat -e (completion events) on both
 
 Needs perftest; builds iwperf and the library in release.
 """
@@ -56,6 +57,8 @@ def main():
     p.add_argument("--secs", type=int, default=3)
     p.add_argument("--netns", action="store_true", help="server and client in two namespaces")
     p.add_argument("--daemon", action="store_true", help="both sides through one iwarpd")
+    p.add_argument("--events", action="store_true",
+                   help="also send_lat -s 8 -e: the program sleeps on completion events")
     a = p.parse_args()
     if a.daemon and a.netns:
         sys.exit("cverbs_vs: --daemon runs on loopback (one iwarpd); drop --netns")
@@ -67,7 +70,10 @@ def main():
     subprocess.run([os.path.join(ROOT, "scripts", "rdma_core_lib.sh"), "--release"], cwd=ROOT,
                    check=True, stdout=subprocess.DEVNULL)
     path = vs_tcp.Path(a.netns)
-    got = {k: [] for k in ("ib_write_bw", "iwperf write_bw", "ib_send_lat", "iwperf send_lat")}
+    keys = ["ib_write_bw", "iwperf write_bw", "ib_send_lat", "iwperf send_lat"]
+    if a.events:
+        keys += ["ib_send_lat -e", "iwperf send_lat -e"]
+    got = {k: [] for k in keys}
     port = 19000
     daemon, device, via = None, None, []
     if a.daemon:
@@ -89,6 +95,11 @@ def main():
                                                port + 2, device))
             got["iwperf send_lat"].append(vs_tcp.iwperf(
                 path, "send_lat", ["-s", "8"] + via, a.secs, port + 3)["t_avg"])
+            if a.events:
+                got["ib_send_lat -e"].append(perftest(path, "ib_send_lat", ["-s", "8", "-e"],
+                                                      a.secs, port + 4, device))
+                got["iwperf send_lat -e"].append(vs_tcp.iwperf(
+                    path, "send_lat", ["-s", "8", "-e"] + via, a.secs, port + 5)["t_avg"])
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in got.items()),
                   file=sys.stderr)
     finally:
@@ -106,6 +117,9 @@ def main():
           " (target >= 0.9x)")
     print(f"  ib_send_lat / iwperf send_lat = {med['ib_send_lat'] / med['iwperf send_lat']:.2f}x"
           " (target <= 1.15x)")
+    if a.events:
+        print(f"  ib_send_lat -e / iwperf send_lat -e = "
+              f"{med['ib_send_lat -e'] / med['iwperf send_lat -e']:.2f}x (no target)")
 
 
 if __name__ == "__main__":
