@@ -403,12 +403,35 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     let waits = i.clone();
     crate::rt::runtime().spawn(async move {
         let dev = qp.pd.device().clone();
-        match dev.connect(&qp.pd.pd, dst, cfg, &private).await {
-            Ok(c) => established(&i, &qp, c.qp, c.private_data.to_vec()),
-            Err(e) => i.post(refused(&e)),
+        let until = tokio::time::Instant::now() + REFUSED_GRACE;
+        loop {
+            match dev.connect(&qp.pd.pd, dst, cfg.clone(), &private).await {
+                Ok(c) => return established(&i, &qp, c.qp, c.private_data.to_vec()),
+                Err(e)
+                    if nobody_listens(&e)
+                        && !i.events.is_gone()
+                        && tokio::time::Instant::now() + REFUSED_RETRY < until =>
+                {
+                    tokio::time::sleep(REFUSED_RETRY).await;
+                }
+                Err(e) => return i.post(refused(&e)),
+            }
         }
     });
     waits.complete()
+}
+
+/// How long a connection that TCP refused (nobody listens on the port yet) is tried
+/// again before REJECTED. perftest connects its test connection right after the
+/// handshake on its control connection, before a slower server listens (siw in a VM),
+/// and its own retry reuses the identifiers it destroyed; a kernel RNIC fails at once.
+const REFUSED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The pause between those tries.
+const REFUSED_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether `e` is TCP's refusal: nobody listens on the port.
+fn nobody_listens(e: &verbs::ConnectError) -> bool {
+    matches!(e, verbs::ConnectError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
 /// The event a failed connection gives, as librdmacm gives it on iWARP.
@@ -423,7 +446,7 @@ fn refused(e: &verbs::ConnectError) -> What {
         // Turned away before any MPA: no listener (refused), or a listener that closed
         // with the connection in its backlog (reset, nothing sent). librdmacm reports
         // both as a rejection, which programs retry (perftest does).
-        verbs::ConnectError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => What {
+        e if nobody_listens(e) => What {
             event: RDMA_CM_EVENT_REJECTED,
             status: -libc::ECONNREFUSED,
             ..What::default()

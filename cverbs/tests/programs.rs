@@ -93,6 +93,17 @@ fn a_destroyed_identifier_s_events_end_with_it() {
     c_program_passes("cm_events", None);
 }
 
+/// A connect made before its listener exists is tried again for a moment
+/// (late_listener.c): perftest's race against a slow server, which its own retry cannot
+/// survive; a port that stays closed is still refused.
+#[test]
+fn a_connect_waits_a_moment_for_a_late_listener() {
+    if !have_rdma_core() {
+        return;
+    }
+    c_program_passes("late_listener", None);
+}
+
 /// Memory windows from C (windows.c): type 1 bound by ibv_bind_mw, type 2 by
 /// IBV_WR_BIND_MW under the window's next key, each written through by the peer and
 /// completing as IBV_WC_BIND_MW; unbound or invalidated, a window refuses the peer.
