@@ -336,7 +336,10 @@ impl Driver {
         tokio::select! {
             r = ready(reg, Interest::READABLE), if sleep_read => {
                 let reg = r?;
-                if read_claimed(shared, |input| read_clearing(reg, sock, input))? {
+                // `try_io`: a read that finds nothing clears the readiness.
+                if read_claimed(shared, |input| {
+                    reg.try_io(Interest::READABLE, || read_unlocked(sock, input))
+                })? {
                     self.fresh_input = true;
                 }
             }
@@ -487,32 +490,6 @@ impl Progress {
             self.moved = moved;
             self.at = now;
         }
-    }
-}
-
-/// One read of `sock` into `input` while the driver waits on the registration `reg`. A
-/// read that finds nothing clears the readiness; so does one that took less than it had
-/// room for, as tokio's own `poll_read` does: the socket was empty then. Both clear only
-/// the readiness seen before the read (`try_io` takes it first), so octets that arrived
-/// since still wake the driver. That saves the read that would find nothing, one system
-/// call per message.
-fn read_clearing(
-    reg: &tokio::net::TcpStream,
-    sock: &TcpStream,
-    input: &mut Input,
-) -> io::Result<usize> {
-    let room = input.room();
-    let mut short = None;
-    let got = reg.try_io(Interest::READABLE, || match read_unlocked(sock, input) {
-        Ok(n) if n > 0 && n < room => {
-            short = Some(n);
-            Err(io::ErrorKind::WouldBlock.into())
-        }
-        other => other,
-    });
-    match short {
-        Some(n) => Ok(n),
-        None => got,
     }
 }
 

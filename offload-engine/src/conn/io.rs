@@ -52,17 +52,6 @@ pub(crate) enum Input {
     Direct(DirectTarget),
 }
 
-impl Input {
-    /// The least room one read of it has: a read that took fewer octets found the socket
-    /// empty (the buffer's spare room is at least [`RX_CHUNK`]).
-    pub(crate) fn room(&self) -> usize {
-        match self {
-            Self::Buffer(_) => RX_CHUNK,
-            Self::Direct(to) => to.len,
-        }
-    }
-}
-
 /// The connection's socket registered with the current runtime while a driver waits on
 /// its readiness: a duplicate of the socket (the same socket), made once per driver and
 /// kept when the registration is released, so that releasing and registering again never
