@@ -146,9 +146,8 @@ fn siw_rping_client_against_rping_server() {
 /// perftest 4.5 connects its test connection right after the handshake over its control
 /// connection, while the server is still moving to its second listener; a server that is
 /// late gets the connect refused (REJECTED, -111), and perftest's own retry then reuses
-/// the ids it destroyed. Both sides run again when that happens. The other direction,
-/// Debian's client against siw's server in the emulated VM, loses that race every time,
-/// so it is not tested here (`iwperf`, which retries properly, is: `tests/siw.rs`).
+/// the ids it destroyed. Both sides run again when that happens. The other direction is
+/// [`perftest_client_against_siw_server`].
 fn siw_perftest_client_against_server(test: &str) {
     require_lab();
     let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,6 +173,35 @@ fn siw_perftest_client_against_server(test: &str) {
     siw_exited_0(&mut lab, &format!("{program} client"));
     drop(lab);
     assert!(out.status.success(), "{program} server failed: {out:?}");
+}
+
+/// Debian's `ib_TEST -R` client through the library against siw's server. The race
+/// above, the other way round: the library tries a refused connect again for a moment
+/// (`cverbs` `REFUSED_GRACE`), so perftest's test connection reaches siw's late listener
+/// instead of failing every time. Each run of the client waits for the VM's server.
+fn perftest_client_against_siw_server(test: &str) {
+    require_lab();
+    let _guard = LAB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let program = format!("ib_{test}");
+    let siw = format!("{program} -d siw0 -F -R {}", PERFTEST.join(" "));
+    let mut lab = Lab::serve(VM_SECS, "", Some(&siw));
+    let mut args = vec!["-R"];
+    args.extend(PERFTEST);
+    args.push(VM1);
+    let out = client(|| debian(&program, &args, None));
+    siw_exited_0(&mut lab, &format!("{program} server"));
+    drop(lab);
+    assert!(out.status.success(), "{program} client failed: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("#bytes"), "{text}");
+}
+
+#[test]
+#[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw_c_programs -- --ignored --test-threads=1"]
+fn perftest_clients_against_siw_servers() {
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        perftest_client_against_siw_server(test);
+    }
 }
 
 #[test]
