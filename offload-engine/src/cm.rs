@@ -143,8 +143,12 @@ impl Engine {
                 private_data,
             } => {
                 // The first FPDU (the RTR, or the application's first message) waits a
-                // moment: see `EngineConfig::first_fpdu_delay`.
-                tokio::time::sleep(self.config().first_fpdu_delay).await;
+                // moment: see `EngineConfig::first_fpdu_delay`. Zero does not even yield:
+                // a sleep of zero still waits for the timer's next turn.
+                let hold = self.config().first_fpdu_delay;
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
                 Ok((
                     self.start_qp(init, &negotiated, sock, rx, tap)?,
                     private_data,
