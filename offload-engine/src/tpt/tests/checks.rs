@@ -178,23 +178,23 @@ fn the_first_failing_check_decides() {
         .register(pd, vec![0; 16], Base::Va(0x1000), Access::LOCAL_READ)
         .unwrap();
     let mw = tpt.alloc_mw(pd, MwType::One).unwrap();
-    let stale = mr.with_instance(9);
+    let old = stale(mr);
     let mine = tpt.view(pd, QpId::new(1));
     let theirs = tpt.view(other, QpId::new(2));
     let all = Access::REMOTE_WRITE;
     // (a) valid beats everything: an unbound window.
     assert_eq!(
-        theirs.check(mw.with_instance(7), u64::MAX, 9, all),
+        theirs.check(stale(mw), u64::MAX, 9, all),
         Err(AccessError::InvalidStag)
     );
     // (c) domain beats instance, wrap, bounds and rights.
     assert_eq!(
-        theirs.check(stale, u64::MAX, 9, all),
+        theirs.check(old, u64::MAX, 9, all),
         Err(AccessError::NotAssociated)
     );
     // (d) instance beats wrap, bounds and rights.
     assert_eq!(
-        mine.check(stale, u64::MAX, 9, all),
+        mine.check(old, u64::MAX, 9, all),
         Err(AccessError::InvalidStag)
     );
     // (e) wrap, then bounds, beat rights.

@@ -60,7 +60,7 @@ fn message_placed_leaves_other_entries_alone() {
     for stag in [mw, mr, STag::new(77, 0)] {
         qp.message_placed(stag);
     }
-    qp.message_placed(ot.with_instance(0x55)); // stale instance
+    qp.message_placed(stale(ot)); // stale instance
     foreign.message_placed(ot); // not this domain's
     assert!(tpt.info(mw).unwrap().valid);
     assert!(tpt.info(mr).unwrap().valid);

@@ -21,7 +21,7 @@ fn dealloc_pd_refused_while_in_use() {
         Err(TptError::InUse { count: 1, .. })
     ));
     assert!(matches!(
-        tpt.dealloc_mw(mw.with_instance(4)),
+        tpt.dealloc_mw(stale(mw)),
         Err(TptError::StaleStag { .. })
     ));
     tpt.dealloc_mw(mw).unwrap();

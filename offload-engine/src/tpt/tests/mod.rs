@@ -32,6 +32,12 @@ fn bytes(tpt: &Tpt, pd: PdId, stag: STag) -> Vec<u8> {
     out
 }
 
+/// `stag` with an instance its entry does not answer to. Instances are random, so a
+/// constant one would match one run in 256.
+fn stale(stag: STag) -> STag {
+    stag.with_instance(stag.instance().wrapping_add(1))
+}
+
 fn rights(missing: Access) -> AccessError {
     AccessError::Rights { missing }
 }

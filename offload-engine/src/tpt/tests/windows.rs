@@ -147,11 +147,11 @@ fn type1_bind_refusals() {
         Err(TptError::WrongKind { .. })
     ));
     assert!(matches!(
-        tpt.bind_mw(mw, mr.with_instance(3), 0x1000, 8, rr, false, None),
+        tpt.bind_mw(mw, stale(mr), 0x1000, 8, rr, false, None),
         Err(TptError::StaleStag { .. })
     ));
     assert!(matches!(
-        tpt.bind_mw(mw.with_instance(3), mr, 0x1000, 8, rr, false, None),
+        tpt.bind_mw(stale(mw), mr, 0x1000, 8, rr, false, None),
         Err(TptError::StaleStag { .. })
     ));
     // Nothing changed.
