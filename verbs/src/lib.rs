@@ -124,6 +124,7 @@
 
 mod attr;
 mod config;
+mod connect;
 mod cq;
 mod daemon;
 mod device;
@@ -134,24 +135,28 @@ mod mw;
 mod ops;
 mod pd;
 mod qp;
+mod register;
 mod ssq;
+mod stats;
 mod stream;
 mod types;
 
 pub use attr::DeviceAttr;
 pub use config::DeviceConfig;
+pub use connect::{Connected, Incoming, Listener};
 pub use cq::{Cq, CqError, Srq, Wc};
 pub use daemon::DaemonError;
-pub use device::{Connected, Device, DeviceStats, Incoming, Listener};
+pub use device::{Device, DeviceStats};
 pub use error::{DaemonWhy, MemError, WcError};
 pub use ipc::qpseg::PushCounters;
 pub use migrate::{MigrateError, Migrated};
 pub use mr::Mr;
 pub use mw::Mw;
 pub use pd::Pd;
-pub use qp::{OPCODE_NAMES, PUSH_DISCARD_REASONS, Qp, QpConfig, QpStats};
+pub use qp::{Qp, QpConfig};
 pub use shm::{Region, View, ViewMut};
 pub use ssq::{SharedSendQueue, SsqCompletion};
+pub use stats::{OPCODE_NAMES, PUSH_DISCARD_REASONS, QpStats};
 pub use stream::{RING_LEN, RdmaListener, RdmaStream};
 pub use types::{MwType, PdId};
 

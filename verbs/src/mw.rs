@@ -283,3 +283,33 @@ impl Mw {
         Ok(sge)
     }
 }
+
+impl Pd {
+    /// Allocates an unbound memory window of type `ty`.
+    ///
+    /// Type 1 windows are bound by [`Mw::bind`] and usable by every queue pair of the
+    /// domain. Type 2 windows are bound by a work request on one queue pair
+    /// ([`Qp::bind_mw`](crate::Qp::bind_mw)), usable only through it, and may be
+    /// invalidated by the peer's Send with Invalidate.
+    pub fn alloc_mw(&self, ty: MwType) -> Result<Mw, MemError> {
+        let stag = match self.home().backend() {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(e) => e
+                .tpt()
+                .alloc_mw(self.engine_id(), ty.into())
+                .map_err(|e| MemError::tpt("alloc_mw", STag::default(), e))?,
+            Backend::Daemon(_) => {
+                let kind = match ty {
+                    MwType::One => 1,
+                    MwType::Two => 2,
+                };
+                let req = Request::AllocMw {
+                    pd: self.id().0,
+                    kind,
+                };
+                self.daemon_stag("alloc_mw", &req, &[])?
+            }
+        };
+        Ok(Mw::new(self.clone(), stag, ty))
+    }
+}

@@ -186,7 +186,7 @@ impl RdmaStream {
     pub async fn connect_on(device: &Device, addr: impl ToSocketAddrs) -> io::Result<Self> {
         let side = Side::new(device)?;
         let mut last = None;
-        for a in crate::device::lookup(addr).await? {
+        for a in crate::connect::lookup(addr).await? {
             match device
                 .connect(&side.pd, a, side.config(), &side.hello())
                 .await
