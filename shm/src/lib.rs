@@ -44,7 +44,8 @@
 //! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
 //! pointers to memory they own), the two slice constructions in the views (under the
 //! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
-//! references into a segment (bounds and alignment checked), marking the octets a read wrote
+//! references into a segment (bounds and alignment checked), the slice a segment lends
+//! as `Bytes` ([`Segment::bytes`]: a part where this process never stores), marking the octets a read wrote
 //! into a buffer's spare capacity as its own ([`read_spare`]: the engine's socket reads),
 //! and (with the `tokio` feature) registering an owned descriptor with tokio's reactor
 //! ([`register_readable`]), and [`arena`]'s remapping of a C program's buffer onto a

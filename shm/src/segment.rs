@@ -17,8 +17,10 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
+use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::held::Held;
@@ -29,6 +31,9 @@ use crate::sealed;
 pub struct Segment {
     ptr: NonNull<u8>,
     len: usize,
+    /// Octets from here on are the other process's to write: this process only reads
+    /// them, and may lend them ([`bytes`](Self::bytes)). `len` when none are.
+    lent_from: usize,
     file: File,
     _map: MmapRaw,
     _held: Held,
@@ -63,9 +68,57 @@ impl Segment {
         Ok(Self {
             ptr,
             len,
+            lent_from: len,
             file,
             _map: map,
             _held: Held::new(),
+        })
+    }
+
+    /// Makes the octets from `from` on the other process's to write: from now on this
+    /// process may only read them, with [`read`](Self::read) or as [`bytes`](Self::bytes)
+    /// lent without a copy, and [`write`](Self::write), [`u32`](Self::u32) and
+    /// [`u64`](Self::u64) panic there.
+    ///
+    /// # Panics
+    ///
+    /// If `from` lies beyond the segment.
+    pub fn lending(mut self, from: usize) -> Self {
+        assert!(
+            from <= self.len,
+            "lending from {from} in a segment of {}",
+            self.len
+        );
+        self.lent_from = from;
+        self
+    }
+
+    /// `len` octets at `offset`, in the part [`lending`](Self::lending) set aside, as
+    /// [`Bytes`] without a copy: a payload the other process put there, which this
+    /// process hands on (a socket write, a checksum) instead of copying it out first. The
+    /// `Bytes` keeps the mapping alive.
+    ///
+    /// The other process can still write those octets. This process sees such a write as
+    /// it sees a DMA into a registered region ([the access rule](crate#the-access-rule-and-what-rust-guarantees)):
+    /// what it reads is whatever the other process left, trusted for nothing. Keeping
+    /// the octets unchanged until this process is done with them is the other
+    /// process's side of the protocol, as a buffer under a posted Send is the
+    /// application's.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the lent part.
+    pub fn bytes(self: &Arc<Self>, offset: usize, len: usize) -> Bytes {
+        self.check(offset, len, 1);
+        assert!(
+            offset >= self.lent_from,
+            "segment octets {offset}..+{len} are not lent (from {})",
+            self.lent_from
+        );
+        Bytes::from_owner(Lent {
+            seg: self.clone(),
+            offset,
+            len,
         })
     }
 
@@ -88,10 +141,12 @@ impl Segment {
     ///
     /// # Panics
     ///
-    /// If `offset` is not a multiple of 4 or the word lies outside the segment: offsets
-    /// come from the caller's layout, never from the other process.
+    /// If `offset` is not a multiple of 4, or the word lies outside the segment or in its
+    /// [lent](Self::lending) part: offsets come from the caller's layout, never from the
+    /// other process.
     pub fn u32(&self, offset: usize) -> &AtomicU32 {
         self.check(offset, 4, 4);
+        self.check_own(offset, 4);
         // SAFETY: `check` proved the 4 octets at `offset` lie inside the mapping, which
         // lives as long as `self`, and that `offset` (and so the page-aligned mapping's
         // address plus it) is 4-aligned. The octets are only ever accessed atomically
@@ -101,14 +156,24 @@ impl Segment {
 
     /// The 64-bit word at `offset` (see [`u32`](Self::u32) for the panics).
     pub fn u64(&self, offset: usize) -> &AtomicU64 {
+        let w = self.word64(offset);
+        self.check_own(offset, 8);
+        w
+    }
+
+    /// The 64-bit word at `offset`, lent or not: for copies.
+    fn word64(&self, offset: usize) -> &AtomicU64 {
         self.check(offset, 8, 8);
-        // SAFETY: as in `u32`, with 8 octets and 8-alignment.
+        // SAFETY: as in `u32`, with 8 octets and 8-alignment. In the lent part (reached
+        // only by `read`, which loads) the octets are also read through lent slices;
+        // this process stores nothing there, and reads do not race with reads.
         unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().wrapping_add(offset).cast()) }
     }
 
     fn u8(&self, offset: usize) -> &AtomicU8 {
         self.check(offset, 1, 1);
-        // SAFETY: as in `u32`, with one octet.
+        // SAFETY: as in `word64`, with one octet (stores go through `write`, which
+        // refuses the lent part).
         unsafe { AtomicU8::from_ptr(self.ptr.as_ptr().wrapping_add(offset)) }
     }
 
@@ -126,7 +191,7 @@ impl Segment {
             i += 1;
         }
         while dst.len() - i >= 8 {
-            let w = self.u64(offset + i).load(Ordering::Relaxed);
+            let w = self.word64(offset + i).load(Ordering::Relaxed);
             dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
             i += 8;
         }
@@ -141,9 +206,11 @@ impl Segment {
     ///
     /// # Panics
     ///
-    /// If the range lies outside the segment.
+    /// If the range lies outside the segment, or reaches into the part this process
+    /// [lends](Self::lending).
     pub fn write(&self, offset: usize, src: &[u8]) {
         self.check(offset, src.len(), 1);
+        self.check_own(offset, src.len());
         let mut i = 0;
         while i < src.len() && !(offset + i).is_multiple_of(8) {
             self.u8(offset + i).store(src[i], Ordering::Relaxed);
@@ -162,6 +229,16 @@ impl Segment {
         }
     }
 
+    /// Panics if `offset..+len` reaches into the lent part: this process does not store
+    /// there (a store under a lent `Bytes` would race with its readers).
+    fn check_own(&self, offset: usize, len: usize) {
+        assert!(
+            offset.saturating_add(len) <= self.lent_from,
+            "segment store {offset}..+{len} into the part lent from {}",
+            self.lent_from
+        );
+    }
+
     fn check(&self, offset: usize, len: usize, align: usize) {
         let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
         assert!(
@@ -169,6 +246,26 @@ impl Segment {
             "segment access {offset}..+{len} (align {align}) outside a segment of {} octets",
             self.len
         );
+    }
+}
+
+/// The owner behind a [`Segment::bytes`]: the segment, kept mapped, and the range.
+struct Lent {
+    seg: Arc<Segment>,
+    offset: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `Segment::bytes` checked that the range lies inside the mapping, which
+        // `seg` keeps alive as long as this owner, and inside the lent part, where this
+        // process makes no store (`check_own` refuses every store there): in this
+        // process the octets are only read while the slice lives. The other process's
+        // stores are outside Rust's model, as a DMA is (see `Segment::bytes`).
+        unsafe {
+            std::slice::from_raw_parts(self.seg.ptr.as_ptr().wrapping_add(self.offset), self.len)
+        }
     }
 }
 

@@ -289,3 +289,25 @@ fn memory_files_are_counted_while_they_live() {
     drop((regions, mapped, segments));
     assert!(memory_files() < before + OTHERS);
 }
+
+/// A lent part is read in place, by the `Bytes` it lends, and never stored to from this
+/// process.
+#[test]
+fn a_lent_part_is_read_in_place_and_never_stored_to() {
+    let s = Arc::new(Segment::create("test-seg", 64).unwrap().lending(32));
+    let other = Segment::map(File::from(s.fd().try_clone_to_owned().unwrap()), 64).unwrap();
+    other.write(40, b"lent");
+    let b = s.bytes(40, 4);
+    assert_eq!(&b[..], b"lent");
+    other.write(40, b"LENT");
+    assert_eq!(&b[..], b"LENT", "the same octets, not a copy");
+    s.write(28, b"mine");
+    let refused = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+    assert!(refused(&|| s.write(30, b"over")));
+    assert!(refused(&|| _ = s.u32(32)));
+    assert!(refused(&|| _ = s.u64(56)));
+    assert!(refused(&|| _ = s.bytes(24, 8)));
+    let mut out = [0u8; 4];
+    s.read(40, &mut out);
+    assert_eq!(&out, b"LENT");
+}

@@ -151,6 +151,76 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
     Ok(())
 }
 
+/// A staged payload goes to the socket from the staging area itself, so its octets stay
+/// the daemon's until its request is retired. Writes of four times what the area holds,
+/// posted without waiting (a post that finds no room is refused, and tried again after a
+/// completion), each arrive intact: none is overwritten by a later one while it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), Error> {
+    const LEN: usize = 100_000;
+    const N: usize = 42;
+    let path = daemon("staged").await;
+    let server = Device::open(DeviceConfig::default().daemon(&path))?;
+    let client = Device::open(DeviceConfig::default().daemon(&path))?;
+    let spd = server.alloc_pd()?;
+    let target = spd.alloc_mr(N * LEN, Access::REMOTE_WRITE | Access::REMOTE_READ)?;
+    let scq = server.create_cq(64);
+    let listener = server.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = target.remote().encode();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        Ok::<_, Error>(inc.accept(&spd, QpConfig::new(&scq), &advert).await?)
+    });
+    let cpd = client.alloc_pd()?;
+    let ccq = client.create_cq(256);
+    let conn = client.connect(&cpd, addr, QpConfig::new(&ccq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let qp = conn.qp;
+    let _sqp = accepting.await??;
+
+    let pattern = |i: usize| -> Bytes { (0..LEN).map(|k| (k * 13 + i * 29) as u8).collect() };
+    let payloads: Vec<Bytes> = (0..N).map(pattern).collect();
+    let (mut posted, mut done, mut refused) = (0, 0, 0);
+    while done < N {
+        if posted < N {
+            let wr = SendWr {
+                wr_id: posted as u64,
+                op: SendOp::Write {
+                    data: Payload::Bytes(payloads[posted].clone()),
+                    dst: remote.slice((posted * LEN) as u32, LEN as u32),
+                },
+                flags: SendFlags::SIGNALED,
+            };
+            match qp.post_send(wr) {
+                Ok(()) => {
+                    posted += 1;
+                    continue;
+                }
+                Err(verbs::PostError::QueueFull) => refused += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let wc = tokio::time::timeout(Duration::from_secs(10), ccq.next()).await??;
+        assert!(wc.wc.is_ok(), "{:?}", wc.wc);
+        done += 1;
+    }
+    assert!(
+        refused > 0,
+        "more was posted than the staging area holds at once"
+    );
+    // The Writes are placed before a Read after them returns (RDMA ordering).
+    let sink = cpd.alloc_mr(1, Access::LOCAL_WRITE)?;
+    qp.read(remote.slice(0, 1), &sink).await?;
+    for (i, sent) in payloads.iter().enumerate() {
+        assert!(
+            target.read(i * LEN..(i + 1) * LEN)? == *sent,
+            "Write {i} arrived intact"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Result<(), Error> {
     let path = daemon("mixed").await;

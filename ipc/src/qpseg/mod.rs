@@ -5,11 +5,13 @@
 //!   of [`RQE_SIZE`]-octet entries, written by the client;
 //! - the **completion** ring of [`CQE_SIZE`]-octet entries, written by the daemon;
 //! - a **staging** area where the client puts payloads it owns (`Bytes`) too long to be
-//!   inline in an entry;
+//!   inline in an entry. The daemon sends them from there without a copy
+//!   ([`QpSegment::staged`]), so the client reuses a request's staged octets only once
+//!   the request is retired;
 //! - the indices, each on its own cache line: `sq_prod`, `rq_prod`, `cq_cons` written by
-//!   the client; `sq_cons` (entries the daemon has taken, so the slot and its staged
-//!   octets can be reused), `sq_done` (requests retired: what "the send queue is empty"
-//!   is measured against), `rq_cons`, `cq_prod` written by the daemon;
+//!   the client; `sq_cons` (entries the daemon has taken, so the slot can be reused),
+//!   `sq_done` (requests retired: what "the send queue is empty" is measured against,
+//!   and when staged octets can be reused), `rq_cons`, `cq_prod` written by the daemon;
 //! - the two **parked** words: a side that is about to sleep sets its word, and the other
 //!   side rings that side's doorbell (an eventfd) only if it finds the word set.
 //!
@@ -19,8 +21,10 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
+use bytes::Bytes;
 use shm::Segment;
 
 pub use crate::doorbell::{AsyncDoorbell, Doorbell};
@@ -96,23 +100,36 @@ pub use crate::ring::Garbage;
 /// A queue pair's segment, seen from one side.
 #[derive(Debug)]
 pub struct QpSegment {
-    seg: Segment,
+    seg: Arc<Segment>,
     geo: Geometry,
 }
 
 impl QpSegment {
-    /// Creates the segment (the daemon does).
+    /// Creates the segment (the daemon does). Its staging area is the client's to write:
+    /// the daemon lends payloads out of it ([`staged`](Self::staged)).
     pub fn create(geo: Geometry) -> io::Result<Self> {
-        Ok(Self {
-            seg: Segment::create("iwarp-qp", geo.len())?,
-            geo,
-        })
+        let seg = Segment::create("iwarp-qp", geo.len())?;
+        Ok(Self::daemon_side(seg, geo))
     }
 
-    /// Maps a segment the daemon sent.
+    /// Maps a segment another daemon created, to serve its queue pair (a handover), as
+    /// [`create`](Self::create) makes one.
+    pub fn take_over(file: std::fs::File, geo: Geometry) -> io::Result<Self> {
+        let seg = Segment::map(file, geo.len())?;
+        Ok(Self::daemon_side(seg, geo))
+    }
+
+    fn daemon_side(seg: Segment, geo: Geometry) -> Self {
+        Self {
+            seg: Arc::new(seg.lending(geo.staging_at())),
+            geo,
+        }
+    }
+
+    /// Maps a segment the daemon sent (the client does).
     pub fn map(file: std::fs::File, geo: Geometry) -> io::Result<Self> {
         Ok(Self {
-            seg: Segment::map(file, geo.len())?,
+            seg: Arc::new(Segment::map(file, geo.len())?),
             geo,
         })
     }
@@ -273,14 +290,17 @@ impl QpSegment {
         self.seg.write(self.geo.staging_at() + offset as usize, src);
     }
 
-    /// Daemon: copies the staged octets at `offset` into `dst`; false (and nothing
-    /// copied) if the range lies outside the area.
-    pub fn read_staged(&self, offset: u32, dst: &mut [u8]) -> bool {
-        if !self.staged_fits(offset, dst.len() as u64) {
-            return false;
+    /// Daemon: the `len` staged octets at `offset`, without a copy (the segment stays
+    /// mapped while they are held); `None` if the range lies outside the area. The client
+    /// may still write them: they are a payload to send, trusted for nothing, as a
+    /// registered region's octets are. An honest client leaves them alone until the
+    /// request that named them is retired (`sq_done`).
+    pub fn staged(&self, offset: u32, len: u32) -> Option<Bytes> {
+        if !self.staged_fits(offset, u64::from(len)) {
+            return None;
         }
-        self.seg.read(self.geo.staging_at() + offset as usize, dst);
-        true
+        let at = self.geo.staging_at() + offset as usize;
+        Some(self.seg.bytes(at, len as usize))
     }
 
     // ---- push counters ----
@@ -493,11 +513,21 @@ mod tests {
             assert_eq!(c.cq_pop().unwrap(), None);
         }
         c.stage(120, b"12345678");
-        let mut got = [0u8; 8];
-        assert!(d.read_staged(120, &mut got));
-        assert_eq!(&got, b"12345678");
-        assert!(!d.read_staged(121, &mut got));
-        assert!(!d.read_staged(u32::MAX, &mut got[..2]));
+        let got = d.staged(120, 8).unwrap();
+        assert_eq!(&got[..], b"12345678");
+        assert_eq!(d.staged(121, 8), None);
+        assert_eq!(d.staged(u32::MAX, 2), None);
+        // Lent, not copied: the client's next write shows through (an honest client
+        // waits until the request is retired).
+        c.stage(120, b"abcdefgh");
+        assert_eq!(&got[..], b"abcdefgh");
+    }
+
+    #[test]
+    #[should_panic(expected = "into the part lent")]
+    fn the_daemon_never_stores_into_the_staging_area_it_lends() {
+        let (_c, d) = pair(Geometry::default());
+        d.stage(0, b"x");
     }
 
     #[test]

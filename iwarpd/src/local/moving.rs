@@ -383,7 +383,7 @@ impl ReadyQp {
     ) -> Result<Self, String> {
         let geo = geometry(q.geometry)?;
         let seg = Arc::new(
-            QpSegment::map(std::fs::File::from(next()), geo)
+            QpSegment::take_over(std::fs::File::from(next()), geo)
                 .map_err(io_error("a queue pair's rings"))?,
         );
         let (to_daemon, to_client) = (Doorbell::from_fd(next()), Doorbell::from_fd(next()));

@@ -478,8 +478,8 @@ impl DaemonQp {
         }
         let mut direct = direct.as_mut();
         let mut sent_here: Option<Completion> = None;
-        let (taken, done) = seg.sq_cons_done();
-        staging.reclaim(taken);
+        let (_, done) = seg.sq_cons_done();
+        staging.reclaim(done);
         let mut outstanding = self.shared.outstanding();
         if outstanding.dead {
             drop(outstanding);

@@ -4,20 +4,22 @@
 use std::collections::VecDeque;
 
 /// The staging area's allocator: a ring of octets, freed in send queue order as the
-/// daemon takes the entries that name them.
+/// requests that name them are retired (the daemon sends a staged payload from the area
+/// itself, so its octets are the daemon's until then).
 #[derive(Debug)]
 pub(super) struct Staging {
     pub(super) size: u64,
     pub(super) head: u64,
     pub(super) tail: u64,
-    /// (send queue index, end of its octets) of staged entries not yet taken.
+    /// (send queue index, end of its octets) of staged entries not yet retired.
     pub(super) live: VecDeque<(u32, u64)>,
 }
 
 impl Staging {
-    pub(super) fn reclaim(&mut self, taken: u32) {
+    /// Frees the octets of the entries before send queue index `retired`.
+    pub(super) fn reclaim(&mut self, retired: u32) {
         while let Some(&(idx, end)) = self.live.front() {
-            if (taken.wrapping_sub(idx) as i32) <= 0 {
+            if (retired.wrapping_sub(idx) as i32) <= 0 {
                 break;
             }
             self.tail = end;
