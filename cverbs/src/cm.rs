@@ -509,9 +509,11 @@ fn established(i: &Arc<CmId>, qp: &Arc<Qp>, conn: verbs::Qp, private: Vec<u8>) {
 }
 
 /// `rdma_listen`: listens on the bound address; each connection request makes a new
-/// identifier, announced by CONNECT_REQUEST.
+/// identifier, announced by CONNECT_REQUEST. At most `backlog` requests wait for the
+/// program to take them (librdmacm's rule: 0 or less, or more than 1024, is 1024); one
+/// beyond is rejected.
 #[unsafe(no_mangle)]
-pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
+pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     let Ok(i) = id_of(id) else {
         return Errno::EINVAL.fail();
     };
@@ -532,6 +534,7 @@ pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
             return Errno(e.raw_os_error().unwrap_or(libc::EADDRINUSE)).fail();
         }
     };
+    i.events.listen(backlog);
     let mut st = i.state();
     st.src = Some(listener.local_addr());
     i.publish(&st);
@@ -551,6 +554,11 @@ fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
     if parent.events.is_gone() {
         return;
     }
+    if !parent.events.admit_request() {
+        tracing::debug!(peer = %inc.peer_addr(), "listen backlog full: request rejected");
+        crate::rt::runtime().spawn(async move { _ = inc.reject(&[]).await });
+        return;
+    }
     // SAFETY: reads the program's `context` word of the parent's C structure, which this
     // library wrote and the program may have set (rdma-core copies it to the child).
     let context = unsafe { (*parent.ptr()).context };
@@ -559,7 +567,10 @@ fn request(parent: &Arc<CmId>, local: SocketAddr, inc: verbs::Incoming) {
     let channel = match parent.sync {
         true => match crate::cm_events::open() {
             Some(c) => c,
-            None => return,
+            None => {
+                parent.events.request_gone();
+                return;
+            }
         },
         false => parent.channel.clone(),
     };

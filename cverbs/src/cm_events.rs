@@ -57,6 +57,10 @@ pub(crate) struct Owner {
 struct Owned {
     gone: bool,
     held: usize,
+    /// A listener's connection requests queued and not yet taken by the program, and how
+    /// many it may have ([`Owner::listen`]).
+    requests: usize,
+    backlog: usize,
 }
 
 impl Owner {
@@ -99,6 +103,39 @@ impl Owner {
                 );
             }
         }
+    }
+
+    /// librdmacm's backlog when the program asks for none, or for more (the kernel's
+    /// `max_backlog`, 1024 by default).
+    const MAX_BACKLOG: usize = 1024;
+
+    /// The identifier listens with `backlog` (librdmacm's argument: at most that many
+    /// connection requests wait for the program to take them; 0 or less, or more than
+    /// 1024, is 1024).
+    pub(crate) fn listen(&self, backlog: c_int) {
+        self.state().backlog = match usize::try_from(backlog) {
+            Ok(n @ 1..=Self::MAX_BACKLOG) => n,
+            _ => Self::MAX_BACKLOG,
+        };
+    }
+
+    /// A connection request arrived at this listener: true if it may be queued, false if
+    /// the backlog is full (the kernel's rdma_ucm then rejects it, and so does the
+    /// library), so that a peer that connects again and again cannot make a program that
+    /// does not read its events hold ever more identifiers.
+    pub(crate) fn admit_request(&self) -> bool {
+        let mut st = self.state();
+        if st.requests >= st.backlog {
+            return false;
+        }
+        st.requests += 1;
+        true
+    }
+
+    /// An admitted request left the queue: taken by the program, or never queued.
+    pub(crate) fn request_gone(&self) {
+        let mut st = self.state();
+        st.requests = st.requests.saturating_sub(1);
     }
 
     /// One of its events goes to the program, unless the identifier was destroyed.
@@ -257,8 +294,16 @@ pub unsafe extern "C" fn rdma_get_cm_event(
         let Some(ev) = c.queued.take() else {
             return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
         };
+        let e = EVENTS.get(ev as *const Event);
+        if let Some(e) = e
+            .as_ref()
+            .filter(|e| e.ibv.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+        {
+            // Out of the listener's backlog, as rdma_ucm counts it.
+            e.owner.request_gone();
+        }
         // One whose identifier was destroyed since is never handed out: take the next.
-        match EVENTS.get(ev as *const Event) {
+        match e {
             Some(e) if e.owner.hand_out() => {
                 // SAFETY: the caller's pointer, per this function's contract.
                 unsafe { *event = ev as *mut rdma_cm_event };

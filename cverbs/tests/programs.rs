@@ -104,6 +104,16 @@ fn a_connect_waits_a_moment_for_a_late_listener() {
     c_program_passes("late_listener", None);
 }
 
+/// rdma_listen's backlog bounds the requests waiting for the program (backlog.c): those
+/// beyond are rejected, and taking one makes room for the next.
+#[test]
+fn a_listener_holds_at_most_its_backlog_of_requests() {
+    if !have_rdma_core() {
+        return;
+    }
+    c_program_passes("backlog", None);
+}
+
 /// Memory windows from C (windows.c): type 1 bound by ibv_bind_mw, type 2 by
 /// IBV_WR_BIND_MW under the window's next key, each written through by the peer and
 /// completing as IBV_WC_BIND_MW; unbound or invalidated, a window refuses the peer.
