@@ -561,6 +561,12 @@ fn daemon_mode_servers_for_siw_clients() {
 /// kernel closes the killed process's connection without a Terminate); the daemon carries
 /// on, and siw's next client, a whole run, completes through a new server on the same
 /// daemon.
+///
+/// Run it on Linux 6.12 (`LAB_KERNEL_PKG=linux-image-6.12-amd64
+/// LAB_CACHE=/var/tmp/siw-lab-cache-k612`). On 6.1, siw stalls in about half the runs: it
+/// stops sending mid-run with every octet acknowledged and the window open, and once its
+/// process is killed it never closes the connection (no FIN, no RST), so our server waits
+/// for a peer that says nothing more (INTEROP.md has the capture's account).
 #[test]
 #[ignore = "needs the siw lab: sudo IWARP_SIW_LAB=1 cargo test -p tests --test siw -- --ignored --test-threads=1"]
 fn siw_clients_killed_mid_run_end_our_servers_and_the_daemon_serves_the_next() {
