@@ -254,15 +254,26 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
 /// on a machine with few processors that spin took them from the engine's own thread,
 /// which is what would fill the queue.
 const SPIN: Duration = Duration::from_micros(20);
-/// After this long of empty polls, each further empty poll sleeps [`NAP`]: a thread that
-/// has waited that long waits for something rare (perftest's server spins on its control
-/// connection for a whole bandwidth run), and a yield does not keep it off the
+/// After this long of empty polls, each further empty poll sleeps ([`nap`]): a thread
+/// that has waited that long waits for something rare (perftest's server spins on its
+/// control connection for a whole bandwidth run), and a yield does not keep it off the
 /// processors that do the work. Through iwarpd, `ib_write_bw -s 65536` went from 31.1 to
-/// 37.2 Gbit/s with it (BENCHMARKS.md). The price: what ends a wait of over a millisecond
-/// is seen up to a nap (and the kernel's timer slack) later.
+/// 37.2 Gbit/s with it (BENCHMARKS.md).
 const NAP_AFTER: Duration = Duration::from_millis(1);
-/// See [`NAP_AFTER`].
+/// The shortest and the longest nap.
 const NAP: Duration = Duration::from_micros(50);
+const NAP_MAX: Duration = Duration::from_millis(1);
+
+/// How long an empty poll sleeps after `idle` of empty polls: a twentieth of it, from
+/// [`NAP`] to [`NAP_MAX`]. A nap costs a wake-up (25 to 30 us of processor time on this
+/// project's VMs), so fixed 50 us naps kept perftest's idle server thread at 60% of a
+/// processor for a whole run, taken from the threads that move the data; growing naps
+/// took `ib_write_bw -s 65536` from 37.6 to 44.5 Gbit/s (BENCHMARKS.md). The price: what
+/// ends a wait is seen up to a twentieth of the wait later (at most 1 ms, plus the
+/// kernel's timer slack).
+fn nap(idle: Duration) -> Duration {
+    (idle / 20).clamp(NAP, NAP_MAX)
+}
 
 thread_local! {
     /// Since when this thread's polls have found nothing (`None`: its last poll took
@@ -280,7 +291,7 @@ fn spun(empty: bool) {
         }
         match since.get().map(|t| t.elapsed()) {
             None => since.set(Some(Instant::now())),
-            Some(idle) if idle >= NAP_AFTER => std::thread::sleep(NAP),
+            Some(idle) if idle >= NAP_AFTER => std::thread::sleep(nap(idle)),
             Some(idle) if idle >= SPIN => std::thread::yield_now(),
             Some(_) => {}
         }
@@ -366,6 +377,10 @@ mod tests {
             spun(true);
             assert!(start.elapsed() >= NAP, "an idle poller naps");
         }
+        // Naps grow with the idle time, up to a limit.
+        assert_eq!(nap(NAP_AFTER), NAP);
+        assert_eq!(nap(Duration::from_millis(10)), Duration::from_micros(500));
+        assert_eq!(nap(Duration::from_secs(60)), NAP_MAX);
         // A completion ends the idle time: the next empty poll starts it again.
         spun(false);
         spun(true);
