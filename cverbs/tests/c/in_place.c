@@ -8,9 +8,8 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <infiniband/verbs.h>
+#include "check.h"
 
-#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
 
 /* True if the page holding p is a mapping of the library's memory file. */
 static int in_arena(const void *p)

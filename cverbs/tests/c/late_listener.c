@@ -9,44 +9,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
-
-#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
-
-/* The next event on ch, of type want (and status); its id in *id. */
-static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
-		  struct rdma_cm_id **id, int *status)
-{
-	struct rdma_cm_event *ev;
-	if (rdma_get_cm_event(ch, &ev))
-		return 0;
-	int ok = ev->event == want;
-	if (!ok)
-		fprintf(stderr, "event %s, not %s\n", rdma_event_str(ev->event), rdma_event_str(want));
-	if (id)
-		*id = ev->id;
-	if (status)
-		*status = ev->status;
-	rdma_ack_cm_event(ev);
-	return ok;
-}
-
-/* A client id on ch, resolved to 127.0.0.1:port, with its queue pair. */
-static struct rdma_cm_id *client(struct rdma_event_channel *ch, int port)
-{
-	struct rdma_cm_id *cli;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct ibv_qp_init_attr qa = { .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-		.max_send_sge = 1, .max_recv_sge = 1 }, .qp_type = IBV_QPT_RC };
-	if (rdma_create_id(ch, &cli, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(cli, NULL, (struct sockaddr *)&a, 1000) ||
-	    !expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL, NULL) ||
-	    rdma_resolve_route(cli, 1000) || !expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL) ||
-	    rdma_create_qp(cli, NULL, &qa))
-		return NULL;
-	return cli;
-}
+#include "check.h"
 
 int main(void)
 {

@@ -12,9 +12,8 @@
 #include <poll.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
+#include "check.h"
 
-#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (errno %d)\n", errno); return 1; } } while (0)
 
 /* One completion of cq, waiting up to 10 s; 0 if none came. */
 static int one(struct ibv_cq *cq, struct ibv_wc *wc)
@@ -28,22 +27,6 @@ static int one(struct ibv_cq *cq, struct ibv_wc *wc)
 	return 0;
 }
 
-/* The next event on ch, of type want; its id in *id. */
-static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
-		  struct rdma_cm_id **id)
-{
-	struct rdma_cm_event *ev;
-	if (rdma_get_cm_event(ch, &ev))
-		return 0;
-	int ok = ev->event == want;
-	if (!ok)
-		fprintf(stderr, "event %s, not %s\n", rdma_event_str(ev->event), rdma_event_str(want));
-	if (id)
-		*id = ev->id;
-	rdma_ack_cm_event(ev);
-	return ok;
-}
-
 int main(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -55,18 +38,18 @@ int main(void)
 	      "listen");
 	a.sin_port = ((struct sockaddr_in *)rdma_get_local_addr(listen))->sin_port;
 	CHECK(rdma_resolve_addr(cli, NULL, (struct sockaddr *)&a, 1000) == 0 &&
-	      expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) &&
-	      rdma_resolve_route(cli, 1000) == 0 && expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL),
+	      expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL, NULL) &&
+	      rdma_resolve_route(cli, 1000) == 0 && expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL),
 	      "resolve");
 	struct ibv_qp_init_attr qa = { .cap = { .max_send_wr = 8, .max_recv_wr = 8,
 		.max_send_sge = 1, .max_recv_sge = 1 }, .qp_type = IBV_QPT_RC };
 	CHECK(rdma_create_qp(cli, NULL, &qa) == 0, "client qp");
-	CHECK(rdma_connect(cli, NULL) == 0 && expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, &srv),
+	CHECK(rdma_connect(cli, NULL) == 0 && expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, &srv, NULL),
 	      "a request");
 	struct ibv_qp_init_attr qb = qa;
 	CHECK(rdma_create_qp(srv, NULL, &qb) == 0 && rdma_accept(srv, NULL) == 0, "accept");
-	CHECK(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL) &&
-	      expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL), "both ends up");
+	CHECK(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL, NULL) &&
+	      expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL, NULL), "both ends up");
 
 	/* The server's buffer, with the right to bind windows and no remote right of its own
 	 * (the peer reaches it through windows only), as the verbs have it; the client's
