@@ -1834,7 +1834,10 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
     assert_eq!(recv("written").await?, b"written");
     assert_eq!(target.read(1040..1058)?, b"through the window");
     // The application reads the peer's memory through the moved queue pair.
-    let pmem = ppd.alloc_mr(64, Access::REMOTE_READ | Access::LOCAL_WRITE)?;
+    let pmem = ppd.alloc_mr(
+        4096,
+        Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+    )?;
     pmem.write(0, b"peer memory")?;
     let sink = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
     // The listener moved too: a second connection is accepted through the new service.
@@ -1844,6 +1847,17 @@ async fn a_session_moves_to_another_service_with_everything_in_it() -> Result<()
         .read(pmem.remote().slice(0, 11), sink.local(..11))
         .await?;
     assert_eq!(sink.read(..11)?, b"peer memory");
+    // A payload too long for its entry goes out of the staging area, which the new
+    // service lends as the old one did.
+    let staged = Bytes::from(vec![0x5a; 1024]);
+    let write = qps[0].write(staged.clone(), pmem.remote().slice(1024, 1024));
+    tokio::time::timeout(Duration::from_secs(10), write)
+        .await
+        .map_err(|_| "the staged Write after the move never completed")??;
+    qps[0]
+        .read(pmem.remote().slice(0, 11), sink.local(..11))
+        .await?;
+    assert_eq!(pmem.read(1024..2048)?, staged);
     second.qp.send(Bytes::from_static(b"second")).await?;
     assert_eq!(recv("second").await?, b"second");
     assert_eq!(app.stats().queue_pairs, 2);
