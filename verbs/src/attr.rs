@@ -70,4 +70,31 @@ impl DeviceAttr {
             atomics: true,
         }
     }
+
+    /// The embedded engine's: its settings, and no limit but memory except the table's.
+    #[cfg(feature = "embedded")]
+    pub(crate) fn embedded(e: &offload_engine::Engine) -> Self {
+        let cfg = e.config();
+        let depth = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Self {
+            backend: "embedded".into(),
+            version: env!("CARGO_PKG_VERSION"),
+            max_qp: None,
+            max_qp_wr: depth(cfg.stream.sq_depth),
+            max_recv_wr: depth(cfg.stream.rq_depth),
+            max_send_sge: None,
+            max_recv_sge: None,
+            max_mr: u32::try_from(e.tpt().max_entries()).ok(),
+            max_srq: None,
+            max_qp_rd_atom: cfg.mpa.ird,
+            max_qp_init_rd_atom: cfg.mpa.ord,
+            mulpdu: cfg.stream.mulpdu,
+            mpa_revision: cfg.mpa.rev,
+            crc: cfg.mpa.crc,
+            markers: cfg.mpa.markers,
+            extensions: cfg.mpa.extensions,
+            push_slots: cfg.push.as_ref().map_or(0, |p| p.slots),
+            atomics: true,
+        }
+    }
 }

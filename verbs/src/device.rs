@@ -180,7 +180,7 @@ impl Device {
     pub fn query(&self) -> Result<crate::DeviceAttr, DaemonError> {
         match &self.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(e) => Ok(crate::DeviceAttr::new("embedded".into(), &e.attrs())),
+            Backend::Embedded(e) => Ok(crate::DeviceAttr::embedded(e)),
             Backend::Daemon(c) => match c.call(&Request::QueryDevice)? {
                 Reply::Device(a) => {
                     let at = self

@@ -1711,6 +1711,13 @@ async fn query_answers_the_limits_of_the_device() {
     assert_eq!(a.push_slots, limits.push.slots);
     assert_eq!((a.max_qp_wr, a.max_recv_wr), (16384, 16384));
     assert!(a.crc && a.atomics);
+    let settings =
+        |d: &verbs::DeviceAttr| (d.max_qp_rd_atom, d.mulpdu, d.mpa_revision, d.extensions);
+    assert_eq!(
+        settings(&a),
+        settings(&embedded),
+        "the engine's own settings"
+    );
 }
 
 /// An upgrade of iwarpd moves an attached application's session with everything in it

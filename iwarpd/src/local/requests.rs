@@ -92,9 +92,10 @@ fn open(s: &Session, claimed: u32) -> Reply {
     Reply::Id(std::process::id())
 }
 
-/// `QueryDevice`: the engine's attributes, within the limits the daemon sets its clients.
+/// `QueryDevice`: the engine's settings, within the limits the daemon sets its clients.
 fn query_device(s: &Session) -> Reply {
     let l = &s.device.limits;
+    let cfg = s.engine.config();
     let limit = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     Reply::Device(ipc::control::DeviceAttrs {
         max_qp: limit(l.max_qps),
@@ -104,8 +105,14 @@ fn query_device(s: &Session) -> Reply {
         rq_depth: l.max_queue_depth,
         max_send_sge: ipc::wqe::SQ_SGES as u32,
         max_recv_sge: ipc::wqe::RQ_SGES as u32,
+        ird: cfg.mpa.ird,
+        ord: cfg.mpa.ord,
+        mulpdu: cfg.stream.mulpdu,
+        mpa_revision: cfg.mpa.rev,
+        crc: cfg.mpa.crc,
+        markers: cfg.mpa.markers,
+        extensions: cfg.mpa.extensions.bits(),
         push_slots: l.push.slots,
-        ..s.engine.attrs()
     })
 }
 

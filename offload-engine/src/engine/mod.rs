@@ -332,30 +332,6 @@ impl Engine {
         }
     }
 
-    /// Its limits and settings, as `ibv_query_device` reports a device's (`u32::MAX`: no
-    /// limit but memory).
-    pub fn attrs(&self) -> ipc::control::DeviceAttrs {
-        let cfg = &self.inner.cfg;
-        let unlimited = u32::MAX;
-        ipc::control::DeviceAttrs {
-            max_qp: unlimited,
-            max_mr: u32::try_from(self.tpt().max_entries()).unwrap_or(unlimited),
-            max_srq: unlimited,
-            sq_depth: u32::try_from(cfg.stream.sq_depth).unwrap_or(unlimited),
-            rq_depth: u32::try_from(cfg.stream.rq_depth).unwrap_or(unlimited),
-            max_send_sge: unlimited,
-            max_recv_sge: unlimited,
-            ird: cfg.mpa.ird,
-            ord: cfg.mpa.ord,
-            mulpdu: cfg.stream.mulpdu,
-            mpa_revision: cfg.mpa.rev,
-            crc: cfg.mpa.crc,
-            markers: cfg.mpa.markers,
-            extensions: cfg.mpa.extensions.bits(),
-            push_slots: cfg.push.as_ref().map_or(0, |p| p.slots),
-        }
-    }
-
     /// Its settings.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.cfg
