@@ -20,7 +20,9 @@ Lines:
         against sockperf ping-pong --tcp -m 14 --nonblocked (the floor) and without
         --nonblocked (blocking), medians
   bw    iwperf write_bw -s 65536: through iwarpd (its CRC setting: on), embedded with
-        --crc; against tcp-spin stream (the floor) and iperf3 -l 64K (blocking)
+        --crc, each from the registered buffer and with --bytes (owned payloads: through
+        iwarpd by the staging area); against tcp-spin stream (the floor) and iperf3 -l 64K
+        (blocking)
 
 Needs iperf3 and sockperf; builds iwperf, tcp-spin and iwarpd in release.
 """
@@ -77,7 +79,11 @@ def run(line, path, secs, port):
         gb = ["-s", "65536", "--report_gbits"]
         return {
             "daemon": vs_tcp.iwperf(path, "write_bw", gb + daemon, secs, port)["bw_avg"],
+            "daemon-bytes": vs_tcp.iwperf(path, "write_bw", gb + daemon + ["--bytes"], secs,
+                                          port + 4)["bw_avg"],
             "embedded": vs_tcp.iwperf(path, "write_bw", gb + ["--crc"], secs, port + 1)["bw_avg"],
+            "emb-bytes": vs_tcp.iwperf(path, "write_bw", gb + ["--crc", "--bytes"], secs,
+                                       port + 5)["bw_avg"],
             "floor": vs_tcp.tcp_spin_stream(path, secs, port + 2),
             "iperf3": vs_tcp.iperf3(path, "64K", secs, port + 3) / 1e9,
         }
@@ -136,6 +142,9 @@ def main():
                       f"/ iperf3 = {med['daemon'] / med['iperf3']:.2f}x")
                 print(f"  bw   embedded / floor     = {med['embedded'] / f:.2f}x, "
                       f"/ iperf3 = {med['embedded'] / med['iperf3']:.2f}x")
+                for k in ("daemon-bytes", "emb-bytes"):
+                    print(f"  bw   {k:12} / floor = {med[k] / f:.2f}x, "
+                          f"/ registered = {med[k] / med[k.split('-')[0].replace('emb', 'embedded')]:.2f}x")
             sys.stdout.flush()
     finally:
         d.kill()

@@ -16,13 +16,16 @@ fn iwperf_pairs_and_rping_run_through_one_daemon() {
     let sock = d.sock.to_str().unwrap();
     let mut pairs = Vec::new();
     // send_bw's server posts 512 receives of 64 KiB: deeper than iwarpd's default.
-    for (test, n, size) in [
-        ("write_bw", "500", "65536"),
-        ("send_lat", "5000", "2"),
-        ("send_bw", "1000", "65536"),
+    // `--bytes`: payloads as owned Bytes, through the staging area, several at once.
+    for (test, n, size, bytes) in [
+        ("write_bw", "500", "65536", false),
+        ("send_lat", "5000", "2", false),
+        ("send_bw", "1000", "65536", false),
+        ("write_bw", "300", "200000", true),
     ] {
         let p = port();
         let common = [test, "--daemon", sock, "-p", &p, "-n", n, "-s", size];
+        let common = [&common[..], if bytes { &["--bytes"] } else { &[] }].concat();
         let server = spawn(IWPERF, &common);
         std::thread::sleep(Duration::from_millis(300));
         let client = spawn(
@@ -53,7 +56,10 @@ fn iwperf_pairs_and_rping_run_through_one_daemon() {
     let connections = num("connections");
     assert!(connections >= 8 && connections % 2 == 0, "{j}");
     assert_eq!(num("connections_closed"), connections, "{j}");
-    assert!(num("octets_sent.write") >= 500 * 65536, "{j}");
+    assert!(
+        num("octets_sent.write") >= 500 * 65536 + 300 * 200_000,
+        "{j}"
+    );
     // send_lat sends 2 octets each way, 5000 times; send_bw 1000 times 64 KiB.
     assert!(
         num("octets_sent.send") >= 2 * 5000 * 2 + 1000 * 65536,

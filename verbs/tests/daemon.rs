@@ -218,6 +218,21 @@ async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), E
             "Write {i} arrived intact"
         );
     }
+    // A payload larger than the whole area could never be staged: it is refused by name,
+    // not as a full queue to try again, and the queue pair goes on.
+    let area = 1 << 20;
+    let huge = Bytes::from(vec![7u8; area + 1]);
+    match qp.write(huge, remote.slice(0, area as u32 + 1)).await {
+        Err(verbs::WcError::Post {
+            error: verbs::PostError::PayloadTooLarge { max },
+            ..
+        }) => assert_eq!(max, area),
+        other => panic!("a payload beyond the staging area: {other:?}"),
+    }
+    qp.write(Bytes::from(vec![9u8; area]), remote.slice(0, area as u32))
+        .await?;
+    qp.read(remote.slice(0, 1), &sink).await?;
+    assert!(target.read(area - 1..area + 1)? == [9, payloads[10][area - 10 * LEN]]);
     Ok(())
 }
 

@@ -135,6 +135,11 @@ struct Cli {
     /// Immediate Data; both sides need it agreed).
     #[arg(long = "imm")]
     imm: bool,
+    /// write_bw/send_bw client: payloads are owned `Bytes` (verbs' `Payload::Bytes`, as
+    /// `qp.write(bytes, ..)` sends), not gather entries of the registered buffer. Through
+    /// iwarpd they travel by the queue pair's staging area (1 MiB: larger ones are refused).
+    #[arg(long = "bytes")]
+    bytes: bool,
     /// This stack's extensions to offer or accept: send_imm, read_v2, all or none
     /// (none: standard iWARP only, which Wireshark decodes).
     #[arg(long = "extensions", value_name = "LIST", default_value = "all", value_parser = crate::args::extensions)]
@@ -355,6 +360,8 @@ pub struct Opts {
     pub no_push: bool,
     /// `--imm`: Sends with Immediate Data.
     pub imm: bool,
+    /// `--bytes`: payloads as owned `Bytes`.
+    pub bytes: bool,
     /// `--extensions`: this stack's extensions offered and accepted.
     pub extensions: Extensions,
     /// `-b`: both sides run the test (bandwidth tests).
@@ -398,6 +405,7 @@ impl Opts {
             daemon: None,
             no_push: false,
             imm: false,
+            bytes: false,
             extensions: Extensions::ALL,
             bidirectional: false,
             infinitely: false,
@@ -475,6 +483,7 @@ impl Opts {
         o.daemon = cli.daemon;
         o.no_push = cli.no_push;
         o.imm = cli.imm;
+        o.bytes = cli.bytes;
         o.extensions = cli.extensions;
         o.bidirectional = cli.bidirectional;
         o.infinitely = cli.run_infinitely;
@@ -541,6 +550,9 @@ impl Opts {
         }
         if self.output.is_some() && self.json {
             return Err("--output and --json do not go together: pick one".into());
+        }
+        if self.bytes && !matches!(self.test, Test::WriteBw | Test::SendBw) {
+            return Err("--bytes is for write_bw and send_bw".into());
         }
         if self.all_sizes && self.max_size < 2 {
             return Err("--max-size must be at least 2 with -a".into());
@@ -713,6 +725,7 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         assert!(parse("send_lat -q 2").is_err());
+        assert!(parse("read_bw --bytes").is_err() && parse("send_bw --bytes").unwrap().bytes);
         assert!(parse("write_lat -n 1").is_err());
         assert!(parse("write_bw -D 0").is_err());
         assert!(parse("write_bw -a -D 2").is_err());

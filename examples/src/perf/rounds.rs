@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use verbs::Mr;
@@ -71,6 +72,7 @@ pub(crate) async fn rdma_round(
     cycle: usize,
 ) -> Result<Timeline, Error> {
     let lim = limits(opts);
+    let owned = opts.bytes.then(|| owned_copy(buf, buf.len())).transpose()?;
     let mut set = JoinSet::new();
     for (i, (link, r)) in s.links.iter().zip(rem).enumerate() {
         let prog = progress(opts, size, i, s.links.len());
@@ -80,7 +82,7 @@ pub(crate) async fn rdma_round(
             prog,
             link.qp.clone(),
             link.cq.clone(),
-            buf.clone(),
+            (buf.clone(), owned.clone()),
             remote(r),
             size,
             cycle,
@@ -103,6 +105,7 @@ pub(crate) async fn send_round(
     sent: u64,
 ) -> Result<Timeline, Error> {
     let lim = limits(opts);
+    let owned = opts.bytes.then(|| owned_copy(payload, size)).transpose()?;
     let window = send::rx_depth(opts);
     let mut set = JoinSet::new();
     for (i, (link, credit)) in s.links.iter().zip(credits).enumerate() {
@@ -117,13 +120,21 @@ pub(crate) async fn send_round(
             link.qp.clone(),
             link.cq.clone(),
             credit.clone(),
-            payload.clone(),
+            (payload.clone(), owned.clone()),
             size,
             (window, sent),
         );
         set.spawn(run);
     }
     Ok(Timeline::merge(join_all(set).await?))
+}
+
+/// `--bytes`: the first `len` octets of `buf`, as owned `Bytes` that every request
+/// slices.
+fn owned_copy(buf: &Mr, len: usize) -> Result<Bytes, Error> {
+    let mut v = vec![0; len];
+    buf.read_into(0, &mut v)?;
+    Ok(Bytes::from(v))
 }
 
 /// `send_bw`'s credit buffers, one per link, and our address messages naming them.

@@ -87,7 +87,7 @@ impl Inbox {
     }
 }
 
-/// The client on one QP: Sends of `payload[..size]`, never more than `window`
+/// The client on one QP: Sends of `payload[..size]` (or of `owned`, `--bytes`), never more than `window`
 /// beyond the count the server last wrote into `credit` (offset 0). `(window, sent)`:
 /// `sent` Sends were made before in this count. Counts start at 0 with every size
 /// (`-a`), as perftest's do, and run on through `--run_infinitely`'s intervals; they
@@ -99,7 +99,7 @@ pub async fn client(
     qp: Qp,
     cq: Cq,
     credit: Mr,
-    payload: Mr,
+    (payload, owned): (Mr, Option<Bytes>),
     size: usize,
     (window, sent): (usize, u64),
 ) -> Result<Timeline, Error> {
@@ -115,7 +115,9 @@ pub async fn client(
         Ok(ahead < window)
     };
     let make = move || SendOp::Send {
-        data: Payload::Sgl([sge].into()),
+        data: owned
+            .as_ref()
+            .map_or_else(|| Payload::Sgl([sge].into()), |b| Payload::Bytes(b.clone())),
         invalidate: None,
         immediate: None,
     };

@@ -138,6 +138,12 @@ pub enum PostError {
     /// A request posted with a future on a queue pair whose completions all go to one
     /// sink (the future would never finish).
     NoFutures,
+    /// An owned payload larger than the queue pair can ever hold for sending: through
+    /// iwarpd, its staging area (a registered buffer has no such limit).
+    PayloadTooLarge {
+        /// The most it holds, in octets.
+        max: usize,
+    },
 }
 
 impl core::fmt::Display for PostError {
@@ -156,6 +162,11 @@ impl core::fmt::Display for PostError {
             ),
             Self::NoFutures => f.write_str(
                 "this queue pair's completions all go to its sink: post without a future",
+            ),
+            Self::PayloadTooLarge { max } => write!(
+                f,
+                "an owned (Bytes) payload larger than the {max} octets of this queue pair's \
+                 staging area in iwarpd: register the buffer and send it as a gather list"
             ),
         }
     }

@@ -234,6 +234,15 @@ struct Poster {
     direct: Option<Box<SharedSocket>>,
 }
 
+/// Why a request was not encoded into the send queue.
+enum Unencoded {
+    /// The post is refused: no staging room now, or never for this payload.
+    Refused(PostError),
+    /// It completes at once with an error, as a request the RNIC cannot take (a gather
+    /// list longer than an entry holds: a local length error).
+    Failed(Completion),
+}
+
 /// A queue pair served by `iwarpd`.
 pub(crate) struct DaemonQp {
     client: Arc<Client>,
@@ -523,11 +532,11 @@ impl DaemonQp {
             let idx = seg.sq_prod().wrapping_add(n);
             let mut e = match self.encode(staging, &wr, idx) {
                 Ok(e) => e,
-                Err(None) => {
-                    failed = Some(PostError::QueueFull);
+                Err(Unencoded::Refused(why)) => {
+                    failed = Some(why);
                     break;
                 }
-                Err(Some(wc)) => {
+                Err(Unencoded::Failed(wc)) => {
                     self.complete_locally(wc);
                     done += 1;
                     continue;
@@ -569,18 +578,18 @@ impl DaemonQp {
     }
 
     /// `wr` as the send queue entry at index `idx`, a payload too long to be inline
-    /// staged. `Err(None)`: no staging room now; `Err(Some(wc))`: a gather list longer
-    /// than an entry holds, which completes at once with a local length error, as a
-    /// request the RNIC cannot take.
+    /// staged.
     fn encode(
         &self,
         staging: &mut Staging,
         wr: &SendWr,
         idx: u32,
-    ) -> Result<[u8; SQE_SIZE], Option<Completion>> {
+    ) -> Result<[u8; SQE_SIZE], Unencoded> {
         let seg = &self.shared.seg;
         let mut staged_end = None;
+        let mut too_large = false;
         let encoded = encode_sqe(wr, &mut |data| {
+            too_large = !staging.could_hold(data.len());
             let at = staging.alloc(data.len())?;
             seg.stage(at, data);
             staged_end = Some(staging.head);
@@ -593,7 +602,12 @@ impl DaemonQp {
                 }
                 Ok(e)
             }
-            Err(EncodeError::NoStagingRoom) => Err(None),
+            Err(EncodeError::NoStagingRoom) if too_large => {
+                Err(Unencoded::Refused(PostError::PayloadTooLarge {
+                    max: staging.size as usize,
+                }))
+            }
+            Err(EncodeError::NoStagingRoom) => Err(Unencoded::Refused(PostError::QueueFull)),
             Err(EncodeError::TooManyEntries { max }) => {
                 tracing::warn!(
                     max,
@@ -601,7 +615,7 @@ impl DaemonQp {
                 );
                 let op = wr.op.wc_opcode();
                 let wc = Completion::new(wr.wr_id, Queue::Send, op, WcStatus::LocalLength);
-                Err(Some(wc))
+                Err(Unencoded::Failed(wc))
             }
         }
     }
