@@ -43,8 +43,9 @@
 //!
 //! The `unsafe` code is: the `Send`/`Sync` impls of [`Region`] and [`Segment`] (raw
 //! pointers to memory they own), the two slice constructions in the views (under the
-//! lock, bounds checked), taking over and dropping an adopted owner, and the three atomic
-//! references into a segment (bounds and alignment checked), the slice a segment lends
+//! lock, bounds checked), taking over and dropping an adopted owner, the three atomic
+//! references into a segment and the slice of atomic words its copies go through (bounds
+//! and alignment checked), the slice a segment lends
 //! as `Bytes` ([`Segment::bytes`]: a part where this process never stores), marking the octets a read wrote
 //! into a buffer's spare capacity as its own ([`read_spare`]: the engine's socket reads),
 //! and (with the `tokio` feature) registering an owned descriptor with tokio's reactor

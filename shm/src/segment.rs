@@ -185,19 +185,17 @@ impl Segment {
     /// If the range lies outside the segment.
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
         self.check(offset, dst.len(), 1);
-        let mut i = 0;
-        while i < dst.len() && !(offset + i).is_multiple_of(8) {
-            dst[i] = self.u8(offset + i).load(Ordering::Relaxed);
-            i += 1;
+        let (head, words, tail) = self.split(offset, dst.len());
+        let (dst_head, rest) = dst.split_at_mut(head);
+        let (dst_words, dst_tail) = rest.split_at_mut(words.len() * 8);
+        for (i, d) in dst_head.iter_mut().enumerate() {
+            *d = self.u8(offset + i).load(Ordering::Relaxed);
         }
-        while dst.len() - i >= 8 {
-            let w = self.word64(offset + i).load(Ordering::Relaxed);
-            dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
-            i += 8;
+        for (w, d) in words.iter().zip(dst_words.chunks_exact_mut(8)) {
+            d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
-        while i < dst.len() {
-            dst[i] = self.u8(offset + i).load(Ordering::Relaxed);
-            i += 1;
+        for (i, d) in dst_tail.iter_mut().enumerate() {
+            *d = self.u8(tail + i).load(Ordering::Relaxed);
         }
     }
 
@@ -211,22 +209,48 @@ impl Segment {
     pub fn write(&self, offset: usize, src: &[u8]) {
         self.check(offset, src.len(), 1);
         self.check_own(offset, src.len());
-        let mut i = 0;
-        while i < src.len() && !(offset + i).is_multiple_of(8) {
-            self.u8(offset + i).store(src[i], Ordering::Relaxed);
-            i += 1;
+        let (head, words, tail) = self.split(offset, src.len());
+        let (src_head, rest) = src.split_at(head);
+        let (src_words, src_tail) = rest.split_at(words.len() * 8);
+        for (i, &b) in src_head.iter().enumerate() {
+            self.u8(offset + i).store(b, Ordering::Relaxed);
         }
-        while src.len() - i >= 8 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&src[i..i + 8]);
-            self.u64(offset + i)
-                .store(u64::from_ne_bytes(w), Ordering::Relaxed);
-            i += 8;
+        for (w, b) in words.iter().zip(src_words.chunks_exact(8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(b);
+            w.store(u64::from_ne_bytes(word), Ordering::Relaxed);
         }
-        while i < src.len() {
-            self.u8(offset + i).store(src[i], Ordering::Relaxed);
-            i += 1;
+        for (i, &b) in src_tail.iter().enumerate() {
+            self.u8(tail + i).store(b, Ordering::Relaxed);
         }
+    }
+
+    /// `offset..+len` (checked to lie inside the segment) as its unaligned head's length,
+    /// the 64-bit words after it, and where the unaligned tail after those starts: a copy
+    /// goes word by word with one check, not one per word.
+    fn split(&self, offset: usize, len: usize) -> (usize, &[AtomicU64], usize) {
+        let head = (offset.next_multiple_of(8) - offset).min(len);
+        let n = (len - head) / 8;
+        let at = offset + head;
+        if n == 0 {
+            return (head, &[], at);
+        }
+        // SAFETY: the caller checked that `offset..+len` lies inside the mapping, which
+        // lives as long as `self`; the `n` words from `at` lie within it, and `at` is
+        // 8-aligned (the mapping is page-aligned). The octets are only ever accessed
+        // atomically from this process, except in the lent part through lent slices,
+        // where this process only loads (stores there are refused by `check_own`).
+        let words = unsafe {
+            std::slice::from_raw_parts(
+                self.ptr
+                    .as_ptr()
+                    .wrapping_add(at)
+                    .cast::<AtomicU64>()
+                    .cast_const(),
+                n,
+            )
+        };
+        (head, words, at + n * 8)
     }
 
     /// Panics if `offset..+len` reaches into the lent part: this process does not store
