@@ -184,7 +184,6 @@ impl Segment {
     ///
     /// If the range lies outside the segment.
     pub fn read(&self, offset: usize, dst: &mut [u8]) {
-        self.check(offset, dst.len(), 1);
         let (head, words, tail) = self.split(offset, dst.len());
         let (dst_head, rest) = dst.split_at_mut(head);
         let (dst_words, dst_tail) = rest.split_at_mut(words.len() * 8);
@@ -207,9 +206,8 @@ impl Segment {
     /// If the range lies outside the segment, or reaches into the part this process
     /// [lends](Self::lending).
     pub fn write(&self, offset: usize, src: &[u8]) {
-        self.check(offset, src.len(), 1);
-        self.check_own(offset, src.len());
         let (head, words, tail) = self.split(offset, src.len());
+        self.check_own(offset, src.len());
         let (src_head, rest) = src.split_at(head);
         let (src_words, src_tail) = rest.split_at(words.len() * 8);
         for (i, &b) in src_head.iter().enumerate() {
@@ -225,17 +223,22 @@ impl Segment {
         }
     }
 
-    /// `offset..+len` (checked to lie inside the segment) as its unaligned head's length,
-    /// the 64-bit words after it, and where the unaligned tail after those starts: a copy
-    /// goes word by word with one check, not one per word.
+    /// `offset..+len` as its unaligned head's length, the 64-bit words after it, and where
+    /// the unaligned tail after those starts: a copy goes word by word with one check, not
+    /// one per word.
+    ///
+    /// # Panics
+    ///
+    /// If the range lies outside the segment.
     fn split(&self, offset: usize, len: usize) -> (usize, &[AtomicU64], usize) {
+        self.check(offset, len, 1);
         let head = (offset.next_multiple_of(8) - offset).min(len);
         let n = (len - head) / 8;
         let at = offset + head;
         if n == 0 {
             return (head, &[], at);
         }
-        // SAFETY: the caller checked that `offset..+len` lies inside the mapping, which
+        // SAFETY: `check` proved that `offset..+len` lies inside the mapping, which
         // lives as long as `self`; the `n` words from `at` lie within it, and `at` is
         // 8-aligned (the mapping is page-aligned). The octets are only ever accessed
         // atomically from this process, except in the lent part through lent slices,

@@ -155,6 +155,13 @@ fn segment_copies_land_exactly_at_every_alignment() {
             assert_eq!(got, src, "read at {at}, {len} octets");
         }
     }
+    // To the segment's last octet, and one beyond it refused.
+    let tail: Vec<u8> = (0..13).collect();
+    a.write(51, &tail);
+    let mut got = [0u8; 13];
+    b.read(51, &mut got);
+    assert_eq!(got[..], tail[..]);
+    assert!(std::panic::catch_unwind(|| b.read(52, &mut [0u8; 13])).is_err());
 }
 
 #[test]

@@ -106,6 +106,9 @@ where
     let mut tl = Timeline::default();
     let mut posted = 0u64;
     let mut stalled_since: Option<Instant> = None;
+    // The last post found the queue full with nothing of ours in flight (through
+    // iwarpd, the completion can show before the daemon frees the entry's staged octets).
+    let mut full = false;
     let mut wcs = Vec::with_capacity(lim.depth.max(1));
     loop {
         // Every free slot at once, in one post: the engine sends them together.
@@ -118,42 +121,51 @@ where
             posted += 1;
         }
         if posted > first {
-            stalled_since = None;
             let wrs = (first..posted).map(|id| SendWr {
                 wr_id: id,
                 op: make(),
                 flags: SendFlags::SIGNALED,
             });
+            full = false;
             match qp.post_send_batch(wrs) {
                 Ok(()) => {}
                 // The queue (or, through iwarpd, the staging area of `--bytes` payloads)
-                // is full short of the depth: the rest waits for completions.
-                Err((n, PostError::QueueFull))
-                    if first + (n as u64) > tl.completed.len() as u64 =>
-                {
+                // is full short of the depth: the rest waits for completions, or a moment.
+                Err((n, PostError::QueueFull)) => {
                     posted = first + n as u64;
                     tl.posted.truncate(posted as usize);
+                    full = true;
                 }
                 Err((n, e)) => {
                     return Err(format!("posting operation {}: {e}", first + n as u64 + 1).into());
                 }
             }
         }
+        if posted > first {
+            stalled_since = None;
+        }
         if posted == tl.completed.len() as u64 {
             if !lim.more(posted) {
                 break;
             }
-            // The gate (send_bw's credits) holds every post back.
+            // The gate (send_bw's credits), or a full queue, holds every post back.
+            let waits_for = if full {
+                "room in the send queue"
+            } else {
+                "the server's credits"
+            };
             if qp.state() != QpState::Rts {
                 return Err(format!(
-                    "the connection ended while {posted} Sends waited for the server's credits"
+                    "the connection ended while operation {} waited for {waits_for}",
+                    posted + 1
                 )
                 .into());
             }
             let since = *stalled_since.get_or_insert_with(Instant::now);
             if since.elapsed() > lim.timeout {
                 return Err(format!(
-                    "no credit from the server after {posted} Sends within {:?}",
+                    "operation {} waited {:?} for {waits_for}",
+                    posted + 1,
                     lim.timeout
                 )
                 .into());

@@ -587,7 +587,9 @@ impl DaemonQp {
     ) -> Result<[u8; SQE_SIZE], Unencoded> {
         let seg = &self.shared.seg;
         let mut staged_end = None;
-        let mut too_large = false;
+        // No room now, or never: a payload larger than the area (or than a message
+        // holds, refused before it is offered to the area).
+        let mut too_large = true;
         let encoded = encode_sqe(wr, &mut |data| {
             too_large = !staging.could_hold(data.len());
             let at = staging.alloc(data.len())?;
