@@ -162,6 +162,12 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
         "the deepest send or receive queue a local application's queue pair may ask for \
          (1..=65536; default 16384)",
     ),
+    (
+        "staging_size",
+        "octets of each local queue pair's staging area, where owned (Bytes) payloads over \
+         160 octets wait until sent: it bounds how many are in flight (16 of 64 KiB at the \
+         default 1M); a size, a multiple of 64 from 64K to 64M",
+    ),
 ];
 
 /// Where local applications attach.
@@ -244,6 +250,8 @@ pub(crate) struct Config {
     pub(crate) max_registered: u64,
     /// The deepest queue a local application's queue pair may ask for.
     pub(crate) max_queue_depth: u32,
+    /// Octets of each local queue pair's staging area.
+    pub(crate) staging_size: u32,
     /// Where this daemon hands its connections to a successor.
     pub(crate) handover: Option<PathBuf>,
     /// The handover socket of the daemon to take the connections from at start.
@@ -287,6 +295,7 @@ impl Default for Config {
             max_local_mrs_total: LocalConfig::default().max_device_mrs,
             max_registered: LocalConfig::default().max_registered,
             max_queue_depth: LocalConfig::default().max_queue_depth,
+            staging_size: LocalConfig::default().staging,
             handover: None,
             take_over: None,
             metrics: None,
@@ -584,6 +593,16 @@ impl Config {
             "max_queue_depth" => {
                 self.max_queue_depth = v.number(1, u64::from(ipc::qpseg::MAX_DEPTH))? as u32;
             }
+            "staging_size" => {
+                let n = v.size(u64::from(ipc::qpseg::MAX_STAGING))?;
+                if n < 64 << 10 || !n.is_multiple_of(64) {
+                    return Err(v.err(format!(
+                        "`staging_size = {value}`: expected a multiple of 64 octets from 64K \
+                         to 64M (for example `staging_size = 8M`)"
+                    )));
+                }
+                self.staging_size = n as u32;
+            }
             "control" => {
                 self.control = match value {
                     "off" | "none" | "false" => Control::Off,
@@ -785,6 +804,13 @@ mod tests {
         assert!(e.contains("`imm`") && e.contains("send_imm"), "{e}");
         assert_eq!((c.local_threads, c.max_local_clients), (3, 5));
         assert_eq!(c.max_queue_depth, 4096);
+        assert_eq!(load("staging_size = 8M\n").unwrap().staging_size, 8 << 20);
+        for bad in ["32K", "65M", "100001"] {
+            let e = load(&format!("staging_size = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("staging_size"), "{bad}: {e}");
+        }
         assert!(
             load("max_queue_depth = 65537\n").is_err(),
             "beyond the rings' limit"

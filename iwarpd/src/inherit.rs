@@ -69,6 +69,7 @@ pub(crate) fn value_of(cfg: &Config, key: &str) -> Option<String> {
         "max_local_mrs_total" => Some(cfg.max_local_mrs_total.to_string()),
         "max_registered" => Some(cfg.max_registered.to_string()),
         "max_queue_depth" => Some(cfg.max_queue_depth.to_string()),
+        "staging_size" => Some(cfg.staging_size.to_string()),
         _ => None,
     }
 }

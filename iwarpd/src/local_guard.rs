@@ -38,6 +38,7 @@ pub(crate) fn serve_local(
         max_device_mrs: cfg.max_local_mrs_total,
         max_registered: cfg.max_registered,
         max_queue_depth: cfg.max_queue_depth,
+        staging: cfg.staging_size,
         ..LocalConfig::default()
     };
     let threads = cfg.local_threads;

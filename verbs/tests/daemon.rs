@@ -152,15 +152,21 @@ async fn two_daemon_clients_write_read_send_and_atomics() -> Result<(), Error> {
 }
 
 /// A staged payload goes to the socket from the staging area itself, so its octets stay
-/// the daemon's until its request is retired. Writes of four times what the area holds,
-/// posted without waiting (a post that finds no room is refused, and tried again after a
-/// completion), each arrive intact: none is overwritten by a later one while it is sent
-/// (with the octets reclaimed when the daemon took the entry, this failed 3 of 3).
+/// the daemon's until its request is retired. Writes of twice what the area holds (2 MiB,
+/// iwarpd's `staging_size`), posted without waiting (a post that finds no room is
+/// refused, and tried again after a completion), each arrive intact: none is overwritten
+/// by a later one while it is sent (with the octets reclaimed when the daemon took the
+/// entry, this failed 3 of 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), Error> {
     const LEN: usize = 100_000;
     const N: usize = 42;
-    let path = daemon("staged").await;
+    let area = 2 << 20;
+    let staging = LocalConfig {
+        staging: area as u32,
+        ..LocalConfig::default()
+    };
+    let path = daemon_with("staged", staging).await;
     let server = Device::open(DeviceConfig::default().daemon(&path))?;
     let client = Device::open(DeviceConfig::default().daemon(&path))?;
     let spd = server.alloc_pd()?;
@@ -220,7 +226,6 @@ async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), E
     }
     // A payload larger than the whole area could never be staged: it is refused by name,
     // not as a full queue to try again, and the queue pair goes on.
-    let area = 1 << 20;
     let huge = Bytes::from(vec![7u8; area + 1]);
     match qp.write(huge, remote.slice(0, area as u32 + 1)).await {
         Err(verbs::WcError::Post {
@@ -232,7 +237,7 @@ async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), E
     qp.write(Bytes::from(vec![9u8; area]), remote.slice(0, area as u32))
         .await?;
     qp.read(remote.slice(0, 1), &sink).await?;
-    assert!(target.read(area - 1..area + 1)? == [9, payloads[10][area - 10 * LEN]]);
+    assert!(target.read(area - 1..area + 1)? == [9, payloads[area / LEN][area % LEN]]);
     Ok(())
 }
 

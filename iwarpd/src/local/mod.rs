@@ -88,6 +88,12 @@ pub struct LocalConfig {
     /// [`ipc::qpseg::MAX_DEPTH`] counts as that); its ring is the power of two at or above
     /// the depth.
     pub max_queue_depth: u32,
+    /// Octets of each queue pair's staging area, where owned payloads (`Bytes`) longer
+    /// than an entry holds wait until their request is retired: it bounds how many such
+    /// payloads are in flight (16 of 64 KiB in the default 1 MiB), and they are the
+    /// application's pages once written. A multiple of 64 up to
+    /// [`ipc::qpseg::MAX_STAGING`].
+    pub staging: u32,
 }
 
 impl Default for LocalConfig {
@@ -104,6 +110,7 @@ impl Default for LocalConfig {
             max_srqs: 1024,
             max_listeners: 256,
             max_queue_depth: 16384,
+            staging: ipc::qpseg::Geometry::default().staging,
         }
     }
 }

@@ -172,8 +172,9 @@ pub(super) fn destroy_srq(s: &Session, srq: u32) -> Reply {
 /// Checks the domain, the queue depths and the queue pair limit, and counts one more
 /// connecting (with the rings' geometry), or says why not (boxed: a reply is large).
 pub(super) fn admit_qp(s: &Session, pd: u32, depths: QueueDepths) -> Result<Geometry, Box<Reply>> {
-    let geo =
-        geometry(depths, s.device.limits.max_queue_depth).map_err(|why| err(error::LIMIT, why))?;
+    let limits = &s.device.limits;
+    let geo = geometry(depths, limits.max_queue_depth, limits.staging)
+        .map_err(|why| err(error::LIMIT, why))?;
     if !s.objs().pds.contains_key(&pd) {
         return Err(Box::new(not_found("protection domain", pd)));
     }
@@ -365,8 +366,9 @@ pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
 }
 
 /// Rings at least as deep as the client asks (powers of two), with a completion ring
-/// for both; or why not, when it asks for more than `max` or for nothing.
-fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
+/// for both, and a staging area of `staging` octets; or why not, when it asks for more
+/// than `max` or for nothing.
+fn geometry(want: QueueDepths, max: u32, staging: u32) -> Result<Geometry, String> {
     let max = max.min(ipc::qpseg::MAX_DEPTH);
     let ring = |n: u32, which: &str| match n {
         0 => Err(format!("a {which} queue depth of 0: ask for at least 1")),
@@ -383,7 +385,7 @@ fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
         cq_depth: (sq_depth + rq_depth)
             .next_power_of_two()
             .min(ipc::qpseg::MAX_DEPTH),
-        ..Geometry::default()
+        staging,
     })
 }
 
@@ -391,22 +393,25 @@ fn geometry(want: QueueDepths, max: u32) -> Result<Geometry, String> {
 mod tests {
     use super::{QueueDepths, geometry};
 
+    const STAGING: u32 = 4 << 20;
+
     /// Rings are the power of two at or above what the client asks; nothing, or more
     /// than the limit, is refused by name; a limit beyond the rings' own counts as theirs.
     #[test]
     fn rings_are_as_deep_as_asked_within_the_limit() {
-        let g = geometry(QueueDepths { sq: 100, rq: 600 }, 1000).unwrap();
+        let g = geometry(QueueDepths { sq: 100, rq: 600 }, 1000, STAGING).unwrap();
         assert_eq!((g.sq_depth, g.rq_depth, g.cq_depth), (128, 1024, 2048));
-        let g = geometry(QueueDepths { sq: 1000, rq: 1 }, 1000).unwrap();
+        assert_eq!(g.staging, STAGING, "the daemon's setting");
+        let g = geometry(QueueDepths { sq: 1000, rq: 1 }, 1000, STAGING).unwrap();
         assert_eq!((g.sq_depth, g.rq_depth), (1024, 1));
-        let e = geometry(QueueDepths { sq: 1001, rq: 8 }, 1000).unwrap_err();
+        let e = geometry(QueueDepths { sq: 1001, rq: 8 }, 1000, STAGING).unwrap_err();
         assert!(e.contains("1001") && e.contains("max_queue_depth"), "{e}");
-        let e = geometry(QueueDepths { sq: 8, rq: 0 }, 1000).unwrap_err();
+        let e = geometry(QueueDepths { sq: 8, rq: 0 }, 1000, STAGING).unwrap_err();
         assert!(e.contains("receive queue depth of 0"), "{e}");
         let max = ipc::qpseg::MAX_DEPTH;
-        let e = geometry(QueueDepths { sq: max + 1, rq: 8 }, u32::MAX).unwrap_err();
+        let e = geometry(QueueDepths { sq: max + 1, rq: 8 }, u32::MAX, STAGING).unwrap_err();
         assert!(e.contains(&format!("({max})")), "{e}");
-        let g = geometry(QueueDepths { sq: max, rq: max }, u32::MAX).unwrap();
+        let g = geometry(QueueDepths { sq: max, rq: max }, u32::MAX, STAGING).unwrap();
         assert_eq!(
             g.cq_depth, max,
             "the completion ring stops at the limit too"
