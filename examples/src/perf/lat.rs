@@ -84,12 +84,13 @@ impl Run {
 
 impl Limits {
     fn timed_out(&self, what: &str, n: u64) -> Error {
-        format!(
-            "{what} {n} did not arrive within {:?}: is the peer running the same test \
-             with the same -s/-n/-a flags?",
-            self.timeout
-        )
-        .into()
+        let why = if n > 1 {
+            "the peer stopped sending, or the network between stopped carrying it (the \
+             connection is still up)"
+        } else {
+            "is the peer running the same test with the same -s/-n/-a flags?"
+        };
+        format!("{what} {n} did not arrive within {:?}: {why}", self.timeout).into()
     }
 
     /// The error for a wait the connection's end cut short.

@@ -204,9 +204,15 @@ where
                 if draining {
                     break;
                 }
+                let why = if received > 0 {
+                    ": the client stopped sending, or the network between stopped carrying \
+                     it (the connection is still up)"
+                } else {
+                    ""
+                };
                 return Err(format!(
                     "timed out after {limit:?} waiting for the client's Sends \
-                     ({received} received)"
+                     ({received} received){why}"
                 )
                 .into());
             }
