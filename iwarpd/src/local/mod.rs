@@ -91,7 +91,7 @@ pub struct LocalConfig {
     /// Octets of each queue pair's staging area, where owned payloads (`Bytes`) longer
     /// than an entry holds wait until their request is retired: it bounds how many such
     /// payloads are in flight (16 of 64 KiB in the default 1 MiB), and they are the
-    /// application's pages once written. A multiple of 64 up to
+    /// application's pages once written. Rounded up to a multiple of 64, and at most
     /// [`ipc::qpseg::MAX_STAGING`].
     pub staging: u32,
 }

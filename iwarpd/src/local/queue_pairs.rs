@@ -366,8 +366,8 @@ pub(super) fn on_end(s: &Arc<Session>, id: u32) -> servant::OnEnd {
 }
 
 /// Rings at least as deep as the client asks (powers of two), with a completion ring
-/// for both, and a staging area of `staging` octets; or why not, when it asks for more
-/// than `max` or for nothing.
+/// for both, and a staging area of `staging` octets (at most the segment's limit, in
+/// whole 64-octet lines); or why not, when it asks for more than `max` or for nothing.
 fn geometry(want: QueueDepths, max: u32, staging: u32) -> Result<Geometry, String> {
     let max = max.min(ipc::qpseg::MAX_DEPTH);
     let ring = |n: u32, which: &str| match n {
@@ -385,7 +385,7 @@ fn geometry(want: QueueDepths, max: u32, staging: u32) -> Result<Geometry, Strin
         cq_depth: (sq_depth + rq_depth)
             .next_power_of_two()
             .min(ipc::qpseg::MAX_DEPTH),
-        staging,
+        staging: staging.min(ipc::qpseg::MAX_STAGING).next_multiple_of(64),
     })
 }
 
@@ -402,6 +402,9 @@ mod tests {
         let g = geometry(QueueDepths { sq: 100, rq: 600 }, 1000, STAGING).unwrap();
         assert_eq!((g.sq_depth, g.rq_depth, g.cq_depth), (128, 1024, 2048));
         assert_eq!(g.staging, STAGING, "the daemon's setting");
+        let odd = |staging| geometry(QueueDepths { sq: 8, rq: 8 }, 1000, staging).unwrap();
+        assert_eq!(odd(100).staging, 128, "in whole lines");
+        assert_eq!(odd(u32::MAX).staging, ipc::qpseg::MAX_STAGING);
         let g = geometry(QueueDepths { sq: 1000, rq: 1 }, 1000, STAGING).unwrap();
         assert_eq!((g.sq_depth, g.rq_depth), (1024, 1));
         let e = geometry(QueueDepths { sq: 1001, rq: 8 }, 1000, STAGING).unwrap_err();
