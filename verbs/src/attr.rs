@@ -75,26 +75,11 @@ impl DeviceAttr {
     #[cfg(feature = "embedded")]
     pub(crate) fn embedded(e: &offload_engine::Engine) -> Self {
         let cfg = e.config();
-        let depth = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Self {
-            backend: "embedded".into(),
-            version: env!("CARGO_PKG_VERSION"),
-            max_qp: None,
-            max_qp_wr: depth(cfg.stream.sq_depth),
-            max_recv_wr: depth(cfg.stream.rq_depth),
-            max_send_sge: None,
-            max_recv_sge: None,
-            max_mr: u32::try_from(e.tpt().max_entries()).ok(),
-            max_srq: None,
-            max_qp_rd_atom: cfg.mpa.ird,
-            max_qp_init_rd_atom: cfg.mpa.ord,
-            mulpdu: cfg.stream.mulpdu,
-            mpa_revision: cfg.mpa.rev,
-            crc: cfg.mpa.crc,
-            markers: cfg.mpa.markers,
-            extensions: cfg.mpa.extensions,
+        let attrs = ipc::control::DeviceAttrs {
+            max_mr: u32::try_from(e.tpt().max_entries()).unwrap_or(u32::MAX),
             push_slots: cfg.push.as_ref().map_or(0, |p| p.slots),
-            atomics: true,
-        }
+            ..ipc::control::DeviceAttrs::settings(&cfg.mpa, &cfg.stream)
+        };
+        Self::new("embedded".into(), &attrs)
     }
 }

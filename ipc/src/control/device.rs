@@ -42,6 +42,31 @@ pub struct DeviceAttrs {
 }
 
 impl DeviceAttrs {
+    /// What an engine set up with `mpa` and `stream` offers: its queue depths and
+    /// protocol settings, no limit but memory on the counts, and no push path. Both
+    /// backends start from this (iwarpd narrows the limits to its clients'), so the
+    /// settings are read from one place.
+    pub fn settings(mpa: &mpa::MpaConfig, stream: &rdmap::StreamConfig) -> Self {
+        let limit = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Self {
+            max_qp: u32::MAX,
+            max_mr: u32::MAX,
+            max_srq: u32::MAX,
+            sq_depth: limit(stream.sq_depth),
+            rq_depth: limit(stream.rq_depth),
+            max_send_sge: u32::MAX,
+            max_recv_sge: u32::MAX,
+            ird: mpa.ird,
+            ord: mpa.ord,
+            mulpdu: stream.mulpdu,
+            mpa_revision: mpa.rev,
+            crc: mpa.crc,
+            markers: mpa.markers,
+            extensions: mpa.extensions.bits(),
+            push_slots: 0,
+        }
+    }
+
     pub(super) fn put(&self, out: &mut BytesMut) {
         for v in [
             self.max_qp,

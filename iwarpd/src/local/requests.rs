@@ -105,14 +105,8 @@ fn query_device(s: &Session) -> Reply {
         rq_depth: l.max_queue_depth,
         max_send_sge: ipc::wqe::SQ_SGES as u32,
         max_recv_sge: ipc::wqe::RQ_SGES as u32,
-        ird: cfg.mpa.ird,
-        ord: cfg.mpa.ord,
-        mulpdu: cfg.stream.mulpdu,
-        mpa_revision: cfg.mpa.rev,
-        crc: cfg.mpa.crc,
-        markers: cfg.mpa.markers,
-        extensions: cfg.mpa.extensions.bits(),
         push_slots: l.push.slots,
+        ..ipc::control::DeviceAttrs::settings(&cfg.mpa, &cfg.stream)
     })
 }
 
