@@ -9,18 +9,11 @@
 #   sudo LAB_KERNEL_PKG=linux-image-6.12-amd64 LAB_CACHE=/var/tmp/siw-lab-cache-k612 \
 #        scripts/siw_kill_capture.sh 5
 set -uo pipefail
-cd "$(dirname "$0")/.."
 runs=${1:-5}
-export LAB_CACHE=${LAB_CACHE:-/var/tmp/siw-lab-cache}
-lab=/work/shared/lab/siw/run-lab.sh
-[ -x "$lab" ] || lab=../shared/lab/siw/run-lab.sh
-cargo build -q -p examples --bin iwperf
+source "$(dirname "$0")/siw_lab.sh"
 hung=0
 for n in $(seq "$runs"); do
-  err=$(mktemp)
-  "$lab" serve 90 "" 'sleep 5; ib_write_bw -d siw0 -F -R -s 65536 -D 60 10.231.0.1 & P=$!; sleep 10; kill -9 $P; wait $P; sleep 8' 2>"$err" &
-  labpid=$!
-  for _ in $(seq 90); do grep -q "is serving" "$err" && break; sleep 1; done
+  lab_serve 90 "" 'sleep 5; ib_write_bw -d siw0 -F -R -s 65536 -D 60 10.231.0.1 & P=$!; sleep 10; kill -9 $P; wait $P; sleep 8'
   cap=/tmp/siw-kill-$n.pcapng
   ip netns exec iwlab timeout 50 dumpcap -q -i any -f 'tcp port 18515' -s 128 -w "$cap" >/dev/null 2>&1 &
   sleep 1
@@ -28,9 +21,8 @@ for n in $(seq "$runs"); do
   rc=$?
   [ "$rc" = 124 ] && hung=$((hung + 1))
   echo "run $n: server rc=$rc ($( [ "$rc" = 124 ] && echo "waited on a silent peer" || echo "saw the connection end"))"
-  wait $labpid 2>/dev/null
+  wait "$LAB_PID" 2>/dev/null
   sleep 12   # dumpcap ends and flushes
   tshark -r "$cap" -q -z conv,tcp 2>/dev/null | sed -n '6,7p'
-  rm -f "$err"
 done
 echo "$hung of $runs runs: our server waited on a silent peer"

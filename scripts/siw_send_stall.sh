@@ -13,22 +13,15 @@
 #   sudo LAB_KERNEL_PKG=linux-image-6.12-amd64 LAB_CACHE=/var/tmp/siw-lab-cache-k612 \
 #        scripts/siw_send_stall.sh 5
 set -uo pipefail
-cd "$(dirname "$0")/.."
 runs=${1:-5}
 tests=${TESTS:-send_bw send_lat}
 params=${PARAMS:-}
-export LAB_CACHE=${LAB_CACHE:-/var/tmp/siw-lab-cache}
-lab=/work/shared/lab/siw/run-lab.sh
-[ -x "$lab" ] || lab=../shared/lab/siw/run-lab.sh
-cargo build -q -p examples --bin iwperf
+source "$(dirname "$0")/siw_lab.sh"
 stalled=0
 for n in $(seq "$runs"); do
   for t in $tests; do
-    err=$(mktemp)
     diag='ss -tmie; s=/sys/class/net/eth0/statistics; echo tx_packets $(cat $s/tx_packets) dropped $(cat $s/tx_dropped) errors $(cat $s/tx_errors); ping -c 3 -W 1 10.231.0.1; echo tx_packets $(cat $s/tx_packets); cat /proc/net/arp; dmesg | grep -i -e watchdog -e virtio -e timed -e siw -e tx | tail -20'
-    "$lab" serve 400 "$params" "sleep 5; ib_$t -d siw0 -F -R -a -n 5 10.231.0.1 & P=\$!; for i in \$(seq 120); do kill -0 \$P 2>/dev/null || break; sleep 1; done; kill -0 \$P 2>/dev/null && { $diag; kill \$P; }; wait \$P" 2>"$err" &
-    labpid=$!
-    for _ in $(seq 120); do grep -q "is serving" "$err" && break; sleep 1; done
+    lab_serve 400 "$params" "sleep 5; ib_$t -d siw0 -F -R -a -n 5 10.231.0.1 & P=\$!; for i in \$(seq 120); do kill -0 \$P 2>/dev/null || break; sleep 1; done; kill -0 \$P 2>/dev/null && { $diag; kill \$P; }; wait \$P"
     cap=/tmp/siw-send-$n-$t.pcapng
     ip netns exec iwlab timeout 400 dumpcap -q -i any -f 'host 10.231.0.11 or arp' -s 160 -w "$cap" >/dev/null 2>&1 &
     cappid=$!
@@ -36,7 +29,7 @@ for n in $(seq "$runs"); do
     timeout 330 ip netns exec iwlab target/debug/iwperf "$t" -R -a -n 5 --timeout 200 >/tmp/siw-send-$n-$t.out 2>&1
     rc=$?
     echo "run $n $t: server rc=$rc $(tail -1 /tmp/siw-send-$n-$t.out)"
-    wait $labpid 2>/dev/null
+    wait "$LAB_PID" 2>/dev/null
     kill -INT $cappid 2>/dev/null; wait $cappid 2>/dev/null
     if [ "$rc" = 0 ]; then
       rm -f "$cap" "/tmp/siw-send-$n-$t.out"
@@ -45,7 +38,6 @@ for n in $(seq "$runs"); do
       cp "$LAB_CACHE/run/vm1/console.log" "/tmp/siw-send-$n-$t.console"
       echo "  kept $cap and /tmp/siw-send-$n-$t.console"
     fi
-    rm -f "$err"
   done
 done
 echo "$stalled stalled runs"
