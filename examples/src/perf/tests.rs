@@ -393,3 +393,76 @@ async fn atomic_tests() {
     let (c, s) = pair("atomic_bw -b -n 100").await;
     assert_eq!(c, s);
 }
+
+/// `--bytes`: `write_bw`'s Writes carry owned `Bytes` (slices of one copy of the buffer),
+/// so none of their octets goes from the registered buffer in place, as every one of a
+/// Write from the buffer does (segments of 4 KiB and more); and they land the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_bw_with_bytes_sends_owned_payloads() {
+    use std::time::Instant;
+
+    use verbs::{Access, DeviceConfig, QpConfig, RemoteBuf};
+
+    use super::bw::{self, Limits};
+    use super::opts::AtomicOp;
+
+    const SIZE: usize = 8192;
+    let dev = Device::open(DeviceConfig::default().embedded()).unwrap();
+    let (spd, cpd) = (dev.alloc_pd().unwrap(), dev.alloc_pd().unwrap());
+    let sink = spd
+        .alloc_mr(4 * SIZE, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let (scq, ccq) = (dev.create_cq(64), dev.create_cq(64));
+    let listener = dev
+        .listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+        .await
+        .unwrap();
+    let (addr, advert) = (listener.local_addr(), sink.remote().encode());
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await.unwrap();
+        inc.accept(&spd, QpConfig::new(&scq), &advert)
+            .await
+            .unwrap()
+    });
+    let conn = dev
+        .connect(&cpd, addr, QpConfig::new(&ccq), b"")
+        .await
+        .unwrap();
+    let dst = RemoteBuf::decode(&conn.private_data).unwrap();
+    let _server = accepting.await.unwrap();
+    let pattern: Vec<u8> = (0..4 * SIZE).map(|i| (i * 7) as u8).collect();
+    let buf = cpd.register(pattern.clone(), Access::LOCAL_WRITE).unwrap();
+    let mut in_place = Vec::new();
+    for owned in [None, Some(bytes::Bytes::from(pattern.clone()))] {
+        let before = conn.qp.stats().traffic.bytes_sent_in_place;
+        let lim = Limits {
+            depth: 4,
+            iters: 16,
+            deadline: None,
+            timeout: Duration::from_secs(10),
+            epoch: Instant::now(),
+        };
+        let run = bw::rdma(
+            (Test::WriteBw, AtomicOp::FetchAdd),
+            lim,
+            None,
+            conn.qp.clone(),
+            ccq.clone(),
+            (buf.clone(), owned),
+            dst,
+            SIZE,
+            4 * SIZE,
+        );
+        assert_eq!(run.await.unwrap().completed.len(), 16);
+        in_place.push(conn.qp.stats().traffic.bytes_sent_in_place - before);
+        assert!(
+            sink.read(..).unwrap() == pattern,
+            "the Writes landed as the buffer"
+        );
+    }
+    assert_eq!(
+        in_place,
+        [16 * SIZE as u64, 0],
+        "from the buffer, then owned"
+    );
+}
