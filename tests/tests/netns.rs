@@ -1280,6 +1280,7 @@ struct NsDaemon {
     child: std::process::Child,
     addr: String,
     log: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl NsDaemon {
@@ -1296,7 +1297,7 @@ impl NsDaemon {
             .expect("start iwarpd");
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let (mut pipe, sink) = (child.stderr.take().unwrap(), log.clone());
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = pipe.read_to_string(&mut s);
             sink.lock().unwrap().push_str(&s);
@@ -1310,16 +1311,26 @@ impl NsDaemon {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("iwarpd's first line: {line:?}"))
             .to_owned();
-        Self { child, addr, log }
+        Self {
+            child,
+            addr,
+            log,
+            reader: Some(reader),
+        }
     }
 
-    /// Waits for it to exit; its status and log.
+    /// Waits for it to exit; its status and its whole log (the log thread ends at the
+    /// pipe's end, after the process's last line).
     fn exit(mut self) -> (std::process::ExitStatus, String) {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
-                // The log thread ends with the process's stderr.
-                std::thread::sleep(Duration::from_millis(50));
+                let reader = self.reader.take().expect("exit runs once");
+                while !reader.is_finished() {
+                    assert!(start.elapsed() < WAIT, "iwarpd's stderr stayed open");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                reader.join().expect("the log thread");
                 return (st, self.log.lock().unwrap().clone());
             }
             assert!(start.elapsed() < WAIT, "iwarpd did not exit");

@@ -14,6 +14,9 @@ pub(crate) struct Daemon {
     pub(crate) child: Child,
     pub(crate) addr: String,
     stderr: Arc<Mutex<String>>,
+    /// The thread collecting stderr; it ends at the pipe's end, after the process's last
+    /// line.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -41,7 +44,7 @@ impl Daemon {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0; 4096];
             while let Ok(n) = pipe.read(&mut buf) {
                 if n == 0 {
@@ -65,6 +68,7 @@ impl Daemon {
             child,
             addr,
             stderr,
+            reader: Some(reader),
         }
     }
 
@@ -77,10 +81,23 @@ impl Daemon {
         assert!(ok, "kill {sig}");
     }
 
+    /// Waits for the process to exit, then for its log to be read to the end: the log
+    /// thread may still be copying its last lines when the process is gone, and a test
+    /// that read the log then would miss them.
     pub(crate) fn wait(&mut self, limit: Duration) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
+                if let Some(reader) = self.reader.take() {
+                    while !reader.is_finished() {
+                        assert!(
+                            start.elapsed() < limit,
+                            "iwarpd's stderr stayed open after it exited"
+                        );
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    reader.join().expect("the log thread");
+                }
                 return st;
             }
             assert!(
