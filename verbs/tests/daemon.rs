@@ -241,6 +241,57 @@ async fn staged_payloads_beyond_the_staging_area_arrive_intact() -> Result<(), E
     Ok(())
 }
 
+/// A completion frees its request's send queue entry and staged octets as the application
+/// sees it, as an RNIC's does: with the send queue and the staging area full, a post right
+/// after each completion is taken (the completion names the index it retires up to; the
+/// daemon's `sq_done` word moves a moment after the completion is in the ring, and a post
+/// that went by that word alone was refused now and then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_frees_its_entry_and_staged_octets_at_once() -> Result<(), Error> {
+    const DEPTH: usize = 4;
+    const LEN: usize = 16 << 10;
+    let staging = LocalConfig {
+        staging: (DEPTH * LEN) as u32,
+        ..LocalConfig::default()
+    };
+    let path = daemon_with("retire", staging).await;
+    let (addr, _peer_cq, _region, _inbox) = echo_peer().await?;
+    let dev = device(Some(&path), DeviceConfig::default().queue_depths(DEPTH, 8))?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(64);
+    let conn = dev.connect(&pd, addr, QpConfig::new(&cq), b"").await?;
+    let remote = RemoteBuf::decode(&conn.private_data).ok_or("advert")?;
+    let qp = conn.qp;
+    let payload = Bytes::from(vec![5u8; LEN]);
+    let write = |i: u64| SendWr {
+        wr_id: i,
+        op: SendOp::Write {
+            data: Payload::Bytes(payload.clone()),
+            dst: remote.slice(0, LEN as u32),
+        },
+        flags: SendFlags::SIGNALED,
+    };
+    qp.post_send_batch((0..DEPTH as u64).map(write))
+        .map_err(|(n, e)| format!("the first {DEPTH}: {n} posted, then {e}"))?;
+    let mut wcs = Vec::new();
+    for i in DEPTH as u64..5000 {
+        let start = std::time::Instant::now();
+        loop {
+            qp.poll_input();
+            if cq.poll(&mut wcs, 1)? == 1 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "no completion");
+            tokio::task::yield_now().await;
+        }
+        let wc = wcs.pop().ok_or("polled one")?;
+        assert!(wc.wc.is_ok(), "{:?}", wc.wc);
+        qp.post_send(write(i))
+            .map_err(|e| format!("request {i}, right after a completion: {e}"))?;
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_client_talks_to_an_embedded_device_and_sees_its_close() -> Result<(), Error> {
     let path = daemon("mixed").await;

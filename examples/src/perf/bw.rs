@@ -106,8 +106,9 @@ where
     let mut tl = Timeline::default();
     let mut posted = 0u64;
     let mut stalled_since: Option<Instant> = None;
-    // The last post found the queue full with nothing of ours in flight (through
-    // iwarpd, the completion can show before the daemon frees the entry's staged octets).
+    // The last post found the queue full short of the depth (through iwarpd, the
+    // staging area of `--bytes` payloads): it waits for completions. With nothing in
+    // flight that would be a library bug, and it says so after the timeout.
     let mut full = false;
     let mut wcs = Vec::with_capacity(lim.depth.max(1));
     loop {

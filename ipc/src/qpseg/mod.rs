@@ -11,7 +11,9 @@
 //! - the indices, each on its own cache line: `sq_prod`, `rq_prod`, `cq_cons` written by
 //!   the client; `sq_cons` (entries the daemon has taken, so the slot can be reused),
 //!   `sq_done` (requests retired: what "the send queue is empty" is measured against,
-//!   and when staged octets can be reused), `rq_cons`, `cq_prod` written by the daemon;
+//!   and when staged octets can be reused; a send completion names the same index for
+//!   its request, [`crate::wqe::sq_done`], so the client frees both as it reads the
+//!   completion, before the word moves), `rq_cons`, `cq_prod` written by the daemon;
 //! - the two **parked** words: a side that is about to sleep sets its word, and the other
 //!   side rings that side's doorbell (an eventfd) only if it finds the word set.
 //!
@@ -213,6 +215,11 @@ impl QpSegment {
     pub fn sq_take(&self) {
         let w = self.word(field::SQ_CONS);
         w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+    }
+
+    /// Daemon: the send requests retired so far, as an index (its own word).
+    pub fn sq_retired(&self) -> u32 {
+        self.word(field::SQ_DONE).load(Ordering::Relaxed)
     }
 
     /// Daemon: one more send request retired (completed, signaled or not).

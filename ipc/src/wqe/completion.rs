@@ -23,6 +23,7 @@ mod field {
     pub(crate) const TERM: Field = 20..22;
     pub(crate) const IMMEDIATE: Field = 24..32;
     pub(crate) const ATOMIC_ORIG: Field = 32..40;
+    pub(crate) const SQ_DONE: Field = 40..44;
 }
 
 /// The bits of the flags octet: which optional fields are present.
@@ -33,6 +34,7 @@ mod flag {
     pub(super) const ATOMIC_ORIG: u8 = 0x08;
     pub(super) const TERM: u8 = 0x10;
     pub(super) const PUSH_DISCARDED: u8 = 0x20;
+    pub(super) const SQ_DONE: u8 = 0x40;
 }
 
 /// The opcode octet indexes this.
@@ -71,14 +73,15 @@ const STATUSES: [WcStatus; 8] = [
 /// | 8 | 1 | queue: 0 send, 1 receive |
 /// | 9 | 1 | opcode: index into Send, Write, Read, Immediate, FetchAdd, CmpSwap, LocalInvalidate, FastRegister, Bind, Recv, RecvImmediate, Delay |
 /// | 10 | 1 | status: index into Success, LocalLength, LocalProtection, LocalQpOperation, Flushed, RemoteAccess, RemoteOperation, RemoteInvalidRequest |
-/// | 11 | 1 | flags: 0x01 invalidated, 0x02 solicited, 0x04 immediate, 0x08 atomic original, 0x10 Terminate code, 0x20 push discarded |
+/// | 11 | 1 | flags: 0x01 invalidated, 0x02 solicited, 0x04 immediate, 0x08 atomic original, 0x10 Terminate code, 0x20 push discarded, 0x40 send queue index |
 /// | 12 | 4 | octets |
 /// | 16 | 4 | the invalidated STag |
 /// | 20 | 2 | the Terminate code's two wire octets |
 /// | 22 | 2 | zero |
 /// | 24 | 8 | immediate data |
 /// | 32 | 8 | the Atomic's original value |
-/// | 40 | 24 | zero |
+/// | 40 | 4 | a send completion's send queue index: every request before it retired ([`set_sq_done`]) |
+/// | 44 | 20 | zero |
 pub fn encode_cqe(wc: &Completion) -> [u8; CQE_SIZE] {
     let mut e = [0u8; CQE_SIZE];
     write_u64(&mut e, field::WR_ID, wc.wr_id);
@@ -146,6 +149,21 @@ pub fn decode_cqe(e: &[u8; CQE_SIZE]) -> Result<Completion, Malformed> {
     Ok(wc)
 }
 
+/// Marks a send completion with the send queue's retired index once its request retired:
+/// every request before index `done` (this one included) is done with its entry and its
+/// staged octets. The library frees them when it reads the completion, as an RNIC's
+/// completion names the entry it retires, rather than waiting for the ring's `sq_done`
+/// word, which the daemon moves a moment after the completion is in the ring.
+pub fn set_sq_done(e: &mut [u8; CQE_SIZE], done: u32) {
+    e[field::FLAGS] |= flag::SQ_DONE;
+    write_u32(e, field::SQ_DONE, done);
+}
+
+/// The send queue index a completion retires up to ([`set_sq_done`]), if it names one.
+pub fn sq_done(e: &[u8; CQE_SIZE]) -> Option<u32> {
+    (e[field::FLAGS] & flag::SQ_DONE != 0).then(|| read_u32(e, field::SQ_DONE))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +205,19 @@ mod tests {
         want[..16].copy_from_slice(&[9, 0, 0, 0, 0, 0, 0, 0, 1, 11, 4, 0, 0x02, 0x01, 0, 0]);
         assert_eq!(e, want);
         assert_eq!(decode_cqe(&e).unwrap(), wc);
+        assert_eq!(sq_done(&e), None);
+    }
+
+    #[test]
+    fn a_send_completion_names_the_send_queue_index_it_retires_up_to() {
+        let wc = Completion::new(5, Queue::Send, WcOpcode::Write, WcStatus::Success);
+        let mut e = encode_cqe(&wc);
+        set_sq_done(&mut e, 0x0102_0304);
+        let mut want = encode_cqe(&wc);
+        want[11] = 0x40;
+        want[40..44].copy_from_slice(&[4, 3, 2, 1]);
+        assert_eq!(e, want);
+        assert_eq!(sq_done(&e), Some(0x0102_0304));
+        assert_eq!(decode_cqe(&e).unwrap(), wc, "the rest reads as before");
     }
 }

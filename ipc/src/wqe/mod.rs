@@ -20,7 +20,7 @@ mod send;
 mod sge;
 
 pub use crate::qpseg::{CQE_SIZE, RQE_SIZE, SQE_SIZE};
-pub use completion::{decode_cqe, encode_cqe};
+pub use completion::{decode_cqe, encode_cqe, set_sq_done, sq_done};
 pub use recv::{RQ_SGES, decode_rqe, encode_rqe};
 pub use send::{
     Data, F_PUSH_DISCARDED, F_PUSHED, INLINE_MAX, SQ_SGES, copy_inline, decode_sqe, encode_sqe,

@@ -17,7 +17,7 @@ use ipc::push::PushRegion;
 use ipc::qpseg::{Discard, Doorbell, QpSegment, Side};
 use ipc::wqe::{
     EncodeError, INLINE_MAX, SQE_SIZE, decode_cqe, encode_rqe, encode_sqe, mark_push_discarded,
-    mark_pushed, set_inline,
+    mark_pushed, set_inline, sq_done,
 };
 use rdmap::{
     Completion, Payload, PostError, QpEnd, QpNum, QpState, Queue, RecvWr, SendFlags, SendOp,
@@ -101,6 +101,9 @@ struct Shared {
     routes: Routes,
     /// Counts `poll_input` calls (the application busy-polls while it moves).
     polls: AtomicU32,
+    /// The send queue index the completions drained so far retire up to (see
+    /// [`retired`](Self::retired)).
+    cqe_done: AtomicU32,
     /// A request whose completion goes to a future was posted, or a task started waiting
     /// on a completion queue this queue pair feeds: the pump watches the ring even while
     /// the application busy-polls (it awaits now).
@@ -124,6 +127,10 @@ impl Shared {
                 }
             };
             any = true;
+            if let Some(done) = sq_done(&e) {
+                let seen = self.cqe_done.load(Ordering::Relaxed);
+                self.cqe_done.store(later(seen, done), Ordering::Relaxed);
+            }
             let Ok(wc) = decode_cqe(&e) else {
                 tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
                 continue;
@@ -154,6 +161,14 @@ impl Shared {
         any
     }
 
+    /// The send queue index every request before which retired: what the completions
+    /// drained say (a completion is in the ring a moment before the daemon moves its
+    /// `sq_done` word), or that word if it is ahead (requests without completions).
+    fn retired(&self) -> u32 {
+        let (_, word) = self.seg.sq_cons_done();
+        later(word, self.cqe_done.load(Ordering::Relaxed))
+    }
+
     fn outstanding(&self) -> std::sync::MutexGuard<'_, Outstanding> {
         self.outstanding
             .lock()
@@ -165,7 +180,7 @@ impl Shared {
     /// application waits forever for it.
     fn flush_all(&self) {
         self.drain();
-        let (_, done) = self.seg.sq_cons_done();
+        let done = self.retired();
         let mut o = self.outstanding();
         o.dead = true;
         o.retire(done);
@@ -216,13 +231,18 @@ impl PushPolicy {
     /// Applies the stop and resume rules before a post: stop when the daemon discarded
     /// since the last look; resume once every request posted has retired (the send queue
     /// is empty).
-    fn update(&mut self, seg: &QpSegment) {
+    fn update(&mut self, seg: &QpSegment, retired: u32) {
         let discards = seg.push_discards();
         let discarded = discards != self.discards_seen;
         self.discards_seen = discards;
-        let sq_empty = seg.sq_prod() == seg.sq_cons_done().1;
+        let sq_empty = seg.sq_prod() == retired;
         self.pushing = self.rules.may_push(discarded, sq_empty);
     }
+}
+
+/// Whichever of two send queue indices is further along (they run freely, wrapping).
+fn later(a: u32, b: u32) -> u32 {
+    if (b.wrapping_sub(a) as i32) > 0 { b } else { a }
 }
 
 /// What posting changes, under one lock: the staging area, the push policy, and the
@@ -303,6 +323,8 @@ impl DaemonQp {
         if !send_cq.same_queue(&recv_cq) {
             recv_cq.add_feeder(&awaited);
         }
+        // Where the daemon's index stands (0 for a new queue pair).
+        let retired_before = seg.sq_cons_done().1;
         let shared = Arc::new(Shared {
             consumer: Mutex::new(Drained::default()),
             num: QpNum(info.num),
@@ -314,6 +336,7 @@ impl DaemonQp {
                 waiters: Arc::default(),
             },
             polls: AtomicU32::new(0),
+            cqe_done: AtomicU32::new(retired_before),
             awaited,
             outstanding: Mutex::new(Outstanding {
                 sends: VecDeque::new(),
@@ -487,7 +510,7 @@ impl DaemonQp {
         }
         let mut direct = direct.as_mut();
         let mut sent_here: Option<Completion> = None;
-        let (_, done) = seg.sq_cons_done();
+        let done = self.shared.retired();
         staging.reclaim(done);
         let mut outstanding = self.shared.outstanding();
         if outstanding.dead {
@@ -500,7 +523,7 @@ impl DaemonQp {
             outstanding.first_send = seg.sq_prod();
         }
         if let Some(p) = push.as_mut() {
-            p.update(seg);
+            p.update(seg, done);
         }
         let mut room = seg.sq_room().min(outstanding.send_room());
         let (mut n, mut done) = (0u32, 0usize);
@@ -778,5 +801,21 @@ impl DaemonQp {
         self.push_recv(wr).inspect_err(|_| waiters.forget(id))?;
         self.shared.awaited.notify_one();
         Ok(waiters.future(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::later;
+
+    /// Send queue indices run freely: the later of two is the one ahead by less than half
+    /// the range, across the wrap too.
+    #[test]
+    fn the_later_index_wins_across_the_wrap() {
+        assert_eq!(later(1, 2), 2);
+        assert_eq!(later(2, 1), 2);
+        assert_eq!(later(7, 7), 7);
+        assert_eq!(later(u32::MAX, 1), 1);
+        assert_eq!(later(1, u32::MAX), 1);
     }
 }

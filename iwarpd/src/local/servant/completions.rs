@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
-use ipc::wqe::encode_cqe;
+use ipc::wqe::{encode_cqe, set_sq_done};
 use offload_engine::CompletionSink;
 use offload_engine::push_share::PushShare;
 use rdmap::{Completion, QpNum, Queue, SendFlags};
@@ -179,7 +179,13 @@ impl ClientRing {
         let mut pushed = false;
         for wc in wcs {
             let entry = match wc.queue {
-                Queue::Send => self.finish_send(&mut st, &wc),
+                Queue::Send => self.finish_send(&mut st, &wc).map(|mut e| {
+                    // The index once this request retired: those held behind full rings
+                    // retire before it.
+                    let done = self.seg.sq_retired().wrapping_add(st.retire_held + 1);
+                    set_sq_done(&mut e, done);
+                    e
+                }),
                 Queue::Recv => Some(encode_cqe(&wc)),
             };
             if let Some(e) = entry {
@@ -293,7 +299,7 @@ impl CompletionSink for ClientRing {
 mod tests {
     use super::*;
     use ipc::qpseg::{Discard, Side};
-    use ipc::wqe::decode_cqe;
+    use ipc::wqe::{decode_cqe, sq_done};
     use offload_engine::PushConfig;
     use rdmap::{WcOpcode, WcStatus};
 
@@ -382,12 +388,9 @@ mod tests {
         );
         assert!(ring.holds_any());
         assert_eq!(client.sq_cons_done().1, 2, "those in the ring retired");
-        assert_eq!(
-            decode_cqe(&client.cq_pop().unwrap().unwrap())
-                .unwrap()
-                .wr_id,
-            1
-        );
+        let first = client.cq_pop().unwrap().unwrap();
+        assert_eq!(decode_cqe(&first).unwrap().wr_id, 1);
+        assert_eq!(sq_done(&first), Some(1), "it names its own retirement");
         assert!(ring.flush());
         assert!(!ring.holds_any());
         assert_eq!(
@@ -396,9 +399,13 @@ mod tests {
             "the held one and the one behind it"
         );
         let got: Vec<_> = std::iter::from_fn(|| client.cq_pop().unwrap())
-            .map(|e| decode_cqe(&e).unwrap().wr_id)
+            .map(|e| (decode_cqe(&e).unwrap().wr_id, sq_done(&e)))
             .collect();
-        assert_eq!(got, [2, 3]);
+        assert_eq!(
+            got,
+            [(2, Some(2)), (3, Some(3))],
+            "a held completion names the index its request retires at, not the word's"
+        );
     }
 
     /// While the servant runs its turns, completions the connection delivers leave the
