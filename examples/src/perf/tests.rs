@@ -410,7 +410,10 @@ async fn write_bw_with_bytes_sends_owned_payloads() {
     let dev = Device::open(DeviceConfig::default().embedded()).unwrap();
     let (spd, cpd) = (dev.alloc_pd().unwrap(), dev.alloc_pd().unwrap());
     let sink = spd
-        .alloc_mr(4 * SIZE, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .alloc_mr(
+            4 * SIZE,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
         .unwrap();
     let (scq, ccq) = (dev.create_cq(64), dev.create_cq(64));
     let listener = dev
@@ -432,6 +435,7 @@ async fn write_bw_with_bytes_sends_owned_payloads() {
     let _server = accepting.await.unwrap();
     let pattern: Vec<u8> = (0..4 * SIZE).map(|i| (i * 7) as u8).collect();
     let buf = cpd.register(pattern.clone(), Access::LOCAL_WRITE).unwrap();
+    let probe = cpd.alloc_mr(1, Access::LOCAL_WRITE).unwrap();
     let mut in_place = Vec::new();
     for owned in [None, Some(bytes::Bytes::from(pattern.clone()))] {
         let before = conn.qp.stats().traffic.bytes_sent_in_place;
@@ -455,6 +459,9 @@ async fn write_bw_with_bytes_sends_owned_payloads() {
         );
         assert_eq!(run.await.unwrap().completed.len(), 16);
         in_place.push(conn.qp.stats().traffic.bytes_sent_in_place - before);
+        // A Write completes once the socket took it; a Read after it returns once it is
+        // placed (RDMA ordering).
+        conn.qp.read(dst.slice(0, 1), &probe).await.unwrap();
         assert!(
             sink.read(..).unwrap() == pattern,
             "the Writes landed as the buffer"
