@@ -1098,6 +1098,39 @@ async fn small_requests_go_to_the_shared_socket_and_every_request_runs_once() ->
     push_behind_a_large_write(Some(&path), true).await
 }
 
+/// A spinning servant reads the peer's input from the socket itself and completes it
+/// into the client's ring, as a spinning application does embedded (`poll_input`),
+/// instead of leaving it to the connection's driver, a second thread to wake per
+/// message. Each of these Reads' responses is input; the daemon counts what it read
+/// itself (`daemon_reads`), which stays 0 if only the driver reads. Then the client
+/// pauses for longer than the servant spins, and a Read still completes: the driver
+/// reads again once the servant sleeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_servant_reads_the_peers_answers_itself() -> Result<(), Error> {
+    let path = daemon("reads").await;
+    let (addr, _pcq, region, _inbox) = echo_peer().await?;
+    const ROUNDS: u64 = 200;
+    let (pd, _cq, qp, remote) = attach(&path, addr, 64).await?;
+    let sink = pd.alloc_mr(64, Access::LOCAL_WRITE)?;
+    region.write(0, b"answer")?;
+    let before = qp.stats().push;
+    for _ in 0..ROUNDS {
+        qp.read(remote.slice(0, 6), sink.local(0..6)).await?;
+    }
+    let reads = qp.stats().push.daemon_reads - before.daemon_reads;
+    assert!(
+        reads > 0,
+        "the servant read none of {ROUNDS} responses itself"
+    );
+    println!("the servant read {reads} of {ROUNDS} responses itself");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        qp.read(remote.slice(0, 6), sink.local(0..6)).await?;
+    }
+    assert_eq!(sink.read(0..6)?, b"answer");
+    Ok(())
+}
+
 /// A client that writes everything to its shared socket keeps its servant awake, as a
 /// client that posts through the send queue does: the peer's answers are then taken by
 /// a thread that is already running, not one woken per message. Each round posts a

@@ -45,8 +45,9 @@ pub async fn run_client(opts: &Opts) -> Result<Vec<Outcome>, Error> {
         // Through iwarpd: how often its servant slept (each a wake-up on the path).
         let slept = match opts.daemon {
             Some(_) => format!(
-                "; iwarpd slept {}",
-                crate::words::count(st.daemon_sleeps, "time", "times")
+                "; iwarpd slept {}, read {} itself",
+                crate::words::count(st.daemon_sleeps, "time", "times"),
+                crate::words::count(st.daemon_reads, "input", "inputs")
             ),
             None => String::new(),
         };

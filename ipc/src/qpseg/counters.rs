@@ -62,6 +62,10 @@ pub struct PushCounters {
     /// answers are taken by a thread that is awake: a count near the number of messages
     /// means each one paid a thread wake-up.
     pub daemon_sleeps: u64,
+    /// Times that servant, spinning, read the peer's input from the socket itself and
+    /// completed it into the client's ring (0 embedded): messages that reached the
+    /// client with no thread woken on the way.
+    pub daemon_reads: u64,
 }
 
 impl PushCounters {

@@ -75,6 +75,8 @@ mod field {
     pub(crate) const DAEMON_PARKED: Field = 448..452;
     /// Times the daemon went to sleep (u64, the daemon's).
     pub(crate) const DAEMON_PARKS: Field = 456..464;
+    /// Times the daemon read the peer's input itself while it spun (u64, the daemon's).
+    pub(crate) const DAEMON_READS: Field = 464..472;
     /// Nonzero while the client sleeps.
     pub(crate) const CLIENT_PARKED: Field = 512..516;
     /// Push discards so far (u32; the library's stop rule watches it).
@@ -341,6 +343,7 @@ impl QpSegment {
             sq_path: get(field::PUSH_SQ_PATH),
             discards: [0; 6],
             daemon_sleeps: get(field::DAEMON_PARKS),
+            daemon_reads: get(field::DAEMON_READS),
         };
         for (i, d) in c.discards.iter_mut().enumerate() {
             *d = get(nth(field::PUSH_DISCARD, i));
@@ -365,6 +368,13 @@ impl QpSegment {
     /// re-check); counted in [`PushCounters::daemon_sleeps`].
     pub fn count_daemon_sleep(&self) {
         self.counter(field::DAEMON_PARKS)
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Daemon: it read the peer's input itself while it spun; counted in
+    /// [`PushCounters::daemon_reads`].
+    pub fn count_daemon_read(&self) {
+        self.counter(field::DAEMON_READS)
             .fetch_add(1, Ordering::Relaxed);
     }
 

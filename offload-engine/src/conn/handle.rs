@@ -367,6 +367,18 @@ impl Qp {
         self.poll(true)
     }
 
+    /// The caller stops polling (it is about to sleep): the driver reads the input again
+    /// from now on, rather than once [`poll_input`](Self::poll_input)'s last call is a
+    /// millisecond old (a message meanwhile would wait for that).
+    pub fn stop_polling(&self) {
+        let mut st = self.shared.lock();
+        let was = st.polled_at.take();
+        self.shared.unlock(st);
+        if was.is_some() {
+            self.shared.wake_driver();
+        }
+    }
+
     /// One busy poll; `all`: every request's output is written here, not only a lone one's.
     fn poll(&self, all: bool) -> bool {
         let mut st = self.shared.lock();

@@ -85,6 +85,7 @@ impl QpPush {
             sq_path: get(1),
             discards: std::array::from_fn(|i| get(2 + i)),
             daemon_sleeps: 0,
+            daemon_reads: 0,
         }
     }
 

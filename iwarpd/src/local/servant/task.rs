@@ -119,6 +119,8 @@ impl Run {
             }
             yielder.release();
             self.ring.set_spinning(false);
+            // The connection's driver reads the socket while this servant sleeps.
+            self.qp.stop_polling();
             self.seg.park(Side::Daemon);
             if self.work_waiting_or_signaled() {
                 self.seg.unpark(Side::Daemon);
@@ -158,6 +160,14 @@ impl Run {
                 self.misused(why);
             }
             moved |= self.client_pushed();
+            // A spinning servant reads its socket itself, as a spinning application does
+            // (`poll_input`): the peer's message is placed and completed into the client's
+            // ring on this thread, without the reactor's turn and the driver task's
+            // wake-up in between.
+            if self.qp.poll_input() {
+                self.seg.count_daemon_read();
+                moved = true;
+            }
         }
         if self.ring.overran() && !self.overran {
             self.overran = true;
