@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cq::{CompletionFuture, Cq, NOTIFY_BIT, Waiters, check_wr_id};
-use ipc::control::{QpInfo, QueueDepths, Reply, Request};
+use ipc::control::{QpInfo, Reply, Request};
 use ipc::push::PushRegion;
 use ipc::qpseg::{Discard, Doorbell, QpSegment, Side};
 use ipc::wqe::{
@@ -30,9 +30,11 @@ use super::{Client, DaemonError};
 use direct::{Direct, share_socket};
 
 mod direct;
+mod outstanding;
 mod pump;
 mod staging;
 
+use outstanding::{Outstanding, later};
 use pump::pump;
 use staging::Staging;
 
@@ -49,45 +51,6 @@ struct Routes {
 struct Drained {
     sends: Vec<Completion>,
     recvs: Vec<Completion>,
-}
-
-/// The requests posted and not yet complete, in posting order: what is flushed if the
-/// daemon goes away (it can no longer complete them).
-struct Outstanding {
-    /// Send requests, with the send queue index of the first: the daemon retires them in
-    /// order (its `sq_done` index), signaled or not.
-    sends: VecDeque<(WrId, WcOpcode)>,
-    first_send: u32,
-    /// Receives, removed as their completions arrive.
-    recvs: VecDeque<WrId>,
-    /// How many of each may be outstanding: what the application asked for, as an
-    /// embedded queue pair allows (the daemon's rings may be deeper).
-    depths: QueueDepths,
-    /// The daemon is gone and everything outstanding was flushed: what is posted from
-    /// now on completes here at once as flushed.
-    dead: bool,
-}
-
-impl Outstanding {
-    /// Forgets the send requests the daemon retired (up to index `done`).
-    fn retire(&mut self, done: u32) {
-        while !self.sends.is_empty() && (done.wrapping_sub(self.first_send) as i32) > 0 {
-            self.sends.pop_front();
-            self.first_send = self.first_send.wrapping_add(1);
-        }
-    }
-
-    /// Send requests that may be posted now.
-    fn send_room(&self) -> u32 {
-        let outstanding = u32::try_from(self.sends.len()).unwrap_or(u32::MAX);
-        self.depths.sq.saturating_sub(outstanding)
-    }
-
-    fn received(&mut self, id: WrId) {
-        if let Some(at) = self.recvs.iter().position(|&r| r == id) {
-            self.recvs.remove(at);
-        }
-    }
 }
 
 /// What the handle and the pump share.
@@ -238,11 +201,6 @@ impl PushPolicy {
         let sq_empty = seg.sq_prod() == retired;
         self.pushing = self.rules.may_push(discarded, sq_empty);
     }
-}
-
-/// Whichever of two send queue indices is further along (they run freely, wrapping).
-fn later(a: u32, b: u32) -> u32 {
-    if (b.wrapping_sub(a) as i32) > 0 { b } else { a }
 }
 
 /// What posting changes, under one lock: the staging area, the push policy, and the
@@ -801,21 +759,5 @@ impl DaemonQp {
         self.push_recv(wr).inspect_err(|_| waiters.forget(id))?;
         self.shared.awaited.notify_one();
         Ok(waiters.future(id))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::later;
-
-    /// Send queue indices run freely: the later of two is the one ahead by less than half
-    /// the range, across the wrap too.
-    #[test]
-    fn the_later_index_wins_across_the_wrap() {
-        assert_eq!(later(1, 2), 2);
-        assert_eq!(later(2, 1), 2);
-        assert_eq!(later(7, 7), 7);
-        assert_eq!(later(u32::MAX, 1), 1);
-        assert_eq!(later(1, u32::MAX), 1);
     }
 }
