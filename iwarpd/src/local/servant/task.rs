@@ -103,7 +103,10 @@ impl Run {
             if self.turn() {
                 last_moved = std::time::Instant::now();
                 spins += 1;
-                if spins.is_multiple_of(64) {
+                // A turn that read input may have placed a socket's worth of it: the
+                // shard's other servants run before the next (a peer that floods this
+                // connection does not hold them up for 64 such turns).
+                if spins.is_multiple_of(64) || std::mem::take(&mut self.read_input) {
                     tokio::task::yield_now().await;
                 }
                 continue;
@@ -161,11 +164,12 @@ impl Run {
             }
             moved |= self.client_pushed();
             // A spinning servant reads its socket itself, as a spinning application does
-            // (`poll_input`): the peer's message is placed and completed into the client's
+            // (`poll_input`; the connection's driver runs on this thread too): the peer's message is placed and completed into the client's
             // ring on this thread, without the reactor's turn and the driver task's
             // wake-up in between.
-            if self.qp.poll_input() {
+            if self.qp.poll_input_beside_driver() {
                 self.seg.count_daemon_read();
+                self.read_input = true;
                 moved = true;
             }
         }
