@@ -9,6 +9,12 @@
 //! 400 messages of 64 octets here). So the bound is one allocation per 100 messages; a
 //! gather list, a waker, a completion vector or a work request that allocates each time
 //! breaks it by a factor of 100.
+//!
+//! Through iwarpd, a servant that goes to sleep (nothing moved for 100 µs) hands reading
+//! back to its connection's driver, which registers its socket with the runtime again:
+//! up to [`SLEEP_ALLOCATIONS`] per sleep, not counted (each sleep costs a thread wake-up
+//! anyway). While the servant spins and reads the socket itself, the driver leaves the
+//! socket unregistered, so that no packet wakes a thread.
 
 mod common;
 
@@ -32,6 +38,8 @@ const WARM_UP: usize = 20_000;
 const COUNTED: usize = 20_000;
 /// The most allocations per message allowed (see the module docs).
 const BOUND: f64 = 0.01;
+/// What one sleep of iwarpd's servant may allocate (see the module docs; 2.1 measured).
+const SLEEP_ALLOCATIONS: usize = 3;
 
 /// The tests count every allocation of the process, so they run one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -105,8 +113,17 @@ async fn pipeline(c: &Side, total: usize, op: impl Fn() -> SendOp, credits: Opti
 async fn per_message(c: &Side, op: impl Fn() -> SendOp, credits: Option<&Credits>) -> f64 {
     pipeline(c, WARM_UP, &op, credits).await;
     let before = allocations();
+    let slept = c.qp.stats().push.daemon_sleeps;
     pipeline(c, COUNTED, &op, credits).await;
-    (allocations() - before) as f64 / COUNTED as f64
+    let sleeps = (c.qp.stats().push.daemon_sleeps - slept) as usize;
+    let allocated = allocations() - before;
+    if sleeps > 0 {
+        eprintln!("{allocated} allocations, {sleeps} sleeps of iwarpd's servant");
+    }
+    // Each sleep, up to one per 100 messages (a servant that sleeps more often is a
+    // wake-up every few messages, and its allocations count in full).
+    let allowed = SLEEP_ALLOCATIONS * sleeps.min(COUNTED / 100);
+    allocated.saturating_sub(allowed) as f64 / COUNTED as f64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

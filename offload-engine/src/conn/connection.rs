@@ -54,9 +54,6 @@ pub(crate) struct Connection {
     /// driver does not wait for the socket to be readable (it would only be woken to find
     /// the input taken).
     pub(super) polled_at: Option<std::time::Instant>,
-    /// The last poller runs on the driver's own thread (iwarpd's servant on its shard):
-    /// the driver keeps its socket registered while it leaves reading to it.
-    pub(super) poller_beside_driver: bool,
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so an inline transmit must not put anything on the wire ahead of them.
     pub(super) tx_busy: bool,
@@ -105,7 +102,6 @@ impl Connection {
             rx_busy: false,
             rx_eof: false,
             polled_at: None,
-            poller_beside_driver: false,
             tx_busy: false,
             unwritten: Transmit::new(),
             ready: Vec::new(),

@@ -187,8 +187,6 @@ struct Waits {
     eof: bool,
     /// The application polls its input itself until then: leave reading to it.
     muted_until: Option<Instant>,
-    /// The poller runs on this driver's thread: stay registered while muted.
-    poller_beside: bool,
     /// When the connection times out if nothing moves, and why.
     liveness: Option<(Instant, crate::timeouts::Expiry)>,
 }
@@ -260,7 +258,6 @@ impl Driver {
                 .min(),
             eof: st.rx_eof,
             muted_until,
-            poller_beside: st.poller_beside_driver,
             liveness,
         };
         // Busy polling is for the responder's part, which no application thread does:
@@ -311,12 +308,9 @@ impl Driver {
             .filter(|&until| read && !write && std::time::Instant::now() < until);
         let sleep_read = read && spin_until.is_none();
         // Not registered while the application polls the input and the driver has nothing
-        // to write, so that no packet wakes a runtime thread then; unless the poller runs
-        // on this driver's thread, which the packet finds awake anyway.
+        // to write, so that no packet wakes a runtime thread then.
         if !read && !write {
-            if !w.poller_beside {
-                self.reg.release();
-            }
+            self.reg.release();
         } else if sleep_read || write {
             self.reg.register(sock)?;
         }

@@ -354,16 +354,7 @@ impl Qp {
     /// anything arrived. Never blocks; other output and the end of the connection stay
     /// with the driver.
     pub fn poll_input(&self) -> bool {
-        self.poll(false, false)
-    }
-
-    /// As [`poll_input`](Self::poll_input), from a thread that also runs this
-    /// connection's driver (iwarpd's servant, on the shard its connections run on). The
-    /// driver then keeps its socket registered while it leaves reading to the caller: a
-    /// packet wakes no thread that is not running anyway, and registering again each time
-    /// the caller stops polling ([`stop_polling`](Self::stop_polling)) would allocate.
-    pub fn poll_input_beside_driver(&self) -> bool {
-        self.poll(false, true)
+        self.poll(false)
     }
 
     /// As [`poll_input`](Self::poll_input), and every request the send queue has to send
@@ -373,7 +364,7 @@ impl Qp {
     /// driver is not a second busy thread on the same processors (BENCHMARKS.md, "C
     /// programs through the rdma-core library").
     pub fn poll_io(&self) -> bool {
-        self.poll(true, false)
+        self.poll(true)
     }
 
     /// The caller stops polling (it is about to sleep): the driver reads the input again
@@ -388,9 +379,8 @@ impl Qp {
         }
     }
 
-    /// One busy poll; `all`: every request's output is written here, not only a lone one's;
-    /// `beside`: the caller runs on the driver's thread.
-    fn poll(&self, all: bool, beside: bool) -> bool {
+    /// One busy poll; `all`: every request's output is written here, not only a lone one's.
+    fn poll(&self, all: bool) -> bool {
         let mut st = self.shared.lock();
         if st.rx_eof
             || st.rx_busy
@@ -400,7 +390,6 @@ impl Qp {
             return false;
         }
         st.polled_at = Some(super::now());
-        st.poller_beside_driver = beside;
         let read = st.read_input();
         if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
             st.rx_eof = true;

@@ -367,7 +367,7 @@ struct Run {
     twin_seen: Option<(u32, std::time::Instant)>,
     /// The client's count of messages it wrote onto the shared socket, as last seen.
     pushed_seen: u64,
-    /// The last turn read the peer's input (the runtime gets a turn after it).
+    /// The last turn read the peer's input.
     read_input: bool,
 }
 

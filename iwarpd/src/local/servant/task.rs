@@ -102,11 +102,15 @@ impl Run {
             }
             if self.turn() {
                 last_moved = std::time::Instant::now();
-                spins += 1;
-                // A turn that read input may have placed a socket's worth of it: the
-                // shard's other servants run before the next (a peer that floods this
-                // connection does not hold them up for 64 such turns).
-                if spins.is_multiple_of(64) || std::mem::take(&mut self.read_input) {
+                // The shard's other tasks get a turn every 64 busy turns, or every 8 that
+                // read input: one read may place a socket's worth of a peer's flood.
+                spins += if std::mem::take(&mut self.read_input) {
+                    8
+                } else {
+                    1
+                };
+                if spins >= 64 {
+                    spins = 0;
                     tokio::task::yield_now().await;
                 }
                 continue;
@@ -164,10 +168,10 @@ impl Run {
             }
             moved |= self.client_pushed();
             // A spinning servant reads its socket itself, as a spinning application does
-            // (`poll_input`; the connection's driver runs on this thread too): the peer's message is placed and completed into the client's
+            // (`poll_input`): the peer's message is placed and completed into the client's
             // ring on this thread, without the reactor's turn and the driver task's
             // wake-up in between.
-            if self.qp.poll_input_beside_driver() {
+            if self.qp.poll_input() {
                 self.seg.count_daemon_read();
                 self.read_input = true;
                 moved = true;
