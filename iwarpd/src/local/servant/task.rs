@@ -98,6 +98,7 @@ impl Run {
                     .freeze
                     .store(false, std::sync::atomic::Ordering::Relaxed);
                 self.ring.set_spinning(false);
+                self.qp.stop_polling();
                 return Some(Frozen { run: self, bell });
             }
             if self.turn() {
