@@ -91,8 +91,10 @@ impl Shared {
             };
             any = true;
             if let Some(done) = sq_done(&e) {
+                // Release: whoever posts next, on any thread, sees the daemon done with
+                // the octets it reuses (the ring's acquire came before).
                 let seen = self.cqe_done.load(Ordering::Relaxed);
-                self.cqe_done.store(later(seen, done), Ordering::Relaxed);
+                self.cqe_done.store(later(seen, done), Ordering::Release);
             }
             let Ok(wc) = decode_cqe(&e) else {
                 tracing::error!(qp = %self.num, "iwarpd wrote a completion this library cannot read");
@@ -129,7 +131,7 @@ impl Shared {
     /// `sq_done` word), or that word if it is ahead (requests without completions).
     fn retired(&self) -> u32 {
         let (_, word) = self.seg.sq_cons_done();
-        later(word, self.cqe_done.load(Ordering::Relaxed))
+        later(word, self.cqe_done.load(Ordering::Acquire))
     }
 
     fn outstanding(&self) -> std::sync::MutexGuard<'_, Outstanding> {
