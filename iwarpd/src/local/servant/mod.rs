@@ -145,7 +145,6 @@ impl Prepared {
             arena: BytesMut::new(),
             twin_seen: None,
             pushed_seen: 0,
-            read_input: false,
         };
         run.spawn(Bell::Raw(to_daemon))
     }
@@ -367,8 +366,6 @@ struct Run {
     twin_seen: Option<(u32, std::time::Instant)>,
     /// The client's count of messages it wrote onto the shared socket, as last seen.
     pushed_seen: u64,
-    /// The last turn read the peer's input.
-    read_input: bool,
 }
 
 impl Run {

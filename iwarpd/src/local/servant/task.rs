@@ -68,6 +68,43 @@ impl Drop for Yielder {
     }
 }
 
+/// What a servant's turn did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Turn {
+    /// Nothing moved.
+    Idle,
+    /// Something moved between the client's rings and the connection.
+    Moved,
+    /// The peer's input was read (and perhaps more moved).
+    ReadInput,
+}
+
+impl Turn {
+    /// Its share of the shard's thread, in turns toward [`SHARE_AFTER`]: one busy turn is
+    /// the unit; an idle one counts 8, as each yield to the runtime polls its reactor (a
+    /// system call); a read counts 8 too, as one may place a socket's worth of a peer's
+    /// flood.
+    fn cost(self) -> u32 {
+        match self {
+            Self::Moved => 1,
+            Self::Idle | Self::ReadInput => 8,
+        }
+    }
+}
+
+/// A spinning servant yields to the shard's other tasks once its turns cost this much.
+const SHARE_AFTER: u32 = 64;
+
+/// Counts a turn of `cost` toward the next yield to the shard's other tasks, and yields
+/// when they are due.
+async fn share_shard(spent: &mut u32, cost: u32) {
+    *spent += cost;
+    if *spent >= SHARE_AFTER {
+        *spent = 0;
+        tokio::task::yield_now().await;
+    }
+}
+
 impl Run {
     pub(super) async fn run(mut self, bell: Bell) -> Option<Frozen> {
         let bell = match bell {
@@ -84,7 +121,7 @@ impl Run {
         let qp = self.qp.clone();
         let closed = qp.closed();
         tokio::pin!(closed);
-        let mut spins = 0u32;
+        let mut spent = 0u32;
         let mut last_moved = std::time::Instant::now();
         let yielder = Yielder::new();
         self.ring.set_spinning(true);
@@ -98,22 +135,12 @@ impl Run {
                     .freeze
                     .store(false, std::sync::atomic::Ordering::Relaxed);
                 self.ring.set_spinning(false);
-                self.qp.stop_polling();
                 return Some(Frozen { run: self, bell });
             }
-            if self.turn() {
+            let turn = self.turn();
+            if turn != Turn::Idle {
                 last_moved = std::time::Instant::now();
-                // The shard's other tasks get a turn every 64 busy turns, or every 8 that
-                // read input: one read may place a socket's worth of a peer's flood.
-                spins += if std::mem::take(&mut self.read_input) {
-                    8
-                } else {
-                    1
-                };
-                if spins >= 64 {
-                    spins = 0;
-                    tokio::task::yield_now().await;
-                }
+                share_shard(&mut spent, turn.cost()).await;
                 continue;
             }
             if self.stopping && self.end.is_some() && !self.ring.holds_any() {
@@ -122,13 +149,7 @@ impl Run {
             }
             if last_moved.elapsed() < SPIN {
                 yielder.turn();
-                // The shard's other tasks get a turn every 8 idle turns (each an await
-                // that polls the runtime's reactor: a system call).
-                spins += 8;
-                if spins >= 64 {
-                    spins = 0;
-                    tokio::task::yield_now().await;
-                }
+                share_shard(&mut spent, Turn::Idle.cost()).await;
                 continue;
             }
             yielder.release();
@@ -157,11 +178,12 @@ impl Run {
         }
     }
 
-    /// One turn: what the client pushed and posted goes onto the connection, the client's
-    /// misdeeds end its queue pair, and held completions go into its ring. True if
-    /// anything moved.
-    fn turn(&mut self) -> bool {
+    /// One turn: what the client pushed and posted goes onto the connection, the peer's
+    /// input is read, the client's misdeeds end its queue pair, and held completions go
+    /// into its ring.
+    fn turn(&mut self) -> Turn {
         let mut moved = false;
+        let mut read = false;
         if !self.stopping && !self.broken {
             // The push region first (seed 000: before the send queue), so that a pushed
             // message meets its twin still at the head.
@@ -180,8 +202,7 @@ impl Run {
             // wake-up in between.
             if self.qp.poll_input() {
                 self.seg.count_daemon_read();
-                self.read_input = true;
-                moved = true;
+                read = true;
             }
         }
         if self.ring.overran() && !self.overran {
@@ -195,7 +216,13 @@ impl Run {
         }
         let flushed = self.ring.flush();
         self.ring.settle();
-        moved | flushed
+        if read {
+            Turn::ReadInput
+        } else if moved | flushed {
+            Turn::Moved
+        } else {
+            Turn::Idle
+        }
     }
 
     /// True if the client wrote onto its shared socket since the last turn. The servant

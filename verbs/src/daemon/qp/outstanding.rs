@@ -27,7 +27,7 @@ pub(super) struct Outstanding {
 impl Outstanding {
     /// Forgets the send requests the daemon retired (up to index `done`).
     pub(super) fn retire(&mut self, done: u32) {
-        while !self.sends.is_empty() && (done.wrapping_sub(self.first_send) as i32) > 0 {
+        while !self.sends.is_empty() && ahead(self.first_send, done) {
             self.sends.pop_front();
             self.first_send = self.first_send.wrapping_add(1);
         }
@@ -46,9 +46,15 @@ impl Outstanding {
     }
 }
 
-/// Whichever of two send queue indices is further along (they run freely, wrapping).
+/// True if send queue index `b` is past `a` (indices run freely, wrapping: the one ahead
+/// by less than half the range).
+pub(super) fn ahead(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
+}
+
+/// Whichever of two send queue indices is further along.
 pub(super) fn later(a: u32, b: u32) -> u32 {
-    if (b.wrapping_sub(a) as i32) > 0 { b } else { a }
+    if ahead(a, b) { b } else { a }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ impl Staging {
     /// Frees the octets of the entries before send queue index `retired`.
     pub(super) fn reclaim(&mut self, retired: u32) {
         while let Some(&(idx, end)) = self.live.front() {
-            if (retired.wrapping_sub(idx) as i32) <= 0 {
+            if !super::outstanding::ahead(idx, retired) {
                 break;
             }
             self.tail = end;
