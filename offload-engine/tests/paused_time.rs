@@ -345,3 +345,82 @@ async fn the_first_fpdu_leaves_the_first_fpdu_delay_after_the_reply() {
         "the RTR came {waited:?} after the Reply"
     );
 }
+
+/// An application that polled its input itself (`poll_input`) and then stops
+/// (`stop_polling`, as iwarpd's servant does before it sleeps) has the driver read the
+/// next message at once. The driver leaves reading to a poller for a millisecond after
+/// its last poll; without `stop_polling` that message waits out the millisecond, which on
+/// the paused clock shows as exactly the time that passed.
+#[tokio::test(start_paused = true)]
+async fn a_poller_that_stops_hands_reading_back_to_the_driver_at_once() {
+    for stop in [true, false] {
+        let (l, addr) = listener().await;
+        let (go, mut sends) = tokio::sync::mpsc::unbounded_channel::<&'static [u8]>();
+        let peer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            let (mut sock, _, negotiated) =
+                common::fake_responder(l, mpa::MpaConfig::default()).await;
+            let mut framer = mpa::Framer::from_negotiated(&negotiated);
+            let mut msn = 0;
+            while let Some(m) = sends.recv().await {
+                msn += 1;
+                let mut out = bytes::BytesMut::new();
+                rdmap::testing::send_fpdu(&mut framer, msn, m, &mut out);
+                sock.write_all(&out).await.expect("write a Send");
+            }
+            sock
+        });
+        let engine = Engine::new(EngineConfig::default());
+        let (pd, cq) = (engine.alloc_pd(), Cq::new(8));
+        let (qp, _) = engine
+            .connect(addr, QpInit::new(pd, &cq), b"")
+            .await
+            .expect("connect");
+        let stag = engine
+            .tpt()
+            .register(
+                pd,
+                vec![0; 192],
+                offload_engine::tpt::Base::ZeroBased,
+                rdmap::Access::LOCAL_WRITE,
+            )
+            .expect("register");
+        for i in 0..3u64 {
+            qp.post_recv(rdmap::RecvWr {
+                wr_id: i,
+                sgl: [rdmap::Sge {
+                    stag,
+                    to: i * 64,
+                    len: 64,
+                }]
+                .into(),
+            })
+            .expect("post_recv");
+        }
+        // The driver reads a first message; then a poll (nothing there), and a message
+        // the driver reads: at that turn it sees the poll and leaves reading to the poller.
+        go.send(b"zero").expect("peer");
+        assert_eq!(cq.next().await.expect("cq").wc.wr_id, 0);
+        assert!(!qp.poll_input());
+        go.send(b"first").expect("peer");
+        assert_eq!(cq.next().await.expect("cq").wc.wr_id, 1);
+        if stop {
+            qp.stop_polling();
+        }
+        let at = Instant::now();
+        go.send(b"second").expect("peer");
+        assert_eq!(cq.next().await.expect("cq").wc.wr_id, 2);
+        let waited = at.elapsed();
+        if stop {
+            assert_eq!(waited, Duration::ZERO, "read at once after stop_polling");
+        } else {
+            assert!(
+                waited >= Duration::from_millis(1),
+                "without stop_polling the driver waits out the poller's millisecond \
+                 ({waited:?}): the case above proves nothing if this does not hold"
+            );
+        }
+        drop(go);
+        drop(peer.await);
+    }
+}
