@@ -33,6 +33,8 @@ mod direct;
 mod outstanding;
 mod pump;
 mod staging;
+#[cfg(test)]
+mod tests;
 
 use outstanding::{Outstanding, later};
 use pump::pump;
