@@ -154,8 +154,6 @@ impl Run {
             }
             yielder.release();
             self.ring.set_spinning(false);
-            // The connection's driver reads the socket while this servant sleeps.
-            self.qp.stop_polling();
             self.seg.park(Side::Daemon);
             if self.work_waiting_or_signaled() {
                 self.seg.unpark(Side::Daemon);
@@ -164,6 +162,9 @@ impl Run {
                 tokio::task::yield_now().await;
                 continue;
             }
+            // The connection's driver reads the socket while this servant sleeps (only
+            // then: each handover registers the socket with the runtime again).
+            self.qp.stop_polling();
             self.seg.count_daemon_sleep();
             tokio::select! {
                 _ = bell.wait() => {}
