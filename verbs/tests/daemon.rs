@@ -1131,6 +1131,74 @@ async fn a_spinning_servant_reads_the_peers_answers_itself() -> Result<(), Error
     Ok(())
 }
 
+/// A Write ping-pong, as `write_lat` runs it: the client writes on its shared socket
+/// and waits for the peer's Write in its own memory, posting no receive. Each post on
+/// the socket wakes a sleeping servant, so that the peer's Write is read by the servant
+/// that then spins, not by the connection's driver woken per message: before, nothing
+/// rang it, and the servant read none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_ping_pong_on_the_shared_socket_keeps_its_servant_reading() -> Result<(), Error> {
+    let path = daemon("pingpong").await;
+    const ROUNDS: u64 = 200;
+    let peer = Device::open(DeviceConfig::default().embedded()).expect("open the device");
+    let ppd = peer.alloc_pd()?;
+    let pcq = peer.create_cq(64);
+    let pmem = ppd.alloc_mr(64, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let listener = peer.listen(any_port()).await?;
+    let addr = listener.local_addr();
+    let advert = pmem.remote().encode();
+    let accepting = tokio::spawn(async move {
+        let inc = listener.accept().await?;
+        let theirs = inc.private_data().to_vec();
+        let qp = inc.accept(&ppd, QpConfig::new(&pcq), &advert).await?;
+        Ok::<_, Error>((qp, theirs))
+    });
+    let dev = device(Some(&path), DeviceConfig::default().push_socket(true))?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(64);
+    let mem = pd.alloc_mr(64, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let conn = dev
+        .connect(&pd, addr, QpConfig::new(&cq), &mem.remote().encode())
+        .await?;
+    let (pqp, theirs) = accepting.await??;
+    let to_peer = RemoteBuf::decode(&conn.private_data).ok_or("no RemoteBuf")?;
+    let to_client = RemoteBuf::decode(&theirs).ok_or("no RemoteBuf")?;
+    let wait_for = |mr: &verbs::Mr, want: u64| -> Result<(), Error> {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while mr.read(0..8)? != want.to_le_bytes() {
+            if std::time::Instant::now() > until {
+                return Err(format!("Write {want} did not arrive").into());
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    };
+    let write = |data: u64, dst: RemoteBuf| SendWr {
+        wr_id: data,
+        op: SendOp::Write {
+            data: Payload::Bytes(Bytes::copy_from_slice(&data.to_le_bytes())),
+            dst,
+        },
+        flags: SendFlags::NONE,
+    };
+    let before = conn.qp.stats().push;
+    for i in 1..=ROUNDS {
+        conn.qp.post_send(write(i, to_peer.slice(0, 8)))?;
+        wait_for(&pmem, i)?;
+        pqp.post_send(write(i, to_client.slice(0, 8)))?;
+        wait_for(&mem, i)?;
+    }
+    let after = conn.qp.stats().push;
+    assert!(
+        after.executed - before.executed >= ROUNDS / 2,
+        "the Writes went on the shared socket: {after:?}"
+    );
+    let reads = after.daemon_reads - before.daemon_reads;
+    assert!(reads > 0, "the servant read none of {ROUNDS} Writes itself");
+    println!("the servant read {reads} of {ROUNDS} Writes itself");
+    Ok(())
+}
+
 /// A client that writes everything to its shared socket keeps its servant awake, as a
 /// client that posts through the send queue does: the peer's answers are then taken by
 /// a thread that is already running, not one woken per message. Each round posts a

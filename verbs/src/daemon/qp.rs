@@ -553,7 +553,11 @@ impl DaemonQp {
                 self.shared.drain();
                 self.complete_locally(wc);
             }
-        } else if done > 0 {
+        }
+        if done > 0 {
+            // Also after a request sent here: a parked servant wakes and spins, so that
+            // the peer's answer is read by a thread that is awake (a Write's answer
+            // rings nothing else: no receive is posted for it).
             self.shared.ring_daemon();
         }
         match failed {
