@@ -12,30 +12,13 @@ use crate::cq::{Cq, Srq, SrqImpl};
 use crate::daemon::srq::DaemonSrq;
 use crate::daemon::{Client, DaemonError};
 use crate::error::DaemonWhy;
+#[cfg(feature = "embedded")]
 use crate::stats::QpStats;
 
-/// A device's counters, from [`Device::stats`].
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeviceStats {
-    /// This application's queue pairs whose connection is still running or whose handle
-    /// is held.
-    pub queue_pairs: usize,
-    /// This application's live entries of the memory table: regions and windows.
-    pub memory_entries: usize,
-    /// Applications attached to the device (1 for an embedded engine).
-    pub clients: usize,
-    /// Queue pairs of every application of the device, now.
-    pub all_queue_pairs: usize,
-    /// Connections that reached FPDU mode since the device started.
-    pub connections: u64,
-    /// Of those, the ones closed and released.
-    pub connections_closed: u64,
-    /// The counters of every queue pair the device has had, live and gone, summed:
-    /// FPDUs, octets per opcode, Terminates sent and received, and (through iwarpd) the
-    /// push path's executions and discards.
-    pub totals: QpStats,
-}
+/// A device's counters, from [`Device::stats`]: the one struct the daemon's STATS reply
+/// carries, filled the same way by an embedded engine (where this application is the
+/// device's only client).
+pub type DeviceStats = ipc::control::DeviceCounters;
 
 /// Where the engine runs.
 #[derive(Clone, Debug)]
@@ -146,12 +129,12 @@ impl Device {
             #[cfg(feature = "embedded")]
             Backend::Embedded(e) => {
                 let st = e.stats();
-                let live = e.qps().len();
+                let live = u32::try_from(e.qps().len()).unwrap_or(u32::MAX);
                 DeviceStats {
                     queue_pairs: live,
-                    memory_entries: e.tpt().len(),
+                    memory_entries: u32::try_from(e.tpt().len()).unwrap_or(u32::MAX),
                     clients: 1,
-                    all_queue_pairs: live,
+                    device_queue_pairs: live,
                     connections: st.connections,
                     connections_closed: st.connections_closed,
                     totals: QpStats {
@@ -161,15 +144,7 @@ impl Device {
                 }
             }
             Backend::Daemon(c) => match c.call(&Request::Stats) {
-                Ok(Reply::Stats(d)) => DeviceStats {
-                    queue_pairs: d.queue_pairs as usize,
-                    memory_entries: d.memory_entries as usize,
-                    clients: d.clients as usize,
-                    all_queue_pairs: d.device_queue_pairs as usize,
-                    connections: d.connections,
-                    connections_closed: d.connections_closed,
-                    totals: d.totals,
-                },
+                Ok(Reply::Stats(d)) => d,
                 _ => DeviceStats::default(),
             },
         }

@@ -135,7 +135,10 @@ async fn a_domain_migrates_ten_times_under_a_verified_loop() {
         }
         let (from, to) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
         let moved = server.pd.migrate(to).await.unwrap();
-        assert_eq!((moved.queue_pairs, moved.memory_entries), (1, entries));
+        assert_eq!(
+            (moved.queue_pairs, moved.memory_entries),
+            (1, entries as usize)
+        );
         assert!(server.pd.device().same_device(to));
         assert_eq!((from.stats().queue_pairs, to.stats().queue_pairs), (0, 1));
         assert_eq!(

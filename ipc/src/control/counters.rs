@@ -79,22 +79,26 @@ impl Counters {
     }
 }
 
-/// A device's counters (the whole daemon), with the asking client's share.
+/// A device's counters (the whole daemon, or an embedded engine), with the asking
+/// application's share: the STATS reply, and `verbs::DeviceStats` alike.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceCounters {
-    /// Queue pairs of the asking client.
+    /// The asking application's queue pairs whose connection is still running or whose
+    /// handle is held.
     pub queue_pairs: u32,
-    /// Registered regions of the asking client.
+    /// The asking application's live entries of the memory table: regions and windows.
     pub memory_entries: u32,
-    /// Applications attached now.
+    /// Applications attached now (1 for an embedded engine).
     pub clients: u32,
-    /// Queue pairs of every client now.
+    /// Queue pairs of every application of the device, now.
     pub device_queue_pairs: u32,
-    /// Connections that reached FPDU mode since the daemon started.
+    /// Connections that reached FPDU mode since the device started.
     pub connections: u64,
     /// Of those, the ones closed and released.
     pub connections_closed: u64,
-    /// Every queue pair's counters, live and gone, summed.
+    /// The counters of every queue pair the device has had, live and gone, summed:
+    /// FPDUs, octets per opcode, Terminates sent and received, and (through iwarpd) the
+    /// push path's executions and discards.
     pub totals: Counters,
 }
 
