@@ -492,8 +492,8 @@ impl DaemonQp {
         let mut failed = None;
         let mut wrs = wrs.peekable();
         while let Some((wr, internal)) = wrs.next() {
-            if !internal && wr.wr_id & NOTIFY_BIT != 0 {
-                failed = Some(PostError::ReservedWrId);
+            if let (false, Err(e)) = (internal, check_wr_id(wr.wr_id)) {
+                failed = Some(e);
                 break;
             }
             if room == 0 {
@@ -693,8 +693,8 @@ impl DaemonQp {
         wrs: impl Iterator<Item = (SendWr, bool)>,
     ) -> Result<(), (usize, PostError)> {
         for (done, (wr, internal)) in wrs.enumerate() {
-            if !internal && wr.wr_id & NOTIFY_BIT != 0 {
-                return Err((done, PostError::ReservedWrId));
+            if let (false, Err(e)) = (internal, check_wr_id(wr.wr_id)) {
+                return Err((done, e));
             }
             let op = wr.op.wc_opcode();
             self.complete_locally(Completion::new(
