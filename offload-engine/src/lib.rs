@@ -27,28 +27,32 @@ mod cm;
 mod conn;
 mod dual_stack;
 mod engine;
-mod handover;
 mod log_limit;
-mod migrate;
+mod migration;
 mod net;
 mod pcap;
-pub mod push_share;
+pub mod push;
 mod slots;
+mod srq;
+mod stats;
 mod timeouts;
 pub mod tpt;
 
 pub use cm::{Incoming, Listener};
 pub use conn::{CompletionSink, Completions, Qp, QpEnd, QpNum};
 pub use cq::{CompletionFuture, Cq, CqError, NOTIFY_BIT, Waiters, Wc};
-pub use engine::{Engine, EngineConfig, EngineStats, QpInit, Srq, SrqFeed};
-pub use handover::{ExportedPd, ImportError, ImportQueues, Imported, StagedPd};
+pub use engine::{Engine, EngineConfig, QpInit};
 pub use log_limit::LogLimit;
-pub use migrate::{MigrateError, Migrated, ParkedPd};
+pub use migration::{
+    ExportedPd, ImportError, ImportQueues, Imported, MigrateError, Migrated, ParkedPd, StagedPd,
+};
 pub use mpa::ConnectError;
 pub use net::SocketOptions;
 pub use pcap::CaptureTap;
-pub use push_share::PushConfig;
+pub use push::PushConfig;
 
 pub use rdmap;
 pub use slots::{Refused, Slot, Slots};
+pub use srq::{Srq, SrqFeed};
+pub use stats::EngineStats;
 pub use timeouts::Timeouts;

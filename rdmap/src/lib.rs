@@ -86,13 +86,13 @@ pub use ddp::{Access, Base, STag};
 pub use memory::{AccessError, LocalOps, Memory, MemoryOps, NoSharedRecv, SharedRecv};
 pub use mpa::{Extensions, Framing, Refused};
 pub use qp::{QpEnd, QpNum};
-pub use sgl::{SGL_INLINE, Sgl};
+pub use sgl::{SGL_INLINE, Sge, Sgl};
 pub use stream::SnapshotError;
 pub use stream::{
     DirectTarget, Event, OPCODES, PostError, QpState, Stream, StreamConfig, StreamStats, Transmit,
 };
 pub use term::TermCode;
 pub use work::{
-    Bind, Completion, FastReg, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr, Sge,
+    Bind, Completion, FastReg, Payload, Queue, RecvWr, RemoteBuf, SendFlags, SendOp, SendWr,
     WcOpcode, WcStatus, WrId,
 };

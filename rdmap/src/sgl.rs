@@ -1,11 +1,22 @@
-//! [`Sgl`]: the gather or scatter list of a work request, allocation-free for short lists.
+//! [`Sgl`]: the gather or scatter list of a work request, allocation-free for short lists,
+//! and its entries ([`Sge`]).
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
+use ddp::STag;
 use smallvec::SmallVec;
 
-use crate::Sge;
+/// A span of local registered memory: an STag, a tagged offset and a length.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Sge {
+    /// The local STag naming the region.
+    pub stag: STag,
+    /// Tagged offset of the first octet.
+    pub to: u64,
+    /// Length in octets.
+    pub len: u32,
+}
 
 /// How many entries an [`Sgl`] holds without allocating.
 pub const SGL_INLINE: usize = 2;

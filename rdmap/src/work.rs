@@ -7,22 +7,11 @@
 use bytes::Bytes;
 use ddp::{Access, STag};
 
-use crate::Sgl;
+use crate::sgl::{Sge, Sgl};
 use crate::term::TermCode;
 
 /// An application-chosen identifier echoed back in the completion of a work request.
 pub type WrId = u64;
-
-/// A span of local registered memory: an STag, a tagged offset and a length.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Sge {
-    /// The local STag naming the region.
-    pub stag: STag,
-    /// Tagged offset of the first octet.
-    pub to: u64,
-    /// Length in octets.
-    pub len: u32,
-}
 
 /// A span of the peer's registered memory, as advertised by the peer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -16,7 +16,7 @@ use super::admit;
 use super::replies::{err, not_found};
 use super::session::{ClientPd, Session};
 use super::usage::Usage;
-use offload_engine::push_share::PdPush;
+use offload_engine::push::PdPush;
 use offload_engine::tpt::{Base, MwType, PdId, TptError};
 use shm::Region;
 

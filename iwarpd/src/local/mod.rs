@@ -13,7 +13,7 @@
 //!   requests from the client's rings into the engine and completions back (push-push:
 //!   completions and received payloads land in the client's memory without the client
 //!   asking). Before the send queue it scans its domain's push region (seed 000; the
-//!   resources it draws on are in `push_share.rs`).
+//!   resources it draws on are in `offload-engine/src/push/share.rs`).
 //! - The engine reads a queue pair's receive ring, then its shared receive queue, on
 //!   demand (`recvs.rs`), so a receive is there for the peer as soon as it is posted.
 //! - A client that goes away (exit, crash, SIGKILL) ends its session: its queue pairs
@@ -42,7 +42,7 @@ mod users;
 
 pub use listing::engine_counters;
 pub use mover::{MovingSession, SessionMover};
-pub use offload_engine::push_share::PushConfig;
+pub use offload_engine::push::PushConfig;
 
 use std::io;
 use std::os::fd::{AsFd as _, BorrowedFd};
@@ -157,7 +157,7 @@ fn bind(path: &Path) -> io::Result<StdUnixListener> {
 struct Device {
     /// Every shard's engine.
     engines: Vec<Engine>,
-    share: Arc<offload_engine::push_share::PushShare>,
+    share: Arc<offload_engine::push::PushShare>,
     /// What one user may hold, and the daemon for all of them.
     limits: LocalConfig,
     /// Every session, by the user it runs as.
@@ -288,7 +288,7 @@ impl LocalService {
             engines: (0..shards.max(1))
                 .map(|_| Engine::new(engine.clone()))
                 .collect(),
-            share: Arc::new(offload_engine::push_share::PushShare::new(cfg.push.clone())),
+            share: Arc::new(offload_engine::push::PushShare::new(cfg.push.clone())),
             limits: cfg,
             users: users::Users::default(),
             services: listing::Services::default(),

@@ -37,7 +37,7 @@ use super::queue_pairs::on_end;
 use super::recvs::{ClientSrq, QpRecvs};
 use super::servant::{self, Frozen, Prepared, ServantImage};
 use super::session::{ClientListener, ClientPd, Objects, Out, Session};
-use offload_engine::push_share::PdPush;
+use offload_engine::push::PdPush;
 use offload_engine::{Engine, ExportedPd, ImportQueues, StagedPd};
 
 /// How long a session waits for what it queued for the client to be written before it

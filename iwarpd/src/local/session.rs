@@ -20,7 +20,7 @@ use super::logs;
 use super::recvs::ClientSrq;
 use super::servant::Servant;
 use super::usage::Usage;
-use offload_engine::push_share::PdPush;
+use offload_engine::push::PdPush;
 use offload_engine::tpt::PdId;
 use offload_engine::{Engine, Incoming};
 

@@ -12,9 +12,9 @@ use rdmap::{
 };
 
 use super::io::{Input, Io, Read};
-use super::tx_share::{Gate, SharedTx};
-use crate::engine::{Srq, Totals};
-use crate::push_share::PushShare;
+use crate::push::{Gate, PushShare, QpPush, SharedTx};
+use crate::srq::Srq;
+use crate::stats::Totals;
 use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
 
@@ -24,7 +24,7 @@ use crate::tpt::Tpt;
 #[derive(Debug)]
 pub(crate) struct Home {
     pub(crate) tpt: Arc<Tpt>,
-    pub(crate) push: Option<Arc<super::QpPush>>,
+    pub(crate) push: Option<Arc<QpPush>>,
     pub(crate) timeouts: Timeouts,
     pub(crate) totals: Arc<Totals>,
     /// How long after a connection last received its driver polls instead of sleeping
@@ -64,7 +64,7 @@ pub(crate) struct Connection {
     /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
     /// released.
     pub(super) publish_end: Option<QpEnd>,
-    /// Seed 000's stop and resume rules on this side (see `push_slots`).
+    /// Seed 000's stop and resume rules on this side (see `push/slots.rs`).
     pub(super) push_rules: ipc::push::PushPolicy,
     /// Payloads copied out of push slots are carved from this (one allocation per 64 KiB).
     pub(super) push_arena: BytesMut,
@@ -73,10 +73,10 @@ pub(crate) struct Connection {
     /// True while it moves to another engine: only the driver touches the socket and
     /// memory (no push, no inline write, no busy poll), and the driver parks.
     pub(super) migrating: bool,
-    /// Where the driver hands its socket over when it parks (see `migrate`).
+    /// Where the driver hands its socket over when it parks (see `park`).
     pub(super) park: Option<ParkRequest>,
     /// The socket is shared with the application that owns the queue pair, and this is
-    /// the transmit lock's state (see `tx_share`).
+    /// the transmit lock's state (see `push/tx_share.rs`).
     pub(super) tx_share: Option<SharedTx>,
     /// The application held the transmit lock: the driver looks again then.
     pub(super) tx_retry: Option<std::time::Instant>,

@@ -50,7 +50,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
             if let Ok(Some(park)) = result {
                 // Parked for a migration: the socket goes to whoever moves the queue
                 // pair, and the connection goes on with another driver.
-                super::migrate::hand_over(shared, sock, park);
+                hand_over(shared, sock, park);
                 return;
             }
             // Whatever happened, the stream ends flushed; the socket closes on drop.
@@ -85,8 +85,17 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
     );
 }
 
+/// The driver parked: `sock` goes to the migration that asked. If that migration was
+/// given up meanwhile, the connection goes on with a new driver.
+fn hand_over(shared: Arc<Shared>, sock: Arc<TcpStream>, park: ParkRequest) {
+    if let Err(sock) = park.0.send(sock) {
+        shared.lock().migrating = false;
+        spawn(shared, sock);
+    }
+}
+
 /// Drives the connection until it ends (`Ok(None)`) or parks for a migration
-/// (`Ok(Some(request))`, see `migrate`).
+/// (`Ok(Some(request))`, see `park`).
 async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
     let capturing = shared.lock().io.capturing();
     // A spin on a current-thread runtime would hold up every other task of the runtime,

@@ -96,7 +96,7 @@ impl Shared {
     }
 
     /// Takes its part of the push path out (it moves to another engine, which adopts it).
-    pub(crate) fn take_push(&self) -> Option<Arc<super::QpPush>> {
+    pub(crate) fn take_push(&self) -> Option<Arc<crate::push::QpPush>> {
         self.lock().home.push.take()
     }
 
@@ -158,6 +158,11 @@ impl Qp {
     /// This queue pair's number.
     pub fn num(&self) -> QpNum {
         self.shared.num
+    }
+
+    /// Its protection domain.
+    pub fn pd(&self) -> crate::tpt::PdId {
+        self.shared.pd
     }
 
     /// The addresses of its connection, this end's and the peer's (`None` once the
@@ -250,7 +255,7 @@ impl Qp {
     pub fn share_tx(
         &self,
         seg: Arc<ipc::qpseg::QpSegment>,
-        totals: Arc<crate::push_share::PushShare>,
+        totals: Arc<crate::push::PushShare>,
     ) -> std::io::Result<std::os::fd::OwnedFd> {
         let mut st = self.shared.lock();
         let fd = st.share_tx(seg, totals);
@@ -273,7 +278,7 @@ impl Qp {
             // Out of the state while it runs, as it runs on the state.
             let push = st.home.push.take();
             let posted = match &push {
-                Some(p) => p.post(st, wr),
+                Some(p) => super::push_post::post(st, p, wr),
                 None => super::inline_tx::post_queued(st, wr),
             };
             st.home.push = push;

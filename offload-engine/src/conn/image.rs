@@ -1,11 +1,11 @@
 //! A parked queue pair as plain data and a socket, to cross to another process (live
 //! migration between processes, seed 003 §3.1), and the queue pair built from them there.
 //!
-//! The image holds what `migrate` moves as a value inside one process: the stream (as its
-//! snapshot), the octets read and not yet consumed, the octets produced and not yet
-//! written (its send queue holds requests waiting for queued registrations), and
-//! completions not yet delivered. The
-//! socket crosses as a file descriptor beside it, so the TCP connection is the same one.
+//! The image holds what a move between engines (`migration/engines.rs`) moves as a value
+//! inside one process: the stream (as its snapshot), the octets read and not yet consumed,
+//! the octets produced and not yet written (its send queue holds requests waiting for
+//! queued registrations), and completions not yet delivered. The socket crosses as a file
+//! descriptor beside it, so the TCP connection is the same one.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::net::TcpStream;
 use super::connection::{Connection, Home};
 use super::handle::Shared;
 use super::io::Io;
-use super::migrate::Parked;
+use super::park::Parked;
 use crate::pcap::Tap;
 
 /// One queue pair of a domain crossing to another process.
@@ -122,7 +122,7 @@ impl Prepared {
         home: Home,
         mem: Box<dyn MemoryOps + Send>,
         completions: super::Completions,
-        srq: Option<crate::Srq>,
+        srq: Option<crate::srq::Srq>,
     ) -> Arc<Shared> {
         let Self {
             stream,

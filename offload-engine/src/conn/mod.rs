@@ -10,13 +10,11 @@
 //!   deliver;
 //! - [`inline_tx`]: inline transmit (a small send onto an idle send queue is written by
 //!   the posting thread);
-//! - [`push_slots`]: seed 000's push path on an in-process region, which decides whether
-//!   a lone small request is executed from its pushed message or goes through the send
-//!   queue;
-//! - [`tx_share`]: the socket shared with the application that owns the queue pair, and
-//!   the transmit lock both writers take (the push path that skips the daemon);
-//! - [`migrate`]: parking a queue pair so that live migration can move it to another
-//!   engine;
+//! - [`push_post`]: a post by seed 000's push path ([`crate::push`] decides whether a lone
+//!   small request is executed from its pushed message or goes through the send queue;
+//!   this part acts on it, as it changes the connection's state);
+//! - [`park`]: parking a queue pair's driver so that live migration ([`crate::migration`])
+//!   can move it to another engine;
 //! - [`image`]: a parked queue pair as plain data and a socket, for migration to another
 //!   process, and the queue pair built from them there;
 //! - [`handle`]: [`Qp`], the application's handle;
@@ -35,9 +33,8 @@ mod handle;
 mod image;
 mod inline_tx;
 mod io;
-mod migrate;
-mod push_slots;
-mod tx_share;
+mod park;
+mod push_post;
 
 pub use completions::{CompletionSink, Completions};
 pub(crate) use connection::{Connection, Home};
@@ -46,8 +43,7 @@ pub use handle::Qp;
 pub(crate) use handle::Shared;
 pub(crate) use image::{Prepared as PreparedQp, QpImage};
 pub(crate) use io::Io;
-pub(crate) use migrate::{ParkError, Parked};
-pub(crate) use push_slots::QpPush;
+pub(crate) use park::{ParkError, Parked};
 pub use rdmap::{QpEnd, QpNum};
 
 /// The engine's one clock: tokio's, so that paused time in tests moves every timer.

@@ -3,20 +3,22 @@
 
 mod cqp;
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use mpa::{MpaConfig, Negotiated};
-use rdmap::{RecvWr, Stream, StreamConfig, StreamStats, TermCode};
+use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Completions, Connection, Home, Io, Qp, QpNum, QpPush, Shared};
+use crate::conn::{Completions, Connection, Home, Io, Qp, QpNum, Shared};
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
-use crate::push_share::{PdPush, PushShare};
+use crate::push::{PdPush, PushShare, QpPush};
+use crate::srq::Srq;
+use crate::stats::{EngineStats, Totals};
 use crate::timeouts::Timeouts;
 use crate::tpt::{PdId, QpId, Tpt};
 use cq::Cq;
@@ -102,80 +104,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// A shared receive queue: receive buffers that any queue pair created with it draws on.
-/// Buffers come from [`post_recv`](Self::post_recv), and for a queue built with
-/// [`fed`](Self::fed) from its feed once those run out.
-#[derive(Clone, Debug, Default)]
-pub struct Srq {
-    queue: Arc<Mutex<VecDeque<RecvWr>>>,
-    feed: Option<Arc<dyn SrqFeed>>,
-}
-
-/// Where a shared receive queue's buffers come from besides
-/// [`Srq::post_recv`]: read one at a time, only when a queue pair needs one (iwarpd reads
-/// its clients' shared-memory rings this way).
-pub trait SrqFeed: Send + Sync + std::fmt::Debug {
-    /// The next receive buffer, if there is one.
-    fn take(&self) -> Option<RecvWr>;
-}
-
-impl Srq {
-    /// An empty shared receive queue.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A shared receive queue drawing on `feed`.
-    pub fn fed(feed: Arc<dyn SrqFeed>) -> Self {
-        Self {
-            queue: Arc::default(),
-            feed: Some(feed),
-        }
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<RecvWr>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Adds a receive buffer. Its work request id must be below
-    /// [`NOTIFY_BIT`](crate::NOTIFY_BIT): a completion with that bit goes to a request's
-    /// future, never to a completion queue (verbs' `Srq::post_recv` refuses such ids).
-    pub fn post_recv(&self, wr: RecvWr) {
-        debug_assert!(
-            cq::check_wr_id(wr.wr_id).is_ok(),
-            "reserved id {:#x}",
-            wr.wr_id
-        );
-        self.queue().push_back(wr);
-    }
-
-    /// Receive buffers posted with [`post_recv`](Self::post_recv) and not yet taken (a
-    /// feed's are counted where they are posted).
-    pub fn len(&self) -> usize {
-        self.queue().len()
-    }
-
-    /// True when no receive buffer is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Removes and returns the receive buffers posted and not yet taken, oldest first
-    /// (to post them again elsewhere: a queue pair moving to another process).
-    pub fn take_all(&self) -> Vec<RecvWr> {
-        self.queue().drain(..).collect()
-    }
-}
-
-/// A queue pair's stream takes receives from its shared receive queue through this, one
-/// at a time under the queue's lock (queue pairs sharing it are never serialized longer).
-impl rdmap::SharedRecv for Srq {
-    fn take(&mut self) -> Option<RecvWr> {
-        let posted = self.queue().pop_front();
-        posted.or_else(|| self.feed.as_ref()?.take())
-    }
-}
-
 /// What a new queue pair is made of. Start from [`QpInit::new`] and set fields (or use
 /// struct update syntax), so new fields do not break callers.
 #[derive(Clone, Debug)]
@@ -244,49 +172,6 @@ pub(crate) struct Inner {
     push_regions: Mutex<HashMap<PdId, Weak<PdPush>>>,
     /// The control queue, started with the first queued registration.
     cqp: std::sync::OnceLock<cqp::ControlQueue>,
-}
-
-/// What the queue pairs that are gone leave behind: their counters, summed.
-#[derive(Debug, Default)]
-pub(crate) struct Totals {
-    /// Connections that reached FPDU mode.
-    connections: AtomicU64,
-    /// Reads that a driver's busy poll found (see [`EngineStats::busy_polled_reads`]).
-    pub(crate) busy_polled: AtomicU64,
-    retired: Mutex<(u64, StreamStats)>,
-}
-
-impl Totals {
-    /// Adds the counters of a queue pair that is gone.
-    pub(crate) fn retire(&self, stats: &StreamStats) {
-        let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        r.0 += 1;
-        r.1.add(stats);
-    }
-}
-
-/// An engine's counters, from [`Engine::stats`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct EngineStats {
-    /// Connections that reached FPDU mode since the engine started.
-    pub connections: u64,
-    /// Queue pairs that are gone from here: closed and released, or moved away (a queue
-    /// pair that moved in counts here when it goes, so with moves this can exceed
-    /// `connections`).
-    pub connections_closed: u64,
-    /// Queue pairs here now, those that moved in included.
-    pub queue_pairs: u64,
-    /// The traffic of every queue pair, live and gone: FPDUs, octets per opcode,
-    /// Terminates sent and received.
-    pub traffic: StreamStats,
-    /// Seed 000's push path over every queue pair: requests executed from pushed
-    /// messages, from the send queue, and discards by reason.
-    pub push: ipc::qpseg::PushCounters,
-    /// Input that a connection's driver found by busy polling after a response
-    /// ([`SocketOptions::busy_poll`](crate::SocketOptions::busy_poll)), each a runtime
-    /// wake-up saved.
-    pub busy_polled_reads: u64,
 }
 
 /// One software RNIC. Cheap to clone; clones share it.
@@ -441,10 +326,7 @@ impl Engine {
         let io = Io::new(sock.clone(), tap);
         let state = Connection::new(stream, Box::new(mem), io, rx, (home, init.srq.clone()));
         let shared = Shared::new(num, init.pd, state, init.completions.clone());
-        self.inner
-            .totals
-            .connections
-            .fetch_add(1, Ordering::Relaxed);
+        self.inner.totals.connected();
         let qp = Qp {
             shared: Arc::new(shared),
         };
@@ -555,20 +437,12 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         // The live ones first: held here, none of them can retire before the sum is read.
         let live = self.qps();
-        let (closed, mut traffic) = {
-            let r = self
-                .inner
-                .totals
-                .retired
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            (r.0, r.1)
-        };
+        let (closed, mut traffic) = self.inner.totals.retired();
         for qp in &live {
             traffic.add(&qp.stats());
         }
         EngineStats {
-            connections: self.inner.totals.connections.load(Ordering::Relaxed),
+            connections: self.inner.totals.connections(),
             connections_closed: closed,
             queue_pairs: live.len() as u64,
             traffic,

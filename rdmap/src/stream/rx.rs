@@ -10,13 +10,14 @@ use super::tx::{Flush, IrqEntry, OrqEntry, ReadSink};
 use super::{Event, QpState, Stream, StreamStats};
 use crate::atomic;
 use crate::memory::{Memory, SharedRecv};
+use crate::sgl::Sge;
 use crate::term::TermCode;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, AtomicResponseRepr, CopiedDdpHeader, IMMEDIATE_LEN, Opcode,
     READ_V2_FLAG, READ_V2_REQUEST_LEN, ReadRequestRepr, ReadV2RequestRepr, SEND_IMM_LEN,
     TerminateRepr,
 };
-use crate::work::{Completion, Queue, RecvWr, Sge, WcOpcode, WcStatus, WrId};
+use crate::work::{Completion, Queue, RecvWr, WcOpcode, WcStatus, WrId};
 
 /// MPA error code for "no matching RTR" (RFC 6581 §8).
 const MPA_NO_MATCHING_RTR: u8 = 7;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ipc::qpseg::{CQE_SIZE, Doorbell, Geometry, QpSegment, Side};
 use ipc::wqe::{encode_cqe, set_sq_done};
 use offload_engine::CompletionSink;
-use offload_engine::push_share::PushShare;
+use offload_engine::push::PushShare;
 use rdmap::{Completion, QpNum, Queue, SendFlags};
 
 /// The most completions held for the client beyond its completion ring: what its own

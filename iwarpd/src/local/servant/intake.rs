@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use ipc::push::Snapshot;
 use ipc::qpseg::{Discard, QpSegment};
 use ipc::wqe::{Data, decode_sqe, sqe_push_discarded, sqe_pushed};
-use offload_engine::push_share::PushShare;
+use offload_engine::push::PushShare;
 use rdmap::SendWr;
 
 use super::Run;

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 use super::recvs::QpRecvs;
 use completions::{ClientRing, backlog_cap};
-use offload_engine::push_share::{PdPush, PushShare};
+use offload_engine::push::{PdPush, PushShare};
 use offload_engine::{Completions, Qp};
 
 /// The push path's share of a servant: its domain's region, and the resources every

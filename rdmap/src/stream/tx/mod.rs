@@ -24,9 +24,10 @@ use std::collections::VecDeque;
 
 use mpa::Rtr;
 
+use crate::sgl::Sge;
 use crate::term::TermCode;
 use crate::wire::{AtomicResponseRepr, ReadRequestRepr, TerminateRepr};
-use crate::work::{Completion, SendWr, Sge};
+use crate::work::{Completion, SendWr};
 
 use message::OutMsg;
 

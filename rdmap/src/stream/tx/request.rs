@@ -7,11 +7,12 @@ use mpa::Extensions;
 use super::message::{Done, OutMsg, inline, payload_source, read_v2_flag, tagged, untagged};
 use super::{OrqEntry, ReadSink};
 use crate::memory::Memory;
+use crate::sgl::Sge;
 use crate::stream::Stream;
 use crate::wire::{
     AtomicOp, AtomicRequestRepr, Opcode, READ_V2_REQUEST_LEN, ReadRequestRepr, ReadV2RequestRepr,
 };
-use crate::work::{Payload, RemoteBuf, SendFlags, SendOp, SendWr, Sge, WcStatus};
+use crate::work::{Payload, RemoteBuf, SendFlags, SendOp, SendWr, WcStatus};
 
 impl Stream {
     /// Turns a send request into its message, after the local checks.

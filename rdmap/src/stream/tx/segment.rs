@@ -9,11 +9,12 @@ use ddp::{Access, STag, SegmentRepr, TaggedRepr, UntaggedRepr};
 
 use super::message::{Done, OutMsg, Source};
 use crate::memory::{Memory, MemoryOps};
+use crate::sgl::Sge;
 use crate::stream::transmit::{Chained, IN_PLACE_MIN, Transmit, ZERO_COPY_MIN};
 use crate::stream::{QpState, Stream, StreamStats};
 use crate::term::TermCode;
 use crate::wire::{Opcode, RdmapControl, SEND_IMM_LEN};
-use crate::work::{Sge, WcStatus};
+use crate::work::WcStatus;
 
 impl Stream {
     /// Emits one FPDU if there is anything to send. Returns false when idle or blocked.

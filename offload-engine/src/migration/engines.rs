@@ -21,13 +21,15 @@
 //! A domain is the unit because memory belongs to domains, not to queue pairs: a queue
 //! pair that must move alone gets a domain of its own. Queue pair numbers and domain
 //! numbers are process-wide too, so they do not change either.
+//!
+//! [`Qp`]: crate::Qp
 
 use std::sync::Arc;
 
 use rdmap::{QpNum, QpState};
 
 use crate::Engine;
-use crate::conn::{ParkError, Parked, Qp, Shared};
+use crate::conn::{ParkError, Parked, Shared};
 use crate::tpt::{PdId, QpId, TptError};
 
 /// Why a migration did not happen. Nothing moved: every queue pair goes on where it was.
@@ -205,12 +207,5 @@ impl ParkedPd {
             queue_pairs,
             memory_entries,
         })
-    }
-}
-
-impl Qp {
-    /// Its protection domain.
-    pub fn pd(&self) -> PdId {
-        self.shared.pd
     }
 }

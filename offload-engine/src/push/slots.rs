@@ -1,6 +1,7 @@
 //! Seed 000's push path for an embedded engine's queue pairs, on an in-process region:
-//! the same algorithm iwarpd runs for its clients (`local/servant.rs`), with the posting
-//! thread playing both parts, under the connection's lock.
+//! the same algorithm iwarpd runs for its clients (`iwarpd/src/local/servant/`), with the
+//! posting thread playing both parts, under the connection's lock. [`QpPush::offer`]
+//! decides; the connection acts on the decision (`conn/push_post.rs`).
 //!
 //! - **Library side.** A lone small Send, Write or Immediate Data (payload at most
 //!   [`INLINE_MAX`] octets) is encoded whole and written into a free slot of its
@@ -24,14 +25,46 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ipc::push::Snapshot;
+use bytes::BytesMut;
+use ipc::push::{PushPolicy, Snapshot};
 use ipc::qpseg::{Discard, PushCounters};
 use ipc::wqe::{INLINE_MAX, encode_sqe, set_inline};
-use rdmap::{Payload, PostError, QpNum, QpState, SendOp, SendWr};
+use rdmap::{Payload, QpNum, SendOp, SendWr, Stream};
 
-use super::connection::Connection;
-use crate::push_share::{PdPush, PushShare};
+use super::share::{PdPush, PushShare};
 use crate::tpt::{PdId, Tpt};
+
+/// What the push path reads and keeps of a queue pair's connection, under the
+/// connection's lock (`conn/push_post.rs` builds it).
+pub(crate) struct ConnView<'a> {
+    /// The connection's protocol stream, read only.
+    pub(crate) stream: &'a Stream,
+    /// Connected, in RTS, with its socket open and not moving: a pushed message may be
+    /// written now.
+    pub(crate) idle: bool,
+    /// The driver holds octets not yet written (with [`Stream::wants_transmit`], the
+    /// connection is back-pressured, D4).
+    pub(crate) tx_busy: bool,
+    /// The home's memory table, which reads a gather list's octets into the message.
+    pub(crate) tpt: &'a Tpt,
+    /// Seed 000's stop and resume rules on this side.
+    pub(crate) rules: &'a mut PushPolicy,
+    /// Payloads copied out of push slots are carved from this.
+    pub(crate) arena: &'a mut BytesMut,
+}
+
+/// How a request offered to the push path runs ([`QpPush::offer`]).
+#[derive(Debug)]
+pub(crate) enum Offer {
+    /// Not pushed: it goes through the send queue (the inline doorbell may write it).
+    Queue(SendWr),
+    /// Pushed and admitted: the request decoded from the pushed message, to execute now
+    /// and write on this thread. It holds a tracking entry until [`QpPush::untrack`].
+    Execute(SendWr),
+    /// Pushed and discarded: its twin, flagged, runs from the send queue through the
+    /// connection's driver.
+    Discarded(SendWr),
+}
 
 /// A queue pair's part of the push path.
 #[derive(Debug)]
@@ -95,28 +128,41 @@ impl QpPush {
         self.share.count_executed(0, n);
     }
 
+    /// Counts one request executed from its pushed message.
+    pub(crate) fn executed(&self) {
+        self.counters[0].fetch_add(1, Ordering::Relaxed);
+        self.share.count_executed(1, 0);
+    }
+
+    /// Frees the tracking entry an executed message held: it is on the wire, or with
+    /// the driver next (or its post failed).
+    pub(crate) fn untrack(&self) {
+        self.share.untrack();
+    }
+
     fn discard(&self, why: Discard) {
         self.counters[2 + why.index()].fetch_add(1, Ordering::Relaxed);
         self.share.count_discard(why);
     }
 
-    /// Posts `wr` (a lone request) by the push path if it may be pushed, else through
-    /// the send queue; the home's TPT reads a gather list's octets into the message.
-    /// Returns true when the driver must run.
-    pub(crate) fn post(&self, st: &mut Connection, wr: SendWr) -> Result<bool, PostError> {
-        let empty = st.stream.outstanding_sends() == 0;
-        let idle = st.stream.state() == QpState::Rts && st.io.is_open() && !st.migrating;
+    /// Offers `wr` (a lone request) to the push path: it is pushed if it may be, and
+    /// the result says how it runs. `conn` is what the push path reads and keeps of the
+    /// connection, under its lock; the home's TPT reads a gather list's octets into the
+    /// message.
+    pub(crate) fn offer(&self, conn: ConnView<'_>, wr: SendWr) -> Offer {
         // Seed 000's rules (ipc's, as verbs' daemon backend applies them). A discard
         // stops pushing at once (`discarded`), not at the next post.
-        let message = match st.push_rules.may_push(false, empty) && idle {
-            true => self.message(&st.home.tpt, &wr),
+        let empty = conn.stream.outstanding_sends() == 0;
+        let message = match conn.rules.may_push(false, empty) && conn.idle {
+            true => self.message(conn.tpt, &wr),
             false => None,
         };
         // The stop rule for a full region is the rules' too.
-        let rules = &mut st.push_rules;
+        let rules = &mut *conn.rules;
         let slot = message.and_then(|m| rules.claim(&self.pd.region).map(|s| (s, m)));
         let Some((slot, message)) = slot else {
-            return self.queue(st, wr, false);
+            self.queued(1);
+            return Offer::Queue(wr);
         };
         self.pd.region.publish(slot, self.num, 0, &message);
         // The doorbell: the engine side runs now, on this thread.
@@ -124,52 +170,26 @@ impl QpPush {
             // Our own message was not READY: cannot happen under the lock, but the
             // request still runs once.
             self.discard(Discard::Malformed);
-            return self.discarded(st, wr);
+            return self.discarded(conn.rules, wr);
         };
-        let admitted = self.admit(st, &s);
+        let admitted = self.admit(&s, conn.stream, conn.tx_busy, conn.arena);
         self.pd.region.free(s.slot, s.state);
         match admitted {
-            Ok(pushed) => {
-                if let Err(e) = st.stream.post_send(pushed) {
-                    self.share.untrack();
-                    return Err(e);
-                }
-                self.counters[0].fetch_add(1, Ordering::Relaxed);
-                self.share.count_executed(1, 0);
-                let wake = super::inline_tx::transmit(st, super::inline_tx::INLINE_MAX);
-                // The message is on the wire, or with the driver next: its tracking
-                // entry is free again.
-                self.share.untrack();
-                Ok(wake)
-            }
+            Ok(pushed) => Offer::Execute(pushed),
             Err(why) => {
                 self.discard(why);
-                self.discarded(st, wr)
+                self.discarded(conn.rules, wr)
             }
         }
     }
 
-    /// The request goes through the send queue; `after_discard`: its push was discarded.
-    fn queue(
-        &self,
-        st: &mut Connection,
-        mut wr: SendWr,
-        after_discard: bool,
-    ) -> Result<bool, PostError> {
+    /// Seed 000's stop rule after a discard; the twin runs from the send queue through
+    /// the driver, its completion flagged.
+    fn discarded(&self, rules: &mut PushPolicy, mut wr: SendWr) -> Offer {
+        rules.discarded();
         self.queued(1);
-        if !after_discard {
-            return super::inline_tx::post_queued(st, wr);
-        }
-        // The twin runs from the send queue through the driver, its completion flagged.
         wr.flags = wr.flags | rdmap::SendFlags::PUSH_DISCARDED;
-        st.stream.post_send(wr)?;
-        Ok(true)
-    }
-
-    /// Seed 000's stop rule after a discard; the twin runs from the send queue.
-    fn discarded(&self, st: &mut Connection, wr: SendWr) -> Result<bool, PostError> {
-        st.push_rules.discarded();
-        self.queue(st, wr, true)
+        Offer::Discarded(wr)
     }
 
     /// The message for `wr`, if it may be pushed: a Send, Write or Immediate Data whose
@@ -224,16 +244,26 @@ impl QpPush {
 
     /// The admission checks, in the seed's order: the request to execute, or why the
     /// message is discarded.
-    fn admit(&self, st: &mut Connection, s: &Snapshot) -> Result<SendWr, Discard> {
+    fn admit(
+        &self,
+        s: &Snapshot,
+        stream: &Stream,
+        tx_busy: bool,
+        arena: &mut BytesMut,
+    ) -> Result<SendWr, Discard> {
         // D3: the twin is at the head of the send queue (nothing posted before it is
         // still outstanding).
-        let at_head = match st.stream.outstanding_sends() {
+        let at_head = match stream.outstanding_sends() {
             0 => Ok(()),
             _ => Err(Discard::NotAtHead),
         };
-        let (busy, wants) = (st.tx_busy, st.stream.wants_transmit());
-        let arena = &mut st.push_arena;
-        self.share
-            .admit_message(&s.entry, arena, at_head, || busy || wants, super::now())
+        let (busy, wants) = (tx_busy, stream.wants_transmit());
+        self.share.admit_message(
+            &s.entry,
+            arena,
+            at_head,
+            || busy || wants,
+            crate::conn::now(),
+        )
     }
 }

@@ -26,10 +26,10 @@ use std::sync::Arc;
 
 use rdmap::{QpNum, SnapshotError};
 
+use super::engines::{MigrateError, Migrated, ParkedPd};
 use crate::conn::Completions;
 use crate::conn::QpImage;
-use crate::engine::Srq;
-use crate::migrate::{MigrateError, Migrated, ParkedPd};
+use crate::srq::Srq;
 use crate::tpt::{PdId, QpId, TptError};
 use crate::{Engine, Qp};
 use shm::Region;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ipc::qpseg::{DaemonLock, Discard, QpSegment, TxCounts, TxFraming, TxPoint, now_ns};
 use rdmap::Stream;
 
-use crate::push_share::PushShare;
+use super::share::PushShare;
 
 /// How long an application may hold the transmit lock without a heartbeat before the
 /// connection takes it over. It holds it for one FPDU's write (microseconds), or while
@@ -215,7 +215,7 @@ mod tests {
     use rdmap::{Stream, StreamConfig};
 
     use super::*;
-    use crate::push_share::PushConfig;
+    use crate::push::PushConfig;
 
     /// A stream in RTS, as the initiator of an MPA exchange with default settings.
     fn stream() -> Stream {

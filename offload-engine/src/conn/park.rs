@@ -84,15 +84,6 @@ impl Shared {
     }
 }
 
-/// The driver parked: `sock` goes to the migration that asked. If that migration was
-/// given up meanwhile, the connection goes on with a new driver.
-pub(crate) fn hand_over(shared: Arc<Shared>, sock: Arc<TcpStream>, park: ParkRequest) {
-    if let Err(sock) = park.0.send(sock) {
-        shared.lock().migrating = false;
-        super::spawn(shared, sock);
-    }
-}
-
 impl Parked {
     /// The queue pair.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
