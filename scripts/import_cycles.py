@@ -5,7 +5,7 @@ names an item or module that is defined in file B (`use crate::x::y`, `use super
 
 Re-exports are followed: if conn/mod.rs says `pub use connection::Foo` (or
 `pub(crate) use`, `pub(super) use`, a group, a rename, or a glob `pub use x::*`), then
-`use crate::conn::Foo` is an edge to conn/connection.rs, not to conn/mod.rs. A re-export
+`use crate::conn::Foo` is an edge to conn/connection/mod.rs, not to conn/mod.rs. A re-export
 line is an edge of its own file only when that file's code uses the name too.
 
 A circle between a file and its parent module (mod.rs or the crate root) is allowed:

@@ -9,23 +9,17 @@ use std::net::TcpStream;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use rdmap::{QpState, Transmit};
+use rdmap::Transmit;
 use tokio::io::Interest;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::connection::ParkRequest;
+use super::connection::{ParkRequest, TX_HIGH_WATER, Waits};
 use super::handle::Shared;
-use super::inline_tx::TX_HIGH_WATER;
 use super::io::{Input, Read, Registration, read_unlocked, send_now, write_unlocked};
 
-/// How long after the application's last [`Qp::poll_input`](super::Qp::poll_input) the
-/// driver leaves reading to it. If it stops polling, the driver reads again after this.
-const POLL_MUTE: Duration = Duration::from_millis(1);
 /// After this side is done (Terminate sent or graceful close drained), how long to wait
 /// for the peer's FIN before dropping the connection.
 const LINGER: Duration = Duration::from_secs(2);
@@ -55,21 +49,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
             }
             // Whatever happened, the stream ends flushed; the socket closes on drop.
             let mut st = shared.lock();
-            // A migration waiting for this driver to park learns that it ended.
-            st.park = None;
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection failed");
-                st.end.get_or_insert(super::QpEnd::ConnectionLost);
-            }
-            if !matches!(st.stream.state(), QpState::Error | QpState::Idle) {
-                st.stream.handle_eof(&mut BytesMut::new());
-            }
-            st.collect(shared.num);
-            // Published below, once the capture has ended.
-            st.publish_end = None;
-            let end = st.end.unwrap_or(super::QpEnd::ConnectionLost);
-            let tap = st.io.close();
-            let tpt = Arc::clone(&st.home.tpt);
+            let (end, tap, tpt) = st.finish(result.as_ref().err());
             shared.unlock(st);
             drop(sock);
             // Type 2 windows bound to this queue pair die with it.
@@ -89,7 +69,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sock: Arc<TcpStream>) {
 /// given up meanwhile, the connection goes on with a new driver.
 fn hand_over(shared: Arc<Shared>, sock: Arc<TcpStream>, park: ParkRequest) {
     if let Err(sock) = park.0.send(sock) {
-        shared.lock().migrating = false;
+        shared.lock().end_migration();
         spawn(shared, sock);
     }
 }
@@ -97,12 +77,12 @@ fn hand_over(shared: Arc<Shared>, sock: Arc<TcpStream>, park: ParkRequest) {
 /// Drives the connection until it ends (`Ok(None)`) or parks for a migration
 /// (`Ok(Some(request))`, see `park`).
 async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest>> {
-    let capturing = shared.lock().io.capturing();
+    let capturing = shared.lock().capturing();
     // A spin on a current-thread runtime would hold up every other task of the runtime,
     // the peer's or the servant's that it waits for among them.
     let busy_poll = match tokio::runtime::Handle::current().runtime_flavor() {
         tokio::runtime::RuntimeFlavor::CurrentThread => Duration::ZERO,
-        _ => shared.lock().home.busy_poll,
+        _ => shared.lock().busy_poll(),
     };
     let mut driver = Driver {
         out: Transmit::new(),
@@ -188,18 +168,6 @@ enum Turn {
     Wait(Waits),
 }
 
-/// What the driver waits for after a turn.
-struct Waits {
-    /// The stream's next timer.
-    deadline: Option<std::time::Instant>,
-    /// The peer's FIN was read: no more readiness to wait for.
-    eof: bool,
-    /// The application polls its input itself until then: leave reading to it.
-    muted_until: Option<Instant>,
-    /// When the connection times out if nothing moves, and why.
-    liveness: Option<(Instant, crate::timeouts::Expiry)>,
-}
-
 impl Driver {
     /// One turn under the connection's lock: park if a migration asks and nothing is
     /// half done, else [`Connection::step`](super::connection::Connection::step) on the turn's one
@@ -207,68 +175,18 @@ impl Driver {
     /// released.
     fn turn(&mut self, shared: &Shared) -> Turn {
         let mut st = shared.lock();
-        // A migration asked this driver to stop: at a turn's start nothing is half
-        // done (reads and writes are whole calls), and what is left to write goes
-        // back to the state for the next driver (an inline transmit writes only when the
-        // driver holds nothing, so `unwritten` is empty whenever `out` is not).
-        if st.park.is_some() && (self.shut_down || st.stream.state() != QpState::Rts) {
-            // No longer connected: the request is dropped, and the migration reads
-            // why from the state.
-            st.park = None;
-        }
-        // Not in the middle of a payload read straight into memory either: that holds
-        // the mapping, which does not cross to another process.
-        // And the application is not in the middle of an FPDU on a shared socket: the
-        // socket goes to another engine, so the application stops writing to it.
-        let can_park = (self.out.is_empty() || st.unwritten.is_empty())
-            && !st.stream.placing_directly()
-            && (st.park.is_none() || st.revoke_tx());
-        if let Some(park) = st.park.take_if(|_| can_park) {
-            // This side's end no longer shuts the socket down.
-            st.io.handed_over();
-            if !self.out.is_empty() {
-                std::mem::swap(&mut self.out, &mut st.unwritten);
-            }
-            st.tx_busy = !st.unwritten.is_empty();
+        if let Some(park) = st.take_park(&mut self.out, self.shut_down) {
             shared.unlock(st);
             return Turn::Park(park);
         }
-        let now = st.step(shared.num, &mut self.out, TX_HIGH_WATER, self.shut_down);
-        let done = match st.stream.state() {
-            QpState::Error | QpState::Idle => true,
-            QpState::Closing => st.stream.is_drained(),
-            _ => false,
-        };
-        if done && self.out.is_empty() && !self.shut_down {
+        let now = st.step(&mut self.out, TX_HIGH_WATER, self.shut_down);
+        if st.is_done() && self.out.is_empty() && !self.shut_down {
             self.shut_down = true;
-            st.io.shutdown_write();
+            st.shutdown_write();
             self.linger_until = Some(now + LINGER);
         }
-        // While the application polls the input itself, the driver does not wait
-        // for readability: every message would wake it only to find the input taken.
-        let muted_until = st
-            .polled_at
-            .map(|t| Instant::from_std(t + POLL_MUTE))
-            .filter(|&u| u > now);
-        self.progress.update(st.io.moved(), now);
-        let liveness = (st.stream.state() == QpState::Rts)
-            .then(|| {
-                // Requests waiting for a queued registration are not a stall.
-                let busy = !st.rx.is_empty()
-                    || !self.out.is_empty()
-                    || (st.stream.has_outstanding() && !st.stream.waits_on_registration(&*st.mem));
-                st.home.timeouts.deadline(self.progress.at, busy)
-            })
-            .flatten();
-        let waits = Waits {
-            deadline: [st.stream.poll_timeout(), st.tx_retry]
-                .into_iter()
-                .flatten()
-                .min(),
-            eof: st.rx_eof,
-            muted_until,
-            liveness,
-        };
+        self.progress.update(st.moved(), now);
+        let waits = st.waits(now, self.progress.at, !self.out.is_empty());
         // Busy polling is for the responder's part, which no application thread does:
         // input that made output (a Read or Atomic Response) opens the window. Completions
         // for the application's queues may wake its task, on this worker: give the thread
@@ -373,15 +291,14 @@ impl Driver {
                 // its input may have moved octets since, and then it has not expired.
                 if let Some((at, why)) = w.liveness
                     && now >= at
-                    && st.io.moved() == self.progress.moved
+                    && st.moved() == self.progress.moved
                 {
-                    st.end.get_or_insert(super::QpEnd::TimedOut);
+                    st.timed_out();
                     shared.unlock(st);
                     tracing::info!(?why, "connection timed out: nothing moved; ending it");
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "liveness timeout"));
                 }
-                st.stream.handle_timeout(now.into_std());
-                st.collect(shared.num);
+                st.handle_timeout(now);
                 self.delivered += shared.delivers_to_app(&st);
                 shared.unlock(st);
             }
@@ -405,16 +322,7 @@ fn write_out(
     }
     let n = write_unlocked(write, out, copy.as_deref_mut())?;
     let mut st = shared.lock();
-    {
-        let st = &mut *st;
-        st.io
-            .wrote(&mut st.stream, n, copy.map_or(&[][..], |c| &c[..]));
-    }
-    st.tx_busy = !out.is_empty();
-    st.settle_tx(out.is_empty());
-    if n > 0 {
-        st.collect(shared.num);
-    }
+    st.wrote(n, copy.map_or(&[][..], |c| &c[..]), out);
     let delivers = shared.delivers_to_app(&st);
     shared.unlock(st);
     Ok(delivers)
@@ -467,7 +375,7 @@ async fn spin(
         match st.return_input(input, got)? {
             Read::Nothing => {}
             Read::Data(_) => {
-                st.home.totals.busy_polled.fetch_add(1, Ordering::Relaxed);
+                st.count_busy_polled();
                 return Ok(true);
             }
             Read::Eof => return Ok(true),

@@ -10,7 +10,6 @@ use tokio::sync::{Notify, watch};
 
 use super::completions::Completions;
 use super::connection::Connection;
-use super::io::Read;
 use cq::{CompletionFuture, Waiters, check_wr_id};
 
 thread_local! {
@@ -41,8 +40,7 @@ pub(crate) struct Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         // The engine it belongs to last takes its counters.
-        let st = self.lock();
-        st.home.totals.retire(&st.stream.stats());
+        self.lock().retire_stats();
     }
 }
 
@@ -82,7 +80,7 @@ impl Shared {
         if self.completions.any_id() {
             0
         } else {
-            st.ready.len()
+            st.ready_count()
         }
     }
 
@@ -92,24 +90,23 @@ impl Shared {
 
     /// The stream's counters.
     pub(crate) fn stats(&self) -> rdmap::StreamStats {
-        self.lock().stream.stats()
+        self.lock().stream().stats()
     }
 
     /// Takes its part of the push path out (it moves to another engine, which adopts it).
     pub(crate) fn take_push(&self) -> Option<Arc<crate::push::QpPush>> {
-        self.lock().home.push.take()
+        self.lock().take_push()
     }
 
     /// Releases the lock, then delivers what the locked step collected
     /// ([`Connection::collect`]): completions to their futures and completion queues (in one
     /// batch per queue), and the end of the connection to [`Qp::closed`].
     pub(crate) fn unlock(&self, mut st: MutexGuard<'_, Connection>) {
-        if st.ready.is_empty() && st.publish_end.is_none() {
+        if !st.has_deliveries() {
             return;
         }
         let mut batch = SPARE.take();
-        std::mem::swap(&mut batch, &mut st.ready);
-        let end = st.publish_end.take();
+        let end = st.take_deliveries(&mut batch);
         drop(st);
         self.deliver(&mut batch);
         SPARE.set(batch);
@@ -168,17 +165,17 @@ impl Qp {
     /// The addresses of its connection, this end's and the peer's (`None` once the
     /// connection ended and its socket is closed).
     pub fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
-        self.shared.lock().io.addrs()
+        self.shared.lock().addrs()
     }
 
     /// The current state.
     pub fn state(&self) -> QpState {
-        self.shared.lock().stream.state()
+        self.shared.lock().state()
     }
 
     /// The stream's counters (FPDUs sent and received, octets placed).
     pub fn stats(&self) -> rdmap::StreamStats {
-        self.shared.lock().stream.stats()
+        self.shared.lock().stream().stats()
     }
 
     /// Seed 000's push counters of this queue pair: requests executed from pushed
@@ -187,62 +184,61 @@ impl Qp {
     pub fn push_counters(&self) -> ipc::qpseg::PushCounters {
         self.shared
             .lock()
-            .home
-            .push
-            .as_ref()
+            .push()
             .map_or_else(Default::default, |p| p.counters())
     }
 
     /// The negotiated inbound and outbound Read/Atomic limits (IRD, ORD).
     pub fn ird_ord(&self) -> (u16, u16) {
-        self.shared.lock().stream.ird_ord()
+        self.shared.lock().stream().ird_ord()
     }
 
     /// How the FPDUs are framed: CRC and markers as the MPA exchange settled them.
     pub fn framing(&self) -> rdmap::Framing {
-        self.shared.lock().stream.framing()
+        self.shared.lock().stream().framing()
     }
 
     /// The largest ULPDU this side sends in one FPDU: what one TCP segment holds, unless
     /// both sides agreed to large FPDUs.
     pub fn mulpdu(&self) -> u16 {
-        self.shared.lock().stream.mulpdu()
+        self.shared.lock().stream().mulpdu()
     }
 
     /// Serves (`true`, the default) or refuses incoming RDMA Writes, Reads and Atomics:
     /// see [`rdmap::Stream::set_incoming_rdma`].
     pub fn set_incoming_rdma(&self, allowed: bool) {
-        self.shared.lock().stream.set_incoming_rdma(allowed);
+        self.shared.lock().set_incoming_rdma(allowed);
     }
 
     /// What a request failing its local checks does: drain the send queue (`true`) or end
     /// the connection (`false`, the default); see
     /// [`rdmap::Stream::set_drain_on_local_failure`].
     pub fn set_drain_on_local_failure(&self, drain: bool) {
-        self.shared.lock().stream.set_drain_on_local_failure(drain);
+        self.shared.lock().set_drain_on_local_failure(drain);
     }
 
     /// Leaves the drained send queue state after a local failure.
     pub fn resume_send_queue(&self) {
-        self.shared.lock().stream.resume_send_queue();
+        let mut st = self.shared.lock();
+        st.resume_send_queue();
+        self.shared.unlock(st);
     }
 
     /// True while the send queue is drained after a local failure.
     pub fn send_queue_drained(&self) -> bool {
-        self.shared.lock().stream.send_queue_drained()
+        self.shared.lock().stream().send_queue_drained()
     }
 
     /// This stack's extensions both sides agreed to when the connection was set up.
     pub fn extensions(&self) -> rdmap::Extensions {
-        self.shared.lock().stream.extensions()
+        self.shared.lock().stream().extensions()
     }
 
     /// True while octets wait for room in the socket or the stream has FPDUs to produce:
     /// the connection is back-pressured, and a pushed message would have to wait (seed
     /// 000's flow-controlled condition).
     pub fn tx_backlog(&self) -> bool {
-        let st = self.shared.lock();
-        st.tx_busy || st.stream.wants_transmit()
+        self.shared.lock().tx_backlog()
     }
 
     /// Shares this connection's socket with the application that owns the queue pair, for
@@ -274,18 +270,9 @@ impl Qp {
     /// else through the send queue (written on this thread when small and the queue is
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
-        self.locked(|st| {
-            // Out of the state while it runs, as it runs on the state.
-            let push = st.home.push.take();
-            let posted = match &push {
-                Some(p) => super::push_post::post(st, p, wr),
-                None => super::inline_tx::post_queued(st, wr),
-            };
-            st.home.push = push;
-            match posted {
-                Ok(wake) => (Ok(()), wake),
-                Err(e) => (Err(e), false),
-            }
+        self.locked(|st| match st.post_send(wr) {
+            Ok(wake) => (Ok(()), wake),
+            Err(e) => (Err(e), false),
         })
     }
 
@@ -297,21 +284,8 @@ impl Qp {
     where
         I: IntoIterator<Item = SendWr>,
     {
-        let mut queued = 0;
-        let posted = self.locked(|st| {
-            let post = || {
-                for wr in wrs {
-                    self.shared.check_id(wr.wr_id)?;
-                    st.stream.post_send(wr)?;
-                    queued += 1;
-                }
-                Ok(())
-            };
-            // A batch that failed part-way queued its first requests: they still go out.
-            let posted = post();
-            if let Some(p) = &st.home.push {
-                p.queued(queued as u64);
-            }
+        let (queued, posted) = self.locked(|st| {
+            let posted = st.post_send_batch(wrs, |wr| self.shared.check_id(wr.wr_id));
             (posted, true)
         });
         posted.map_err(|e| (queued, e))
@@ -320,7 +294,7 @@ impl Qp {
     /// Queues a receive buffer.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         self.shared.check_id(wr.wr_id)?;
-        self.locked(|st| (st.stream.post_recv(wr), false))
+        self.locked(|st| (st.post_recv(wr), false))
     }
 
     /// Posts `wr` with its completion routed to the returned future instead of the send
@@ -345,7 +319,7 @@ impl Qp {
     pub fn post_recv_notify(&self, mut wr: RecvWr) -> Result<CompletionFuture, PostError> {
         let id = self.shared.future_id()?;
         wr.wr_id = id;
-        self.locked(|st| (st.stream.post_recv(wr), false))
+        self.locked(|st| (st.post_recv(wr), false))
             .inspect_err(|_| self.shared.waiters.forget(id))?;
         Ok(self.shared.waiters.future(id))
     }
@@ -376,10 +350,8 @@ impl Qp {
     /// from now on, rather than once [`poll_input`](Self::poll_input)'s last call is a
     /// millisecond old (a message meanwhile would wait for that).
     pub fn stop_polling(&self) {
-        let mut st = self.shared.lock();
-        let was = st.polled_at.take();
-        self.shared.unlock(st);
-        if was.is_some() {
+        let was = self.shared.lock().stop_polling();
+        if was {
             self.shared.wake_driver();
         }
     }
@@ -387,41 +359,7 @@ impl Qp {
     /// One busy poll; `all`: every request's output is written here, not only a lone one's.
     fn poll(&self, all: bool) -> bool {
         let mut st = self.shared.lock();
-        if st.rx_eof
-            || st.rx_busy
-            || st.migrating
-            || !matches!(st.stream.state(), QpState::Rts | QpState::Closing)
-        {
-            return false;
-        }
-        st.polled_at = Some(super::now());
-        let read = st.read_input();
-        if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
-            st.rx_eof = true;
-        }
-        let got = matches!(read, Ok(Read::Data(_)));
-        if got {
-            st.process_input();
-        }
-        // An error, the FIN or a state change: the driver's work. So is output, except
-        // that of a lone request (a Send or Write too large to go out with its post),
-        // produced and written here while the driver holds nothing unwritten, as a
-        // post's push writes: the driver, woken from this thread, may not run before the
-        // application's loop gives the runtime a turn, and a lone request is what the
-        // application waits for. Many requests in flight stay with the driver, off the
-        // application's thread, unless the caller asks for `all`: an experiment that
-        // wrote every request here from iwperf's tasks lost send_bw 64 KiB 17.6 -> 15.9
-        // and read_bw 29.4 -> 23.5 Gbit/s (BENCHMARKS.md).
-        let here = all || st.stream.outstanding_sends() == 1;
-        let driver = read.is_err()
-            || st.rx_eof
-            || st.stream.state() != QpState::Rts
-            || if here && st.stream.wants_transmit() {
-                super::inline_tx::transmit(&mut st, super::inline_tx::TX_HIGH_WATER)
-            } else {
-                st.stream.wants_transmit()
-            };
-        st.collect(self.shared.num);
+        let (got, driver) = st.poll_input(all);
         self.shared.unlock(st);
         if driver {
             self.shared.wake_driver();
@@ -433,8 +371,7 @@ impl Qp {
     /// Returns at once; [`closed`](Self::closed) waits for the end.
     pub fn disconnect(&self) {
         let mut st = self.shared.lock();
-        st.stream.close(super::now());
-        st.collect(self.shared.num);
+        st.close();
         self.shared.unlock(st);
         self.shared.wake_driver();
     }
@@ -444,7 +381,7 @@ impl Qp {
     /// flushed. Returns at once; [`closed`](Self::closed) waits for the end.
     pub fn terminate(&self, code: rdmap::TermCode) {
         self.locked(|st| {
-            st.stream.terminate(code);
+            st.terminate(code);
             ((), true)
         });
     }
@@ -471,7 +408,6 @@ impl Qp {
     fn locked<T>(&self, f: impl FnOnce(&mut Connection) -> (T, bool)) -> T {
         let mut st = self.shared.lock();
         let (result, wake) = f(&mut st);
-        st.collect(self.shared.num);
         self.shared.unlock(st);
         if wake {
             self.shared.wake_driver();

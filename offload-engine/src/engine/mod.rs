@@ -13,7 +13,7 @@ use mpa::{MpaConfig, Negotiated};
 use rdmap::{RecvWr, Stream, StreamConfig, TermCode};
 use tokio::net::TcpStream;
 
-use crate::conn::{Completions, Connection, Home, Io, Qp, QpNum, Shared};
+use crate::conn::{Completions, Connection, Home, Qp, QpNum, Shared};
 use crate::net::SocketOptions;
 use crate::pcap::{CaptureTap, Tap};
 use crate::push::{PdPush, PushShare, QpPush};
@@ -323,8 +323,13 @@ impl Engine {
         let num = next_qp_num();
         let mem = self.inner.tpt.view(init.pd, QpId::from(num.0));
         let home = self.home(self.qp_push(init, num).map(Arc::new));
-        let io = Io::new(sock.clone(), tap);
-        let state = Connection::new(stream, Box::new(mem), io, rx, (home, init.srq.clone()));
+        let state = Connection::start(
+            num,
+            (stream, Box::new(mem)),
+            (Arc::clone(sock), tap),
+            rx,
+            (home, init.srq.clone()),
+        );
         let shared = Shared::new(num, init.pd, state, init.completions.clone());
         self.inner.totals.connected();
         let qp = Qp {

@@ -12,8 +12,9 @@
 //! Words: a queue pair is *parked* when its driver has stopped and handed its socket over;
 //! an *image* is a parked domain or queue pair as plain data, to cross to another process.
 //! Three parts stay with the state they read and rebuild, which is private to them:
-//! `conn/park.rs` (parking and resuming a queue pair's driver) and `conn/image.rs` (a
-//! queue pair's image) in `conn`, and `tpt/image.rs` (a domain's entries) in `tpt`.
+//! `conn/connection/park.rs` (parking and resuming a queue pair's driver) and
+//! `conn/connection/image.rs` (a queue pair's image), parts of the connection, and
+//! `tpt/image.rs` (a domain's entries) in `tpt`.
 //!
 //! [`Engine::migrate_pd`]: crate::Engine::migrate_pd
 //! [`Engine::park_pd`]: crate::Engine::park_pd

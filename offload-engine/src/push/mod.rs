@@ -4,17 +4,17 @@
 //! owns the push resources, the embedded engine's push decision and the shared socket
 //! that lets an application write pushed messages itself:
 //!
-//! - [`share`]: the engine's side: each domain's push region ([`PdPush`]) and what every
+//! - `share`: the engine's side: each domain's push region ([`PdPush`]) and what every
 //!   pushed message draws on ([`PushShare`]: tracking entries, transmit credits, the
 //!   admission checks), shared by iwarpd's servants and embedded queue pairs;
-//! - [`slots`]: a queue pair's part ([`QpPush`]): the library's rules and the engine's
+//! - `slots`: a queue pair's part (`QpPush`): the library's rules and the engine's
 //!   scan and admission on an in-process region, run by the posting thread;
-//! - [`tx_share`]: the socket shared with the application that owns the queue pair, and
+//! - `tx_share`: the socket shared with the application that owns the queue pair, and
 //!   the transmit lock both writers take (the push path that skips the daemon).
 //!
-//! The connection acts on [`QpPush::offer`]'s decision in `conn/push_post.rs`, which stays
-//! in `conn` because it changes the connection's private state. The inline doorbell
-//! (`conn/inline_tx.rs`) is not part of the push path.
+//! The connection acts on `QpPush::offer`'s decision in `conn/connection/push_post.rs`,
+//! a part of the connection because it changes the connection's private state. The
+//! inline doorbell (`conn/connection/inline_tx.rs`) is not part of the push path.
 
 mod share;
 mod slots;

@@ -1,7 +1,7 @@
 //! Seed 000's push path for an embedded engine's queue pairs, on an in-process region:
 //! the same algorithm iwarpd runs for its clients (`iwarpd/src/local/servant/`), with the
 //! posting thread playing both parts, under the connection's lock. [`QpPush::offer`]
-//! decides; the connection acts on the decision (`conn/push_post.rs`).
+//! decides; the connection acts on the decision (`conn/connection/push_post.rs`).
 //!
 //! - **Library side.** A lone small Send, Write or Immediate Data (payload at most
 //!   [`INLINE_MAX`] octets) is encoded whole and written into a free slot of its
@@ -35,7 +35,7 @@ use super::share::{PdPush, PushShare};
 use crate::tpt::{PdId, Tpt};
 
 /// What the push path reads and keeps of a queue pair's connection, under the
-/// connection's lock (`conn/push_post.rs` builds it).
+/// connection's lock (`conn/connection/push_post.rs` builds it).
 pub(crate) struct ConnView<'a> {
     /// The connection's protocol stream, read only.
     pub(crate) stream: &'a Stream,

@@ -18,7 +18,7 @@
 //!
 //! # The ordered checks
 //!
-//! Every access runs, in order, and the first failure decides the [`AccessError`](rdmap::AccessError):
+//! Every access runs, in order, and the first failure decides the [`rdmap::AccessError`]:
 //!
 //! | # | Check | Error |
 //! |---|---|---|

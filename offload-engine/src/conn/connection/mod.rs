@@ -1,6 +1,24 @@
 //! [`Connection`]: one queue pair's connection state, what the connection's lock
-//! protects (its fields are private to `conn`), built by one constructor, and the one
-//! step that turns input, output, timers and the stream's events into deliveries.
+//! protects. Its fields are private to this module, whose submodules are its parts:
+//! - `app`: what the application's handle asks of it (posts, busy polls, close);
+//! - `driven`: what the driver asks of it between its reads and writes;
+//! - `inline_tx`: the inline transmit (a small send written by the posting thread);
+//! - `push_post`: a post by seed 000's push path ([`crate::push`] decides);
+//! - `park` and `image`: parking for live migration ([`crate::migration`]), and the
+//!   image that crosses to another process.
+//!
+//! Built by one constructor ([`Connection::start`]); the driver's one step
+//! ([`Connection::step`]) processes input, produces output, runs the timers and collects
+//! the events, and every other call that feeds the stream collects its events itself, so
+//! that releasing the lock ([`Shared::unlock`](crate::conn::Shared::unlock)) delivers
+//! them.
+
+mod app;
+mod driven;
+mod image;
+mod inline_tx;
+mod park;
+mod push_post;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -11,12 +29,18 @@ use rdmap::{
     Completion, Event, Memory, MemoryOps, QpEnd, QpNum, QpState, Stream, TermCode, Transmit,
 };
 
-use super::io::{Input, Io, Read};
+use crate::conn::io::{Input, Io, Read};
+use crate::pcap::Tap;
 use crate::push::{Gate, PushShare, QpPush, SharedTx};
 use crate::srq::Srq;
 use crate::stats::Totals;
 use crate::timeouts::Timeouts;
 use crate::tpt::Tpt;
+
+pub(crate) use driven::Waits;
+pub(crate) use image::{Prepared, QpImage};
+pub(crate) use inline_tx::TX_HIGH_WATER;
+pub(crate) use park::{ParkError, Parked};
 
 /// The engine a queue pair belongs to, which live migration changes: its memory table,
 /// its part of the push path, its liveness limits, its busy polling and where its
@@ -35,68 +59,72 @@ pub(crate) struct Home {
 /// The mutable half of a connection: the protocol state machine, this queue pair's view of
 /// memory, the IO part, and what waits for delivery.
 pub(crate) struct Connection {
-    pub(super) stream: Stream,
-    pub(super) mem: Box<dyn MemoryOps + Send>,
+    /// Its queue pair's number (for the log).
+    num: QpNum,
+    stream: Stream,
+    mem: Box<dyn MemoryOps + Send>,
     /// The shared receive queue this queue pair draws on, an input of the stream.
-    pub(super) srq: Option<Srq>,
+    srq: Option<Srq>,
     /// The socket and the capture ([`Io`] alone touches them).
-    pub(super) io: Io,
+    io: Io,
     /// How the connection ended, once known.
-    pub(super) end: Option<QpEnd>,
+    end: Option<QpEnd>,
     /// Octets read and not yet consumed by the stream (a partial FPDU).
-    pub(super) rx: BytesMut,
+    rx: BytesMut,
     /// The driver is reading outside the lock (it holds `rx`, or reads into memory the
     /// stream named): nobody else reads or processes input meanwhile.
-    pub(super) rx_busy: bool,
+    rx_busy: bool,
     /// The peer's FIN was read.
-    pub(super) rx_eof: bool,
+    rx_eof: bool,
     /// When the application last polled the input itself: while it keeps polling, the
     /// driver does not wait for the socket to be readable (it would only be woken to find
     /// the input taken).
-    pub(super) polled_at: Option<std::time::Instant>,
+    polled_at: Option<std::time::Instant>,
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so an inline transmit must not put anything on the wire ahead of them.
-    pub(super) tx_busy: bool,
+    tx_busy: bool,
     /// What an inline transmit produced but the socket did not take; the driver sends it next.
-    pub(super) unwritten: Transmit,
+    unwritten: Transmit,
     /// Completions produced under the lock, delivered after it is released.
-    pub(super) ready: Vec<Completion>,
-    /// The end, to be published (to [`Qp::closed`](super::Qp::closed)) after the lock is
+    ready: Vec<Completion>,
+    /// The end, to be published (to [`Qp::closed`](crate::conn::Qp::closed)) after the lock is
     /// released.
-    pub(super) publish_end: Option<QpEnd>,
+    publish_end: Option<QpEnd>,
     /// Seed 000's stop and resume rules on this side (see `push/slots.rs`).
-    pub(super) push_rules: ipc::push::PushPolicy,
+    push_rules: ipc::push::PushPolicy,
     /// Payloads copied out of push slots are carved from this (one allocation per 64 KiB).
-    pub(super) push_arena: BytesMut,
+    push_arena: BytesMut,
     /// The engine it belongs to now.
-    pub(super) home: Home,
+    home: Home,
     /// True while it moves to another engine: only the driver touches the socket and
     /// memory (no push, no inline write, no busy poll), and the driver parks.
-    pub(super) migrating: bool,
+    migrating: bool,
     /// Where the driver hands its socket over when it parks (see `park`).
-    pub(super) park: Option<ParkRequest>,
+    park: Option<ParkRequest>,
     /// The socket is shared with the application that owns the queue pair, and this is
     /// the transmit lock's state (see `push/tx_share.rs`).
-    pub(super) tx_share: Option<SharedTx>,
+    tx_share: Option<SharedTx>,
     /// The application held the transmit lock: the driver looks again then.
-    pub(super) tx_retry: Option<std::time::Instant>,
+    tx_retry: Option<std::time::Instant>,
 }
 
 impl Connection {
-    /// A connection in its first state: `stream` over `mem`, with `rx` already read (the
-    /// octets that came with the MPA handshake), in `home`, drawing on `srq`.
-    pub(crate) fn new(
-        stream: Stream,
-        mem: Box<dyn MemoryOps + Send>,
-        io: Io,
+    /// Queue pair `num`'s connection in its first state: `stream` over `mem`, on `sock`
+    /// (captured by `tap`), with `rx` already read (the octets that came with the MPA
+    /// handshake), in `home`, drawing on `srq`.
+    pub(crate) fn start(
+        num: QpNum,
+        (stream, mem): (Stream, Box<dyn MemoryOps + Send>),
+        (sock, tap): (Arc<std::net::TcpStream>, Tap),
         rx: BytesMut,
         (home, srq): (Home, Option<Srq>),
     ) -> Self {
         Self {
+            num,
             stream,
             mem,
             srq,
-            io,
+            io: Io::new(sock, tap),
             end: None,
             rx,
             rx_busy: false,
@@ -145,7 +173,7 @@ impl Connection {
 
     /// May the stream produce output now? With a shared socket, only while this side
     /// holds the transmit lock (taken here); outside RTS or while moving, the share ends.
-    pub(super) fn tx_gate(&mut self) -> bool {
+    fn tx_gate(&mut self) -> bool {
         let Some(share) = &mut self.tx_share else {
             return true;
         };
@@ -173,7 +201,7 @@ impl Connection {
 
     /// After a write: lets the application have the stream if this side is done with it
     /// (`out_empty`: nothing waits for the socket).
-    pub(super) fn settle_tx(&mut self, out_empty: bool) {
+    fn settle_tx(&mut self, out_empty: bool) {
         let empty = out_empty && self.unwritten.is_empty();
         if let Some(share) = &mut self.tx_share {
             share.settle(&self.stream, empty);
@@ -183,7 +211,7 @@ impl Connection {
     /// Ends the socket's share for good once the application is not writing to it (false
     /// while it holds the transmit lock: `tx_retry` says when to try again); a stream the
     /// application left in the middle of an FPDU ends this connection.
-    pub(super) fn revoke_tx(&mut self) -> bool {
+    fn revoke_tx(&mut self) -> bool {
         let Some(share) = &mut self.tx_share else {
             return true;
         };
@@ -209,7 +237,7 @@ impl Connection {
     /// An application's poll of its input, under the lock: one read of the socket
     /// itself (not tokio's readiness), straight into registered memory when the stream
     /// has a payload coming there ([`Stream::direct_target`]), otherwise into `rx`.
-    pub(super) fn read_input(&mut self) -> io::Result<Read> {
+    fn read_input(&mut self) -> io::Result<Read> {
         let mem: &mut dyn Memory = self.mem.as_mut();
         if let Some(to) = self.stream.direct_target(&mut self.rx, mem) {
             let read = self.io.read_direct(&to)?;
@@ -264,7 +292,7 @@ impl Connection {
     }
 
     /// Feeds the octets read so far to the stream (placement happens here).
-    pub(super) fn process_input(&mut self) {
+    fn process_input(&mut self) {
         if self.rx.is_empty() {
             return;
         }
@@ -284,7 +312,6 @@ impl Connection {
     /// taken once the work is done; `tx_busy` tells whether `out` holds octets.
     pub(super) fn step(
         &mut self,
-        num: QpNum,
         out: &mut Transmit,
         high_water: usize,
         shut_down: bool,
@@ -311,14 +338,15 @@ impl Connection {
         // deadline of poll_timeout).
         let now = tokio::time::Instant::now();
         self.stream.handle_timeout(now.into_std());
-        self.collect(num);
+        self.collect();
         now
     }
 
     /// Moves the stream's events into `ready` and records how the connection ended. Call
     /// with the lock held after every call into the stream; the lock's holder then
-    /// releases it with [`Shared::unlock`](super::Shared::unlock), which delivers.
-    pub(super) fn collect(&mut self, num: QpNum) {
+    /// releases it with [`Shared::unlock`](crate::conn::Shared::unlock), which delivers.
+    fn collect(&mut self) {
+        let num = self.num;
         while let Some(ev) = self.stream.poll_event() {
             match ev {
                 Event::Completion(wc) => self.ready.push(wc),

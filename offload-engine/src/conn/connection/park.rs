@@ -16,8 +16,8 @@ use rdmap::{MemoryOps, QpNum, QpState};
 use std::net::TcpStream;
 use tokio::sync::oneshot;
 
-use super::connection::{Home, ParkRequest};
-use super::handle::Shared;
+use super::{Home, ParkRequest};
+use crate::conn::Shared;
 
 /// Why a queue pair could not be parked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl Parked {
         self.resumed = true;
         self.shared.lock().migrating = false;
         if let Some(sock) = self.sock.take() {
-            super::spawn(Arc::clone(&self.shared), sock);
+            crate::conn::spawn(Arc::clone(&self.shared), sock);
         }
         // Work posted while it was parked is waiting.
         self.shared.wake_driver();

@@ -6,8 +6,7 @@
 
 use rdmap::{PostError, QpState, SendWr};
 
-use super::connection::Connection;
-use super::inline_tx;
+use super::{Connection, inline_tx};
 use crate::push::{ConnView, Offer, QpPush};
 
 /// Posts `wr` (a lone request) by the push path if it may be pushed, else through the

@@ -14,10 +14,9 @@ use bytes::{Bytes, BytesMut};
 use rdmap::{Completion, MemoryOps, QpEnd, QpNum, Stream};
 use std::net::TcpStream;
 
-use super::connection::{Connection, Home};
-use super::handle::Shared;
-use super::io::Io;
 use super::park::Parked;
+use super::{Connection, Home};
+use crate::conn::Shared;
 use crate::pcap::Tap;
 
 /// One queue pair of a domain crossing to another process.
@@ -49,7 +48,7 @@ impl Parked {
         let mut st = shared.lock();
         let stream = st
             .stream
-            .to_snapshot(super::now())
+            .to_snapshot(crate::conn::now())
             .map_err(|e| e.to_string())?;
         let n = st.unwritten.len();
         // Reading the unwritten octets out consumes them: put them back as they were.
@@ -69,7 +68,7 @@ impl Parked {
 
     /// Ends the queue pair here for good: it now runs in another process. Its driver is
     /// not restarted, its socket is closed without a FIN (the other process holds it), and
-    /// [`Qp::closed`](super::Qp::closed) says [`QpEnd::MovedAway`]. Nothing is flushed:
+    /// [`Qp::closed`](crate::conn::Qp::closed) says [`QpEnd::MovedAway`]. Nothing is flushed:
     /// its requests complete in the other process.
     pub(crate) fn retire(mut self) {
         let shared = Arc::clone(self.shared());
@@ -100,7 +99,7 @@ impl QpImage {
     /// Reads the stream back and takes `sock`.
     pub(crate) fn prepare(self, sock: OwnedFd) -> Result<Prepared, String> {
         let stream =
-            Stream::from_snapshot(&self.stream, super::now()).map_err(|e| e.to_string())?;
+            Stream::from_snapshot(&self.stream, crate::conn::now()).map_err(|e| e.to_string())?;
         let sock = TcpStream::from(sock);
         sock.set_nonblocking(true)
             .map_err(|e| format!("the socket: {e}"))?;
@@ -121,7 +120,7 @@ impl Prepared {
         (num, pd): (QpNum, crate::tpt::PdId),
         home: Home,
         mem: Box<dyn MemoryOps + Send>,
-        completions: super::Completions,
+        completions: crate::conn::Completions,
         srq: Option<crate::srq::Srq>,
     ) -> Arc<Shared> {
         let Self {
@@ -129,15 +128,20 @@ impl Prepared {
             sock,
             image,
         } = self;
-        let io = Io::new(Arc::clone(&sock), Tap::off());
         let rx = BytesMut::from(&image.rx[..]);
-        let mut st = Connection::new(stream, mem, io, rx, (home, srq));
+        let mut st = Connection::start(
+            num,
+            (stream, mem),
+            (Arc::clone(&sock), Tap::off()),
+            rx,
+            (home, srq),
+        );
         st.rx_eof = image.rx_eof;
         st.unwritten.push_framed(Bytes::from(image.unwritten));
         st.tx_busy = !st.unwritten.is_empty();
         st.ready = image.ready;
         let shared = Arc::new(Shared::new(num, pd, st, completions));
-        super::spawn(Arc::clone(&shared), sock);
+        crate::conn::spawn(Arc::clone(&shared), sock);
         shared.wake_driver();
         shared
     }

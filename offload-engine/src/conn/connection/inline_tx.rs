@@ -10,7 +10,7 @@
 
 use rdmap::QpState;
 
-use super::connection::Connection;
+use super::Connection;
 
 /// The largest payload a post sends on the caller's thread. Small messages are where the
 /// saved wake-up matters; large ones go faster through the driver, which keeps the
