@@ -16,19 +16,12 @@ names its parent's `Stream`); every other circle is reported. Each
 crate of the workspace is checked (its library and its binary root in src/, each file
 found through `mod` declarations); tests/, benches/ and src/bin/ are other crates.
 
-    scripts/import_cycles.py              # every circle; exit 1 if any (PENDING aside)
+    scripts/import_cycles.py              # every circle; exit 1 if any
     scripts/import_cycles.py --self-test  # the checker finds circles through re-exports
 """
 import os, re, sys, tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-# Crates whose circles are known and not broken yet: printed, but they do not fail the
-# check. Empty this as they are broken.
-PENDING = {
-    "cverbs": "the C library's ops table (ops.rs) names every verb's file, and each names "
-    "device.rs's Context back; qp/srq/mw share helpers both ways",
-}
-
 
 def workspace_crates(root):
     """The members of the workspace's Cargo.toml that have a src/ directory."""
@@ -268,8 +261,8 @@ def name(p):
 
 
 def check(root, crates):
-    """The circles that are not allowed, as printable lines, and those of PENDING crates."""
-    bad, pending = [], []
+    """The circles that are not allowed, as printable lines."""
+    bad = []
     for crate in crates:
         src = os.path.join(root, crate, "src")
         for top in ("lib.rs", "main.rs"):
@@ -278,9 +271,8 @@ def check(root, crates):
                 continue
             label = crate if top == "lib.rs" else f"{crate} (bin)"
             for c in cycles(without_upward(Crate(module_tree(f)).edges())):
-                line = f"{label}: " + " -> ".join(name(p) for p in c)
-                (pending if crate in PENDING else bad).append(line)
-    return bad, pending
+                bad.append(f"{label}: " + " -> ".join(name(p) for p in c))
+    return bad
 
 
 SELF_TEST = {
@@ -304,7 +296,7 @@ def self_test():
         for rel, text in SELF_TEST.items():
             os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
             open(os.path.join(d, rel), "w").write(text)
-        got = sorted(check(d, workspace_crates(d))[0])
+        got = sorted(check(d, workspace_crates(d)))
     want = ["k: a -> b::inner -> a", "k: c::d -> e -> c::d"]
     if got != want:
         print("import_cycles self-test failed: found", got, "expected", want)
@@ -316,12 +308,7 @@ def self_test():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--self-test"]:
         sys.exit(self_test())
-    bad, pending = check(ROOT, workspace_crates(ROOT))
-    for line in pending:
-        print("pending: " + line)
-    for crate, why in PENDING.items():
-        n = sum(line.startswith(crate + ":") for line in pending)
-        print(f"pending: {crate}: {n} circles not yet broken ({why})")
+    bad = check(ROOT, workspace_crates(ROOT))
     for line in bad:
         print(line)
     print(f"{len(bad)} circles" if bad else "no import circles")

@@ -1,5 +1,6 @@
-//! Asynchronous events: `ibv_get_async_event` and `ibv_ack_async_event`, on the context's
-//! `async_fd` (an eventfd in semaphore mode, which poll/epoll wait on).
+//! Asynchronous events, on the context's `async_fd` (an eventfd in semaphore mode, which
+//! poll/epoll wait on); `ibv_get_async_event` and `ibv_ack_async_event` (in `device`, with
+//! the context) take them.
 //!
 //! Reported, as siw reports them: `IBV_EVENT_QP_FATAL` when a connected queue pair ends
 //! in error (a Terminate either way, the TCP connection lost, a stall, a completion queue
@@ -12,8 +13,6 @@ use libc::c_int;
 use verbs::QpEnd;
 
 use crate::abi::*;
-use crate::device::context;
-use crate::errors::Errno;
 use crate::semaphore::Counted;
 
 /// The most events a context keeps for a program that does not take them.
@@ -32,6 +31,12 @@ impl AsyncEvents {
     /// The descriptor, as C sees it (`ibv_context::async_fd`).
     pub(crate) fn raw(&self) -> c_int {
         self.0.raw()
+    }
+
+    /// The oldest event, waiting for one unless the descriptor is non-blocking; none with
+    /// errno set (read(2)'s: `EAGAIN`, `EINTR`; or `EINVAL`).
+    pub(crate) fn take(&self) -> Option<ibv_async_event> {
+        self.0.take()
     }
 
     fn post(&self, element: usize, event_type: c_int) {
@@ -60,32 +65,3 @@ impl AsyncEvents {
         }
     }
 }
-
-/// `ibv_get_async_event`: the context's oldest event, waiting for one unless its
-/// `async_fd` is non-blocking (then -1 and `EAGAIN`).
-///
-/// # Safety
-/// `event` points to the caller's structure.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_get_async_event(
-    ctx: *mut ibv_context,
-    event: *mut ibv_async_event,
-) -> c_int {
-    let Ok(c) = context(ctx) else {
-        return Errno::EINVAL.fail();
-    };
-    if event.is_null() {
-        return Errno::EINVAL.fail();
-    }
-    let Some(ev) = c.events.0.take() else {
-        return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
-    };
-    // SAFETY: the caller's structure, per this function's contract.
-    unsafe { event.write(ev) };
-    0
-}
-
-/// `ibv_ack_async_event`: an event here owns nothing, and destroying the object it names
-/// does not wait for its acknowledgement (the object lives while the library uses it).
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}

@@ -13,7 +13,7 @@
 use std::cell::UnsafeCell;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use libc::{c_int, c_void, sockaddr};
 
@@ -22,21 +22,11 @@ use crate::cm_abi::*;
 use crate::cm_events::{EventChannel, Owner, What, channel};
 use crate::errors::{Errno, once, unsupported};
 use crate::live::Live;
+use crate::open::cm_context;
 use crate::qp::Qp;
 use crate::sockaddr::{from_c, to_c};
 
 static IDS: Live<CmId> = Live::new();
-
-/// The context every identifier's `verbs` names, opened on first use (null if the stack
-/// cannot be reached).
-pub(crate) fn cm_context() -> Option<*mut ibv_context> {
-    static CTX: OnceLock<usize> = OnceLock::new();
-    let ctx = *CTX.get_or_init(|| {
-        let dev = &crate::device::device().ibv as *const ibv_device as *mut ibv_device;
-        crate::device::ibv_open_device(dev) as usize
-    });
-    (ctx != 0).then_some(ctx as *mut ibv_context)
-}
 
 /// An identifier.
 #[repr(C)]

@@ -241,7 +241,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 /// A new channel; none (errno set) if the stack cannot be reached. A synchronous
 /// identifier (one made without a channel) gets one of its own, as librdmacm gives it.
 pub(crate) fn open() -> Option<Arc<EventChannel>> {
-    if crate::cm::cm_context().is_none() {
+    if crate::open::cm_context().is_none() {
         set_errno(Errno::ENODEV);
         return None;
     }

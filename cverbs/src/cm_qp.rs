@@ -7,9 +7,10 @@ use std::sync::OnceLock;
 use libc::c_int;
 
 use crate::abi::*;
-use crate::cm::{cm_context, id_of};
+use crate::cm::id_of;
 use crate::cm_abi::*;
 use crate::errors::Errno;
+use crate::open::cm_context;
 
 /// `rdma_create_qp`: a queue pair for this identifier's connection, in `pd` (or the
 /// device's own domain, as librdmacm's, if null). Completion queues the attributes do not

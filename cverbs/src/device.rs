@@ -1,5 +1,6 @@
-//! The one device, `iwarp0`: the device list, opening and closing it, and its attributes,
-//! ports and GIDs, as `ibv_devices` and `ibv_devinfo` read them.
+//! The one device, `iwarp0`: the device list, its open contexts (opening and closing one
+//! is `open`), and its attributes, ports and GIDs, as `ibv_devices` and `ibv_devinfo`
+//! read them; and each context's asynchronous events (`async_events`).
 //!
 //! The device stands for this host's iWARP stack on its primary interface (the first one
 //! up, not loopback, with an IPv4 address; loopback if there is none, or the one
@@ -7,7 +8,6 @@
 //! node GUID that interface's MAC address, as siw makes them.
 
 use std::ffi::CStr;
-use std::net::Ipv4Addr;
 use std::sync::{Arc, OnceLock};
 
 use libc::{c_char, c_int, c_uint};
@@ -91,7 +91,7 @@ pub(crate) fn ours(dev: *const ibv_device) -> Option<&'static Device> {
 }
 
 /// The contexts open now.
-static CONTEXTS: Live<Context> = Live::new();
+pub(crate) static CONTEXTS: Live<Context> = Live::new();
 
 /// An open device, as `ibv_open_device` returns it.
 #[repr(C)]
@@ -113,29 +113,6 @@ pub(crate) struct Context {
 unsafe impl Send for Context {}
 // SAFETY: as above.
 unsafe impl Sync for Context {}
-
-/// The stack every context of this process uses, opened on first use: one engine (or one
-/// attachment to iwarpd) per process, as one adapter serves every context opened on it,
-/// so that a domain of one context and a connection of another (the connection manager's)
-/// meet. `None` (the reason on stderr, once) if it cannot be reached.
-fn stack() -> Option<verbs::Device> {
-    static STACK: OnceLock<Option<verbs::Device>> = OnceLock::new();
-    STACK
-        .get_or_init(|| {
-            // Peer-to-peer MPA (RFC 6581), as siw: the initiator sends a ready-to-receive
-            // message after the handshake, so the responder may send first (perftest's
-            // write_lat server does); without it, iWARP holds the responder's first message
-            // until the initiator has sent one. A peer that does not ask gets plain MPA.
-            let rtr = verbs::RtrFlags::WRITE | verbs::RtrFlags::READ;
-            let cfg = verbs::DeviceConfig::default()
-                .queue_depths(QUEUE_DEPTH, QUEUE_DEPTH)
-                .p2p(true, rtr);
-            verbs::Device::open(cfg)
-                .inspect_err(|e| eprintln!("iwarp verbs: ibv_open_device: {e}"))
-                .ok()
-        })
-        .clone()
-}
 
 /// The context behind `ctx`, if it is open.
 pub(crate) fn context(ctx: *const ibv_context) -> Result<Arc<Context>, Errno> {
@@ -283,52 +260,6 @@ pub extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_char {
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
     ours(dev).map_or(0, |d| d.iface.guid())
-}
-
-/// `ibv_open_device`: a new context on the device, over the stack the environment names
-/// (`IWARP_DEVICE=unix:PATH` for a local iwarpd; otherwise the engine in this process).
-/// Null, with errno `ENODEV` and the reason on stderr, when that stack cannot be reached.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    let Some(d) = ours(dev) else {
-        set_errno(Errno::ENODEV);
-        return std::ptr::null_mut();
-    };
-    let Some(device) = stack() else {
-        set_errno(Errno::ENODEV);
-        return std::ptr::null_mut();
-    };
-    let Ok(events) = crate::async_events::AsyncEvents::new() else {
-        return std::ptr::null_mut();
-    };
-    let ptr = CONTEXTS.add(Context {
-        ibv: ibv_context {
-            device: &d.ibv as *const ibv_device as *mut ibv_device,
-            ops: crate::ops::table(),
-            cmd_fd: -1,
-            async_fd: events.raw(),
-            num_comp_vectors: 1,
-            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
-            abi_compat: std::ptr::null_mut(),
-        },
-        device,
-        domains: Default::default(),
-        events,
-    });
-    ptr.cast()
-}
-
-/// `ibv_close_device`: 0; -1 with `EINVAL` for a context that is not open (closed
-/// twice, or never this library's: refused, not freed again), or `EBUSY` while it still
-/// has protection domains.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
-    let busy = |c: &Context| c.domains.load(std::sync::atomic::Ordering::Relaxed) > 0;
-    match CONTEXTS.remove_unless(ctx, busy) {
-        Ok(_) => 0,
-        Err(true) => Errno::EBUSY.fail(),
-        Err(false) => Errno::EINVAL.fail(),
-    }
 }
 
 /// `ibv_query_device`.
@@ -519,6 +450,35 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     value.len().min(size - 1) as c_int
 }
 
+/// `ibv_get_async_event`: the context's oldest event, waiting for one unless its
+/// `async_fd` is non-blocking (then -1 and `EAGAIN`).
+///
+/// # Safety
+/// `event` points to the caller's structure.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_async_event(
+    ctx: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    let Ok(c) = context(ctx) else {
+        return Errno::EINVAL.fail();
+    };
+    if event.is_null() {
+        return Errno::EINVAL.fail();
+    }
+    let Some(ev) = c.events.take() else {
+        return -1; // errno set: read(2)'s (EAGAIN, EINTR), or EINVAL
+    };
+    // SAFETY: the caller's structure, per this function's contract.
+    unsafe { event.write(ev) };
+    0
+}
+
+/// `ibv_ack_async_event`: an event here owns nothing, and destroying the object it names
+/// does not wait for its acknowledgement (the object lives while the library uses it).
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
+
 impl Iface {
     /// The GID: the address, IPv4-mapped.
     pub(crate) fn gid(&self) -> ibv_gid {
@@ -538,6 +498,3 @@ impl Iface {
         u64::from_ne_bytes(g)
     }
 }
-
-/// Loopback, when nothing else is up.
-pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;

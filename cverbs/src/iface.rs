@@ -3,6 +3,9 @@
 use std::ffi::CStr;
 use std::net::Ipv4Addr;
 
+/// Loopback, when nothing else is up.
+const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
 /// One network interface, as the device reports it.
 #[derive(Debug, Clone)]
 pub(crate) struct Iface {
@@ -30,7 +33,7 @@ impl Iface {
         };
         let (name, addr) = pick
             .map(|(n, a, _)| (n.clone(), *a))
-            .unwrap_or_else(|| ("lo".to_owned(), crate::device::LOOPBACK));
+            .unwrap_or_else(|| ("lo".to_owned(), LOOPBACK));
         let sys = |f: &str| std::fs::read_to_string(format!("/sys/class/net/{name}/{f}"));
         let mac = sys("address").ok().and_then(|s| parse_mac(s.trim()));
         let mtu = sys("mtu")

@@ -17,7 +17,7 @@
 //! shared receive queues; the connection manager (event channels, identifiers, address
 //! resolution, listen, connect, accept, reject, disconnect); queue pairs made by
 //! `rdma_create_qp` and posted to. All of it with the engine in the program's process
-//! (`device::stack`), on a runtime thread of the library's own (`rt`), or through a local
+//! (`open`), on a runtime thread of the library's own (`rt`), or through a local
 //! iwarpd (`IWARP_DEVICE=unix:PATH`), where a registered buffer's pages move in place onto
 //! a memory file the daemon maps (`memory`, `shm::arena`). Every other call the target
 //! programs make is exported and fails with `EOPNOTSUPP`, saying once on stderr which
@@ -56,7 +56,10 @@ mod iface;
 mod live;
 pub mod memory;
 mod mw;
+mod mw_bind;
+pub mod open;
 mod ops;
+mod post;
 pub mod qp;
 mod rt;
 mod semaphore;

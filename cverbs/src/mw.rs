@@ -1,5 +1,6 @@
-//! Memory windows: `ibv_alloc_mw`, `ibv_dealloc_mw` and `ibv_bind_mw` (the context's
-//! operations, which rdma-core's inline functions call), and the send queue's
+//! Memory windows: `ibv_alloc_mw`, `ibv_dealloc_mw` and the bind behind `ibv_bind_mw`
+//! (the context's operations, which rdma-core's inline functions call; `ibv_bind_mw`'s
+//! entry, which posts on the queue pair, is `mw_bind`), and the send queue's
 //! `IBV_WR_BIND_MW` and `IBV_WR_LOCAL_INV`.
 //!
 //! A type 1 window is bound by `ibv_bind_mw`, at once, for every queue pair of its domain;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use libc::c_int;
-use verbs::{MwType, SendFlags, SendOp, SendWr};
+use verbs::{MwType, SendOp};
 
 use crate::abi::*;
 use crate::errors::{Errno, once, set_errno};
@@ -50,6 +51,29 @@ impl Mw {
         // SAFETY: the window's own C structure; its `rkey` word is written only by binds,
         // which the program orders (rdma-core's contract: one bind of a window at a time).
         unsafe { (*self.ibv.get()).rkey = rkey };
+    }
+
+    /// Binds (or, with no region, unbinds) the window now, as `ibv_bind_mw` does (type
+    /// 1); the error number if it cannot be.
+    pub(crate) fn bind_now(&self, info: &ibv_mw_bind_info) -> Result<(), c_int> {
+        let bound = match target(info) {
+            Err(e) => return Err(e.0),
+            Ok(None) => self.mw.invalidate().map(|()| u32::from(self.mw.stag())),
+            Ok(Some((mr, range, access))) => self
+                .mw
+                .bind(&mr.mr, range, access)
+                .map(|remote| u32::from(remote.stag)),
+        };
+        match bound {
+            Ok(rkey) => {
+                self.set_rkey(rkey);
+                Ok(())
+            }
+            Err(e) => {
+                once("ibv_bind_mw", &e.to_string());
+                Err(libc::EINVAL)
+            }
+        }
     }
 }
 
@@ -102,7 +126,7 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
 }
 
 /// The window behind `mw`, if it is alive.
-fn window(mw: *const ibv_mw) -> Result<Arc<Mw>, Errno> {
+pub(crate) fn window(mw: *const ibv_mw) -> Result<Arc<Mw>, Errno> {
     WINDOWS.get(mw).ok_or(Errno::EINVAL)
 }
 
@@ -131,55 +155,6 @@ fn target(info: &ibv_mw_bind_info) -> Result<Option<Target>, Errno> {
         Errno::EINVAL
     })?;
     Ok(Some((mr, start..end, access)))
-}
-
-/// The context's `bind_mw` (`ibv_bind_mw`, type 1): binds (or, with no region, unbinds)
-/// the window now and posts its completion if one is asked for; 0 or an error number.
-///
-/// # Safety
-/// `bind` points to the caller's bind.
-pub(crate) unsafe extern "C" fn bind_mw(
-    qp: *mut ibv_qp,
-    mw: *mut ibv_mw,
-    bind: *mut ibv_mw_bind,
-) -> c_int {
-    let (Ok(w), Ok(q)) = (window(mw), crate::qp::queue_pair(qp.cast())) else {
-        return libc::EINVAL;
-    };
-    // SAFETY: the caller's bind, per this function's contract.
-    let Some(b) = (unsafe { bind.as_ref() }) else {
-        return libc::EINVAL;
-    };
-    let bound = match target(&b.bind_info) {
-        Err(e) => return e.0,
-        Ok(None) => w.mw.invalidate().map(|()| u32::from(w.mw.stag())),
-        Ok(Some((mr, range, access))) => {
-            w.mw.bind(&mr.mr, range, access)
-                .map(|remote| u32::from(remote.stag))
-        }
-    };
-    match bound {
-        Ok(rkey) => w.set_rkey(rkey),
-        Err(e) => {
-            once("ibv_bind_mw", &e.to_string());
-            return libc::EINVAL;
-        }
-    }
-    if q.signals(b.send_flags) {
-        // Its completion, in order with the send queue's: a request that waits for
-        // nothing (a Delay of zero), completed as IBV_WC_BIND_MW (`wc`).
-        let wr = SendWr {
-            wr_id: b.wr_id,
-            op: SendOp::Delay {
-                duration: std::time::Duration::ZERO,
-            },
-            flags: SendFlags::SIGNALED,
-        };
-        if let Err(e) = q.post_local(wr) {
-            return e.0;
-        }
-    }
-    0
 }
 
 /// An `IBV_WR_BIND_MW` request as the stack's (type 2 windows): the key must be the

@@ -17,7 +17,7 @@ pub(crate) fn table() -> ibv_context_ops {
         _compat_rereg_mr: null,
         _compat_dereg_mr: null,
         alloc_mw: Some(crate::mw::alloc_mw),
-        bind_mw: Some(crate::mw::bind_mw),
+        bind_mw: Some(crate::mw_bind::bind_mw),
         dealloc_mw: Some(crate::mw::dealloc_mw),
         _compat_create_cq: null,
         poll_cq: Some(crate::cq::poll_cq),

@@ -11,23 +11,20 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use libc::{c_int, c_void};
-use verbs::{Payload, PostError, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr, Sge, Sgl};
+use verbs::{Payload, RecvWr, RemoteBuf, STag, SendFlags, SendOp, SendWr};
 
 use crate::abi::*;
 use crate::cq::{Cq, queue};
 use crate::errors::{Errno, once};
 use crate::live::Live;
 use crate::memory::{Pd, domain};
+use crate::post::{MAX_SGE, not_posted, post_errno, post_recvs, sgl};
 use crate::srq::{Srq, shared_queue};
 
 static QPS: Live<Qp> = Live::new();
 
 /// The most octets of an `IBV_SEND_INLINE` request (copied when posted).
 const MAX_INLINE: u32 = 4096;
-/// The most entries of one scatter/gather list this library reads (a larger `num_sge`
-/// is refused before anything is read).
-const MAX_SGE: usize = 64;
-
 /// A queue pair.
 #[repr(C)]
 pub(crate) struct Qp {
@@ -325,33 +322,6 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_int, mask: 
     }
 }
 
-/// A C scatter/gather list as the stack's.
-///
-/// # Safety
-/// `sg` points to `n` entries (or `n` is 0).
-unsafe fn sgl(sg: *const ibv_sge, n: c_int) -> Result<Sgl, Errno> {
-    let n = usize::try_from(n).map_err(|_| Errno::EINVAL)?;
-    if n > MAX_SGE {
-        return Err(Errno::EINVAL);
-    }
-    if n == 0 {
-        return Ok(Sgl::default());
-    }
-    if sg.is_null() {
-        return Err(Errno::EINVAL);
-    }
-    // SAFETY: the caller's `n` entries (this function's contract).
-    let list = unsafe { std::slice::from_raw_parts(sg, n) };
-    Ok(list
-        .iter()
-        .map(|s| Sge {
-            stag: STag::from(s.lkey),
-            to: s.addr,
-            len: s.length,
-        })
-        .collect())
-}
-
 /// The octets an inline request gathers, copied now.
 ///
 /// # Safety
@@ -492,24 +462,6 @@ unsafe fn send_wr(wr: &ibv_send_wr, sig_all: bool) -> Result<SendWr, Errno> {
     })
 }
 
-/// The errno of a refused post.
-pub(crate) fn post_errno(e: &PostError) -> c_int {
-    match e {
-        PostError::QueueFull => libc::ENOMEM,
-        _ => libc::EINVAL,
-    }
-}
-
-/// A post that stopped at request `at` with error `e`: `at` is written where the
-/// program's `bad_wr` points (rdma-core's contract), and `e` returned.
-pub(crate) fn not_posted(bad: *mut *mut c_void, at: *mut c_void, e: c_int) -> c_int {
-    if !bad.is_null() {
-        // SAFETY: rdma-core's contract: `bad_wr` points to the caller's pointer.
-        unsafe { *bad = at };
-    }
-    e
-}
-
 /// The context's `post_send`.
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut c_void,
@@ -568,35 +520,4 @@ pub(crate) unsafe extern "C" fn post_recv(
             Conn::Up(qp) => qp.post_recv(rwr).map_err(|e| post_errno(&e)),
         })
     }
-}
-
-/// Posts the receive list at `wr` with `post`, request by request; on the first that
-/// fails, `*bad` names it and its error is returned.
-///
-/// # Safety
-/// `wr` is the program's list of `struct ibv_recv_wr`, valid for this call.
-pub(crate) unsafe fn post_recvs(
-    wr: *mut c_void,
-    bad: *mut *mut c_void,
-    mut post: impl FnMut(RecvWr) -> Result<(), c_int>,
-) -> c_int {
-    let mut at = wr.cast::<ibv_recv_wr>();
-    while !at.is_null() {
-        // SAFETY: the program's request list, valid for this call (this function's
-        // contract).
-        let w = unsafe { &*at };
-        // SAFETY: its scatter list, likewise.
-        let posted = match unsafe { sgl(w.sg_list, w.num_sge) } {
-            Ok(sgl) => post(RecvWr {
-                wr_id: w.wr_id,
-                sgl,
-            }),
-            Err(e) => Err(e.0),
-        };
-        if let Err(e) = posted {
-            return not_posted(bad, at.cast(), e);
-        }
-        at = w.next;
-    }
-    0
 }

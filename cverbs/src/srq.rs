@@ -177,12 +177,14 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     bad: *mut *mut c_void,
 ) -> c_int {
     let Ok(q) = shared_queue(srq) else {
-        return crate::qp::not_posted(bad, wr, libc::EINVAL);
+        return crate::post::not_posted(bad, wr, libc::EINVAL);
     };
     // SAFETY: the program's request list, valid for this call (rdma-core's contract).
     unsafe {
-        crate::qp::post_recvs(wr, bad, |rwr| {
-            q.srq.post_recv(rwr).map_err(|e| crate::qp::post_errno(&e))
+        crate::post::post_recvs(wr, bad, |rwr| {
+            q.srq
+                .post_recv(rwr)
+                .map_err(|e| crate::post::post_errno(&e))
         })
     }
 }
