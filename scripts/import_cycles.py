@@ -8,11 +8,12 @@ Re-exports are followed: if conn/mod.rs says `pub use connection::Foo` (or
 `use crate::conn::Foo` is an edge to conn/connection/mod.rs, not to conn/mod.rs. A re-export
 line is an edge of its own file only when that file's code uses the name too.
 
-A circle between a file and its parent module (mod.rs or the crate root) is allowed:
-handle types name their parent, as quinn's do. So an edge from a file up to one of its
-ancestor modules is left out of the search, and so is any circle that closes only
-through such an edge (`stream -> stream::rx -> stream::direct -> stream`, where direct.rs
-names its parent's `Stream`); every other circle is reported. Each
+A file may name its ancestor modules (handle types name their parent, as quinn's do):
+a circle that closes through such an edge is allowed when it stays inside that
+ancestor's subtree (`stream -> stream::rx -> stream::direct -> stream`, where direct.rs
+names its parent's `Stream`), and, with the crate root as the ancestor, only as the
+two-file circle. An ancestor whose code reaches the file back through a file outside its
+subtree (`m::x -> m -> y -> m::x`), and every circle without such an edge, is reported. Each
 crate of the workspace is checked (its library and its binary root in src/, each file
 found through `mod` declarations); tests/, benches/ and src/bin/ are other crates.
 
@@ -256,6 +257,56 @@ def without_upward(g):
     return {a: {b for b in bs if not upward(a, b)} for a, bs in g.items()}
 
 
+def inside(n, anc):
+    """`n` is `anc` or lies below it."""
+    return n[: len(anc)] == anc
+
+
+def reach(g, start, within=None):
+    """Nodes reachable from `start` in `g` (`within`: only through nodes it accepts),
+    each with the path that reached it first."""
+    seen, todo = {start: [start]}, [start]
+    while todo:
+        v = todo.pop()
+        for m in sorted(g.get(v, ())):
+            if m not in seen and (within is None or within(m)):
+                seen[m] = seen[v] + [m]
+                todo.append(m)
+    return seen
+
+
+def upward_circles(g):
+    """Circles that close through a module naming an ancestor, and are not the allowed
+    kind. A module may name its ancestor `anc` (a handle naming its parent, as quinn's
+    do) when the circle stays inside `anc`'s subtree; with the crate root as the
+    ancestor, only the two-file circle (the root naming the module back directly) is
+    allowed. So an ancestor's code that reaches the module back through a file outside
+    its subtree (or the root through any other file) is reported."""
+    down = without_upward(g)
+    bad = []
+    for a in sorted(g):
+        for anc in sorted(b for b in g[a] if upward(a, b)):
+            if anc == ():
+                hits = [paths[a] for m in sorted(down.get(anc, ())) if m != a
+                        for paths in [reach(down, m)] if a in paths]
+                hits = [[anc] + h for h in hits]
+            else:
+                # Not through `a` itself: a circle without the upward edge is reported
+                # as a plain one.
+                paths = reach(down, anc, within=lambda m: m != a)
+                outside = [m for m in paths if not inside(m, anc)]
+                hits = []
+                for o in outside:
+                    back = reach(down, o)
+                    if a in back:
+                        hits.append(paths[o] + back[a][1:])
+                        break
+            if hits:
+                c = [a] + hits[0]
+                bad.append(c)
+    return bad
+
+
 def name(p):
     return "::".join(p) or "(root)"
 
@@ -270,14 +321,16 @@ def check(root, crates):
             if not os.path.exists(f):
                 continue
             label = crate if top == "lib.rs" else f"{crate} (bin)"
-            for c in cycles(without_upward(Crate(module_tree(f)).edges())):
+            g = Crate(module_tree(f)).edges()
+            for c in cycles(without_upward(g)) + upward_circles(g):
                 bad.append(f"{label}: " + " -> ".join(name(p) for p in c))
     return bad
 
 
 SELF_TEST = {
     "Cargo.toml": '[workspace]\nmembers = ["k"]\n',
-    "k/src/lib.rs": "mod a;\nmod b;\nmod c;\nmod e;\n",
+    "k/src/lib.rs": "mod a;\nmod b;\nmod c;\nmod e;\nmod m;\nmod y;\nmod r1;\nmod r2;\n"
+    "pub(crate) struct Root(crate::r1::R1);\n",
     # a -> b::inner through b's `pub(super) use`; b::inner -> a: a circle.
     "k/src/a.rs": "use crate::b::{Thing};\npub(crate) struct Other;\n",
     "k/src/b/mod.rs": "mod inner;\npub(super) use inner::Thing;\n"
@@ -288,6 +341,13 @@ SELF_TEST = {
     "k/src/c/mod.rs": "mod d;\npub use d::*;\n",
     "k/src/c/d.rs": "pub struct Ditem(crate::e::Eitem);\n",
     "k/src/e.rs": "use crate::c::Ditem;\npub struct Eitem;\n",
+    # m::x names its parent, whose code reaches x back through y, outside m: a circle.
+    "k/src/m/mod.rs": "mod x;\npub(crate) struct Mt(crate::y::Yt);\n",
+    "k/src/m/x.rs": "pub(crate) struct Xt(super::Mt);\n",
+    "k/src/y.rs": "pub(crate) struct Yt(crate::m::x::Xt);\n",
+    # r2 names the crate root, whose code reaches r2 back through r1: a circle.
+    "k/src/r1.rs": "pub(crate) struct R1(crate::r2::R2);\n",
+    "k/src/r2.rs": "pub(crate) struct R2(Box<crate::Root>);\n",
 }
 
 
@@ -297,11 +357,12 @@ def self_test():
             os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
             open(os.path.join(d, rel), "w").write(text)
         got = sorted(check(d, workspace_crates(d)))
-    want = ["k: a -> b::inner -> a", "k: c::d -> e -> c::d"]
+    want = ["k: a -> b::inner -> a", "k: c::d -> e -> c::d", "k: m::x -> m -> y -> m::x",
+            "k: r2 -> (root) -> r1 -> r2"]
     if got != want:
         print("import_cycles self-test failed: found", got, "expected", want)
         return 1
-    print("import_cycles self-test: both circles through re-exports found")
+    print("import_cycles self-test: the circles through re-exports and around a parent found")
     return 0
 
 
