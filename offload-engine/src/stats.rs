@@ -15,7 +15,7 @@ pub(crate) struct Totals {
     /// Connections that reached FPDU mode.
     connections: AtomicU64,
     /// Reads that a driver's busy poll found (see [`EngineStats::busy_polled_reads`]).
-    pub(crate) busy_polled: AtomicU64,
+    busy_polled: AtomicU64,
     retired: Mutex<(u64, StreamStats)>,
 }
 
@@ -23,6 +23,16 @@ impl Totals {
     /// Counts a connection that reached FPDU mode.
     pub(crate) fn connected(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts input a driver's busy poll found.
+    pub(crate) fn busy_polled(&self) {
+        self.busy_polled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads that drivers' busy polls found.
+    pub(crate) fn busy_polled_reads(&self) -> u64 {
+        self.busy_polled.load(Ordering::Relaxed)
     }
 
     /// Connections that reached FPDU mode.

@@ -456,7 +456,7 @@ impl Engine {
                 .push
                 .as_ref()
                 .map_or_else(Default::default, |p| p.totals()),
-            busy_polled_reads: self.inner.totals.busy_polled.load(Ordering::Relaxed),
+            busy_polled_reads: self.inner.totals.busy_polled_reads(),
         }
     }
 

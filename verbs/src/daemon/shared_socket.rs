@@ -1,7 +1,9 @@
 //! The push path that skips the daemon (issue 33): iwarpd shares a queue pair's socket with
 //! this library, and a small Send or RDMA Write posted onto an empty send queue is framed
 //! and written to the socket on the application's thread. The request is complete when the
-//! socket took its octets (siw's semantics); nothing of it goes through the daemon.
+//! socket took its octets (siw's semantics); nothing of it goes through the daemon (which
+//! is only rung if its servant sleeps, so that the peer's answer is read by a thread that
+//! is awake).
 //!
 //! Both writers of the stream agree through the transmit share in the queue pair's segment
 //! ([`ipc::qpseg::TxShare`]): the library writes only while it holds the lock, which the

@@ -250,7 +250,9 @@ impl Run {
     fn work_waiting_or_signaled(&self) -> bool {
         (!self.stopping
             && !self.broken
-            && (self.work_waiting() || self.push.pd.region.any_ready_for(self.id)))
+            && (self.work_waiting()
+                || self.push.pd.region.any_ready_for(self.id)
+                || self.seg.tx_share().pushed() != self.pushed_seen))
             || (self.end.is_some()
                 && self.recvs.garbage().is_none()
                 && self.seg.rq_pending().is_ok_and(|n| n > 0))

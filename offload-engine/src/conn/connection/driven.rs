@@ -61,7 +61,11 @@ impl Connection {
         let can_park = (out.is_empty() || self.unwritten.is_empty())
             && !self.stream.placing_directly()
             && (self.park.is_none() || self.revoke_tx());
-        let park = self.park.take_if(|_| can_park)?;
+        let park = self.park.take_if(|_| can_park);
+        // Ending the share may have terminated the stream (the application left it in
+        // the middle of an FPDU): its events are delivered either way.
+        self.collect();
+        let park = park?;
         // This side's end no longer shuts the socket down.
         self.io.handed_over();
         if !out.is_empty() {
@@ -149,10 +153,7 @@ impl Connection {
 
     /// Counts input a busy poll found (a runtime wake-up saved).
     pub(crate) fn count_busy_polled(&self) {
-        self.home
-            .totals
-            .busy_polled
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.home.totals.busy_polled();
     }
 
     /// The driver ended (`failed` if by an IO error): a migration waiting for it learns
