@@ -7,7 +7,7 @@
 //! - `share`: the engine's side: each domain's push region ([`PdPush`]) and what every
 //!   pushed message draws on ([`PushShare`]: tracking entries, transmit credits, the
 //!   admission checks), shared by iwarpd's servants and embedded queue pairs;
-//! - `slots`: a queue pair's part (`QpPush`): the library's rules and the engine's
+//! - `qp`: a queue pair's part (`QpPush`): the library's rules and the engine's
 //!   scan and admission on an in-process region, run by the posting thread;
 //! - `tx_share`: the socket shared with the application that owns the queue pair, and
 //!   the transmit lock both writers take (the push path that skips the daemon).
@@ -16,10 +16,10 @@
 //! a part of the connection because it changes the connection's private state. The
 //! inline doorbell (`conn/connection/inline_tx.rs`) is not part of the push path.
 
+mod qp;
 mod share;
-mod slots;
 mod tx_share;
 
+pub(crate) use qp::{ConnView, Offer, QpPush};
 pub use share::{PdPush, PushConfig, PushShare, carve, pushed_octets};
-pub(crate) use slots::{ConnView, Offer, QpPush};
 pub(crate) use tx_share::{Gate, SharedTx};

@@ -90,7 +90,7 @@ pub(crate) struct Connection {
     /// The end, to be published (to [`Qp::closed`](crate::conn::Qp::closed)) after the lock is
     /// released.
     publish_end: Option<QpEnd>,
-    /// Seed 000's stop and resume rules on this side (see `push/slots.rs`).
+    /// Seed 000's stop and resume rules on this side (see `push/qp.rs`).
     push_rules: ipc::push::PushPolicy,
     /// Payloads copied out of push slots are carved from this (one allocation per 64 KiB).
     push_arena: BytesMut,
