@@ -112,14 +112,7 @@ impl QpPush {
 
     /// The counters of this queue pair.
     pub(crate) fn counters(&self) -> PushCounters {
-        let get = |i: usize| self.counters[i].load(Ordering::Relaxed);
-        PushCounters {
-            executed: get(0),
-            sq_path: get(1),
-            discards: std::array::from_fn(|i| get(2 + i)),
-            daemon_sleeps: 0,
-            daemon_reads: 0,
-        }
+        super::share::read_counters(&self.counters)
     }
 
     /// Counts `n` requests run from the send queue.

@@ -99,14 +99,7 @@ impl PushShare {
 
     /// The device's push counters.
     pub fn totals(&self) -> PushCounters {
-        let get = |i: usize| self.totals[i].load(Ordering::Relaxed);
-        PushCounters {
-            executed: get(0),
-            sq_path: get(1),
-            discards: std::array::from_fn(|i| get(2 + i)),
-            daemon_sleeps: 0,
-            daemon_reads: 0,
-        }
+        read_counters(&self.totals)
     }
 
     /// Seed 000's admission checks of the pushed message `entry` (a send queue entry
@@ -264,6 +257,19 @@ impl PdPush {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(&qp)
+    }
+}
+
+/// Push counters kept as atomics in the order executed, from the send queue, then the
+/// discards by reason (a device's totals, or one queue pair's).
+pub(crate) fn read_counters(words: &[AtomicU64; 8]) -> PushCounters {
+    let get = |i: usize| words[i].load(Ordering::Relaxed);
+    PushCounters {
+        executed: get(0),
+        sq_path: get(1),
+        discards: std::array::from_fn(|i| get(2 + i)),
+        daemon_sleeps: 0,
+        daemon_reads: 0,
     }
 }
 
