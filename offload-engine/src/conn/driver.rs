@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::connection::{ParkRequest, TX_HIGH_WATER, Waits};
+use super::fair::{Fairness, watched};
 use super::handle::Shared;
 use super::io::{Input, Read, Registration, read_unlocked, send_now, write_unlocked};
 
@@ -101,19 +102,26 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
             at: Instant::now(),
         },
     };
+    let mut fair = Fairness::default();
     loop {
-        // A driver that always finds work (a busy poll that finds the next request, a
-        // write the socket always takes) still lets the worker's other tasks run: each
-        // turn spends tokio's budget, and each completion it delivered to the
-        // application's queues one more, so that the application's task (woken onto this
-        // thread: the worker's LIFO slot, or a current-thread runtime) drains them before
-        // they overrun its queue. It does not busy-poll ahead of that task either.
+        // Each completion delivered to the application's queues spends a unit of tokio's
+        // budget, so that the application's task (woken onto this thread: the worker's
+        // LIFO slot, or a current-thread runtime) drains them before they overrun its
+        // queue. The driver does not busy-poll ahead of that task either.
         let delivered = std::mem::take(&mut driver.delivered);
         if delivered > 0 {
             driver.busy_until = None;
+            for _ in 0..delivered.min(COOP_BUDGET) {
+                let ((), pended) = watched(tokio::task::coop::consume_budget()).await;
+                if pended {
+                    fair.returned();
+                }
+            }
         }
-        for _ in 0..=delivered.min(COOP_BUDGET) {
-            tokio::task::coop::consume_budget().await;
+        // A driver that always finds work still lets the worker's other tasks run.
+        if fair.must_yield(std::time::Instant::now()) {
+            tokio::task::yield_now().await;
+            fair.returned();
         }
         let waits = match driver.turn(shared) {
             Turn::Park(park) => return Ok(Some(park)),
@@ -122,7 +130,11 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
         if waits.eof && driver.out.is_empty() {
             return Ok(None);
         }
-        if driver.wait(shared, sock, &waits).await?.is_break() {
+        let (flow, pended) = watched(driver.wait(shared, sock, &waits)).await;
+        if pended {
+            fair.returned();
+        }
+        if flow?.is_break() {
             return Ok(None);
         }
     }
@@ -352,7 +364,7 @@ fn read_claimed(
 /// [`Shared::wake_driver`]), or `until` passes: true if something arrived. It spins on
 /// the worker thread without yielding to the runtime: a yield puts the task back on the
 /// run queue, and tokio then wakes an idle worker to steal it, one thread wake-up per
-/// poll (the driver's loop spends tokio's budget instead). After [`SHARE_CPU_AFTER`] it
+/// poll (the driver's loop yields by time instead, see `fair`). After [`SHARE_CPU_AFTER`] it
 /// offers the CPU to other threads between polls. The window is short and real time
 /// (tokio's paused time cannot stall it). Never completes without `until`.
 async fn spin(

@@ -22,6 +22,7 @@
 mod completions;
 mod connection;
 mod driver;
+mod fair;
 mod handle;
 mod io;
 
