@@ -32,6 +32,16 @@ impl PushedOp {
     pub fn is_send(&self) -> bool {
         matches!(self, Self::Send { .. })
     }
+
+    /// The longest payload that goes in one FPDU of `mulpdu` octets (its DDP header
+    /// taken off): a longer message is not for pushing.
+    pub fn max_payload(&self, mulpdu: u16) -> usize {
+        let header = match self {
+            Self::Send { .. } => ddp::UNTAGGED_HEADER_LEN,
+            Self::Write { .. } => ddp::TAGGED_HEADER_LEN,
+        };
+        usize::from(mulpdu).saturating_sub(header)
+    }
 }
 
 /// Frames `op` with `payload` as one FPDU at `framer`'s position into `dst`: a Send
@@ -62,10 +72,10 @@ pub fn frame_pushed(
             to,
         }),
     };
-    let hlen = header.header_len();
-    if hlen + payload.len() > usize::from(mulpdu) {
+    if payload.len() > op.max_payload(mulpdu) {
         return None;
     }
+    let hlen = header.header_len();
     let mut hbuf = [0u8; ddp::UNTAGGED_HEADER_LEN];
     header.emit(&mut hbuf[..hlen]);
     let before = dst.len();
@@ -102,6 +112,7 @@ mod tests {
             "CRC32c over the FPDU"
         );
         assert_eq!(framer.position(), 28);
+        assert_eq!(op.max_payload(1448), 1430);
         assert!(frame_pushed(op, 4, &[0; 1431], 1448, &mut framer, &mut got).is_none());
         assert_eq!(framer.position(), 28, "too long: nothing framed");
     }

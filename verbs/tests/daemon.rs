@@ -1063,6 +1063,11 @@ async fn push_behind_a_large_write(
         let wc = tokio::time::timeout(Duration::from_secs(20), cq.next()).await??;
         assert_eq!(wc.wc.wr_id, i, "in order");
         assert!(wc.wc.is_ok());
+        // A large Write was never for pushing: not a discard, wherever it was queued.
+        assert!(
+            i % 10 != 0 || !wc.wc.push_discarded,
+            "large Write {i} flagged as a discarded push"
+        );
         flagged += u64::from(wc.wc.push_discarded);
     }
     // The peer received every Send once, in post order.

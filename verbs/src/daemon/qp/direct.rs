@@ -10,7 +10,7 @@ use rdmap::pushed::PushedOp;
 use rdmap::{Completion, Queue, SendFlags, SendOp, SendWr, WcStatus};
 
 use super::super::Client;
-use super::super::shared_socket::{Pushed, SharedSocket};
+use super::super::shared_socket::{DIRECT_MAX, Pushed, SharedSocket};
 use super::DaemonQp;
 
 /// What became of a request offered to the shared socket.
@@ -47,8 +47,15 @@ impl DaemonQp {
             _ => return Direct::Queue { discarded: false },
         };
         let seg = &self.shared.seg;
+        let max = op
+            .max_payload(seg.tx_share().framing().mulpdu)
+            .min(DIRECT_MAX);
+        // Longer than one FPDU (or than the room): not for this path, wherever it stands
+        // in the queue, so not a discard either.
+        if data.len().is_none_or(|len| len as usize > max) {
+            return Direct::Queue { discarded: false };
+        }
         let mut buf = d.take_payload();
-        let max = usize::from(seg.tx_share().framing().mulpdu).min(buf.len());
         // Behind other requests it is discarded before anything is copied.
         let pushed = if !sq_empty {
             d.push(seg, op, &[], false)
