@@ -239,7 +239,21 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
             polled = q.cq.poll_with(n, &mut take);
         }
     }
-    spun(matches!(polled, Ok(0)));
+    if matches!(polled, Ok(0))
+        && let Some(most) = idle()
+    {
+        polled = match wait_for_one(|cx| q.cq.poll_next(cx), most) {
+            Some(Ok(wc)) => {
+                take(wc);
+                q.cq.poll_with(n - 1, &mut take).map(|k| k + 1)
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(0),
+        };
+    }
+    if !matches!(polled, Ok(0)) {
+        busy();
+    }
     match polled {
         Ok(k) => k as c_int,
         Err(e) => {
@@ -254,23 +268,25 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
 /// on a machine with few processors that spin took them from the engine's own thread,
 /// which is what would fill the queue.
 const SPIN: Duration = Duration::from_micros(20);
-/// After this long of empty polls, each further empty poll sleeps ([`nap`]): a thread
-/// that has waited that long waits for something rare (perftest's server spins on its
-/// control connection for a whole bandwidth run), and a yield does not keep it off the
-/// processors that do the work. Through iwarpd, `ib_write_bw -s 65536` went from 31.1 to
-/// 37.2 Gbit/s with it (BENCHMARKS.md).
-const NAP_AFTER: Duration = Duration::from_millis(1);
-/// The shortest and the longest nap.
+/// After this long of empty polls, each further empty poll sleeps until the queue gets a
+/// completion, for at most [`nap`]: a thread that has waited that long waits for
+/// something that takes a while (the next of perftest's `-Q 100` completions in a
+/// bandwidth run, its server's control message at the end of one), and a yield does not
+/// keep it off the processors that do the work. Shorter than the round trips the
+/// latency tests measure, so a spinning latency test never sleeps.
+const WAIT_AFTER: Duration = Duration::from_micros(200);
+/// The shortest and the longest sleep.
 const NAP: Duration = Duration::from_micros(50);
 const NAP_MAX: Duration = Duration::from_millis(1);
 
-/// How long an empty poll sleeps after `idle` of empty polls: a twentieth of it, from
-/// [`NAP`] to [`NAP_MAX`]. A nap costs a wake-up (25 to 30 us of processor time on this
+/// How long an empty poll sleeps at most after `idle` of empty polls: a twentieth of it,
+/// from [`NAP`] to [`NAP_MAX`]. A completion on the queue ends the sleep at once; the
+/// bound is for what else the program may wait for (another queue, a socket), which is
+/// seen up to a twentieth of the wait later (at most 1 ms, plus the kernel's timer
+/// slack). A sleep that ends costs a wake-up (25 to 30 us of processor time on this
 /// project's VMs), so fixed 50 us naps kept perftest's idle server thread at 60% of a
-/// processor for a whole run, taken from the threads that move the data; growing naps
-/// took `ib_write_bw -s 65536` from 37.6 to 44.5 Gbit/s (BENCHMARKS.md). The price: what
-/// ends a wait is seen up to a twentieth of the wait later (at most 1 ms, plus the
-/// kernel's timer slack).
+/// processor for a whole run, taken from the threads that move the data; growing ones
+/// took `ib_write_bw -s 65536` from 37.6 to 44.5 Gbit/s (BENCHMARKS.md).
 fn nap(idle: Duration) -> Duration {
     (idle / 20).clamp(NAP, NAP_MAX)
 }
@@ -279,23 +295,64 @@ thread_local! {
     /// Since when this thread's polls have found nothing (`None`: its last poll took
     /// something).
     static EMPTY_SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    /// Wakes this thread from [`wait_for_one`]'s sleep.
+    static UNPARK: std::task::Waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
 }
 
-/// Notes a poll on this thread: `empty`, after [`SPIN`] of empty polls, yields, and after
-/// [`NAP_AFTER`], naps.
-fn spun(empty: bool) {
-    EMPTY_SINCE.with(|since| {
-        if !empty {
-            since.set(None);
-            return;
+/// A poll on this thread took something: it is not idle.
+fn busy() {
+    EMPTY_SINCE.with(|since| since.set(None));
+}
+
+/// A poll on this thread found nothing: after [`SPIN`] of empty polls it yields the
+/// processor here, and after [`WAIT_AFTER`] it says how long to sleep at most.
+fn idle() -> Option<Duration> {
+    EMPTY_SINCE.with(|since| match since.get().map(|t| t.elapsed()) {
+        None => {
+            since.set(Some(Instant::now()));
+            None
         }
-        match since.get().map(|t| t.elapsed()) {
-            None => since.set(Some(Instant::now())),
-            Some(idle) if idle >= NAP_AFTER => std::thread::sleep(nap(idle)),
-            Some(idle) if idle >= SPIN => std::thread::yield_now(),
-            Some(_) => {}
+        Some(idle) if idle >= WAIT_AFTER => Some(nap(idle)),
+        Some(idle) if idle >= SPIN => {
+            std::thread::yield_now();
+            None
         }
-    });
+        Some(_) => None,
+    })
+}
+
+/// Sleeps until `poll` (a completion queue's `poll_next`) has something, for at most
+/// `most`: what it had, or `None` if nothing came. The queue wakes the thread itself (its
+/// waker unparks it), so the completion is taken without a trip through the runtime.
+fn wait_for_one<T>(
+    mut poll: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<T>,
+    most: Duration,
+) -> Option<T> {
+    UNPARK.with(|waker| {
+        let mut cx = std::task::Context::from_waker(waker);
+        if let std::task::Poll::Ready(got) = poll(&mut cx) {
+            return Some(got);
+        }
+        // An unpark left from an earlier sleep only makes this one short.
+        std::thread::park_timeout(most);
+        match poll(&mut cx) {
+            std::task::Poll::Ready(got) => Some(got),
+            std::task::Poll::Pending => None,
+        }
+    })
+}
+
+/// Unparks the thread that polls (see [`wait_for_one`]).
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
 }
 
 /// The context's `req_notify_cq`: arms the queue; when it fires, its channel's descriptor
@@ -369,22 +426,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_poller_idle_past_nap_after_sleeps_at_each_empty_poll() {
-        spun(true);
-        std::thread::sleep(NAP_AFTER);
-        for _ in 0..3 {
-            let start = Instant::now();
-            spun(true);
-            assert!(start.elapsed() >= NAP, "an idle poller naps");
-        }
-        // Naps grow with the idle time, up to a limit.
-        assert_eq!(nap(NAP_AFTER), NAP);
+    fn an_idle_poller_sleeps_until_a_completion_comes() {
+        let cq = cq::Cq::new(4);
+        assert!(
+            idle().is_none(),
+            "the first empty poll starts the idle time"
+        );
+        std::thread::sleep(WAIT_AFTER);
+        let most = idle().expect("idle past WAIT_AFTER: it sleeps");
+        assert_eq!(most, NAP);
+        // Nothing comes: the sleep ends at its bound.
+        let start = Instant::now();
+        assert!(wait_for_one(|cx| cq.poll_next(cx), most).is_none());
+        assert!(start.elapsed() >= most);
+        // A completion that comes ends it at once, and is the one returned.
+        let feeder = cq.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let wc = rdmap::Completion::new(
+                7,
+                rdmap::Queue::Send,
+                rdmap::WcOpcode::Write,
+                rdmap::WcStatus::Success,
+            );
+            feeder.deliver(rdmap::QpNum(1), std::iter::once(wc));
+        });
+        let start = Instant::now();
+        let got = wait_for_one(|cx| cq.poll_next(cx), Duration::from_secs(30));
+        assert_eq!(got.expect("woken by the completion").unwrap().wc.wr_id, 7);
+        assert!(start.elapsed() < Duration::from_secs(30));
+        t.join().unwrap();
+        // Sleeps grow with the idle time, up to a limit.
+        assert_eq!(nap(WAIT_AFTER), NAP);
         assert_eq!(nap(Duration::from_millis(10)), Duration::from_micros(500));
         assert_eq!(nap(Duration::from_secs(60)), NAP_MAX);
         // A completion ends the idle time: the next empty poll starts it again.
-        spun(false);
-        spun(true);
+        busy();
+        assert!(idle().is_none());
         let since = EMPTY_SINCE.with(std::cell::Cell::get);
-        assert!(since.is_some_and(|t| t.elapsed() < NAP_AFTER));
+        assert!(since.is_some_and(|t| t.elapsed() < WAIT_AFTER));
     }
 }
