@@ -358,8 +358,15 @@ impl Qp {
 
     /// One busy poll; `all`: every request's output is written here, not only a lone one's.
     fn poll(&self, all: bool) -> bool {
+        // The read runs outside the lock, as the driver's do: the input is claimed
+        // meanwhile, so neither reads it twice.
+        let claimed = self.shared.lock().claim_polled();
+        let Some((mut input, sock)) = claimed else {
+            return false;
+        };
+        let read = super::io::read_unlocked(&sock, &mut input);
         let mut st = self.shared.lock();
-        let (got, driver) = st.poll_input(all);
+        let (got, driver) = st.polled(input, read, all);
         self.shared.unlock(st);
         if driver {
             self.shared.wake_driver();

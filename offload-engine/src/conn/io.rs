@@ -8,13 +8,14 @@
 //! it registered, every arrival and every ACK woke a parked worker, which then preempted
 //! the spinning application: 8,000 context switches a second in `send_lat`).
 //!
-//! The driver reads and writes outside the connection's lock, as quinn's driver does its
-//! IO outside `Connection`: it claims the input or the output first (under the lock, so
-//! that nobody else reads or writes meanwhile), does the system call with the lock
-//! released ([`read_unlocked`], [`write_unlocked`]), and hands the result back under the
-//! lock ([`Io::took`], [`Io::wrote`]), where the capture records it in order. A post's
-//! inline transmit and an application's poll of its input are short and run under the
-//! lock (as siw's direct send runs under its queue pair's lock).
+//! Reads run outside the connection's lock, as quinn's driver does its IO outside
+//! `Connection`, whoever reads (the driver, or an application polling its input): the
+//! input is claimed first (under the lock, so that nobody else reads meanwhile), the
+//! system call runs with the lock released ([`read_unlocked`]), and the result is handed
+//! back under the lock ([`Io::took`]), where the capture records it in order. The driver
+//! writes the same way ([`write_unlocked`], [`Io::wrote`]). A post's inline transmit is
+//! short and writes under the lock (as siw's direct send writes under its queue pair's
+//! lock).
 
 use std::io::{self, IoSlice};
 use std::net::TcpStream;
@@ -26,12 +27,10 @@ use rdmap::{DirectTarget, Stream, Transmit};
 
 use crate::pcap::Tap;
 
-/// The room a driver read gets. The buffer stays small, and so in the cache: a partial
-/// FPDU left at the end of a read is moved to the front to make room (a larger buffer that
-/// moved it less often measured slower).
+/// The room a read outside the lock gets (the driver's, or a busy poll's). The buffer
+/// stays small, and so in the cache: a partial FPDU left at the end of a read is moved to
+/// the front to make room (a larger buffer that moved it less often measured slower).
 const RX_CHUNK: usize = 64 * 1024;
-/// The most [`Io::read_now`] reads at a time.
-const POLL_READ: usize = 64 * 1024;
 
 /// The socket (while the connection runs) and its capture.
 #[derive(Debug)]
@@ -230,44 +229,9 @@ impl Io {
         ))
     }
 
-    /// One read of the socket itself, not through tokio's readiness (which only the
-    /// runtime's poller updates, and only while the driver has it registered), for an
-    /// application polling its input, appended to `rx`.
-    pub(crate) fn read_now(&mut self, rx: &mut BytesMut) -> io::Result<Read> {
-        let Some(sock) = self.sock.as_deref() else {
-            return Ok(Read::Nothing);
-        };
-        match shm::read_spare(sock, rx, POLL_READ) {
-            Ok(n) => Ok(self.record(rx, n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// One read of the socket itself straight into registered memory
-    /// ([`Stream::direct_target`]), for an application polling its input, as
-    /// [`read_now`](Self::read_now).
-    pub(crate) fn read_direct(&mut self, to: &DirectTarget) -> io::Result<Read> {
-        let Some(sock) = self.sock.as_deref() else {
-            return Ok(Read::Nothing);
-        };
-        let mut view = to
-            .region
-            .view_mut(to.offset, to.len)
-            .map_err(io::Error::other)?;
-        match recv_now(sock, &mut view) {
-            Ok(0) => {
-                self.tap.received_fin();
-                Ok(Read::Eof)
-            }
-            Ok(n) => {
-                self.tap.received(view.get(..n).unwrap_or_default());
-                self.moved += n as u64;
-                Ok(Read::Data(n))
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
-            Err(e) => Err(e),
-        }
+    /// The socket, for a read outside the lock (`None` once it closed or moved away).
+    pub(crate) fn socket(&self) -> Option<Arc<TcpStream>> {
+        self.sock.clone()
     }
 
     /// The capture's view of a read that appended `n` octets to `rx` (0: the FIN).

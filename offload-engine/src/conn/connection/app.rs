@@ -3,12 +3,13 @@
 //! stream collects its events before it returns, so the caller has only to release the
 //! lock ([`Shared::unlock`](crate::conn::Shared::unlock)), which delivers them.
 
+use std::net::TcpStream;
 use std::sync::Arc;
 
 use rdmap::{Completion, PostError, QpEnd, QpState, RecvWr, SendWr, Stream};
 
 use super::{Connection, inline_tx, push_post};
-use crate::conn::io::Read;
+use crate::conn::io::{Input, Read};
 use crate::push::QpPush;
 
 impl Connection {
@@ -105,22 +106,35 @@ impl Connection {
         posted
     }
 
-    /// One busy poll of the input on the caller's thread; `all`: every request's output
-    /// is written here, not only a lone one's. Returns whether anything arrived, and
-    /// whether the driver must run.
-    pub(crate) fn poll_input(&mut self, all: bool) -> (bool, bool) {
+    /// Starts one busy poll of the input on the caller's thread: the input claimed, with
+    /// the socket, for a read outside the lock ([`read_unlocked`]); `None` if there is
+    /// nothing to poll now (the input is the driver's, or ended, or moving).
+    ///
+    /// [`read_unlocked`]: crate::conn::io::read_unlocked
+    pub(crate) fn claim_polled(&mut self) -> Option<(Input, Arc<TcpStream>)> {
         if self.rx_eof
             || self.rx_busy
             || self.migrating
             || !matches!(self.stream.state(), QpState::Rts | QpState::Closing)
         {
-            return (false, false);
+            return None;
         }
+        let sock = self.io.socket()?;
         self.polled_at = Some(crate::conn::now());
-        let read = self.read_input();
-        if read.as_ref().is_ok_and(|r| *r == Read::Eof) {
-            self.rx_eof = true;
-        }
+        Some((self.claim_input()?, sock))
+    }
+
+    /// Ends a busy poll that [`claim_polled`](Self::claim_polled) started, with what the
+    /// read outside the lock found; `all`: every request's output is written here, not
+    /// only a lone one's. Returns whether anything arrived, and whether the driver must
+    /// run.
+    pub(crate) fn polled(
+        &mut self,
+        input: Input,
+        read: std::io::Result<usize>,
+        all: bool,
+    ) -> (bool, bool) {
+        let read = self.return_input(input, read);
         let got = matches!(read, Ok(Read::Data(_)));
         if got {
             self.process_input();
@@ -135,7 +149,9 @@ impl Connection {
         // wrote every request here from iwperf's tasks lost send_bw 64 KiB 17.6 -> 15.9
         // and read_bw 29.4 -> 23.5 Gbit/s (BENCHMARKS.md).
         let here = all || self.stream.outstanding_sends() == 1;
+        // A migration that asked meanwhile waited for this read to end: the driver parks.
         let driver = read.is_err()
+            || self.park.is_some()
             || self.rx_eof
             || self.stream.state() != QpState::Rts
             || if here && self.stream.wants_transmit() {

@@ -52,13 +52,15 @@ impl Connection {
         if self.park.is_some() && (shut_down || self.stream.state() != QpState::Rts) {
             self.park = None;
         }
-        // Not in the middle of a payload read straight into memory either: that holds
+        // Not while a busy poll reads outside the lock (the input is out with it), nor in
+        // the middle of a payload read straight into memory: that holds
         // the mapping, which does not cross to another process. And the application is
         // not in the middle of an FPDU on a shared socket: the socket goes to another
         // engine, so the application stops writing to it. (An inline transmit writes
         // only when the driver holds nothing, so `unwritten` is empty whenever `out` is
         // not.)
         let can_park = (out.is_empty() || self.unwritten.is_empty())
+            && !self.rx_busy
             && !self.stream.placing_directly()
             && (self.park.is_none() || self.revoke_tx());
         let park = self.park.take_if(|_| can_park);

@@ -234,22 +234,7 @@ impl Connection {
         self.stream.terminate(TermCode::MPA_LOCAL_CATASTROPHIC);
     }
 
-    /// An application's poll of its input, under the lock: one read of the socket
-    /// itself (not tokio's readiness), straight into registered memory when the stream
-    /// has a payload coming there ([`Stream::direct_target`]), otherwise into `rx`.
-    fn read_input(&mut self) -> io::Result<Read> {
-        let mem: &mut dyn Memory = self.mem.as_mut();
-        if let Some(to) = self.stream.direct_target(&mut self.rx, mem) {
-            let read = self.io.read_direct(&to)?;
-            if let Read::Data(n) = read {
-                self.stream.handle_direct(n);
-            }
-            return Ok(read);
-        }
-        self.io.read_now(&mut self.rx)
-    }
-
-    /// The driver's claim of the input, to read outside the lock: registered memory the
+    /// A claim of the input, to read outside the lock (the driver's, or a busy poll's): registered memory the
     /// stream names ([`Stream::direct_target`]), or the octets read so far, taken out to
     /// be read onto. `None` if it is claimed already.
     pub(super) fn claim_input(&mut self) -> Option<Input> {
@@ -293,7 +278,9 @@ impl Connection {
 
     /// Feeds the octets read so far to the stream (placement happens here).
     fn process_input(&mut self) {
-        if self.rx.is_empty() {
+        // While a read outside the lock holds the input (a busy poll's, as the driver
+        // turns), its octets come back with it and are processed then.
+        if self.rx.is_empty() || self.rx_busy {
             return;
         }
         match &mut self.srq {
