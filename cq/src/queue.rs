@@ -2,7 +2,7 @@
 //! async waiting and solicited-event notification.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
 use futures::Stream;
@@ -162,15 +162,33 @@ impl Cq {
         match ring.entries.pop_front() {
             Some(wc) => Poll::Ready(Ok(wc)),
             None => {
-                if !ring.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                    ring.wakers.push(cx.waker().clone());
-                }
-                let feeders = ring.feeders();
-                drop(ring);
-                tell(feeders);
+                self.wait_with(ring, cx);
                 Poll::Pending
             }
         }
+    }
+
+    /// Ready once a completion waits (or the queue overran), without taking it: for a
+    /// caller that then takes as many as it has room for ([`poll_with`](Self::poll_with)).
+    /// Pending registers `cx`'s waker, as [`poll_next`](Self::poll_next) does.
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let ring = self.lock();
+        if ring.overrun || !ring.entries.is_empty() {
+            return Poll::Ready(());
+        }
+        self.wait_with(ring, cx);
+        Poll::Pending
+    }
+
+    /// Registers `cx`'s waker on the empty queue (once per waker), and tells the feeders
+    /// that someone waits (after the lock is released).
+    fn wait_with(&self, mut ring: MutexGuard<'_, Ring>, cx: &Context<'_>) {
+        if !ring.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            ring.wakers.push(cx.waker().clone());
+        }
+        let feeders = ring.feeders();
+        drop(ring);
+        tell(feeders);
     }
 
     /// The completions as a [`Stream`].
@@ -266,7 +284,7 @@ impl Cq {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
+    fn lock(&self) -> MutexGuard<'_, Ring> {
         self.inner.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -293,6 +311,18 @@ mod tests {
         tokio::task::yield_now().await;
         cq.push(wc(7, false));
         assert_eq!(t.await.unwrap().unwrap().wc.wr_id, 7);
+    }
+
+    #[tokio::test]
+    async fn ready_waits_for_a_push_and_takes_nothing() {
+        let cq = Cq::new(4);
+        let cq2 = cq.clone();
+        let t = tokio::spawn(async move { std::future::poll_fn(|cx| cq2.poll_ready(cx)).await });
+        tokio::task::yield_now().await;
+        assert!(!t.is_finished(), "empty: it waits");
+        cq.push(wc(7, false));
+        t.await.unwrap();
+        assert_eq!(cq.len(), 1, "ready leaves the completion in the queue");
     }
 
     #[test]

@@ -241,15 +241,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut c_void, n: c_int, wc: *mut c_vo
     }
     if matches!(polled, Ok(0))
         && let Some(most) = idle()
+        && wait_until_ready(|cx| q.cq.poll_ready(cx), most)
     {
-        polled = match wait_for_one(|cx| q.cq.poll_next(cx), most) {
-            Some(Ok(wc)) => {
-                take(wc);
-                q.cq.poll_with(n - 1, &mut take).map(|k| k + 1)
-            }
-            Some(Err(e)) => Err(e),
-            None => Ok(0),
-        };
+        polled = q.cq.poll_with(n, &mut take);
     }
     if !matches!(polled, Ok(0)) {
         busy();
@@ -295,7 +289,7 @@ thread_local! {
     /// Since when this thread's polls have found nothing (`None`: its last poll took
     /// something).
     static EMPTY_SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
-    /// Wakes this thread from [`wait_for_one`]'s sleep.
+    /// Wakes this thread from [`wait_until_ready`]'s sleep.
     static UNPARK: std::task::Waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
 }
 
@@ -321,28 +315,31 @@ fn idle() -> Option<Duration> {
     })
 }
 
-/// Sleeps until `poll` (a completion queue's `poll_next`) has something, for at most
-/// `most`: what it had, or `None` if nothing came. The queue wakes the thread itself (its
-/// waker unparks it), so the completion is taken without a trip through the runtime.
-fn wait_for_one<T>(
-    mut poll: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<T>,
+/// Sleeps until `ready` (a completion queue's `poll_ready`) is ready, for at most `most`:
+/// true if it is. The queue wakes the thread itself (its waker unparks it), so the caller
+/// takes the completions without a trip through the runtime.
+fn wait_until_ready(
+    mut ready: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<()>,
     most: Duration,
-) -> Option<T> {
+) -> bool {
     UNPARK.with(|waker| {
         let mut cx = std::task::Context::from_waker(waker);
-        if let std::task::Poll::Ready(got) = poll(&mut cx) {
-            return Some(got);
-        }
-        // An unpark left from an earlier sleep only makes this one short.
-        std::thread::park_timeout(most);
-        match poll(&mut cx) {
-            std::task::Poll::Ready(got) => Some(got),
-            std::task::Poll::Pending => None,
+        let until = Instant::now() + most;
+        loop {
+            if ready(&mut cx).is_ready() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            // A spurious return, or an unpark left from an earlier sleep, only polls again.
+            std::thread::park_timeout(until - now);
         }
     })
 }
 
-/// Unparks the thread that polls (see [`wait_for_one`]).
+/// Unparks the thread that polls (see [`wait_until_ready`]).
 struct Unpark(std::thread::Thread);
 
 impl std::task::Wake for Unpark {
@@ -437,9 +434,9 @@ mod tests {
         assert_eq!(most, NAP);
         // Nothing comes: the sleep ends at its bound.
         let start = Instant::now();
-        assert!(wait_for_one(|cx| cq.poll_next(cx), most).is_none());
+        assert!(!wait_until_ready(|cx| cq.poll_ready(cx), most));
         assert!(start.elapsed() >= most);
-        // A completion that comes ends it at once, and is the one returned.
+        // A completion that comes ends it at once, and stays for the caller to take.
         let feeder = cq.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
@@ -452,9 +449,15 @@ mod tests {
             feeder.deliver(rdmap::QpNum(1), std::iter::once(wc));
         });
         let start = Instant::now();
-        let got = wait_for_one(|cx| cq.poll_next(cx), Duration::from_secs(30));
-        assert_eq!(got.expect("woken by the completion").unwrap().wc.wr_id, 7);
-        assert!(start.elapsed() < Duration::from_secs(30));
+        assert!(wait_until_ready(
+            |cx| cq.poll_ready(cx),
+            Duration::from_secs(30)
+        ));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "woken by the completion, not by the bound"
+        );
+        assert_eq!(cq.len(), 1);
         t.join().unwrap();
         // Sleeps grow with the idle time, up to a limit.
         assert_eq!(nap(WAIT_AFTER), NAP);

@@ -53,6 +53,12 @@ impl Cq {
         self.inner.poll_next(cx)
     }
 
+    /// Ready once a completion waits (or the queue overran), without taking it: for a
+    /// caller that then takes as many as it has room for ([`poll_with`](Self::poll_with)).
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_ready(cx)
+    }
+
     /// The completions as a [`Stream`].
     pub fn stream(&self) -> impl Stream<Item = Result<Wc, CqError>> + '_ {
         futures::stream::unfold(self, |cq| async move { Some((cq.next().await, cq)) })
