@@ -4,16 +4,19 @@
 # socket while the application polls). Reads /proc/PID/task/*/status over 2 s mid-run.
 #
 #   scripts/ctx_switches.sh [IWPERF] [TEST] [iwperf flags]   # default: this tree's, send_lat
+#   SIZE=65536 scripts/ctx_switches.sh target/release/iwperf read_bw --crc  # a Read responder
+#
+# SIZE: the message size (default 8).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/target/release/iwperf}
 test=${2:-send_lat}
 shift $(($# > 2 ? 2 : $#))
 port=$((20500 + RANDOM % 1000))
-"$bin" "$test" -p $port -s 8 -D 5 "$@" >/dev/null 2>&1 &
+"$bin" "$test" -p $port -s "${SIZE:-8}" -D 5 "$@" >/dev/null 2>&1 &
 server=$!
 sleep 0.3
-"$bin" "$test" -p $port -s 8 -D 5 "$@" 127.0.0.1 >/dev/null 2>&1 &
+"$bin" "$test" -p $port -s "${SIZE:-8}" -D 5 "$@" 127.0.0.1 >/dev/null 2>&1 &
 client=$!
 sleep 1.5
 snap() {

@@ -118,17 +118,18 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
                 }
             }
         }
-        // A driver that always finds work still lets the worker's other tasks run.
-        if fair.must_yield(std::time::Instant::now()) {
-            tokio::task::yield_now().await;
-            fair.returned();
-        }
-        let waits = match driver.turn(shared) {
+        let (waits, now) = match driver.turn(shared) {
             Turn::Park(park) => return Ok(Some(park)),
-            Turn::Wait(waits) => waits,
+            Turn::Wait(waits, now) => (waits, now),
         };
         if waits.eof && driver.out.is_empty() {
             return Ok(None);
+        }
+        // A driver that always finds work still lets the worker's other tasks run (by
+        // the turn's clock: under paused time it only yields by waiting).
+        if fair.must_yield(now.into_std()) {
+            tokio::task::yield_now().await;
+            fair.returned();
         }
         let (flow, pended) = watched(driver.wait(shared, sock, &waits)).await;
         if pended {
@@ -176,8 +177,8 @@ struct Driver {
 enum Turn {
     /// A migration asked this driver to stop, and it can: hand the connection over.
     Park(ParkRequest),
-    /// Wait for one of these, then turn again.
-    Wait(Waits),
+    /// Wait for one of these, then turn again; the turn's clock reading.
+    Wait(Waits, Instant),
 }
 
 impl Driver {
@@ -212,7 +213,7 @@ impl Driver {
             self.busy_until = None;
         }
         shared.unlock(st);
-        Turn::Wait(waits)
+        Turn::Wait(waits, now)
     }
 
     /// Writes what the driver holds, waits for the socket, a post's wake-up or a timer,

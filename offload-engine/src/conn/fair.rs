@@ -7,13 +7,15 @@
 //!
 //! tokio's answer is its coop budget, spent per operation. But a yield on a
 //! multi-threaded runtime wakes an idle worker to steal the task, and from then on the
-//! two workers hand the connection back and forth. A responder streaming Read 64 KiB
-//! Responses for 4 s switched threads 550 times without yields, 70 000 to 110 000 times
-//! with a unit spent every turn (and was 20-30% slower), and 97 000 times with a yield
-//! every 10 ms. So the driver yields only when it
-//! has run [`RUN_AT_MOST`] without returning to the runtime *and* no worker is idle: an
-//! idle worker polls the sockets and timers and steals queued tasks, so nothing waits
-//! for this one then.
+//! two workers hand the connection back and forth. With a unit spent on every turn, a
+//! responder streaming Read 64 KiB Responses switched threads about 29,000 times a second
+//! (two workers, half of them involuntary) and ran 20-30% slower; with this policy, about
+//! 150 (`SIZE=65536 scripts/ctx_switches.sh target/release/iwperf read_bw --crc`, server
+//! lines). Yields at a fixed interval, even 10 ms apart, kept the workers passing the
+//! connection around (a throwaway build). So the driver yields only when it has run
+//! [`RUN_AT_MOST`] without returning to the runtime *and* no worker is idle: an idle
+//! worker polls the sockets and timers and steals queued tasks, so nothing waits for this
+//! one then.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
