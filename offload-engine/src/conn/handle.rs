@@ -9,7 +9,7 @@ use rdmap::{Completion, PostError, QpEnd, QpNum, QpState, RecvWr, SendWr};
 use tokio::sync::{Notify, watch};
 
 use super::completions::Completions;
-use super::connection::Connection;
+use super::connection::{Connection, Next};
 use cq::{CompletionFuture, Waiters, check_wr_id};
 
 thread_local! {
@@ -112,6 +112,26 @@ impl Shared {
         SPARE.set(batch);
         if let Some(end) = end {
             self.ended.send_replace(Some(end));
+        }
+    }
+
+    /// Does what a call on the connection left to do once the lock was released: writes
+    /// an inline transmit (the lock released) and hands it back, and wakes the driver if
+    /// it must run.
+    pub(crate) fn then(&self, next: Next) {
+        let wake = match next {
+            Next::Done => false,
+            Next::Driver => true,
+            Next::Write(mut w) => {
+                w.write();
+                let mut st = self.lock();
+                let wake = st.inline_written(w);
+                self.unlock(st);
+                wake
+            }
+        };
+        if wake {
+            self.wake_driver();
         }
     }
 
@@ -270,10 +290,11 @@ impl Qp {
     /// else through the send queue (written on this thread when small and the queue is
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
-        self.locked(|st| match st.post_send(wr) {
-            Ok(wake) => (Ok(()), wake),
-            Err(e) => (Err(e), false),
-        })
+        let mut st = self.shared.lock();
+        let posted = st.post_send(wr);
+        self.shared.unlock(st);
+        self.shared.then(posted?);
+        Ok(())
     }
 
     /// Queues the work requests of `wrs` in order, under one lock and with one wake-up of
@@ -366,11 +387,9 @@ impl Qp {
         };
         let read = super::io::read_unlocked(&sock, &mut input);
         let mut st = self.shared.lock();
-        let (got, driver) = st.polled(input, read, all);
+        let (got, next) = st.polled(input, read, all);
         self.shared.unlock(st);
-        if driver {
-            self.shared.wake_driver();
-        }
+        self.shared.then(next);
         got
     }
 

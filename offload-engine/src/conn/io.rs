@@ -12,10 +12,10 @@
 //! `Connection`, whoever reads (the driver, or an application polling its input): the
 //! input is claimed first (under the lock, so that nobody else reads meanwhile), the
 //! system call runs with the lock released ([`read_unlocked`]), and the result is handed
-//! back under the lock ([`Io::took`]), where the capture records it in order. The driver
-//! writes the same way ([`write_unlocked`], [`Io::wrote`]). A post's inline transmit is
-//! short and writes under the lock (as siw's direct send writes under its queue pair's
-//! lock).
+//! back under the lock ([`Io::took`]), where the capture records it in order. Writes go
+//! the same way ([`write_unlocked`], [`Io::wrote`]), the driver's and a post's inline
+//! transmit alike: the output is produced and claimed under the lock, so that nobody else
+//! writes meanwhile, and written with the lock released.
 
 use std::io::{self, IoSlice};
 use std::net::TcpStream;
@@ -124,8 +124,8 @@ pub(crate) fn send_now(sock: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<u
 /// Writes as much of the front of `out` as `write` (one non-blocking vectored write of the
 /// socket) takes now, and drops it from `out`; with `copy`, the octets written are
 /// appended to it for the capture. Returns the octets written: 0 when the socket is full.
-/// The driver writes through its registration with the lock released (it alone writes
-/// while it holds octets).
+/// Runs with the lock released, by whoever claimed the output (the driver, through its
+/// registration, or a post's inline transmit): it alone writes meanwhile.
 pub(crate) fn write_unlocked(
     mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
     out: &mut Transmit,
@@ -244,21 +244,6 @@ impl Io {
         self.tap.received(rx.get(fresh..).unwrap_or_default());
         self.moved += n as u64;
         Read::Data(n)
-    }
-
-    /// Writes as much of the front of `out` as the socket takes now (vectored, never
-    /// blocking), records it, drops it from `out` and tells the stream (send completions
-    /// may follow). Returns the octets written: 0 when the socket is full (the driver
-    /// then waits for room).
-    pub(crate) fn write(&mut self, stream: &mut Stream, out: &mut Transmit) -> io::Result<usize> {
-        let Some(sock) = self.sock.as_deref() else {
-            return Ok(0);
-        };
-        let mut copy = Vec::new();
-        let write = |slices: &[IoSlice<'_>]| send_now(sock, slices);
-        let n = write_unlocked(write, out, self.tap.is_on().then_some(&mut copy))?;
-        self.wrote(stream, n, &copy);
-        Ok(n)
     }
 
     /// Shuts down the sending half (TCP FIN) and records it.

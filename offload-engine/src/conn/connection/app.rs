@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rdmap::{Completion, PostError, QpEnd, QpState, RecvWr, SendWr, Stream};
 
-use super::{Connection, inline_tx, push_post};
+use super::{Connection, Next, inline_tx, push_post};
 use crate::conn::io::{Input, Read};
 use crate::push::QpPush;
 
@@ -40,7 +40,7 @@ impl Connection {
 
     /// Octets wait for room in the socket or the stream has FPDUs to produce.
     pub(crate) fn tx_backlog(&self) -> bool {
-        self.tx_busy || self.stream.wants_transmit()
+        self.tx_busy || self.tx_claimed || self.stream.wants_transmit()
     }
 
     /// Serves or refuses incoming RDMA Writes, Reads and Atomics.
@@ -60,9 +60,9 @@ impl Connection {
     }
 
     /// Posts one send request: by seed 000's push path when it runs for this queue pair,
-    /// else through the send queue (written on this thread when small and the queue is
-    /// idle). Returns true when the driver must run.
-    pub(crate) fn post_send(&mut self, wr: SendWr) -> Result<bool, PostError> {
+    /// else through the send queue (written by this thread when small and the queue is
+    /// idle). Returns what is left to do once the lock is released.
+    pub(crate) fn post_send(&mut self, wr: SendWr) -> Result<Next, PostError> {
         // Out of the state while it runs, as it runs on the state.
         let push = self.home.push.take();
         let posted = match &push {
@@ -126,14 +126,14 @@ impl Connection {
 
     /// Ends a busy poll that [`claim_polled`](Self::claim_polled) started, with what the
     /// read outside the lock found; `all`: every request's output is written here, not
-    /// only a lone one's. Returns whether anything arrived, and whether the driver must
-    /// run.
+    /// only a lone one's. Returns whether anything arrived, and what is left to do once
+    /// the lock is released.
     pub(crate) fn polled(
         &mut self,
         input: Input,
         read: std::io::Result<usize>,
         all: bool,
-    ) -> (bool, bool) {
+    ) -> (bool, Next) {
         let read = self.return_input(input, read);
         let got = matches!(read, Ok(Read::Data(_)));
         if got {
@@ -141,7 +141,7 @@ impl Connection {
         }
         // An error, the FIN or a state change: the driver's work. So is output, except
         // that of a lone request (a Send or Write too large to go out with its post),
-        // produced and written here while the driver holds nothing unwritten, as a
+        // produced and written by this thread while the driver holds nothing unwritten, as a
         // post's push writes: the driver, woken from this thread, may not run before the
         // application's loop gives the runtime a turn, and a lone request is what the
         // application waits for. Many requests in flight stay with the driver, off the
@@ -150,17 +150,21 @@ impl Connection {
         // and read_bw 29.4 -> 23.5 Gbit/s (BENCHMARKS.md).
         let here = all || self.stream.outstanding_sends() == 1;
         // A migration that asked meanwhile waited for this read to end: the driver parks.
-        let driver = read.is_err()
+        let next = if read.is_err()
             || self.park.is_some()
             || self.rx_eof
             || self.stream.state() != QpState::Rts
-            || if here && self.stream.wants_transmit() {
-                inline_tx::transmit(self, inline_tx::TX_HIGH_WATER)
-            } else {
-                self.stream.wants_transmit()
-            };
+        {
+            Next::Driver
+        } else if here && self.stream.wants_transmit() {
+            inline_tx::transmit(self, inline_tx::TX_HIGH_WATER)
+        } else if self.stream.wants_transmit() {
+            Next::Driver
+        } else {
+            Next::Done
+        };
         self.collect();
-        (got, driver)
+        (got, next)
     }
 
     /// The application stops polling its input: true if it was (the driver must read

@@ -56,11 +56,13 @@ impl Connection {
         // the middle of a payload read straight into memory: that holds
         // the mapping, which does not cross to another process. And the application is
         // not in the middle of an FPDU on a shared socket: the socket goes to another
-        // engine, so the application stops writing to it. (An inline transmit writes
-        // only when the driver holds nothing, so `unwritten` is empty whenever `out` is
-        // not.)
+        // engine, so the application stops writing to it. Nor while a thread writes an
+        // inline transmit outside the lock (it hands back what is left). (An inline
+        // transmit produces only when the driver holds nothing, so `unwritten` is empty
+        // whenever `out` is not.)
         let can_park = (out.is_empty() || self.unwritten.is_empty())
             && !self.rx_busy
+            && !self.tx_claimed
             && !self.stream.placing_directly()
             && (self.park.is_none() || self.revoke_tx());
         let park = self.park.take_if(|_| can_park);

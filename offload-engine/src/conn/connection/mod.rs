@@ -19,6 +19,8 @@ mod image;
 mod inline_tx;
 mod park;
 mod push_post;
+#[cfg(test)]
+mod tests;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -39,7 +41,7 @@ use crate::tpt::Tpt;
 
 pub(crate) use driven::Waits;
 pub(crate) use image::{Prepared, QpImage};
-pub(crate) use inline_tx::TX_HIGH_WATER;
+pub(crate) use inline_tx::{Next, TX_HIGH_WATER};
 pub(crate) use park::{ParkError, Parked};
 
 /// The engine a queue pair belongs to, which live migration changes: its memory table,
@@ -83,6 +85,9 @@ pub(crate) struct Connection {
     /// True while the driver holds octets not yet written: then only the driver writes,
     /// so an inline transmit must not put anything on the wire ahead of them.
     tx_busy: bool,
+    /// True while a posting or polling thread writes what it produced outside the lock
+    /// (see `inline_tx`): nobody else produces or writes meanwhile.
+    tx_claimed: bool,
     /// What an inline transmit produced but the socket did not take; the driver sends it next.
     unwritten: Transmit,
     /// Completions produced under the lock, delivered after it is released.
@@ -131,6 +136,7 @@ impl Connection {
             rx_eof: false,
             polled_at: None,
             tx_busy: false,
+            tx_claimed: false,
             unwritten: Transmit::new(),
             ready: Vec::new(),
             publish_end: None,
@@ -166,7 +172,10 @@ impl Connection {
         }
         let fd = self.io.share()?;
         let mut share = SharedTx::grant(seg, totals, &self.stream);
-        share.settle(&self.stream, self.unwritten.is_empty() && !self.tx_busy);
+        share.settle(
+            &self.stream,
+            self.unwritten.is_empty() && !self.tx_busy && !self.tx_claimed,
+        );
         self.tx_share = Some(share);
         Ok(fd)
     }
@@ -202,7 +211,7 @@ impl Connection {
     /// After a write: lets the application have the stream if this side is done with it
     /// (`out_empty`: nothing waits for the socket).
     fn settle_tx(&mut self, out_empty: bool) {
-        let empty = out_empty && self.unwritten.is_empty();
+        let empty = out_empty && self.unwritten.is_empty() && !self.tx_claimed;
         if let Some(share) = &mut self.tx_share {
             share.settle(&self.stream, empty);
         }
@@ -310,7 +319,8 @@ impl Connection {
         if out.is_empty() && !self.unwritten.is_empty() {
             std::mem::swap(out, &mut self.unwritten);
         }
-        if out.len() < high_water && self.tx_gate() {
+        // While a thread writes an inline transmit outside the lock, output waits for it.
+        if out.len() < high_water && !self.tx_claimed && self.tx_gate() {
             let _ = self
                 .stream
                 .poll_transmit(self.mem.as_mut(), out, high_water);

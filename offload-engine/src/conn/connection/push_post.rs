@@ -6,16 +6,16 @@
 
 use rdmap::{PostError, QpState, SendWr};
 
-use super::{Connection, inline_tx};
+use super::{Connection, Next, inline_tx};
 use crate::push::{ConnView, Offer, QpPush};
 
 /// Posts `wr` (a lone request) by the push path if it may be pushed, else through the
-/// send queue. Returns true when the driver must run.
-pub(super) fn post(st: &mut Connection, push: &QpPush, wr: SendWr) -> Result<bool, PostError> {
+/// send queue. Returns what is left to do once the lock is released.
+pub(super) fn post(st: &mut Connection, push: &QpPush, wr: SendWr) -> Result<Next, PostError> {
     let view = ConnView {
         stream: &st.stream,
         idle: st.stream.state() == QpState::Rts && st.io.is_open() && !st.migrating,
-        tx_busy: st.tx_busy,
+        tx_busy: st.tx_busy || st.tx_claimed,
         tpt: &st.home.tpt,
         rules: &mut st.push_rules,
         arena: &mut st.push_arena,
@@ -24,7 +24,7 @@ pub(super) fn post(st: &mut Connection, push: &QpPush, wr: SendWr) -> Result<boo
         Offer::Queue(wr) => inline_tx::post_queued(st, wr),
         Offer::Discarded(wr) => {
             st.stream.post_send(wr)?;
-            Ok(true)
+            Ok(Next::Driver)
         }
         Offer::Execute(pushed) => {
             if let Err(e) = st.stream.post_send(pushed) {
@@ -32,11 +32,11 @@ pub(super) fn post(st: &mut Connection, push: &QpPush, wr: SendWr) -> Result<boo
                 return Err(e);
             }
             push.executed();
-            let wake = inline_tx::transmit(st, inline_tx::INLINE_MAX);
-            // The message is on the wire, or with the driver next: its tracking entry is
-            // free again.
+            let next = inline_tx::transmit(st, inline_tx::INLINE_MAX);
+            // The message is produced, for this thread to write next, or with the driver:
+            // its tracking entry is free again.
             push.untrack();
-            Ok(wake)
+            Ok(next)
         }
     }
 }
