@@ -122,7 +122,7 @@ async fn run(shared: &Shared, sock: &TcpStream) -> io::Result<Option<ParkRequest
             Turn::Park(park) => return Ok(Some(park)),
             Turn::Wait(waits, now) => (waits, now),
         };
-        if waits.eof && driver.out.is_empty() {
+        if waits.eof && driver.out.is_empty() && !waits.claimed {
             return Ok(None);
         }
         // A driver that always finds work still lets the worker's other tasks run (by

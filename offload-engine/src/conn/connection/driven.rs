@@ -26,6 +26,9 @@ pub(crate) struct Waits {
     pub(crate) deadline: Option<std::time::Instant>,
     /// The peer's FIN was read: no more readiness to wait for.
     pub(crate) eof: bool,
+    /// A thread writes an inline transmit outside the lock: the connection does not end
+    /// before it hands it back (and wakes the driver).
+    pub(crate) claimed: bool,
     /// The application polls its input itself until then: leave reading to it.
     pub(crate) muted_until: Option<Instant>,
     /// When the connection times out if nothing moves, and why.
@@ -84,8 +87,12 @@ impl Connection {
         self.migrating = false;
     }
 
-    /// True once this side is done: in Error or Idle, or closing with nothing left.
+    /// True once this side is done: in Error or Idle, or closing with nothing left. Not
+    /// while a thread writes an inline transmit (the FIN must follow its octets).
     pub(crate) fn is_done(&self) -> bool {
+        if self.tx_claimed {
+            return false;
+        }
         match self.stream.state() {
             QpState::Error | QpState::Idle => true,
             QpState::Closing => self.stream.is_drained(),
@@ -128,6 +135,7 @@ impl Connection {
                 .flatten()
                 .min(),
             eof: self.rx_eof,
+            claimed: self.tx_claimed,
             muted_until,
             liveness,
         }

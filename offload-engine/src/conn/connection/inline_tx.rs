@@ -145,6 +145,13 @@ impl Connection {
         self.tx_busy = !self.unwritten.is_empty();
         self.settle_tx(true);
         self.collect();
-        self.tx_busy || w.more || self.park.is_some() || self.stream.wants_transmit()
+        // The driver also looks again if the connection is closing or ending: it held back
+        // its FIN, and the peer's, for these octets.
+        self.tx_busy
+            || w.more
+            || self.park.is_some()
+            || self.rx_eof
+            || self.stream.wants_transmit()
+            || self.stream.state() != QpState::Rts
     }
 }

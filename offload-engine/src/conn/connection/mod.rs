@@ -313,7 +313,9 @@ impl Connection {
         shut_down: bool,
     ) -> tokio::time::Instant {
         self.process_input();
-        if self.rx_eof {
+        // The peer's FIN flushes what is outstanding: not before the octets a thread is
+        // writing outside the lock are accounted for (they were sent, and complete).
+        if self.rx_eof && !self.tx_claimed {
             self.stream.handle_eof(&mut self.rx);
         }
         if out.is_empty() && !self.unwritten.is_empty() {

@@ -119,3 +119,41 @@ fn while_a_post_writes_outside_the_lock_nobody_else_sends() {
     let at = |m: &[u8]| got.windows(m.len()).position(|w| w == m).unwrap();
     assert!(at(b"first message") < at(b"second message"));
 }
+
+#[test]
+fn the_peers_fin_waits_for_a_claimed_write_to_be_accounted() {
+    let (mut st, peer) = connected();
+    let Ok(Next::Write(mut first)) = st.post_send(send(1, b"last message")) else {
+        panic!("a lone small Send on an idle queue pair is written by its poster");
+    };
+    first.write();
+    // The peer reads it and leaves before the poster hands the write back.
+    let mut buf = [0; 256];
+    let _ = (&peer).read(&mut buf).unwrap();
+    peer.shutdown(std::net::Shutdown::Both).unwrap();
+    let sock = st.io.socket().unwrap();
+    let mut input = st.claim_input().unwrap();
+    let read = loop {
+        match crate::conn::io::read_unlocked(&sock, &mut input) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            read => break read,
+        }
+    };
+    assert_eq!(st.return_input(input, read).unwrap(), super::Read::Eof);
+    let mut out = Transmit::new();
+    let now = st.step(&mut out, TX_HIGH_WATER, false);
+    let waits = st.waits(now, now, false);
+    assert!(
+        waits.eof && waits.claimed && !st.is_done(),
+        "the driver stays for the claim"
+    );
+    assert!(
+        st.ready.is_empty(),
+        "the Send was flushed while its octets were out"
+    );
+    assert!(st.inline_written(first), "the driver looks again");
+    st.step(&mut out, TX_HIGH_WATER, false);
+    let sent: Vec<_> = st.ready.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(sent, [(1, rdmap::WcStatus::Success)]);
+    assert!(st.is_done());
+}
