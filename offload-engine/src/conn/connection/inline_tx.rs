@@ -9,7 +9,9 @@
 //!   (`Connection::tx_busy` is false);
 //! - while the caller writes what it produced (`Connection::tx_claimed`), nobody else
 //!   produces or writes: the driver's turn leaves output alone, another post leaves it to
-//!   the driver, and the driver does not park for a migration.
+//!   the driver, and the driver does not park for a migration. Nor does the connection
+//!   end under it: the peer's FIN and this side's wait, so that octets already sent
+//!   complete rather than flush.
 //!
 //! The caller then hands back what the socket did not take ([`Connection::inline_written`]):
 //! it is left in `Connection::unwritten` with `tx_busy` set, and the driver sends it
