@@ -301,10 +301,12 @@ impl Driver {
                 }
                 let mut st = shared.lock();
                 // The deadline came from the last turn's state; an application that polls
-                // its input may have moved octets since, and then it has not expired.
+                // its input may have moved octets since, and then it has not expired; nor
+                // while a post writes outside the lock (its octets count when handed back).
                 if let Some((at, why)) = w.liveness
                     && now >= at
                     && st.moved() == self.progress.moved
+                    && !st.writing_inline()
                 {
                     st.timed_out();
                     shared.unlock(st);

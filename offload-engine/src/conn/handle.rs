@@ -115,14 +115,23 @@ impl Shared {
         }
     }
 
-    /// Does what a call on the connection left to do once the lock was released: writes
-    /// an inline transmit (the lock released) and hands it back, and wakes the driver if
-    /// it must run.
-    pub(crate) fn then(&self, next: Next) {
+    /// Releases the lock after a call on the connection, and does what it left to do:
+    /// delivers, writes an inline transmit and hands it back, wakes the driver if it must
+    /// run. With output claimed, nothing is delivered before it is handed back: no
+    /// application code (a completion queue's waker, a sink) runs while the claim is
+    /// out, so none can leave it out.
+    pub(crate) fn release(&self, st: MutexGuard<'_, Connection>, next: Next) {
         let wake = match next {
-            Next::Done => false,
-            Next::Driver => true,
+            Next::Done => {
+                self.unlock(st);
+                false
+            }
+            Next::Driver => {
+                self.unlock(st);
+                true
+            }
             Next::Write(mut w) => {
+                drop(st);
                 w.write();
                 let mut st = self.lock();
                 let wake = st.inline_written(w);
@@ -291,10 +300,16 @@ impl Qp {
     /// idle).
     fn post_one(&self, wr: SendWr) -> Result<(), PostError> {
         let mut st = self.shared.lock();
-        let posted = st.post_send(wr);
-        self.shared.unlock(st);
-        self.shared.then(posted?);
-        Ok(())
+        match st.post_send(wr) {
+            Ok(next) => {
+                self.shared.release(st, next);
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.unlock(st);
+                Err(e)
+            }
+        }
     }
 
     /// Queues the work requests of `wrs` in order, under one lock and with one wake-up of
@@ -388,8 +403,7 @@ impl Qp {
         let read = super::io::read_unlocked(&sock, &mut input);
         let mut st = self.shared.lock();
         let (got, next) = st.polled(input, read, all);
-        self.shared.unlock(st);
-        self.shared.then(next);
+        self.shared.release(st, next);
         got
     }
 

@@ -110,6 +110,12 @@ impl Connection {
         self.io.moved()
     }
 
+    /// A thread writes an inline transmit outside the lock: octets are moving, counted
+    /// when it hands them back.
+    pub(crate) fn writing_inline(&self) -> bool {
+        self.tx_claimed
+    }
+
     /// What the driver waits for after a turn at `now`: `progress_at` is when octets last
     /// moved, `holding` whether the driver holds octets to write.
     pub(crate) fn waits(&self, now: Instant, progress_at: Instant, holding: bool) -> Waits {

@@ -45,7 +45,7 @@ pub(crate) enum Next {
     /// Wake the driver: it has work.
     Driver,
     /// Write this with the lock released ([`InlineWrite::write`]), then hand it back
-    /// under the lock ([`Connection::inline_written`]).
+    /// under the lock ([`Connection::inline_written`]): `Shared::release` does both.
     Write(InlineWrite),
 }
 
@@ -137,14 +137,14 @@ impl Connection {
         if !self.io.is_open() {
             return false;
         }
+        // Nobody put anything here while the write was claimed.
+        self.unwritten = w.out;
+        self.tx_busy = !self.unwritten.is_empty();
         self.io.wrote(
             &mut self.stream,
             w.written,
             w.copy.as_deref().unwrap_or_default(),
         );
-        // Nobody put anything here while the write was claimed.
-        self.unwritten = w.out;
-        self.tx_busy = !self.unwritten.is_empty();
         self.settle_tx(true);
         self.collect();
         // The driver also looks again if the connection is closing or ending: it held back
