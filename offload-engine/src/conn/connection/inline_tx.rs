@@ -99,18 +99,18 @@ pub(crate) fn post_queued(
 /// write, if nobody else is sending; else the driver must run (it has a backlog, another
 /// thread writes, or the state is not RTS).
 pub(crate) fn transmit(st: &mut Connection, max: usize) -> Next {
+    // No socket: the connection ended, and the driver finishes it.
+    let Some(sock) = st.io.socket() else {
+        return Next::Driver;
+    };
     if st.tx_busy
         || st.tx_claimed
         || st.migrating
-        || !st.io.is_open()
         || st.stream.state() != QpState::Rts
         || !st.tx_gate()
     {
         return Next::Driver;
     }
-    let Some(sock) = st.io.socket() else {
-        return Next::Driver;
-    };
     let produced = st
         .stream
         .poll_transmit(st.mem.as_mut(), &mut st.unwritten, max);
