@@ -12,12 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=target/release test=${TEST:-send_lat} port=${PORT:-20555}
 cargo build -q --release -p iwarpd --bin iwarpd -p examples --bin iwperf
-sock=$(mktemp -u /tmp/daemon-syscalls-XXXXXX.sock)
-out=$(mktemp)
-"$bin/iwarpd" --listen 127.0.0.1:0 --control "$sock" >/dev/null 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; rm -f "$out"' EXIT
-sleep 0.4
+. scripts/local_iwarpd.sh
+start_iwarpd "$bin" daemon-syscalls
 if [ "${C:-0}" = 1 ]; then
     export LD_LIBRARY_PATH=target/rdma-core IWARP_DEVICE=unix:$sock
     "ib_$test" -R -p "$port" -D 6 -s 8 >/dev/null 2>&1 &
