@@ -301,12 +301,11 @@ impl Driver {
                 }
                 let mut st = shared.lock();
                 // The deadline came from the last turn's state; an application that polls
-                // its input may have moved octets since, and then it has not expired; nor
-                // while a post writes outside the lock (its octets count when handed back).
+                // its input may have moved octets since, or a post may be writing outside
+                // the lock, and then it has not expired.
                 if let Some((at, why)) = w.liveness
                     && now >= at
-                    && st.moved() == self.progress.moved
-                    && !st.writing_inline()
+                    && st.stalled_since(self.progress.moved)
                 {
                     st.timed_out();
                     shared.unlock(st);

@@ -110,10 +110,11 @@ impl Connection {
         self.io.moved()
     }
 
-    /// A thread writes an inline transmit outside the lock: octets are moving, counted
-    /// when it hands them back.
-    pub(crate) fn writing_inline(&self) -> bool {
-        self.tx_claimed
+    /// Nothing moved since the driver saw `moved` octets: no octet read or written, and
+    /// no inline transmit being written outside the lock (its octets count when it hands
+    /// them back).
+    pub(crate) fn stalled_since(&self, moved: u64) -> bool {
+        self.io.moved() == moved && !self.tx_claimed
     }
 
     /// What the driver waits for after a turn at `now`: `progress_at` is when octets last

@@ -96,12 +96,15 @@ fn while_a_post_writes_outside_the_lock_nobody_else_sends() {
         st.take_park(&mut out, false).is_none() && st.tx_claimed,
         "nothing to park for, and the claim stays"
     );
+    let moved = st.moved();
+    assert!(!st.stalled_since(moved), "a claimed write is progress");
     first.write();
     assert!(
         st.inline_written(first),
         "the second Send waits for the driver"
     );
     assert!(!st.tx_claimed && st.unwritten.is_empty());
+    assert!(st.moved() > moved && st.stalled_since(st.moved()));
     // The driver's turn sends the second, after the first.
     st.step(&mut out, TX_HIGH_WATER, false);
     assert!(!out.is_empty());
