@@ -172,10 +172,7 @@ impl Connection {
         }
         let fd = self.io.share()?;
         let mut share = SharedTx::grant(seg, totals, &self.stream);
-        share.settle(
-            &self.stream,
-            self.unwritten.is_empty() && !self.tx_busy && !self.tx_claimed,
-        );
+        share.settle(&self.stream, self.unwritten.is_empty() && !self.tx_busy);
         self.tx_share = Some(share);
         Ok(fd)
     }
@@ -211,7 +208,9 @@ impl Connection {
     /// After a write: lets the application have the stream if this side is done with it
     /// (`out_empty`: nothing waits for the socket).
     fn settle_tx(&mut self, out_empty: bool) {
-        let empty = out_empty && self.unwritten.is_empty() && !self.tx_claimed;
+        // Octets a thread writes outside the lock are not written yet to the stream, which
+        // is then not quiet (`Stream::tx_quiet`): the lock stays with this side meanwhile.
+        let empty = out_empty && self.unwritten.is_empty();
         if let Some(share) = &mut self.tx_share {
             share.settle(&self.stream, empty);
         }
